@@ -1,0 +1,26 @@
+# quarry — build, test and benchmark targets (SPEC §9).
+GO      ?= go
+PKGS    ?= ./...
+BIN     ?= bin/quarry
+
+.PHONY: build test test-short lint bench e2e clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
+
+# Every Go test under the race detector.
+test:
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+bench: build
+	@echo "bench: no benchmark is built yet"
+
+clean:
+	rm -rf bin

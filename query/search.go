@@ -1,0 +1,68 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Request is a search request as SPEC §7 writes it (the body of POST
+// /v1/search on a peer or a search head).
+type Request struct {
+	Query        string `json:"query"`
+	Earliest     string `json:"earliest,omitempty"`
+	Latest       string `json:"latest,omitempty"`
+	Preference   string `json:"preference,omitempty"`
+	Fresh        bool   `json:"fresh,omitempty"`
+	AllowPartial *bool  `json:"allow_partial,omitempty"`
+	Publish      string `json:"publish,omitempty"`
+	// Now anchors relative times (-15m, @h); the zero value means time.Now().
+	Now time.Time `json:"-"`
+	// Server is the splunk_server value of results (the peer's id).
+	Server string `json:"-"`
+}
+
+// Response is a search answer as SPEC §7 writes it.
+type Response struct {
+	Results []map[string]any `json:"results"`
+	Fields  []string         `json:"fields"`
+	Summary Summary          `json:"summary"`
+}
+
+// Summary is the per-search report, like Elasticsearch's _shards.
+type Summary struct {
+	Buckets    BucketSummary `json:"buckets"`
+	Generation uint64        `json:"generation"`
+	Site       string        `json:"site,omitempty"`
+	Peers      []string      `json:"peers"`
+	Partial    bool          `json:"partial"`
+	Warnings   []string      `json:"warnings"`
+	TookMS     float64       `json:"took_ms"`
+}
+
+// BucketSummary counts the buckets a search covered.
+type BucketSummary struct {
+	Total      int       `json:"total"`
+	Successful int       `json:"successful"`
+	Skipped    int       `json:"skipped"`
+	Failed     int       `json:"failed"`
+	Missing    int       `json:"missing"`
+	Failures   []Failure `json:"failures"`
+}
+
+// Failure names a bucket that could not be searched.
+type Failure struct {
+	Bucket string `json:"bucket"`
+	Peer   string `json:"peer"`
+	Reason string `json:"reason"`
+}
+
+// ErrNotBuilt is returned until the search language lands.
+var ErrNotBuilt = errors.New("search is not built yet")
+
+// Search runs a whole search — the peer half and the head half — over local
+// segments: the single-peer search of SPEC §5. A parse error is returned as
+// a *SyntaxError (HTTP 400).
+func Search(ctx context.Context, req Request, segs []Segment) (*Response, error) {
+	return nil, ErrNotBuilt
+}

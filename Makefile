@@ -20,7 +20,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 bench: build
-	@echo "bench: no benchmark is built yet"
+	$(GO) run ./integration/bench -bin $(BIN) $(BENCHFLAGS)
 
 clean:
 	rm -rf bin

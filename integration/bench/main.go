@@ -1,0 +1,74 @@
+// Command bench is `make bench`: it generates the shared benchmark data
+// (../shared/bench/gen_events.go) into a git-ignored folder, runs quarry
+// against it following the protocol of ../shared/bench/README.md, checks every
+// answer, and prints our figures beside the baselines with ratios.
+//
+// Each part (ingest, query, cluster) registers itself in its own file; run
+// `go run ./integration/bench -parts ingest,query`.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Config is what every bench part receives.
+type Config struct {
+	DataDir   string // git-ignored folder for generated data and server data dirs
+	SharedDir string // ../shared/bench
+	Bin       string // the quarry binary (built by make bench)
+	Sizes     []string
+}
+
+// parts maps a part's name to its runner; each file registers in init.
+var parts = map[string]func(Config) error{}
+
+func register(name string, run func(Config) error) {
+	if _, dup := parts[name]; dup {
+		panic("bench part registered twice: " + name)
+	}
+	parts[name] = run
+}
+
+func main() {
+	var cfg Config
+	var which, sizes string
+	flag.StringVar(&cfg.DataDir, "data", "benchdata", "folder for generated data (git-ignored)")
+	flag.StringVar(&cfg.SharedDir, "shared", "../shared/bench", "the shared bench folder")
+	flag.StringVar(&cfg.Bin, "bin", "bin/quarry", "the quarry binary")
+	flag.StringVar(&which, "parts", "all", "comma list of parts to run, or all")
+	flag.StringVar(&sizes, "sizes", "1m,5m", "data sets to run: 1m, 5m")
+	flag.Parse()
+	cfg.Sizes = strings.Split(sizes, ",")
+	var names []string
+	if which == "all" {
+		for n := range parts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	} else {
+		names = strings.Split(which, ",")
+	}
+	if len(names) == 0 {
+		fmt.Println("bench: no part is built yet")
+		return
+	}
+	failed := false
+	for _, n := range names {
+		run, ok := parts[n]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "bench: unknown part %q\n", n)
+			os.Exit(2)
+		}
+		if err := run(cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "bench %s: %v\n", n, err)
+			failed = true
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

@@ -19,3 +19,7 @@ func maintenanceCommand() *cli.Command { return notYet("maintenance") }
 
 // rebalanceCommand is a placeholder until its issue lands.
 func rebalanceCommand() *cli.Command { return notYet("rebalance") }
+
+// peerAdminSubcommands are the admin subcommands of `quarry peer` (offline);
+// the manager's CLI owns them, the peer's command lists them.
+func peerAdminSubcommands() []*cli.Command { return nil }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -90,11 +91,12 @@ func openRaft(cfg *Config, fsm raft.FSM, newFSM func() raft.FSM, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("resolve raft address %q: %w", cfg.RaftAddr, err)
 	}
-	if advertise.Port == 0 || advertise.IP.IsUnspecified() {
+	var adv net.Addr = advertise
+	if advertise.Port == 0 {
 		// Let the transport advertise what it actually bound.
-		advertise = nil
+		adv = nil
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport"))
+	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog.Named("transport"))
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
 	}
@@ -135,6 +137,9 @@ func openRaft(cfg *Config, fsm raft.FSM, newFSM func() raft.FSM, log *slog.Logge
 	case len(cfg.Bootstrap) > 0:
 		conf := raft.Configuration{}
 		for _, s := range cfg.Bootstrap {
+			if s.ID == cfg.ID && strings.HasSuffix(s.RaftAddr, ":0") {
+				s.RaftAddr = string(n.trans.LocalAddr()) // port chosen by the OS
+			}
 			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.RaftAddr)})
 		}
 		f := n.raft.BootstrapCluster(conf)

@@ -1,0 +1,448 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A group of three: the bootstrap config is committed once, a command
+// applied through the leader is on all three, the join is idempotent, and
+// every manager knows every other's HTTP address.
+func TestGroupReplicatesAndJoinIsIdempotent(t *testing.T) {
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	if l.ID() != "m1" {
+		t.Fatalf("leader = %s, want m1 (the only bootstrap voter)", l.ID())
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		var hb time.Duration
+		m.Read(func(s *fsm.State) { hb = s.Config().HeartbeatTimeout })
+		if hb != 2*time.Second {
+			return fmt.Errorf("heartbeat_timeout %v, want the seed's 2s", hb)
+		}
+		return nil
+	})
+	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
+		t.Fatalf("apply maintenance on: %v", err)
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		if !maintenanceOf(m) {
+			return errors.New("maintenance not on")
+		}
+		return nil
+	})
+
+	// Join again, through a follower: 307 to the leader, still 3 voters.
+	c, err := NewClient([]string{"http://" + g.ms["m3"].HTTPAddr()}, testToken, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv := g.ms["m2"]
+	if err := c.do(ctxT(t), http.MethodPost, "/v1/managers/join", JoinRequest(mv.self()), nil); err != nil {
+		t.Fatalf("repeat join: %v", err)
+	}
+	cf := l.Raft().GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cf.Configuration().Servers); n != 3 {
+		t.Fatalf("raft configuration has %d servers after a repeated join, want 3", n)
+	}
+	for _, m := range g.ms {
+		view := m.Managers()
+		if len(view.Managers) != 3 || view.Leader != "m1" {
+			t.Fatalf("%s: managers view %+v, want 3 managers led by m1", m.ID(), view)
+		}
+		for _, mm := range view.Managers {
+			if mm.HTTPAddr != g.ms[mm.ID].HTTPAddr() || !mm.Voter {
+				t.Fatalf("%s: member %+v, want voter with http %s", m.ID(), mm, g.ms[mm.ID].HTTPAddr())
+			}
+		}
+	}
+}
+
+// Writes: no token → 401 JSON; a follower answers 307 to the leader's HTTP
+// address; the client follows it and the write lands; reads are answered
+// by the follower itself.
+func TestWritesAuthAndRedirect(t *testing.T) {
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	var f *Manager
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name, token string
+	}{{"none", ""}, {"wrong", "nope"}} {
+		code, body := post(t, noRedirect, "http://"+f.HTTPAddr()+"/v1/maintenance", tc.token, `{"enabled":true}`)
+		var ae APIError
+		if code != http.StatusUnauthorized || json.Unmarshal([]byte(body), &ae) != nil || ae.Code != "unauthorized" {
+			t.Fatalf("token %s: got %d %s, want 401 with code unauthorized", tc.name, code, body)
+		}
+		code, _ = post(t, noRedirect, "http://"+l.HTTPAddr()+"/v1/maintenance", tc.token, `{"enabled":true}`)
+		if code != http.StatusUnauthorized {
+			t.Fatalf("token %s on leader: got %d, want 401", tc.name, code)
+		}
+	}
+	if maintenanceOf(l) {
+		t.Fatal("a refused write changed the state")
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/v1/maintenance?x=1", strings.NewReader(`{"enabled":true}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://"+l.HTTPAddr()+"/v1/maintenance?x=1" {
+		t.Fatalf("follower answered %d Location=%q, want 307 to http://%s/v1/maintenance?x=1", resp.StatusCode, resp.Header.Get("Location"), l.HTTPAddr())
+	}
+
+	c, _ := NewClient([]string{"http://" + f.HTTPAddr()}, testToken, 5*time.Second)
+	if err := c.SetMaintenance(ctxT(t), true); err != nil {
+		t.Fatalf("maintenance through a follower: %v", err)
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		if !maintenanceOf(m) {
+			return errors.New("maintenance not on")
+		}
+		return nil
+	})
+	// Reads on the follower, no token needed.
+	st, err := c.Status(ctxT(t))
+	if err != nil || st.Leader != l.ID() || !st.Maintenance {
+		t.Fatalf("status from follower: %+v, %v; want leader %s, maintenance on", st, err, l.ID())
+	}
+
+	// Bad requests get a JSON error and change nothing.
+	for _, tc := range []struct{ path, body, code string }{
+		{"/v1/maintenance", `{"enabled":"yes"}`, "bad_request"},
+		{"/v1/maintenance", `{}`, "bad_request"},
+		{"/v1/maintenance", ``, "bad_request"},
+		{"/v1/peers/p1/offline?enforce_counts=maybe", ``, "bad_request"},
+	} {
+		code, body := post(t, noRedirect, "http://"+l.HTTPAddr()+tc.path, testToken, tc.body)
+		var ae APIError
+		if code != http.StatusBadRequest || json.Unmarshal([]byte(body), &ae) != nil || ae.Code != tc.code {
+			t.Fatalf("POST %s %q: got %d %s, want 400 %s", tc.path, tc.body, code, body, tc.code)
+		}
+	}
+	if !maintenanceOf(l) {
+		t.Fatal("a bad request changed maintenance")
+	}
+	// Unknown endpoint and wrong method are JSON errors too.
+	resp, err = http.Get("http://" + l.HTTPAddr() + "/v1/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/nope: %d %s, want 404 JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	resp, err = http.Get("http://" + l.HTTPAddr() + "/v1/rebalance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /v1/rebalance: %d, want 405", resp.StatusCode)
+	}
+}
+
+// Killing the leader elects another; nothing committed is lost; the old
+// leader restarted from its data directory catches up.
+func TestLeaderLossAndRestart(t *testing.T) {
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	old := l.ID()
+	g.kill(old)
+	nl := g.leader()
+	if nl.ID() == old {
+		t.Fatal("killed manager still leader")
+	}
+	if !maintenanceOf(nl) {
+		t.Fatal("new leader lost the committed maintenance flag")
+	}
+	if _, err := nl.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: false}); err != nil {
+		t.Fatalf("apply on new leader: %v", err)
+	}
+	want := nl.Raft().AppliedIndex()
+	back := g.restart(old)
+	waitFor(t, 10*time.Second, func() error {
+		if back.Raft().AppliedIndex() < want {
+			return fmt.Errorf("restarted manager at %d, want ≥ %d", back.Raft().AppliedIndex(), want)
+		}
+		if maintenanceOf(back) {
+			return errors.New("restarted manager still sees maintenance on")
+		}
+		return nil
+	})
+	// Writes through the restarted (follower) manager reach the leader.
+	c, _ := NewClient([]string{"http://" + back.HTTPAddr()}, testToken, 5*time.Second)
+	if err := c.SetMaintenance(ctxT(t), true); err != nil {
+		t.Fatalf("write through restarted follower: %v", err)
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		if !maintenanceOf(m) {
+			return errors.New("maintenance not on")
+		}
+		return nil
+	})
+}
+
+// A manager that missed more entries than the leader keeps behind its last
+// snapshot catches up by InstallSnapshot.
+func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
+	g := newGroup(t, 3, func(c *Config) {
+		c.SnapshotThreshold = 32
+		c.TrailingLogs = 8
+		c.SnapshotInterval = 100 * time.Millisecond
+	})
+	l := g.leader()
+	var lag string
+	for id := range g.ms {
+		if id != l.ID() {
+			lag = id
+			break
+		}
+	}
+	g.kill(lag)
+	for i := 0; i < 150; i++ {
+		if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: i%2 == 0}); err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+	}
+	// The leader has snapshotted and compacted its log past what lag has.
+	waitFor(t, 10*time.Second, func() error {
+		snaps, err := os.ReadDir(filepath.Join(g.dirs[l.ID()], raftDirName, "snapshots"))
+		if err != nil || len(snaps) == 0 {
+			return fmt.Errorf("no snapshot on the leader yet (%v)", err)
+		}
+		return nil
+	})
+	want := l.Raft().AppliedIndex()
+	back := g.restart(lag)
+	waitFor(t, 15*time.Second, func() error {
+		if back.Raft().AppliedIndex() < want {
+			return fmt.Errorf("lagging manager at %d, want ≥ %d", back.Raft().AppliedIndex(), want)
+		}
+		return nil
+	})
+	if got, wantM := maintenanceOf(back), maintenanceOf(l); got != wantM {
+		t.Fatalf("maintenance on caught-up manager %v, leader %v", got, wantM)
+	}
+	// It was installed from a snapshot: its own snapshot store has one, and
+	// the member table (carried in the snapshot) knows every manager.
+	snaps, err := os.ReadDir(filepath.Join(g.dirs[lag], raftDirName, "snapshots"))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("lagging manager has no snapshot after catching up (%v)", err)
+	}
+	if n := len(back.Members()); n != 3 {
+		t.Fatalf("member table after snapshot install has %d members, want 3", n)
+	}
+}
+
+// Quorum loss: two of three managers are gone for good; the survivor is
+// restarted with a peers.json naming only itself and leads again with the
+// committed state intact.
+func TestRecoveryFromQuorumLoss(t *testing.T) {
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		if !maintenanceOf(m) {
+			return errors.New("maintenance not on")
+		}
+		return nil
+	})
+	survivor := "m3"
+	g.kill("m1")
+	g.kill("m2")
+	g.kill(survivor)
+	peers := fmt.Sprintf(`[{"id": %q, "address": %q, "non_voter": false}]`, survivor, g.cfgs[survivor].RaftAddr)
+	path := filepath.Join(g.dirs[survivor], raftDirName, peersFileName)
+	if err := os.WriteFile(path, []byte(peers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := g.restart(survivor)
+	waitFor(t, 10*time.Second, func() error {
+		if !m.IsLeader() {
+			return errors.New("survivor not leader")
+		}
+		return nil
+	})
+	if !maintenanceOf(m) {
+		t.Fatal("recovered manager lost committed state")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("peers.json still present after recovery (%v)", err)
+	}
+	if _, err := m.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: false}); err != nil {
+		t.Fatalf("apply after recovery: %v", err)
+	}
+	cf := m.Raft().GetConfiguration()
+	if err := cf.Error(); err != nil || len(cf.Configuration().Servers) != 1 {
+		t.Fatalf("configuration after recovery: %+v %v, want the survivor alone", cf.Configuration(), err)
+	}
+}
+
+// The grace rule with a fake clock: a new leader declares nobody Down
+// before one heartbeat_timeout after its Barrier, even though it never heard
+// from any peer; after it, the peer that keeps heartbeating stays Up and the
+// silent one goes Down.
+func TestNewLeaderGracePeriod(t *testing.T) {
+	clock := newFakeClock()
+	g := newGroup(t, 3, func(c *Config) { c.Now = clock.Now })
+	l := g.leader()
+	for _, p := range []string{"p1", "p2"} {
+		if _, err := l.Apply(ctxT(t), &fsm.RegisterPeer{ID: p, GUID: "guid-" + p, Site: fsm.DefaultSite, At: clock.Now()}); err != nil {
+			t.Fatalf("register %s: %v", p, err)
+		}
+		l.Heartbeat(p, clock.Now())
+	}
+	old := l.ID()
+	g.kill(old)
+	nl := g.leader()
+	_, since, graceUntil, _ := nl.LeaderState()
+	if got := graceUntil.Sub(since); got != 2*time.Second {
+		t.Fatalf("grace = %v, want heartbeat_timeout 2s", got)
+	}
+	// Well past heartbeat_timeout since the last heartbeat anyone saw, but
+	// inside the new leader's grace: nobody is Down.
+	clock.Advance(1900 * time.Millisecond)
+	ticksNow := ticks(nl)
+	waitFor(t, 5*time.Second, func() error {
+		if ticks(nl) < ticksNow+3 {
+			return errors.New("leader loop has not run yet")
+		}
+		return nil
+	})
+	for _, p := range []string{"p1", "p2"} {
+		if st := peerState(nl, p); st != fsm.StateUp {
+			t.Fatalf("%s is %s inside the grace period, want Up", p, st)
+		}
+	}
+	// p1 keeps heartbeating (to the new leader); p2 is silent.
+	nl.Heartbeat("p1", clock.Now())
+	clock.Advance(1500 * time.Millisecond) // grace over; p1 heard 1.5s ago
+	waitFor(t, 5*time.Second, func() error {
+		if st := peerState(nl, "p2"); st != fsm.StateDown {
+			return fmt.Errorf("p2 is %s after grace with no heartbeat, want Down", st)
+		}
+		return nil
+	})
+	if st := peerState(nl, "p1"); st != fsm.StateUp {
+		t.Fatalf("p1 is %s, heartbeat 1.5s ago (timeout 2s), want Up", st)
+	}
+}
+
+func ticks(m *Manager) uint64 { _, _, _, n := m.LeaderState(); return n }
+
+func peerState(m *Manager, id string) fsm.PeerState {
+	var st fsm.PeerState
+	m.Read(func(s *fsm.State) {
+		p, ok := s.Peer(id)
+		if ok {
+			st = p.State
+		}
+	})
+	return st
+}
+
+// Bad configs are refused at start with one clear error.
+func TestConfigValidation(t *testing.T) {
+	base := testConfig(t, "m1", t.TempDir())
+	bad := fsm.DefaultConfig()
+	bad.SearchFactor = 4
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"no id", func(c *Config) { c.ID = "" }, "--id is required"},
+		{"no token", func(c *Config) { c.AdminToken = "" }, "--admin-token is required"},
+		{"bootstrap and join", func(c *Config) {
+			c.Bootstrap = []Server{{ID: "m1", RaftAddr: "127.0.0.1:1"}}
+			c.Join = "http://x:1"
+		}, "exclude each other"},
+		{"bootstrap without self", func(c *Config) { c.Bootstrap = []Server{{ID: "m2", RaftAddr: "127.0.0.1:1"}} }, "does not name this manager"},
+		{"bad join", func(c *Config) { c.Join = "ftp://x" }, "--join"},
+		{"sf above rf", func(c *Config) { c.Seed = &bad }, "cluster config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			tc.mod(&cfg)
+			_, err := New(context.Background(), cfg)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want ErrInvalidConfig mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseBootstrap("m1=127.0.0.1:7001,m2"); err == nil {
+		t.Fatal("ParseBootstrap accepted an entry without address")
+	}
+	got, err := ParseBootstrap("m1=127.0.0.1:7001, m2=127.0.0.1:7002")
+	if err != nil || len(got) != 2 || got[1] != (Server{ID: "m2", RaftAddr: "127.0.0.1:7002"}) {
+		t.Fatalf("ParseBootstrap: %+v %v", got, err)
+	}
+}
+
+// A destructive task is confirmed only by a leader that verified its
+// leadership; a follower redirects the confirmation.
+func TestFixupConfirmRedirects(t *testing.T) {
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	var f *Manager
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+f.HTTPAddr()+"/v1/fixups/7?confirm=true", nil)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("follower confirm: %d, want 307", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + l.HTTPAddr() + "/v1/fixups/7?confirm=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae APIError
+	json.NewDecoder(resp.Body).Decode(&ae)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || ae.Code != "unknown_task" {
+		t.Fatalf("confirm of a task that does not exist: %d %+v, want 404 unknown_task", resp.StatusCode, ae)
+	}
+	_ = raft.Leader
+}

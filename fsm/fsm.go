@@ -177,10 +177,8 @@ func (s *State) apply(idx uint64, data []byte) any {
 		s.d.Applied = idx
 	}
 	if rid := c.Request(); rid != "" {
-		for i := len(s.d.Requests) - 1; i >= 0; i-- {
-			if s.d.Requests[i].ID == rid {
-				return Result{Index: s.d.Requests[i].Index, Generation: s.d.Generation, Duplicate: true}
-			}
+		if first, ok := s.requests[rid]; ok {
+			return Result{Index: first, Generation: s.d.Generation, Duplicate: true}
 		}
 	}
 	res, err := h.apply(s, idx, c)
@@ -189,8 +187,12 @@ func (s *State) apply(idx uint64, data []byte) any {
 	}
 	if rid := c.Request(); rid != "" {
 		s.d.Requests = append(s.d.Requests, RequestRecord{ID: rid, Index: idx})
-		if len(s.d.Requests) > maxRequests {
-			s.d.Requests = append([]RequestRecord(nil), s.d.Requests[len(s.d.Requests)-maxRequests:]...)
+		s.requests[rid] = idx
+		if n := len(s.d.Requests) - maxRequests; n > 0 {
+			for _, r := range s.d.Requests[:n] {
+				delete(s.requests, r.ID)
+			}
+			s.d.Requests = append([]RequestRecord(nil), s.d.Requests[n:]...)
 		}
 	}
 	if res == nil {

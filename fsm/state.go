@@ -254,6 +254,8 @@ type State struct {
 	primaryCount map[string]map[string]int
 	// copyCount[peer] counts copies a peer holds; derived.
 	copyCount map[string]int
+	// requests maps remembered request ids to their index; derived.
+	requests map[string]uint64
 }
 
 // stateData is everything a snapshot holds. encoding/json writes struct
@@ -273,6 +275,9 @@ type stateData struct {
 	UpSet []string `json:"up_set"`
 	// History holds the primary-table deltas of the last generations.
 	History []Delta `json:"history"`
+	// HistoryFloor is the newest version whose deltas were dropped: a
+	// since-query older than it gets the whole table.
+	HistoryFloor uint64 `json:"history_floor"`
 	// Requests remembers recent request ids and the index that applied them.
 	Requests []RequestRecord `json:"requests"`
 }
@@ -292,6 +297,7 @@ type Delta struct {
 	Site       string `json:"site,omitempty"`
 	Bucket     string `json:"bucket"`
 	Peer       string `json:"peer,omitempty"`
+	Old        string `json:"old,omitempty"` // the primary before (primary deltas)
 	Removed    bool   `json:"removed,omitempty"`
 }
 
@@ -369,6 +375,10 @@ func (s *State) serving(peer string) bool {
 func (s *State) rebuildDerived() {
 	s.primaryCount = map[string]map[string]int{}
 	s.copyCount = map[string]int{}
+	s.requests = map[string]uint64{}
+	for _, r := range s.d.Requests {
+		s.requests[r.ID] = r.Index
+	}
 	for _, b := range s.d.Buckets {
 		for site, p := range b.Primary {
 			s.incPrimary(site, p, 1)

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"strconv"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,6 +51,8 @@ var (
 	descTerm        = prometheus.NewDesc("quarry_manager_raft_term", "Current Raft term.", nil, nil)
 	descApplied     = prometheus.NewDesc("quarry_manager_raft_applied_index", "Raft index of the last entry applied to the FSM.", nil, nil)
 	descCommit      = prometheus.NewDesc("quarry_manager_raft_commit_index", "Raft commit index.", nil, nil)
+	descFirstIndex  = prometheus.NewDesc("quarry_manager_raft_log_first_index", "First index still in the Raft log (entries before it live only in a snapshot).", nil, nil)
+	descSnapIndex   = prometheus.NewDesc("quarry_manager_raft_last_snapshot_index", "Raft index of the last snapshot.", nil, nil)
 	descGeneration  = prometheus.NewDesc("quarry_manager_generation", "Current generation id.", nil, nil)
 	descTable       = prometheus.NewDesc("quarry_manager_table_version", "Current generation table version.", nil, nil)
 	descPeers       = prometheus.NewDesc("quarry_manager_peers", "Peers by state.", []string{"state"}, nil)
@@ -63,7 +67,7 @@ var (
 type stateCollector struct{ m *Manager }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTerm, descApplied, descCommit, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance} {
+	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTerm, descApplied, descCommit, descFirstIndex, descSnapIndex, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance} {
 		ch <- d
 	}
 }
@@ -87,6 +91,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(r.CurrentTerm()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(r.CommitIndex()))
+	if first, err := m.node.store.FirstIndex(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descFirstIndex, prometheus.GaugeValue, float64(first))
+	}
+	if si, err := strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64); err == nil {
+		ch <- prometheus.MustNewConstMetric(descSnapIndex, prometheus.GaugeValue, float64(si))
+	}
 
 	var (
 		gen, table  uint64

@@ -1,21 +1,25 @@
 package fsm
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
-// needs is what the policy asks of one bucket: explicit copies per site and
-// the total, for rawdata (RF) and searchable (SF) copies.
+// needs is what the policy asks of one bucket: explicit copies per site,
+// the copies the rest of total puts on the other sites (those the policy
+// does not name for this bucket), and the total, for rawdata (RF) and
+// searchable (SF) copies.
 type needs struct {
 	rfSite  map[string]int
+	rfOther int
 	rfTotal int
 	sfSite  map[string]int
+	sfOther int
 	sfTotal int
 }
 
 // needsOf computes a bucket's requirement from its origin site. In a
-// single-site cluster it is RF (SF) copies on DefaultSite.
+// single-site cluster it is RF (SF) copies on DefaultSite. The rest of a
+// total goes to the other sites when the cluster has any ("the rest is
+// spread over the other sites"); the search rest only as far as the
+// replication rest puts copies there.
 func (s *State) needsOf(b *Bucket) needs {
 	cfg := s.d.Config
 	rf, sf := cfg.rfPolicy(), cfg.sfPolicy()
@@ -23,9 +27,24 @@ func (s *State) needsOf(b *Bucket) needs {
 	if !cfg.Multisite() {
 		origin = DefaultSite
 	}
-	rs, _ := rf.Need(origin)
-	ss, _ := sf.Need(origin)
-	return needs{rfSite: rs, rfTotal: rf.Total, sfSite: ss, sfTotal: sf.Total}
+	rs, rrest := rf.Need(origin)
+	ss, srest := sf.Need(origin)
+	n := needs{rfSite: rs, rfTotal: rf.Total, sfSite: ss, sfTotal: sf.Total}
+	others := false
+	for _, site := range cfg.SiteNames() {
+		if _, named := rs[site]; !named {
+			others = true
+		}
+	}
+	if others {
+		n.rfOther = rrest
+		outside := rf.Total
+		for site := range ss {
+			outside -= rs[site]
+		}
+		n.sfOther = min(srest, max(0, outside))
+	}
+	return n
 }
 
 // tally counts a bucket's copies that count (healthy: not corrupt, on a
@@ -55,13 +74,24 @@ func (s *State) tallyOf(b *Bucket) tally {
 	return t
 }
 
+// outside sums counts over the sites not named in named.
+func outside(counts map[string]int, named map[string]int) int {
+	n := 0
+	for site, k := range counts {
+		if _, ok := named[site]; !ok {
+			n += k
+		}
+	}
+	return n
+}
+
 func (n needs) rfMet(t tally) bool {
 	for site, k := range n.rfSite {
 		if t.copies[site] < k {
 			return false
 		}
 	}
-	return t.total >= n.rfTotal
+	return t.total >= n.rfTotal && outside(t.copies, n.rfSite) >= n.rfOther
 }
 
 func (n needs) sfMet(t tally) bool {
@@ -70,7 +100,7 @@ func (n needs) sfMet(t tally) bool {
 			return false
 		}
 	}
-	return t.totalSrch >= n.sfTotal
+	return t.totalSrch >= n.sfTotal && outside(t.searchable, n.sfSite) >= n.sfOther
 }
 
 // siteMet reports whether the explicit requirement of one site is met.
@@ -149,28 +179,4 @@ func (s *State) originAlive(b *Bucket) bool {
 		return has
 	}
 	return false
-}
-
-// countsForPeer returns the bucket, primary (own site's table) and
-// searchable-copy counts of a peer.
-func (s *State) countsForPeer(p *Peer) (buckets, primaries, searchable int) {
-	site := s.peerSite(p)
-	for _, id := range s.bucketIDs() {
-		b := s.d.Buckets[id]
-		if c, ok := b.Copies[p.ID]; ok {
-			buckets++
-			if c.Searchable {
-				searchable++
-			}
-		}
-		if b.Primary[site] == p.ID {
-			primaries++
-		}
-	}
-	return
-}
-
-// tablesOK lists the tables a site status covers, for ordering.
-func (s *State) siteTables() []string {
-	return slices.Clone(s.tables())
 }

@@ -433,55 +433,53 @@ func (p *planner) placement(b *Bucket) *placement {
 }
 
 // addCopies plans replications of b until the projected tally has want
-// copies in total and every explicit site its count (when sites is set).
-// Each new copy is searchable when the search requirement of its site, or
-// the search total, is still short.
+// copies in total and, when sites is set, every explicit site its count and
+// the other sites the rest (as far as they have room). Each new copy is
+// searchable when the search requirement of its site, or the search total,
+// is still short.
 func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why string) {
 	s := p.sim
 	n := s.needsOf(b)
 	for {
 		t := p.projected(b)
-		site, short := "", false
+		pl := p.placement(b)
+		target, reason := "", ""
 		if sites {
 			for _, st := range sortedKeys(n.rfSite) {
 				if t.copies[st] < n.rfSite[st] {
-					site, short = st, true
-					break
+					if target = pl.pick(st); target != "" {
+						reason = fmt.Sprintf("%s: %s has %d of %d copies", why, st, t.copies[st], n.rfSite[st])
+						break
+					}
+				}
+			}
+			if have := outside(t.copies, n.rfSite); target == "" && have < n.rfOther {
+				if target, _ = pl.spread(n.rfSite, false); target != "" {
+					reason = fmt.Sprintf("%s: other sites have %d of %d copies", why, have, n.rfOther)
 				}
 			}
 		}
-		if !short && t.total >= want {
-			return
-		}
-		pl := p.placement(b)
-		var target string
-		if short {
-			target = pl.pick(site)
+		if target == "" && t.total < want {
+			target, _ = pl.spread(n.rfSite, true)
+			reason = fmt.Sprintf("%s: %d of %d copies", why, t.total, want)
 		}
 		if target == "" {
-			if short && t.total >= want {
-				return // the short site has no room; the total is met
-			}
-			target = pl.spread(n.rfSite)
-		}
-		if target == "" {
-			return // nowhere to put it (or throttled)
+			return // met, or nowhere to put it (site down, throttled)
 		}
 		tsite := s.siteOf(target)
 		src := p.source(b, tsite)
 		if src == "" {
 			return
 		}
-		srch := t.searchable[tsite] < n.sfSite[tsite] || t.totalSrch < n.sfTotal
-		reason := fmt.Sprintf("%s: %d of %d copies", why, t.total, want)
-		if short {
-			reason = fmt.Sprintf("%s: %s has %d of %d copies", why, site, t.copies[site], n.rfSite[site])
-		}
+		srch := t.searchable[tsite] < n.sfSite[tsite] || t.totalSrch < n.sfTotal ||
+			(!isNamed(n.sfSite, tsite) && outside(t.searchable, n.sfSite) < n.sfOther)
 		if !p.task(TaskReplicate, lvl, b, src, target, srch, reason) {
 			return
 		}
 	}
 }
+
+func isNamed(m map[string]int, site string) bool { _, ok := m[site]; return ok }
 
 func (p *planner) dataSafety(b *Bucket) {
 	if !p.copyable(b) {
@@ -585,9 +583,19 @@ func (p *planner) search(b *Bucket) {
 			if p.makeSearchable(b, LevelSearch, func(peer string) bool { return s.siteOf(peer) == site }, reason) {
 				continue
 			}
-			if !p.copySearchable(b, site, reason) {
+			if !p.copySearchable(b, site, false, reason) {
 				break
 			}
+		}
+	}
+	for outside(p.projected(b).searchable, n.sfSite) < n.sfOther {
+		t := p.projected(b)
+		reason := fmt.Sprintf("search factor: other sites have %d of %d searchable copies", outside(t.searchable, n.sfSite), n.sfOther)
+		if p.makeSearchable(b, LevelSearch, func(peer string) bool { return !isNamed(n.sfSite, s.siteOf(peer)) }, reason) {
+			continue
+		}
+		if !p.copySearchable(b, "", false, reason) {
+			break
 		}
 	}
 	for p.projected(b).totalSrch < n.sfTotal {
@@ -606,20 +614,21 @@ func (p *planner) search(b *Bucket) {
 		if made {
 			continue
 		}
-		if !p.copySearchable(b, "", reason) {
+		if !p.copySearchable(b, "", true, reason) {
 			break
 		}
 	}
 }
 
-// copySearchable plans a searchable replication to site ("" any site).
-func (p *planner) copySearchable(b *Bucket, site string, reason string) bool {
+// copySearchable plans a searchable replication to site, or with site ""
+// to the other sites (any site when anywhere is set).
+func (p *planner) copySearchable(b *Bucket, site string, anywhere bool, reason string) bool {
 	pl := p.placement(b)
 	var target string
 	if site != "" {
 		target = pl.pick(site)
 	} else {
-		target = pl.spread(p.sim.needsOf(b).rfSite)
+		target, _ = pl.spread(p.sim.needsOf(b).sfSite, anywhere)
 	}
 	if target == "" {
 		return false

@@ -212,8 +212,15 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", int(l))
 }
 
-// MarshalText writes the level's name.
-func (l Level) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+// MarshalText writes the level's name; an unknown level is an error, so
+// Encode never writes a command a follower could not read.
+func (l Level) MarshalText() ([]byte, error) {
+	s, ok := levelNames[l]
+	if !ok {
+		return nil, fmt.Errorf("unknown fixup level %d", int(l))
+	}
+	return []byte(s), nil
+}
 
 // UnmarshalText reads a level's name.
 func (l *Level) UnmarshalText(b []byte) error {

@@ -54,14 +54,13 @@ func (pl *placement) pick(site string) string {
 
 // spread places one of the "rest" copies: on the other sites (neither the
 // origin nor explicitly named) with the fewest copies of the bucket so far,
-// ties by site name; failing that on any site with room, fewest first.
-func (pl *placement) spread(explicit map[string]int) string {
+// ties by site name; failing that, when fallback is set, on any site with
+// room, fewest first. degraded reports the fallback was used.
+func (pl *placement) spread(explicit map[string]int, fallback bool) (peer string, degraded bool) {
 	sites := pl.s.d.Config.SiteNames()
 	try := func(filter func(string) bool) string {
 		order := slices.Clone(sites)
-		sort.SliceStable(order, func(i, j int) bool {
-			return pl.per[order[i]] < pl.per[order[j]]
-		})
+		sort.SliceStable(order, func(i, j int) bool { return pl.per[order[i]] < pl.per[order[j]] })
 		for _, site := range order {
 			if !filter(site) {
 				continue
@@ -73,9 +72,13 @@ func (pl *placement) spread(explicit map[string]int) string {
 		return ""
 	}
 	if p := try(func(site string) bool { _, named := explicit[site]; return !named }); p != "" {
-		return p
+		return p, false
 	}
-	return try(func(string) bool { return true })
+	if !fallback {
+		return "", false
+	}
+	p := try(func(string) bool { return true })
+	return p, p != ""
 }
 
 // ChooseTargets picks the replication targets of a new hot bucket of index
@@ -134,19 +137,24 @@ func (s *State) ChooseTargets(origin string, index string) (TargetChoice, error)
 		sum += k
 	}
 	rest := max(0, n.rfTotal-sum) + deficit
+	fell := false
 	for range rest {
-		p := pl.spread(n.rfSite)
+		p, fb := pl.spread(n.rfSite, true)
 		if p == "" {
 			break
 		}
+		fell = fell || (fb && n.rfOther > 0)
 		chosen = append(chosen, p)
 	}
 	tc := TargetChoice{Origin: origin, OriginSite: originSite, Targets: []CopySpec{}}
-	if deficit > 0 || len(chosen)+1 < n.rfTotal {
+	if deficit > 0 || fell || len(chosen)+1 < n.rfTotal {
 		tc.Degraded = true
 		reason := fmt.Sprintf("%d of %d copies placed", len(chosen)+1, n.rfTotal)
 		if len(short) > 0 {
 			reason += "; short of peers on " + strings.Join(slices.Compact(short), ",")
+		}
+		if fell {
+			reason += "; no other site could take the rest"
 		}
 		tc.Reason = reason
 	}

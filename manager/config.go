@@ -60,9 +60,12 @@ type Config struct {
 	SnapshotInterval  time.Duration // how often Raft checks the threshold (default 120s)
 	RaftLogLevel      string        // hclog level for hashicorp/raft's own log (default "info")
 
-	// LoopInterval is how often the leader checks liveness and runs the fixup
-	// planner (default 250ms).
+	// LoopInterval is how often the leader runs the fixup planner, liveness
+	// included (default 500ms).
 	LoopInterval time.Duration
+	// FixupTaskTimeout fails an open fixup task older than this so it can be
+	// planned again (default 10m; negative: never).
+	FixupTaskTimeout time.Duration
 
 	Logger    *slog.Logger
 	LogOutput io.Writer // where hashicorp/raft writes; default os.Stderr
@@ -74,12 +77,13 @@ type Config struct {
 
 // Defaults for a LAN; see DESIGN.md, "Timeouts".
 const (
-	DefaultRaftHeartbeatTimeout   = 500 * time.Millisecond
-	DefaultRaftElectionTimeout    = 500 * time.Millisecond
-	DefaultRaftLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultRaftHeartbeatTimeout   = 400 * time.Millisecond
+	DefaultRaftElectionTimeout    = 400 * time.Millisecond
+	DefaultRaftLeaderLeaseTimeout = 200 * time.Millisecond
 	DefaultRaftCommitTimeout      = 25 * time.Millisecond
 	DefaultJoinTimeout            = 60 * time.Second
-	DefaultLoopInterval           = 250 * time.Millisecond
+	DefaultLoopInterval           = 500 * time.Millisecond
+	DefaultFixupTaskTimeout       = 10 * time.Minute
 )
 
 // ErrInvalidConfig is wrapped by every refusal of a manager Config.
@@ -103,6 +107,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.LoopInterval == 0 {
 		c.LoopInterval = DefaultLoopInterval
+	}
+	if c.FixupTaskTimeout == 0 {
+		c.FixupTaskTimeout = DefaultFixupTaskTimeout
+	} else if c.FixupTaskTimeout < 0 {
+		c.FixupTaskTimeout = 0
 	}
 	if c.RaftLogLevel == "" {
 		c.RaftLogLevel = "info"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -124,9 +123,12 @@ func (m *Manager) seedConfig(ctx context.Context) error {
 	return nil
 }
 
-// tick is one pass of the leader loop: liveness, then the fixup planner.
-// Every decision is a command committed through Raft; a business error from
-// the FSM (the state moved on) is logged and the next tick plans again.
+// tick is one pass of the leader loop: the fixup planner (fsm.Plan), whose
+// first decisions are liveness (PeerDown after heartbeat_timeout without a
+// heartbeat, once the grace period is over), then Splunk's fixup levels.
+// Every decision is a command committed through Raft, in the planner's
+// order; a business error from the FSM (the state moved on) is logged and
+// the next tick plans again from the committed state.
 func (m *Manager) tick(ctx context.Context) {
 	now := m.cfg.Now()
 	m.leadMu.Lock()
@@ -135,37 +137,21 @@ func (m *Manager) tick(ctx context.Context) {
 	m.leadMu.Unlock()
 	m.metrics.ticks.Inc()
 
-	hbs := m.heartbeatsCopy()
-	var (
-		downs []fsm.Command
-		plan  []fsm.Command
-	)
-	m.state.Read(func(s *fsm.State) {
-		downs = livenessDecisions(s, hbs, now, lead.since, lead.graceUntil)
-		plan = fsm.Plan(s, fsm.PlanInput{Now: now, LastHeartbeat: hbs, GraceUntil: lead.graceUntil})
+	// Plan on a private copy so the FSM lock is held only for the copy,
+	// not for the planning (Raft applies keep flowing meanwhile).
+	var snap *fsm.State
+	m.state.Read(func(s *fsm.State) { snap = s.Clone() })
+	plan := fsm.Plan(snap, fsm.PlanInput{
+		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
 	})
-	for _, c := range downs {
-		if ctx.Err() != nil {
-			return
-		}
-		d := c.(*fsm.PeerDown)
-		if _, err := m.Apply(ctx, c); err != nil {
-			m.log.Warn("declaring peer down failed", "peer", d.ID, "err", err)
-			continue
-		}
-		m.metrics.peersDown.Inc()
-		m.log.Warn("peer declared down", "peer", d.ID, "reason", d.Reason)
-	}
-	if len(downs) > 0 {
-		return // plan again on the state after the downs
-	}
 	for _, c := range plan {
 		if ctx.Err() != nil {
 			return
 		}
-		if isPeerDown(c) {
-			// Liveness is decided above, with the grace rule; the planner's
-			// own PeerDown proposals are not applied twice.
+		if id, down := peerDownID(c); down && now.Before(lead.graceUntil) {
+			// The grace rule is the manager's promise; never break it
+			// whatever the planner says.
+			m.log.Error("planner proposed a peer down inside the grace period; dropped", "peer", id, "grace_until", lead.graceUntil)
 			continue
 		}
 		if _, err := m.Apply(ctx, c); err != nil {
@@ -176,48 +162,20 @@ func (m *Manager) tick(ctx context.Context) {
 			continue
 		}
 		m.metrics.planned.Inc()
+		if id, down := peerDownID(c); down {
+			m.metrics.peersDown.Inc()
+			m.log.Warn("peer declared down", "peer", id)
+		}
 	}
 }
 
-// livenessDecisions is the liveness rule of SPEC §3 as the leader applies
-// it: no peer is declared Down before graceUntil (a new leader treats every
-// Up peer as alive for one heartbeat_timeout); after it, a peer expected to
-// heartbeat (Up, Pending, Detention) whose last heartbeat — or the start of
-// this leadership, when it is later — is more than heartbeat_timeout old is
-// declared Down. Sorted by peer id.
-func livenessDecisions(s *fsm.State, hbs map[string]time.Time, now, since, graceUntil time.Time) []fsm.Command {
-	if now.Before(graceUntil) {
-		return nil
+// peerDownID reports whether c is a PeerDown command, and for which peer.
+func peerDownID(c fsm.Command) (string, bool) {
+	switch x := c.(type) {
+	case fsm.PeerDown:
+		return x.ID, true
+	case *fsm.PeerDown:
+		return x.ID, true
 	}
-	timeout := s.Config().HeartbeatTimeout
-	var out []fsm.Command
-	var ids []string
-	for _, pv := range s.PeerList() {
-		switch pv.State {
-		case fsm.StateUp, fsm.StatePending, fsm.StateDetention:
-		default:
-			continue
-		}
-		last := hbs[pv.ID]
-		if last.Before(since) {
-			last = since
-		}
-		if now.Sub(last) > timeout {
-			ids = append(ids, pv.ID)
-		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		out = append(out, &fsm.PeerDown{ID: id, Reason: "no heartbeat for " + timeout.String(), At: now.UTC()})
-	}
-	return out
-}
-
-// isPeerDown reports whether c is a PeerDown command (value or pointer).
-func isPeerDown(c fsm.Command) bool {
-	switch c.(type) {
-	case fsm.PeerDown, *fsm.PeerDown:
-		return true
-	}
-	return false
+	return "", false
 }

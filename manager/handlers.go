@@ -356,3 +356,30 @@ func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	m.Heartbeat(id, m.cfg.Now())
 	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "state": p.State})
 }
+
+// handleGetConfig is GET /v1/config: the committed cluster config.
+func (m *Manager) handleGetConfig(w http.ResponseWriter, r *http.Request) {
+	var cfg fsm.Config
+	m.state.Read(func(s *fsm.State) { cfg = s.Config() })
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+// handleSetConfig is POST /v1/config: replaces the cluster config with the
+// body (a whole config, as GET /v1/config returns it). A config that cannot
+// be met is refused (400 bad_config) and changes nothing.
+func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
+	var cfg fsm.Config
+	if err := decodeBody(r, &cfg, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	if err := cfg.Validate(); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	res, ok := m.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"config": cfg, "result": res})
+}

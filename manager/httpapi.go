@@ -58,6 +58,9 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,
 	// joining it, and the peer-facing calls until the NATS transport lands.
+	mux.HandleFunc("GET /v1/config", m.read(m.handleGetConfig))
+	mux.HandleFunc("POST /v1/config", m.write(m.handleSetConfig))
+	mux.HandleFunc("/v1/config", m.read(m.handleGetConfig)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
 	mux.HandleFunc("/v1/fixups/{id}", m.read(m.handleFixup))
 	mux.HandleFunc("/v1/managers", m.read(m.handleManagers))

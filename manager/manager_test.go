@@ -563,3 +563,45 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 		t.Fatalf("confirm of a closed task: %v, want 404 unknown_task", err)
 	}
 }
+
+// GET /v1/config answers the committed config; POST /v1/config replaces it
+// through the leader, and a config that cannot be met is refused with 400
+// bad_config and changes nothing.
+func TestConfigAPI(t *testing.T) {
+	g := newGroup(t, 2, nil)
+	l := g.leader()
+	var f *Manager
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+		}
+	}
+	var cfg fsm.Config
+	if err := getJSON("http://"+f.HTTPAddr()+"/v1/config", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HeartbeatTimeout != 2*time.Second {
+		t.Fatalf("config heartbeat_timeout %v, want the seed's 2s", cfg.HeartbeatTimeout)
+	}
+	bad := cfg
+	bad.SearchFactor = 5
+	body, _ := json.Marshal(bad)
+	code, resp := post(t, noRedirect, "http://"+l.HTTPAddr()+"/v1/config", testToken, string(body))
+	if code != http.StatusBadRequest || !strings.Contains(resp, `"bad_config"`) {
+		t.Fatalf("POST an unmeetable config: %d %s, want 400 bad_config", code, resp)
+	}
+	good := cfg
+	good.HeartbeatTimeout = 3 * time.Second
+	c, _ := NewClient([]string{"http://" + f.HTTPAddr()}, testToken, 5*time.Second)
+	if err := c.do(ctxT(t), http.MethodPost, "/v1/config", good, nil); err != nil {
+		t.Fatalf("POST config through a follower: %v", err)
+	}
+	g.eventually(5*time.Second, func(id string, m *Manager) error {
+		var got fsm.Config
+		m.Read(func(s *fsm.State) { got = s.Config() })
+		if got.HeartbeatTimeout != 3*time.Second || got.SearchFactor != 2 {
+			return fmt.Errorf("config %+v, want heartbeat_timeout 3s and SF 2", got)
+		}
+		return nil
+	})
+}

@@ -581,3 +581,44 @@ func hasIndexConfig(list []fsm.IndexConfig, name string) bool {
 	}
 	return false
 }
+
+// `quarry manager` refuses a bad config at start with one clear line and a
+// non-zero exit, before touching the data directory.
+func TestManagerCommandRefusesBadConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := quarryBin(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"sf above rf", []string{"--search-factor", "4"}, "cluster config refused"},
+		{"bad policy", []string{"--sites", "site1,site2", "--site-replication-factor", "origin:2"}, "--site-replication-factor"},
+		{"unknown site in policy", []string{"--sites", "site1,site2", "--site-replication-factor", "origin:1,site3:1,total:3"}, "cluster config refused"},
+		{"bad bootstrap", []string{"--bootstrap", "m1"}, "--bootstrap"},
+		{"bad hec token", []string{"--hec-token", "tok=main,"}, "--hec-token"},
+		{"no token", []string{"--admin-token", ""}, "admin-token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			args := append([]string{"manager", "--id", "m1", "--data-dir", dir, "--admin-token", "T",
+				"--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "QUARRY_ADMIN_TOKEN=")
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+				t.Fatalf("exit: %v, want non-zero; output %q", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("output %q: want one line mentioning %q", out, tc.want)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("refused start created the data directory (%v)", err)
+			}
+		})
+	}
+}

@@ -41,13 +41,13 @@ commits after bootstrap; they are ignored on later starts and on joining manager
 Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 (the same member list on each), start them again; see manager/DESIGN.md.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "id", Usage: "manager id, unique in the group (the Raft server id)", EnvVars: envVars("id"), Required: true},
+			&cli.StringFlag{Name: "id", Usage: "manager id, unique in the group (the Raft server id)", EnvVars: envVars("id")},
 			&cli.StringFlag{Name: "site", Usage: "the failure domain this manager lives in", Value: "site1", EnvVars: envVars("site")},
-			&cli.StringFlag{Name: "data-dir", Usage: "directory of the Raft log, stable store and snapshots", EnvVars: envVars("data-dir"), Required: true},
+			&cli.StringFlag{Name: "data-dir", Usage: "directory of the Raft log, stable store and snapshots", EnvVars: envVars("data-dir")},
 			&cli.StringFlag{Name: "raft-addr", Usage: "host:port of the Raft transport (bound and advertised)", Value: "127.0.0.1:7001", EnvVars: envVars("raft-addr")},
 			&cli.StringFlag{Name: "http-addr", Usage: "host:port of the admin HTTP API and cluster page", Value: "127.0.0.1:8001", EnvVars: envVars("http-addr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the bus; accepted and kept for the data path (heartbeats, registration and fixup delivery over NATS come with it), not used yet", Value: "nats://127.0.0.1:4222", EnvVars: envVars("nats")},
-			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API must carry", EnvVars: envVars("admin-token"), Required: true},
+			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API must carry", EnvVars: envVars("admin-token")},
 			&cli.StringFlag{Name: "bootstrap", Usage: "initial members `m1=host:port,m2=…` (Raft addresses); used only when the data dir has no state", EnvVars: envVars("bootstrap")},
 			&cli.StringFlag{Name: "join", Usage: "HTTP `URL` of any running manager to join through; used only when the data dir has no state", EnvVars: envVars("join")},
 			&cli.StringFlag{Name: "sites", Usage: "multisite: the sites, `site1,site2`; empty means single-site", EnvVars: envVars("sites")},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -604,4 +605,93 @@ func TestConfigAPI(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The read endpoints on a follower: generation (full and since), peers,
+// buckets with filters, healthz, metrics and the cluster page.
+func TestReadEndpoints(t *testing.T) {
+	g := newGroup(t, 2, nil)
+	l := g.leader()
+	var f *Manager
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+		}
+	}
+	apply := func(c fsm.Command) {
+		t.Helper()
+		if _, err := l.Apply(ctxT(t), c); err != nil {
+			t.Fatalf("apply %T: %v", c, err)
+		}
+	}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		apply(&fsm.RegisterPeer{ID: p, GUID: "g" + p, Site: fsm.DefaultSite})
+	}
+	b1 := fsm.BucketID("main", "1", "gp1")
+	apply(&fsm.AddBucket{ID: b1, Index: "main", Origin: "p1", Earliest: 10, Targets: []fsm.CopySpec{{Peer: "p2", Searchable: true}, {Peer: "p3"}}})
+	var version uint64
+	waitFor(t, 5*time.Second, func() error {
+		var gv fsm.GenerationView
+		if err := getJSON("http://"+f.HTTPAddr()+"/v1/generation?site=site0", &gv); err != nil {
+			return err
+		}
+		if gv.Primaries[b1] != "p1" || len(gv.Peers) != 3 {
+			return fmt.Errorf("generation %+v: want b1 primary p1 and 3 peers", gv)
+		}
+		version = gv.Version
+		return nil
+	})
+	apply(&fsm.RollBucket{Bucket: b1, Earliest: 10, Latest: 20, Size: 100, Events: 7})
+	waitFor(t, 5*time.Second, func() error {
+		var gv fsm.GenerationView
+		if err := getJSON(fmt.Sprintf("http://%s/v1/generation?site=site0&since=%d", f.HTTPAddr(), version), &gv); err != nil {
+			return err
+		}
+		if b, ok := gv.Buckets[b1]; !ok || b.Hot {
+			return fmt.Errorf("delta since %d: %+v, want b1 now warm", version, gv)
+		}
+		return nil
+	})
+	err := getJSON("http://"+f.HTTPAddr()+"/v1/generation?site=site0&since=x", &struct{}{})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		t.Fatalf("since=x: %v, want 400", err)
+	}
+	err = getJSON("http://"+f.HTTPAddr()+"/v1/generation?site=mars", &struct{}{})
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Code != "bad_site" {
+		t.Fatalf("site=mars: %v, want 400 bad_site", err)
+	}
+	c, _ := NewClient([]string{"http://" + f.HTTPAddr()}, "", 5*time.Second)
+	bs, err := c.Buckets(ctxT(t), "", "p3")
+	if err != nil || len(bs) != 1 || bs[0].ID != b1 || bs[0].Events != 7 {
+		t.Fatalf("buckets on p3: %+v %v, want b1 with 7 events", bs, err)
+	}
+	if bs, err := c.Buckets(ctxT(t), "other", ""); err != nil || len(bs) != 0 {
+		t.Fatalf("buckets of index other: %+v %v, want none", bs, err)
+	}
+	peers, err := c.Peers(ctxT(t))
+	if err != nil || len(peers) != 3 || peers[0].ID != "p1" || peers[0].State != fsm.StateUp {
+		t.Fatalf("peers: %+v %v", peers, err)
+	}
+	var h map[string]any
+	if err := getJSON("http://"+f.HTTPAddr()+"/healthz", &h); err != nil || h["leader"] != l.ID() {
+		t.Fatalf("healthz: %v %v", h, err)
+	}
+	for path, wants := range map[string][]string{
+		"/metrics": {"quarry_manager_raft_applied_index ", `quarry_manager_peers{state="Up"} 3`, "quarry_manager_buckets 1", `quarry_manager_raft_state{state="Follower"} 1`, "quarry_manager_generation "},
+		"/":        {"quarry cluster", "leader <b>" + l.ID() + "</b>", "p1", "p2", "p3", b1, "site0", "RF=3"},
+	} {
+		resp, err := http.Get("http://" + f.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		_, _ = io.Copy(&sb, resp.Body)
+		resp.Body.Close()
+		for _, w := range wants {
+			if !strings.Contains(sb.String(), w) {
+				t.Fatalf("GET %s lacks %q", path, w)
+			}
+		}
+	}
 }

@@ -511,6 +511,39 @@ func TestManagerProcesses(t *testing.T) {
 	})
 }
 
+// TestManagerGracefulShutdown: SIGTERM stops a manager cleanly (exit 0)
+// and it restarts from its data directory.
+func TestManagerGracefulShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a manager process; skipped with -short")
+	}
+	g := startProcGroup(t, 1)
+	p := g.leader(20 * time.Second)
+	c, _ := NewClient([]string{p.url()}, testToken, 5*time.Second)
+	if err := c.SetMaintenance(ctxT(t), true); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("manager did not exit within 15s of SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, p.logTail())
+	}
+	p.log.Close()
+	p.cmd = nil
+	p.start(quarryBin(t))
+	waitFor(t, 20*time.Second, func() error {
+		st, err := p.status()
+		if err != nil || !st.Maintenance || st.Leader != p.id {
+			return fmt.Errorf("after restart: leader %q maintenance %v (%v)", st.Leader, st.Maintenance, err)
+		}
+		return nil
+	})
+}
+
 // TestMeasureFailover prints the time from SIGKILL of the leader to a new
 // leader, 10 times, and the median, with the default config. Run it with
 //

@@ -136,13 +136,9 @@ func TestExplicitOriginSiteKeepsTwoCopies(t *testing.T) {
 func targetsString(tc TargetChoice) string {
 	var out []string
 	for _, t := range tc.Targets {
-		s := t.Peer
-		if t.Searchable {
-			s += "*"
-		}
-		out = append(out, s)
+		out = append(out, t.Peer)
 	}
-	return strings.ReplaceAll(strings.Join(out, " "), "*", "")
+	return strings.Join(out, " ")
 }
 
 func TestParsePolicyErrors(t *testing.T) {

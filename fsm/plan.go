@@ -471,8 +471,7 @@ func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why stri
 		if src == "" {
 			return
 		}
-		srch := t.searchable[tsite] < n.sfSite[tsite] || t.totalSrch < n.sfTotal ||
-			(!isNamed(n.sfSite, tsite) && outside(t.searchable, n.sfSite) < n.sfOther)
+		srch := p.copyMustBeSearchable(b, n, t, tsite)
 		if !p.task(TaskReplicate, lvl, b, src, target, srch, reason) {
 			return
 		}
@@ -480,6 +479,33 @@ func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why stri
 }
 
 func isNamed(m map[string]int, site string) bool { _, ok := m[site]; return ok }
+
+// copyMustBeSearchable decides whether a new copy on tsite is streamed
+// searchable: only when the search requirement it would count for (its
+// site's, the other sites', or the total) is short by more than the healthy
+// non-searchable copies that could be made searchable in place — rebuilding
+// the index locally costs no network copy, so the search-factor level does
+// that instead.
+func (p *planner) copyMustBeSearchable(b *Bucket, n needs, t tally, tsite string) bool {
+	s := p.sim
+	pd := p.pendingOf(b)
+	avail := map[string]int{}
+	total := 0
+	for _, peer := range sortedKeys(b.Copies) {
+		c := b.Copies[peer]
+		if !c.Searchable && s.healthy(c) && !pd.searchable[peer] {
+			avail[s.siteOf(peer)]++
+			total++
+		}
+	}
+	if n.sfSite[tsite]-t.searchable[tsite] > avail[tsite] {
+		return true
+	}
+	if !isNamed(n.sfSite, tsite) && n.sfOther-outside(t.searchable, n.sfSite) > outside(avail, n.sfSite) {
+		return true
+	}
+	return n.sfTotal-t.totalSrch > total
+}
 
 func (p *planner) dataSafety(b *Bucket) {
 	if !p.copyable(b) {

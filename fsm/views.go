@@ -165,7 +165,6 @@ func (s *State) Status() Status {
 		Fixups:               []FixupStatus{},
 		Config:               s.d.Config,
 	}
-	sites := s.d.Config.SiteNames()
 	ss := map[string]*SiteStatus{}
 	for _, t := range s.tables() {
 		ss[t] = &SiteStatus{Valid: true, Complete: true}
@@ -212,7 +211,6 @@ func (s *State) Status() Status {
 	for _, t := range s.tables() {
 		st.Sites[t] = *ss[t]
 	}
-	_ = sites
 	st.Valid = ss[Site0].Valid
 	st.Complete = st.ReplicationFactorMet && st.SearchFactorMet && ss[Site0].Complete
 	counts := s.peerCounts()

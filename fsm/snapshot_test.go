@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,11 +102,18 @@ func TestSnapshotPersistCancelsOnError(t *testing.T) {
 
 // TestDeterminism: two FSMs fed the same random log, one of them snapshotted
 // and restored at a random step, end byte-identical. The seed is random per
-// run (and printed), so `go test -run TestDeterminism -count=20` covers 20
-// logs.
+// run (printed; QUARRY_FSM_SEED replays one), so
+// `go test ./fsm -run TestDeterminism -count=20` covers 20 logs.
 func TestDeterminism(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if env := os.Getenv("QUARRY_FSM_SEED"); env != "" {
+		v, err := strconv.ParseUint(env, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (rerun with QUARRY_FSM_SEED=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, seed>>7))
 	steps := 300 + r.IntN(300)
 	cut := 1 + r.IntN(steps)

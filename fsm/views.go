@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -149,7 +150,8 @@ func (s *State) peerCounts() map[string][3]int {
 // maxListed bounds the bucket lists of a site status.
 const maxListed = 1000
 
-// Status computes /v1/status (leader left empty): generation, maintenance,
+// Status computes /v1/status (leader left empty); the bucket lists and the
+// fixup list hold at most 1000 entries each. It reports generation, maintenance,
 // RF/SF met, valid (site0 has a primary for every bucket) and complete
 // (every bucket meets RF, SF and the site policy), per site with the failing
 // buckets, per peer its counts, and the buckets that wait for fixup with the
@@ -200,6 +202,9 @@ func (s *State) Status() Status {
 					x.IncompleteBuckets = append(x.IncompleteBuckets, id)
 				}
 			}
+		}
+		if len(st.Fixups) >= maxListed {
+			continue
 		}
 		if task, ok := taskOf[id]; ok {
 			st.Fixups = append(st.Fixups, FixupStatus{Bucket: id, Level: task.Level, Task: task.ID,
@@ -266,7 +271,7 @@ func (s *State) generationPeers() []GenerationPeer {
 		if p.State == StateRemoved {
 			continue
 		}
-		attrs := p.Attrs
+		attrs := maps.Clone(p.Attrs)
 		if attrs == nil {
 			attrs = map[string]string{}
 		}
@@ -358,7 +363,7 @@ func (s *State) PeerList() []PeerView {
 	for _, id := range sortedKeys(s.d.Peers) {
 		p := s.d.Peers[id]
 		c := counts[id]
-		out = append(out, PeerView{ID: id, GUID: p.GUID, Site: s.peerSite(p), Host: p.Host, Attrs: p.Attrs,
+		out = append(out, PeerView{ID: id, GUID: p.GUID, Site: s.peerSite(p), Host: p.Host, Attrs: maps.Clone(p.Attrs),
 			State: p.State, Since: p.Since, Buckets: c[0], Primaries: c[1], Searchable: c[2]})
 	}
 	return out

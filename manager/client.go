@@ -54,9 +54,35 @@ func NewClient(urls []string, token string, timeout time.Duration) (*Client, err
 	return &Client{URLs: clean, Token: token, http: redirectClient(timeout)}, nil
 }
 
-// do sends one request to each manager in turn until one answers with a
-// final status, and decodes a 2xx JSON answer into out.
+// noLeaderRetry is how long the client keeps retrying while the managers
+// answer but none knows a leader (an election is under way).
+const noLeaderRetry = 3 * time.Second
+
+// do sends the request to each manager in turn until one answers with a
+// final status, and decodes a 2xx JSON answer into out. When every manager
+// that answered said "no leader", it retries for up to noLeaderRetry.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	deadline := time.Now().Add(noLeaderRetry)
+	for {
+		err := c.doOnce(ctx, method, path, body, out)
+		var nl *noLeaderError
+		if !errors.As(err, &nl) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// noLeaderError: every manager that answered had no leader.
+type noLeaderError struct{ error }
+
+func (e *noLeaderError) Unwrap() error { return e.error }
+
+func (c *Client) doOnce(ctx context.Context, method, path string, body any, out any) error {
 	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -66,6 +92,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 		payload = b
 	}
 	var errs []string
+	noLeader := 0
 	for _, base := range c.URLs {
 		var rd io.Reader
 		if payload != nil {
@@ -100,12 +127,19 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 		apiErr := decodeAPIError(resp)
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
+			if ae, ok := apiErr.(*APIError); ok && ae.Code == "no_leader" {
+				noLeader++
+			}
 			errs = append(errs, fmt.Sprintf("%s: %v", base, apiErr))
 			continue
 		}
 		return apiErr
 	}
-	return fmt.Errorf("%s %s: no manager answered: %s", method, path, strings.Join(errs, "; "))
+	err := fmt.Errorf("%s %s: no manager answered: %s", method, path, strings.Join(errs, "; "))
+	if noLeader > 0 {
+		return &noLeaderError{err}
+	}
+	return err
 }
 
 // Status is GET /v1/status.

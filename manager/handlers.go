@@ -228,15 +228,20 @@ func (m *Manager) Fixup(id uint64) (FixupView, bool) {
 
 // verifyLeader checks with a quorum that this manager is still the leader.
 func (m *Manager) verifyLeader(ctx context.Context) error {
-	f := m.node.raft.VerifyLeader()
+	if err := waitFuture(ctx, m.node.raft.VerifyLeader()); err != nil {
+		return raftError(err)
+	}
+	return nil
+}
+
+// waitFuture waits for a Raft future or the end of ctx. The goroutine ends
+// when Raft resolves the future (at the latest when Raft shuts down).
+func waitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			return raftError(err)
-		}
-		return nil
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -63,9 +63,14 @@ func (m *Manager) startLeading() (stop func()) {
 // member-table entry and the bootstrap config, then the loop.
 func (m *Manager) lead(ctx context.Context) {
 	for {
-		err := m.node.raft.Barrier(5 * time.Second).Error()
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := waitFuture(bctx, m.node.raft.Barrier(5*time.Second))
+		cancel()
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 			return

@@ -384,7 +384,7 @@ func TestManagerProcesses(t *testing.T) {
 	killedAt := time.Now()
 	l.kill()
 	old := l.id
-	nl := g.leader(10*time.Second, old)
+	nl := g.leader(15*time.Second, old)
 	t.Logf("new leader %s after %v (leader SIGKILLed)", nl.id, time.Since(killedAt))
 	// Wait until the new leader's loop has run a few times, then look: a
 	// moment provably inside its grace period, since every heartbeat is
@@ -481,7 +481,7 @@ func TestManagerProcesses(t *testing.T) {
 	}
 	// The leader snapshotted and dropped the entries the lagging manager
 	// lacks: it can only catch up from a snapshot.
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 20*time.Second, func() error {
 		first, err := l.metric("quarry_manager_raft_log_first_index")
 		if err != nil || first <= lagAt+1 {
 			return fmt.Errorf("leader log starts at %v, lagging manager has up to %v (%v)", first, lagAt, err)

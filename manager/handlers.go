@@ -328,7 +328,6 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := m.cfg.Now().UTC()
-	m.Heartbeat(id, now)
 	res, ok := m.applyHTTP(w, r, &fsm.RegisterPeer{
 		ReqID: requestID(r), ID: id, GUID: req.GUID, Site: req.Site, Host: req.Host,
 		Attrs: req.Attrs, Inventory: req.Inventory, At: now,
@@ -336,6 +335,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	m.Heartbeat(id, now)
 	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "result": res})
 }
 

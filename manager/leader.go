@@ -146,6 +146,7 @@ func (m *Manager) tick(ctx context.Context) {
 	// not for the planning (Raft applies keep flowing meanwhile).
 	var snap *fsm.State
 	m.state.Read(func(s *fsm.State) { snap = s.Clone() })
+	m.pruneHeartbeats(snap)
 	plan := fsm.Plan(snap, fsm.PlanInput{
 		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
 	})
@@ -183,4 +184,16 @@ func peerDownID(c fsm.Command) (string, bool) {
 		return x.ID, true
 	}
 	return "", false
+}
+
+// pruneHeartbeats forgets heartbeats of peers the state does not know (or
+// knows as Removed), so the in-memory table does not grow without bound.
+func (m *Manager) pruneHeartbeats(s *fsm.State) {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	for id := range m.heartbeats {
+		if p, ok := s.Peer(id); !ok || p.State == fsm.StateRemoved {
+			delete(m.heartbeats, id)
+		}
+	}
 }

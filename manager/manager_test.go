@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -694,4 +695,26 @@ func TestReadEndpoints(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Close stops everything the manager started: after a group of two is
+// closed, the goroutine count is back where it was.
+func TestCloseStopsEverything(t *testing.T) {
+	base := runtime.NumGoroutine()
+	func() {
+		g := newGroup(t, 2, nil)
+		g.leader()
+		for id := range g.ms {
+			g.kill(id)
+		}
+	}()
+	http.DefaultClient.CloseIdleConnections()
+	noRedirect.CloseIdleConnections()
+	waitFor(t, 10*time.Second, func() error {
+		if n := runtime.NumGoroutine(); n > base+2 {
+			buf := make([]byte, 1<<16)
+			return fmt.Errorf("%d goroutines after Close, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+		}
+		return nil
+	})
 }

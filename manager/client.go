@@ -233,3 +233,10 @@ func (c *Client) Register(ctx context.Context, id string, req RegisterRequest) e
 func (c *Client) Heartbeat(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/heartbeat", nil, nil)
 }
+
+// StartBucket is POST /v1/buckets: targets for a new hot bucket, committed.
+func (c *Client) StartBucket(ctx context.Context, req StartBucketRequest) (StartBucketResponse, error) {
+	var out StartBucketResponse
+	err := c.do(ctx, http.MethodPost, "/v1/buckets", req, &out)
+	return out, err
+}

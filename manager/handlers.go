@@ -388,3 +388,78 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"config": cfg, "result": res})
 }
+
+// StartBucketRequest is the body of POST /v1/buckets: an origin peer starting
+// a hot bucket asks for its replication targets (SPEC §3 rule 4), the HTTP
+// form of that call until the NATS transport carries it.
+type StartBucketRequest struct {
+	Index    string `json:"index"`
+	LocalID  string `json:"local_id"`
+	Origin   string `json:"origin"`
+	Earliest int64  `json:"earliest,omitempty"`
+}
+
+// StartBucketResponse answers POST /v1/buckets: the bucket id, its targets
+// (which must be searchable), and whether the policy could not be met.
+type StartBucketResponse struct {
+	Bucket string `json:"bucket"`
+	fsm.TargetChoice
+	Result any `json:"result"`
+}
+
+// handleStartBucket is POST /v1/buckets: the leader chooses targets from its
+// committed state and commits AddBucket with them. If the state moved
+// between the choice and the commit (a target went down), it chooses again,
+// up to three times.
+func (m *Manager) handleStartBucket(w http.ResponseWriter, r *http.Request) {
+	var req StartBucketRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	if req.Index == "" || req.LocalID == "" || req.Origin == "" {
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("POST /v1/buckets: index, local_id and origin are required, got %+v", req)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		var (
+			choice fsm.TargetChoice
+			origin fsm.Peer
+			known  bool
+			err    error
+		)
+		m.state.Read(func(s *fsm.State) {
+			origin, known = s.Peer(req.Origin)
+			if known {
+				choice, err = s.ChooseTargets(req.Origin, req.Index)
+			}
+		})
+		if !known {
+			writeError(w, toAPIError(fmt.Errorf("%w: origin %q", fsm.ErrUnknownPeer, req.Origin)))
+			return
+		}
+		if err != nil {
+			writeError(w, toAPIError(err))
+			return
+		}
+		id := fsm.BucketID(req.Index, req.LocalID, origin.GUID)
+		res, err := m.Apply(ctx, &fsm.AddBucket{ReqID: requestID(r), ID: id, Index: req.Index, Origin: req.Origin,
+			Earliest: req.Earliest, Targets: choice.Targets, Degraded: choice.Degraded})
+		if err == nil {
+			writeJSON(w, http.StatusOK, StartBucketResponse{Bucket: id, TargetChoice: choice, Result: res})
+			return
+		}
+		lastErr = err
+		if !errors.Is(err, fsm.ErrPeerNotUp) {
+			break
+		}
+	}
+	if errors.Is(lastErr, ErrNotLeader) {
+		m.redirectToLeader(w, r)
+		return
+	}
+	writeError(w, toAPIError(lastErr))
+}

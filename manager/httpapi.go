@@ -50,7 +50,9 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/v1/status", m.read(m.handleStatus))
 	mux.HandleFunc("/v1/generation", m.read(m.handleGeneration))
 	mux.HandleFunc("/v1/peers", m.read(m.handlePeers))
-	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets))
+	mux.HandleFunc("GET /v1/buckets", m.read(m.handleBuckets))
+	mux.HandleFunc("POST /v1/buckets", m.write(m.handleStartBucket))
+	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/peers/{id}/offline", m.write(m.handleOffline))
 	mux.HandleFunc("/v1/maintenance", m.write(m.handleMaintenance))
 	mux.HandleFunc("/v1/rebalance", m.write(m.handleRebalance))

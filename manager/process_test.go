@@ -346,12 +346,48 @@ func TestManagerProcesses(t *testing.T) {
 		return nil
 	})
 
+	// A peer starting a hot bucket gets its targets, committed (through a
+	// follower, so through the leader): RF=3, SF=2 → two targets besides
+	// the origin, one of them searchable.
+	sb, err := fc.StartBucket(ctxT(t), StartBucketRequest{Index: "main", LocalID: "1", Origin: "p1", Earliest: 1})
+	if err != nil {
+		t.Fatalf("start bucket: %v", err)
+	}
+	nSearch := 0
+	var tpeers []string
+	for _, tg := range sb.Targets {
+		tpeers = append(tpeers, tg.Peer)
+		if tg.Searchable {
+			nSearch++
+		}
+	}
+	sort.Strings(tpeers)
+	if sb.Bucket != "main~1~guid-p1" || strings.Join(tpeers, ",") != "p2,p3" || nSearch != 1 || sb.Degraded {
+		t.Fatalf("start bucket answered %+v; want main~1~guid-p1 on p2,p3, one searchable, not degraded", sb)
+	}
+	g.eventually(10*time.Second, func(p *proc) error {
+		var out struct {
+			Buckets []fsm.BucketView `json:"buckets"`
+		}
+		if err := getJSON(p.url()+"/v1/buckets?peer=p3", &out); err != nil {
+			return err
+		}
+		if len(out.Buckets) != 1 || out.Buckets[0].ID != sb.Bucket || !out.Buckets[0].Hot || len(out.Buckets[0].Copies) != 3 {
+			return fmt.Errorf("buckets on p3: %+v", out.Buckets)
+		}
+		return nil
+	})
+	out, err := exec.Command(bin, "buckets", "list", "--manager", follower.url()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), sb.Bucket) || !strings.Contains(string(out), "hot") || !strings.Contains(string(out), "site0=p1") {
+		t.Fatalf("quarry buckets list: %v\n%s", err, out)
+	}
+
 	// `quarry cluster status` prints leader, generation, config, valid/complete.
 	urls := []string{}
 	for _, id := range g.ids {
 		urls = append(urls, g.procs[id].url())
 	}
-	out, err := exec.Command(bin, "cluster", "status", "--manager", "http://127.0.0.1:1,"+strings.Join(urls, ",")).CombinedOutput()
+	out, err = exec.Command(bin, "cluster", "status", "--manager", "http://127.0.0.1:1,"+strings.Join(urls, ",")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("quarry cluster status: %v\n%s", err, out)
 	}

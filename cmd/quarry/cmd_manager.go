@@ -92,6 +92,10 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 	if err != nil {
 		return manager.Config{}, err
 	}
+	seedPtr := &seed
+	if c.String("join") != "" {
+		seedPtr = nil // a joining manager takes the group's config
+	}
 	th := c.Uint64("raft-snapshot-threshold")
 	raftLevel := "info"
 	if level > slog.LevelInfo {
@@ -101,7 +105,7 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"),
 		RaftAddr: c.String("raft-addr"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
 		AdminToken: c.String("admin-token"), Bootstrap: bootstrap, Join: c.String("join"),
-		Seed:              &seed,
+		Seed:              seedPtr,
 		SnapshotThreshold: th, TrailingLogs: th,
 		SnapshotInterval: c.Duration("raft-snapshot-interval"),
 		RaftLogLevel:     raftLevel,

@@ -3,6 +3,8 @@ package manager
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,8 +65,18 @@ const noLeaderRetry = 3 * time.Second
 // that answered said "no leader", it retries for up to noLeaderRetry.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	deadline := time.Now().Add(noLeaderRetry)
+	// A write carries one request id over every attempt, so a write that
+	// was applied but whose answer was lost is not applied twice.
+	var rid string
+	if method != http.MethodGet {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("request id: %w", err)
+		}
+		rid = "cli-" + hex.EncodeToString(b[:])
+	}
 	for {
-		err := c.doOnce(ctx, method, path, body, out)
+		err := c.doOnce(ctx, method, path, rid, body, out)
 		var nl *noLeaderError
 		if !errors.As(err, &nl) || time.Now().After(deadline) {
 			return err
@@ -82,7 +94,7 @@ type noLeaderError struct{ error }
 
 func (e *noLeaderError) Unwrap() error { return e.error }
 
-func (c *Client) doOnce(ctx context.Context, method, path string, body any, out any) error {
+func (c *Client) doOnce(ctx context.Context, method, path, rid string, body any, out any) error {
 	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -107,6 +119,9 @@ func (c *Client) doOnce(ctx context.Context, method, path string, body any, out 
 		}
 		if c.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		if rid != "" {
+			req.Header.Set("X-Request-Id", rid)
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {

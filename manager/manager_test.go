@@ -154,6 +154,24 @@ func TestWritesAuthAndRedirect(t *testing.T) {
 	if !maintenanceOf(l) {
 		t.Fatal("a bad request changed maintenance")
 	}
+	// A retried write with the same X-Request-Id is applied once.
+	for i, want := range []bool{false, true} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+l.HTTPAddr()+"/v1/rebalance", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("X-Request-Id", "retry-1")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Result fsm.Result `json:"result"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || out.Result.Duplicate != want {
+			t.Fatalf("rebalance attempt %d: %d %+v, want duplicate=%v", i+1, resp.StatusCode, out.Result, want)
+		}
+	}
 	// Unknown endpoint and wrong method are JSON errors too.
 	resp, err = http.Get("http://" + l.HTTPAddr() + "/v1/nope")
 	if err != nil {

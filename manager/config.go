@@ -79,7 +79,7 @@ type Config struct {
 const (
 	DefaultRaftHeartbeatTimeout   = 400 * time.Millisecond
 	DefaultRaftElectionTimeout    = 400 * time.Millisecond
-	DefaultRaftLeaderLeaseTimeout = 200 * time.Millisecond
+	DefaultRaftLeaderLeaseTimeout = 400 * time.Millisecond
 	DefaultRaftCommitTimeout      = 25 * time.Millisecond
 	DefaultJoinTimeout            = 60 * time.Second
 	DefaultLoopInterval           = 500 * time.Millisecond

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,6 +88,11 @@ func testConfig(t testing.TB, id, dir string) Config {
 		Logger:       slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		JoinTimeout:  20 * time.Second,
 		LoopInterval: 50 * time.Millisecond,
+		// In-process groups share one race-instrumented process on a busy
+		// machine: relaxed Raft timeouts keep leadership from flapping.
+		RaftHeartbeatTimeout:   time.Second,
+		RaftElectionTimeout:    time.Second,
+		RaftLeaderLeaseTimeout: time.Second,
 	}
 }
 
@@ -235,4 +241,26 @@ func post(t testing.TB, client *http.Client, url, token, body string) (int, stri
 var noRedirect = &http.Client{
 	Timeout:       5 * time.Second,
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// apply proposes c through the current leader, retrying on a lost
+// leadership (an election under load) until d passes.
+func (g *group) apply(c fsm.Command) any {
+	g.t.Helper()
+	var res any
+	waitFor(g.t, 15*time.Second, func() error {
+		l := g.leader()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := l.Apply(ctx, c)
+		if err != nil && (errors.Is(err, ErrNotLeader) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+		if err != nil {
+			g.t.Fatalf("apply %T: %v", c, err)
+		}
+		res = r
+		return nil
+	})
+	return res
 }

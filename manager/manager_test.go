@@ -42,9 +42,7 @@ func TestGroupReplicatesAndJoinIsIdempotent(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
-		t.Fatalf("apply maintenance on: %v", err)
-	}
+	g.apply(&fsm.SetMaintenance{Enabled: true})
 	g.eventually(5*time.Second, func(id string, m *Manager) error {
 		if !maintenanceOf(m) {
 			return errors.New("maintenance not on")
@@ -195,11 +193,8 @@ func TestWritesAuthAndRedirect(t *testing.T) {
 // leader restarted from its data directory catches up.
 func TestLeaderLossAndRestart(t *testing.T) {
 	g := newGroup(t, 3, nil)
-	l := g.leader()
-	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	old := l.ID()
+	g.apply(&fsm.SetMaintenance{Enabled: true})
+	old := g.leader().ID()
 	g.kill(old)
 	nl := g.leader()
 	if nl.ID() == old {
@@ -208,10 +203,8 @@ func TestLeaderLossAndRestart(t *testing.T) {
 	if !maintenanceOf(nl) {
 		t.Fatal("new leader lost the committed maintenance flag")
 	}
-	if _, err := nl.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: false}); err != nil {
-		t.Fatalf("apply on new leader: %v", err)
-	}
-	want := nl.Raft().AppliedIndex()
+	g.apply(&fsm.SetMaintenance{Enabled: false})
+	want := g.leader().Raft().AppliedIndex()
 	back := g.restart(old)
 	waitFor(t, 10*time.Second, func() error {
 		if back.Raft().AppliedIndex() < want {
@@ -253,9 +246,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 	}
 	g.kill(lag)
 	for i := 0; i < 150; i++ {
-		if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: i%2 == 0}); err != nil {
-			t.Fatalf("apply %d: %v", i, err)
-		}
+		g.apply(&fsm.SetMaintenance{Enabled: i%2 == 0})
 	}
 	// The leader has snapshotted and compacted its log past what lag has.
 	waitFor(t, 10*time.Second, func() error {
@@ -265,7 +256,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 		return nil
 	})
-	want := l.Raft().AppliedIndex()
+	want := g.leader().Raft().AppliedIndex()
 	back := g.restart(lag)
 	waitFor(t, 15*time.Second, func() error {
 		if back.Raft().AppliedIndex() < want {
@@ -292,10 +283,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 // committed state intact.
 func TestRecoveryFromQuorumLoss(t *testing.T) {
 	g := newGroup(t, 3, nil)
-	l := g.leader()
-	if _, err := l.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
+	g.apply(&fsm.SetMaintenance{Enabled: true})
 	g.eventually(5*time.Second, func(id string, m *Manager) error {
 		if !maintenanceOf(m) {
 			return errors.New("maintenance not on")
@@ -324,9 +312,7 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("peers.json still present after recovery (%v)", err)
 	}
-	if _, err := m.Apply(ctxT(t), &fsm.SetMaintenance{Enabled: false}); err != nil {
-		t.Fatalf("apply after recovery: %v", err)
-	}
+	g.apply(&fsm.SetMaintenance{Enabled: false})
 	cf := m.Raft().GetConfiguration()
 	if err := cf.Error(); err != nil || len(cf.Configuration().Servers) != 1 {
 		t.Fatalf("configuration after recovery: %+v %v, want the survivor alone", cf.Configuration(), err)
@@ -340,11 +326,12 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 func TestNewLeaderGracePeriod(t *testing.T) {
 	clock := newFakeClock()
 	g := newGroup(t, 3, func(c *Config) { c.Now = clock.Now })
+	for _, p := range []string{"p1", "p2"} {
+		g.apply(&fsm.RegisterPeer{ID: p, GUID: "guid-" + p, Site: fsm.DefaultSite, At: clock.Now()})
+	}
+	// Only the leader hears the heartbeats; its successor never does.
 	l := g.leader()
 	for _, p := range []string{"p1", "p2"} {
-		if _, err := l.Apply(ctxT(t), &fsm.RegisterPeer{ID: p, GUID: "guid-" + p, Site: fsm.DefaultSite, At: clock.Now()}); err != nil {
-			t.Fatalf("register %s: %v", p, err)
-		}
 		l.Heartbeat(p, clock.Now())
 	}
 	old := l.ID()
@@ -480,9 +467,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	l := g.leader()
 	apply := func(c fsm.Command) {
 		t.Helper()
-		if _, err := l.Apply(ctxT(t), c); err != nil {
-			t.Fatalf("apply %T: %v", c, err)
-		}
+		g.apply(c)
 	}
 	for _, p := range []string{"p1", "p2", "p3", "p4"} {
 		apply(&fsm.RegisterPeer{ID: p, GUID: "g" + p, Site: fsm.DefaultSite, At: clock.Now()})
@@ -526,7 +511,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	})
 	first = tasksOf(l)
 
-	old := l.ID()
+	old := g.leader().ID()
 	g.kill(old)
 	nl := g.leader()
 	n0 := ticks(nl)
@@ -553,9 +538,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 
 	// p4 reports the replication done: the copy exists, the task is closed
 	// (a confirm now answers 404) and nothing is planned again for it.
-	if _, err := nl.Apply(ctxT(t), &fsm.FixupDone{ID: rid}); err != nil {
-		t.Fatalf("fixup done: %v", err)
-	}
+	g.apply(&fsm.FixupDone{ID: rid})
 	n1 := ticks(nl)
 	waitFor(t, 5*time.Second, func() error {
 		if ticks(nl) < n1+3 {
@@ -639,9 +622,7 @@ func TestReadEndpoints(t *testing.T) {
 	}
 	apply := func(c fsm.Command) {
 		t.Helper()
-		if _, err := l.Apply(ctxT(t), c); err != nil {
-			t.Fatalf("apply %T: %v", c, err)
-		}
+		g.apply(c)
 	}
 	for _, p := range []string{"p1", "p2", "p3"} {
 		apply(&fsm.RegisterPeer{ID: p, GUID: "g" + p, Site: fsm.DefaultSite})

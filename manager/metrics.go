@@ -48,6 +48,7 @@ func newMetrics(m *Manager) *metrics {
 var (
 	descRaftState   = prometheus.NewDesc("quarry_manager_raft_state", "1 for this manager's current Raft state.", []string{"state"}, nil)
 	descLeader      = prometheus.NewDesc("quarry_manager_is_leader", "1 when this manager is the Raft leader and its leader loops run.", nil, nil)
+	descTermTicks   = prometheus.NewDesc("quarry_manager_leader_loop_term_ticks", "Leader loop iterations in this manager's current leadership term (0 when not leading).", nil, nil)
 	descTerm        = prometheus.NewDesc("quarry_manager_raft_term", "Current Raft term.", nil, nil)
 	descApplied     = prometheus.NewDesc("quarry_manager_raft_applied_index", "Raft index of the last entry applied to the FSM.", nil, nil)
 	descCommit      = prometheus.NewDesc("quarry_manager_raft_commit_index", "Raft commit index.", nil, nil)
@@ -67,7 +68,7 @@ var (
 type stateCollector struct{ m *Manager }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTerm, descApplied, descCommit, descFirstIndex, descSnapIndex, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance} {
+	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTermTicks, descTerm, descApplied, descCommit, descFirstIndex, descSnapIndex, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance} {
 		ch <- d
 	}
 }
@@ -86,8 +87,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, s.String())
 	}
-	active, _, _, _ := m.LeaderState()
+	active, _, _, termTicks := m.LeaderState()
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, b2f(active))
+	ch <- prometheus.MustNewConstMetric(descTermTicks, prometheus.GaugeValue, float64(termTicks))
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(r.CurrentTerm()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(r.CommitIndex()))

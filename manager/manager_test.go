@@ -532,8 +532,8 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	if err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", nl.HTTPAddr(), rid), &fv); err != nil {
 		t.Fatalf("confirm task %d: %v", rid, err)
 	}
-	if !fv.Confirmed || fv.Leader != nl.ID() || fv.ID != rid || fv.Kind != fsm.TaskReplicate || fv.Target != "p4" {
-		t.Fatalf("confirm answer %+v, want task %d (replicate to p4) confirmed by %s", fv, rid, nl.ID())
+	if _, ok := g.ms[fv.Leader]; !fv.Confirmed || !ok || fv.ID != rid || fv.Kind != fsm.TaskReplicate || fv.Target != "p4" {
+		t.Fatalf("confirm answer %+v, want task %d (replicate to p4) confirmed by the leader", fv, rid)
 	}
 
 	// p4 reports the replication done: the copy exists, the task is closed
@@ -716,4 +716,50 @@ func TestCloseStopsEverything(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A leader cut off from its quorum cannot confirm a task: VerifyLeader
+// fails, so a deposed leader can never let a peer destroy data.
+func TestDeposedLeaderCannotConfirm(t *testing.T) {
+	clock := newFakeClock()
+	g := newGroup(t, 3, func(c *Config) { c.Now = clock.Now })
+	for _, p := range []string{"p1", "p2", "p3", "p4"} {
+		g.apply(&fsm.RegisterPeer{ID: p, GUID: "g" + p, Site: fsm.DefaultSite, At: clock.Now()})
+	}
+	b1 := fsm.BucketID("main", "1", "gp1")
+	g.apply(&fsm.AddBucket{ID: b1, Index: "main", Origin: "p1", Earliest: 1, Targets: []fsm.CopySpec{{Peer: "p2", Searchable: true}, {Peer: "p3"}}})
+	g.apply(&fsm.RollBucket{Bucket: b1, Earliest: 1, Latest: 2, Size: 100, Events: 10, Blocks: 1, LastChecksum: "c1"})
+	g.apply(&fsm.PeerDown{ID: "p2", Reason: "test", At: clock.Now()})
+	l := g.leader()
+	var id uint64
+	waitFor(t, 10*time.Second, func() error {
+		l.Read(func(s *fsm.State) {
+			for _, tk := range s.Tasks() {
+				id = tk.ID
+			}
+		})
+		if id == 0 {
+			return errors.New("no fixup task yet")
+		}
+		return nil
+	})
+	for mid := range g.ms {
+		if mid != l.ID() {
+			g.kill(mid)
+		}
+	}
+	resp, err := noRedirect.Get(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", l.HTTPAddr(), id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fv FixupView
+	json.NewDecoder(resp.Body).Decode(&fv)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || fv.Confirmed {
+		t.Fatalf("leader without quorum answered %d %+v to a confirm, want a refusal", resp.StatusCode, fv)
+	}
+	// Unconfirmed reads still answer from the local state.
+	if err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d", l.HTTPAddr(), id), &fv); err != nil || fv.Confirmed || fv.ID != id {
+		t.Fatalf("plain read of task %d: %+v %v", id, fv, err)
+	}
 }

@@ -96,4 +96,3 @@ func FuzzValidToken(f *testing.F) {
 		}
 	})
 }
-

@@ -1,0 +1,149 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRouteClusterRequestCrossesNodes(t *testing.T) {
+	n1 := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", ClusterListen: "127.0.0.1:0"})
+	n2 := mustStartServer(t, ServerConfig{Name: "n2", Site: "site1", ClusterListen: "127.0.0.1:0", Routes: []string{n1.ClusterURL()}})
+	ctx := ctxTimeout(t, 5*time.Second)
+	if err := n1.WaitRoutes(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.WaitRoutes(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv := mustConnect(t, n2.ClientURL(), ConnectOptions{})
+	cli := mustConnect(t, n1.ClientURL(), ConnectOptions{})
+	mustServe(t, srv, "quarry.search.site1", ServeOptions{}, echo("on-n2"))
+	// Interest propagates over the route asynchronously.
+	waitFor(t, 5*time.Second, func() error {
+		resp, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site1", echoReq{Text: "r"})
+		if err == nil && resp.Server != "on-n2" {
+			return errors.New("wrong responder " + resp.Server)
+		}
+		return err
+	})
+}
+
+// twoSites starts site1 and site2, one node each, joined by a gateway.
+func twoSites(t *testing.T, user, pass string, users []User) (*Server, *Server) {
+	t.Helper()
+	s2 := mustStartServer(t, ServerConfig{Name: "s2n1", Site: "site2", GatewayListen: "127.0.0.1:0", User: user, Password: pass, Users: users})
+	s1 := mustStartServer(t, ServerConfig{Name: "s1n1", Site: "site1", GatewayListen: "127.0.0.1:0", User: user, Password: pass, Users: users,
+		Gateways: map[string][]string{"site2": {s2.GatewayURL()}}})
+	ctx := ctxTimeout(t, 10*time.Second)
+	if err := s1.WaitGateways(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.WaitGateways(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	return s1, s2
+}
+
+func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
+	s1, s2 := twoSites(t, "", "", nil)
+	srv := mustConnect(t, s2.ClientURL(), ConnectOptions{Name: "peer p4"})
+	cli := mustConnect(t, s1.ClientURL(), ConnectOptions{Name: "searchhead sh1"})
+	mustServe(t, srv, "quarry.search.site2", ServeOptions{}, echo("site2"))
+	waitFor(t, 5*time.Second, func() error {
+		resp, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site2", echoReq{Text: "across"})
+		if err == nil && resp != (echoResp{Text: "across", Server: "site2", Deadline: true}) {
+			t.Fatalf("got %+v", resp)
+		}
+		return err
+	})
+
+	// Cut the gateway: site2's server goes away. The request fails, and the
+	// error says which way: nobody serves it (at once), or no answer before
+	// the deadline — never anything else, never a hang.
+	s2.Shutdown()
+	waitFor(t, 5*time.Second, func() error {
+		if n := s1.NATS().NumOutboundGateways(); n != 0 {
+			return errors.New("site1 still has its gateway")
+		}
+		return nil
+	})
+	const deadline = 500 * time.Millisecond
+	start := time.Now()
+	_, err := Request[echoReq, echoResp](ctxTimeout(t, deadline), cli, "quarry.search.site2", echoReq{Text: "cut"})
+	took := time.Since(start)
+	switch {
+	case errors.Is(err, ErrNoResponders):
+		if took > deadline/2 {
+			t.Fatalf("no-responders took %s", took)
+		}
+		t.Logf("cut gateway: no responders after %s", took)
+	case errors.Is(err, ErrTimeout):
+		if took < deadline-50*time.Millisecond {
+			t.Fatalf("timeout after %s, before the deadline", took)
+		}
+		t.Logf("cut gateway: timeout after %s", took)
+	default:
+		t.Fatalf("after the cut: %v, want ErrNoResponders or ErrTimeout", err)
+	}
+	if errors.Is(err, ErrNoResponders) && errors.Is(err, ErrTimeout) {
+		t.Fatalf("error %v is both", err)
+	}
+}
+
+func TestMonitoringHealthz(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", HTTPListen: "127.0.0.1:0"})
+	req, _ := http.NewRequestWithContext(ctxTimeout(t, 2*time.Second), http.MethodGet, s.MonitorURL()+"/healthz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %s", resp.Status)
+	}
+}
+
+func TestServerConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  ServerConfig
+		want string
+	}{
+		{"no name", ServerConfig{Site: "site1"}, "server name is required"},
+		{"bad site", ServerConfig{Name: "n1", Site: "site.1"}, `site name "site.1" contains '.'`},
+		{"routes without cluster", ServerConfig{Name: "n1", Site: "s", Routes: []string{"127.0.0.1:6222"}}, "--routes needs --cluster-listen"},
+		{"gateways without listen", ServerConfig{Name: "n1", Site: "s", Gateways: map[string][]string{"b": {"x:1"}}}, "--gateways needs --gateway-listen"},
+		{"bad listen", ServerConfig{Name: "n1", Site: "s", Listen: "nohostport"}, `listen address "nohostport"`},
+		{"user without password", ServerConfig{Name: "n1", Site: "s", User: "u"}, "--user and --password go together"},
+		{"unknown role", ServerConfig{Name: "n1", Site: "s", Users: []User{{Name: "x", Password: "y", Role: "boss"}}}, `unknown role "boss"`},
+		{"duplicate user", ServerConfig{Name: "n1", Site: "s", User: "x", Password: "a", Users: []User{{Name: "x", Password: "y", Role: RolePeer}}}, `user "x" is defined twice`},
+		{"bad gateway url", ServerConfig{Name: "n1", Site: "s", GatewayListen: "127.0.0.1:0", Gateways: map[string][]string{"b": {"nats://host"}}}, "want host:port"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := StartServer(context.Background(), c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestParseGateways(t *testing.T) {
+	got, err := ParseGateways([]string{"site2=nats://a:7222", "site3=b:1,c:2", "site2=nats://d:7222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got["site2"]) != 2 || got["site2"][1] != "nats://d:7222" || len(got["site3"]) != 2 {
+		t.Fatalf("got %v", got)
+	}
+	for _, bad := range []string{"site2", "=nats://a:1", "si.te=a:1", "site2="} {
+		if _, err := ParseGateways([]string{bad}); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -555,4 +555,3 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
-

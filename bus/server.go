@@ -102,16 +102,23 @@ func parseURL(what, s, scheme, user, pass string) (*url.URL, error) {
 	return u, nil
 }
 
-// ParseGateways parses `--gateways` values "site=url[,url…]" (repeated values
-// for one site add URLs) into a site → URLs map.
+// ParseGateways parses `--gateways` values "site=url[,url…]" into a site →
+// URLs map. Repeated values for one site add URLs, and a value without
+// "site=" adds a URL to the site before it (so "site2=nats://a:1,nats://b:1"
+// works after a comma-splitting flag parser).
 func ParseGateways(values []string) (map[string][]string, error) {
 	out := map[string][]string{}
+	prev := ""
 	for _, v := range values {
 		v = strings.TrimSpace(v)
 		if v == "" {
 			continue
 		}
 		site, urls, ok := strings.Cut(v, "=")
+		if !ok && prev != "" && strings.Contains(v, "://") {
+			out[prev] = append(out[prev], v)
+			continue
+		}
 		if !ok || urls == "" {
 			return nil, fmt.Errorf("gateway %q: want site=nats://host:port", v)
 		}
@@ -123,6 +130,7 @@ func ParseGateways(values []string) (map[string][]string, error) {
 				out[site] = append(out[site], u)
 			}
 		}
+		prev = site
 	}
 	return out, nil
 }
@@ -236,16 +244,29 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ns.SetLoggerV2(&natsLogger{log: log.With("nats", cfg.Name, "site", cfg.Site)}, false, false, false)
+	nl := &natsLogger{log: log.With("nats", cfg.Name, "site", cfg.Site), fatal: make(chan string, 1)}
+	ns.SetLoggerV2(nl, false, false, false)
 	ns.Start()
 	wait := DefaultReadyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
-	if !ns.ReadyForConnections(wait) {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		return nil, fmt.Errorf("bus: nats server %s not ready within %s", cfg.Name, wait.Round(time.Millisecond))
+	deadline := time.Now().Add(wait)
+	for !ns.ReadyForConnections(25 * time.Millisecond) {
+		fail := ""
+		select {
+		case msg := <-nl.fatal: // e.g. a listen address in use: fail now, clearly
+			fail = msg
+		default:
+			if time.Now().After(deadline) {
+				fail = fmt.Sprintf("not ready within %s", wait.Round(time.Millisecond))
+			}
+		}
+		if fail != "" {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("bus: nats server %s: %s", cfg.Name, fail)
+		}
 	}
 	return &Server{cfg: cfg, ns: ns}, nil
 }
@@ -329,11 +350,21 @@ func pollUntil(ctx context.Context, ok func() bool, fail func() error) error {
 }
 
 // natsLogger sends nats-server's log lines to slog.
-type natsLogger struct{ log *slog.Logger }
+type natsLogger struct {
+	log   *slog.Logger
+	fatal chan string // the first fatal message, for StartServer
+}
 
 func (l *natsLogger) Noticef(f string, v ...any) { l.log.Info(fmt.Sprintf(f, v...)) }
 func (l *natsLogger) Warnf(f string, v ...any)   { l.log.Warn(fmt.Sprintf(f, v...)) }
-func (l *natsLogger) Fatalf(f string, v ...any)  { l.log.Error(fmt.Sprintf(f, v...)) }
-func (l *natsLogger) Errorf(f string, v ...any)  { l.log.Error(fmt.Sprintf(f, v...)) }
-func (l *natsLogger) Debugf(f string, v ...any)  { l.log.Debug(fmt.Sprintf(f, v...)) }
-func (l *natsLogger) Tracef(f string, v ...any)  { l.log.Debug(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Fatalf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	l.log.Error(msg)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+}
+func (l *natsLogger) Errorf(f string, v ...any) { l.log.Error(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Debugf(f string, v ...any) { l.log.Debug(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Tracef(f string, v ...any) { l.log.Debug(fmt.Sprintf(f, v...)) }

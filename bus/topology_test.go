@@ -3,6 +3,8 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -134,16 +136,37 @@ func TestServerConfigErrors(t *testing.T) {
 }
 
 func TestParseGateways(t *testing.T) {
-	got, err := ParseGateways([]string{"site2=nats://a:7222", "site3=b:1,c:2", "site2=nats://d:7222"})
+	got, err := ParseGateways([]string{"site2=nats://a:7222", "site3=b:1,c:2", "site2=nats://d:7222", "site4=nats://e:1", "nats://f:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || len(got["site2"]) != 2 || got["site2"][1] != "nats://d:7222" || len(got["site3"]) != 2 {
-		t.Fatalf("got %v", got)
+	want := map[string][]string{
+		"site2": {"nats://a:7222", "nats://d:7222"},
+		"site3": {"b:1", "c:2"},
+		"site4": {"nats://e:1", "nats://f:1"},
 	}
-	for _, bad := range []string{"site2", "=nats://a:1", "si.te=a:1", "site2="} {
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"site2", "nats://a:1", "=nats://a:1", "si.te=a:1", "site2="} {
 		if _, err := ParseGateways([]string{bad}); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+func TestStartServerFailsFastOnBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Now()
+	_, err = StartServer(ctxTimeout(t, 10*time.Second), ServerConfig{Name: "n1", Site: "site1", Listen: l.Addr().String(), Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Fatalf("got %v, want an error naming %s", err, l.Addr())
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("failing on a busy port took %s", took)
 	}
 }

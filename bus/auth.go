@@ -1,9 +1,12 @@
 package bus
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -171,4 +174,58 @@ func buildUsers(s Subjects, adminUser, adminPass string, users []User) ([]*serve
 		out = append(out, &server.User{Username: u.Name, Password: u.Password, Permissions: p.server()})
 	}
 	return out, nil
+}
+
+// AuthorizationConfig renders the users and role permissions as the
+// `authorization` block of a nats-server configuration file (JSON, which
+// nats-server's config parser accepts), for deployments that run their own
+// NATS instead of `quarry bus`. adminUser/adminPass may be empty.
+func AuthorizationConfig(s Subjects, adminUser, adminPass string, users []User) ([]byte, error) {
+	built, err := buildUsers(s, adminUser, adminPass, users)
+	if err != nil {
+		return nil, err
+	}
+	type subjPerm struct {
+		Allow []string `json:"allow,omitempty"`
+		Deny  []string `json:"deny,omitempty"`
+	}
+	type perms struct {
+		Publish   subjPerm `json:"publish"`
+		Subscribe subjPerm `json:"subscribe"`
+	}
+	type user struct {
+		User        string `json:"user"`
+		Password    string `json:"password"`
+		Permissions *perms `json:"permissions,omitempty"`
+	}
+	out := struct {
+		Authorization struct {
+			Users []user `json:"users"`
+		} `json:"authorization"`
+	}{}
+	for _, u := range built {
+		cu := user{User: u.Username, Password: u.Password}
+		if p := u.Permissions; p != nil {
+			cu.Permissions = &perms{
+				Publish:   subjPerm{Allow: p.Publish.Allow, Deny: p.Publish.Deny},
+				Subscribe: subjPerm{Allow: p.Subscribe.Allow, Deny: p.Subscribe.Deny},
+			}
+		}
+		out.Authorization.Users = append(out.Authorization.Users, cu)
+	}
+	// nats-server's parser knows no \uXXXX escapes: keep '>' and friends
+	// literal, and refuse control characters (which JSON would escape so).
+	for _, u := range out.Authorization.Users {
+		if strings.ContainsFunc(u.User+u.Password, unicode.IsControl) {
+			return nil, fmt.Errorf("user %q: control characters in a name or password cannot be written to a nats-server config", u.User)
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

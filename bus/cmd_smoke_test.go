@@ -194,6 +194,7 @@ func TestQuarryBusRefusesBadConfig(t *testing.T) {
 		{[]string{"bus", "--name", "n1", "--site", "a.b", "--listen", "127.0.0.1:0"}, `site name "a.b" contains '.'`},
 		{[]string{"bus", "--name", "n1", "--site", "s", "--listen", "127.0.0.1:0", "--role-user", "boss=x:y"}, `unknown role "boss"`},
 		{[]string{"bus", "--name", "n1", "--site", "s", "--listen", "127.0.0.1:0", "--gateways", "site2"}, `gateway "site2": want site=nats://host:port`},
+		{[]string{"bus", "--name", "n1", "--site", "s", "--role-user", "peer=p1", "--print-auth-config"}, `want ROLE=NAME:PASSWORD`},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(bin, c.args...).CombinedOutput()
@@ -204,5 +205,23 @@ func TestQuarryBusRefusesBadConfig(t *testing.T) {
 		if !strings.Contains(string(out), c.want) {
 			t.Errorf("%v: output %q does not say %q", c.args, out, c.want)
 		}
+	}
+}
+
+func TestQuarryBusPrintsAuthConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the quarry binary")
+	}
+	out, err := exec.Command(buildQuarry(t), "bus", "--name", "n1", "--site", "site1",
+		"--role-user", "peer/site1/p1=p1:pw", "--print-auth-config").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := AuthorizationConfig(Subjects{}, "", "", []User{{Name: "p1", Password: "pw", Role: RolePeer, Site: "site1", Peer: "p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != string(want) {
+		t.Fatalf("printed:\n%s\nwant:\n%s", out, want)
 	}
 }

@@ -19,7 +19,9 @@ import (
 // gateway to other sites (--gateway-listen, --gateways site2=nats://…).
 // Beyond SPEC §8 it takes --http-listen (nats-server monitoring, with
 // /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
-// --subject-prefix (the prefix the role permissions are written for).
+// --subject-prefix (the prefix the role permissions are written for), and
+// --print-auth-config, which prints those users and permissions as a
+// nats-server authorization block for deployments on an external NATS.
 func busCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bus",
@@ -37,6 +39,7 @@ func busCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, admin, or peer/SITE/PEER for one peer (repeat)", EnvVars: envVars("role-user")},
 			&cli.StringFlag{Name: "http-listen", Usage: "monitoring address host:port (/healthz, /varz, /connz, /routez, /gatewayz)", EnvVars: envVars("http-listen")},
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
+			&cli.BoolFlag{Name: "print-auth-config", Usage: "print the users and role permissions as a nats-server authorization block (for an external NATS) and exit", EnvVars: envVars("print-auth-config")},
 			&cli.DurationFlag{Name: "ready-timeout", Value: bus.DefaultReadyTimeout, Usage: "how long to wait for the server to accept connections", EnvVars: envVars("ready-timeout")},
 		},
 		Action: runBus,
@@ -60,6 +63,14 @@ func runBus(c *cli.Context) error {
 			return err
 		}
 		users = append(users, u)
+	}
+	if c.Bool("print-auth-config") {
+		conf, err := bus.AuthorizationConfig(subjects, c.String("user"), c.String("password"), users)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(conf)
+		return err
 	}
 	cfg := bus.ServerConfig{
 		Name:          c.String("name"),

@@ -179,6 +179,7 @@ type ServeOptions struct {
 
 // Service is a running typed handler; Stop ends it.
 type Service struct {
+	nc     *nats.Conn
 	sub    *nats.Subscription
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -208,7 +209,7 @@ func Serve[Req, Resp any](nc *nats.Conn, subject string, o ServeOptions, h Handl
 	if log == nil {
 		log = slog.Default()
 	}
-	svc := &Service{}
+	svc := &Service{nc: nc}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 	sem := make(chan struct{}, o.MaxConcurrent)
 	cb := func(m *nats.Msg) {
@@ -300,14 +301,20 @@ func handleOne[Req, Resp any](base context.Context, m *nats.Msg, maxTimeout time
 	return resp, nil
 }
 
-// Stop unsubscribes (new requests see no responders, or another member of
-// the queue group), then waits for running handlers until ctx is done, when
+// Stop unsubscribes and flushes, so that once it returns the server routes
+// new requests elsewhere (no responders, or another member of the queue
+// group); then it waits for running handlers until ctx is done, when
 // their contexts are cancelled. Requests delivered but not yet started are
 // dropped; their requesters time out. Stop is idempotent.
 func (svc *Service) Stop(ctx context.Context) error {
 	var err error
 	svc.once.Do(func() {
 		err = svc.sub.Unsubscribe()
+		if err == nil {
+			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_ = svc.nc.FlushWithContext(fctx) // best effort: a closed conn has no subscriptions anyway
+			cancel()
+		}
 		svc.mu.Lock()
 		svc.stopped = true
 		svc.mu.Unlock()

@@ -31,7 +31,7 @@ func ServeStreams[Meta any](nc *nats.Conn, subject string, o ServeOptions, so St
 	if log == nil {
 		log = slog.Default()
 	}
-	svc := &Service{}
+	svc := &Service{nc: nc}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 	sem := make(chan struct{}, o.MaxConcurrent)
 	cb := func(m *nats.Msg) {

@@ -122,7 +122,9 @@ func Publish[T any](nc *nats.Conn, subject string, v T) error {
 // deadline (DefaultRequestTimeout without one). It returns ErrNoResponders
 // at once when nobody serves the subject, ErrTimeout when the deadline
 // passed, a *RemoteError when the handler failed, ErrCodec for a bad answer.
-func Request[Req, Resp any](ctx context.Context, nc *nats.Conn, subject string, req Req) (Resp, error) {
+func Request[Req, Resp any](ctx context.Context, nc *nats.Conn, subject string, req Req) (resp Resp, err error) {
+	start := time.Now()
+	defer func() { observeRequest(subject, start, err) }()
 	var zero Resp
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -142,7 +144,6 @@ func Request[Req, Resp any](ctx context.Context, nc *nats.Conn, subject string, 
 	if code := reply.Header.Get(HeaderErrorCode); code != "" {
 		return zero, &RemoteError{Subject: subject, Code: code, Message: string(reply.Data)}
 	}
-	var resp Resp
 	if err := Decode(reply, &resp); err != nil {
 		return zero, fmt.Errorf("reply to %s: %w", subject, err)
 	}
@@ -229,6 +230,7 @@ func Serve[Req, Resp any](nc *nats.Conn, subject string, o ServeOptions, h Handl
 		go func() {
 			defer func() { <-sem; svc.wg.Done() }()
 			resp, err := handleOne(svc.ctx, m, o.MaxTimeout, h)
+			metricHandled.WithLabelValues(family(subject), handledOutcome(err)).Inc()
 			if errors.Is(err, errNoReply) {
 				return
 			}
@@ -332,4 +334,16 @@ func (svc *Service) Stop(ctx context.Context) error {
 		return fmt.Errorf("stop %s: %w", svc.sub.Subject, err)
 	}
 	return nil
+}
+
+func handledOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, errNoReply):
+		return "expired"
+	case IsRemote(err, CodeBadRequest):
+		return "bad_request"
+	}
+	return "error"
 }

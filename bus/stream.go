@@ -273,6 +273,7 @@ func (r *Receiver) failLocked(err error, tellSender bool) {
 		return
 	}
 	r.err = err
+	streamFailure("receiver", err)
 	if tellSender && r.ctrl != "" {
 		_ = r.nc.Publish(r.ctrl, frame{kind: kindAbort, payload: []byte(err.Error())}.encode())
 	}
@@ -314,6 +315,7 @@ func (r *Receiver) onFrame(m *nats.Msg) {
 			r.failLocked(fmt.Errorf("stream %s: %w: chunk %d beyond credit limit %d", r.inv.Inbox, ErrStreamProtocol, f.seq, r.consumed+uint64(r.opts.Window)), true)
 		default:
 			r.next++
+			metricStreamBytes.WithLabelValues("received").Add(float64(len(f.payload)))
 			r.queue = append(r.queue, Chunk{Seq: f.seq, Data: f.payload, EOM: f.flags&flagEOM != 0})
 			r.maxQueued = max(r.maxQueued, len(r.queue))
 			r.signal()
@@ -565,6 +567,7 @@ func (s *Sender) failLocked(err error, tellReceiver bool) {
 		return
 	}
 	s.err = err
+	streamFailure("sender", err)
 	if tellReceiver {
 		_ = s.nc.Publish(s.inv.Inbox, frame{kind: kindAbort, payload: []byte(err.Error())}.encode())
 	}
@@ -662,6 +665,7 @@ func (s *Sender) SendChunk(ctx context.Context, data []byte, eom bool) error {
 				s.mu.Unlock()
 				return err
 			}
+			metricStreamBytes.WithLabelValues("sent").Add(float64(len(data)))
 			return nil
 		}
 		s.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -61,7 +62,12 @@ type ServerConfig struct {
 // Server is a running embedded nats-server node.
 type Server struct {
 	cfg ServerConfig
-	ns  *server.Server
+
+	mu sync.RWMutex
+	ns *server.Server
+	// The addresses the node bound at its first start; Restart binds them
+	// again so clients and other nodes find it where it was.
+	listen, clusterListen, gatewayListen, httpListen string
 }
 
 // parseListen splits host:port; port 0 becomes nats-server's random port.
@@ -232,6 +238,53 @@ func (c ServerConfig) options() (*server.Options, error) {
 // connections, up to ctx's deadline (DefaultReadyTimeout without one). On
 // any failure nothing is left running.
 func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	ns, err := startNATS(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, ns: ns, listen: ns.Addr().String()}
+	if a := ns.ClusterAddr(); a != nil {
+		s.clusterListen = a.String()
+	}
+	if a := ns.GatewayAddr(); a != nil {
+		s.gatewayListen = a.String()
+	}
+	if a := ns.MonitorAddr(); a != nil {
+		s.httpListen = a.String()
+	}
+	return s, nil
+}
+
+// Restart starts a shut-down node again on the addresses it had, with the
+// same configuration: its clients (which reconnect forever) come back, and
+// routes and gateways are re-established. Tests use Shutdown + Restart to
+// cut a site off and heal it.
+func (s *Server) Restart(ctx context.Context) error {
+	cfg := s.cfg
+	cfg.Listen = s.listen
+	if s.clusterListen != "" {
+		cfg.ClusterListen = s.clusterListen
+	}
+	if s.gatewayListen != "" {
+		cfg.GatewayListen = s.gatewayListen
+	}
+	if s.httpListen != "" {
+		cfg.HTTPListen = s.httpListen
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ns.Running() {
+		return fmt.Errorf("bus: restart %s: still running", s.cfg.Name)
+	}
+	ns, err := startNATS(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	s.ns = ns
+	return nil
+}
+
+func startNATS(ctx context.Context, cfg ServerConfig) (*server.Server, error) {
 	opts, err := cfg.options()
 	if err != nil {
 		return nil, err
@@ -268,16 +321,22 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("bus: nats server %s: %s", cfg.Name, fail)
 		}
 	}
-	return &Server{cfg: cfg, ns: ns}, nil
+	return ns, nil
+}
+
+func (s *Server) nats() *server.Server {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ns
 }
 
 // ClientURL is the URL clients connect to (without credentials).
-func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+func (s *Server) ClientURL() string { return s.nats().ClientURL() }
 
 // ClusterURL is the route URL other nodes of this site list in Routes ("" if
 // routes are off).
 func (s *Server) ClusterURL() string {
-	a := s.ns.ClusterAddr()
+	a := s.nats().ClusterAddr()
 	if a == nil {
 		return ""
 	}
@@ -286,7 +345,7 @@ func (s *Server) ClusterURL() string {
 
 // GatewayURL is the URL other sites list in Gateways ("" if gateways are off).
 func (s *Server) GatewayURL() string {
-	a := s.ns.GatewayAddr()
+	a := s.nats().GatewayAddr()
 	if a == nil {
 		return ""
 	}
@@ -296,7 +355,7 @@ func (s *Server) GatewayURL() string {
 // MonitorURL is the base URL of the monitoring endpoint ("" if off);
 // MonitorURL()+"/healthz" is the health check.
 func (s *Server) MonitorURL() string {
-	a := s.ns.MonitorAddr()
+	a := s.nats().MonitorAddr()
 	if a == nil {
 		return ""
 	}
@@ -310,28 +369,29 @@ func (s *Server) Name() string { return s.cfg.Name }
 func (s *Server) Site() string { return s.cfg.Site }
 
 // NATS returns the underlying nats-server for monitoring and tests.
-func (s *Server) NATS() *server.Server { return s.ns }
+func (s *Server) NATS() *server.Server { return s.nats() }
 
 // WaitRoutes waits until this node has at least n routes.
 func (s *Server) WaitRoutes(ctx context.Context, n int) error {
-	return pollUntil(ctx, func() bool { return s.ns.NumRoutes() >= n },
-		func() error { return fmt.Errorf("bus: %s has %d routes, want %d", s.cfg.Name, s.ns.NumRoutes(), n) })
+	return pollUntil(ctx, func() bool { return s.nats().NumRoutes() >= n },
+		func() error { return fmt.Errorf("bus: %s has %d routes, want %d", s.cfg.Name, s.nats().NumRoutes(), n) })
 }
 
 // WaitGateways waits until this node has outbound gateways to at least n
 // other sites.
 func (s *Server) WaitGateways(ctx context.Context, n int) error {
-	return pollUntil(ctx, func() bool { return s.ns.NumOutboundGateways() >= n },
+	return pollUntil(ctx, func() bool { return s.nats().NumOutboundGateways() >= n },
 		func() error {
-			return fmt.Errorf("bus: %s has %d outbound gateways, want %d", s.cfg.Name, s.ns.NumOutboundGateways(), n)
+			return fmt.Errorf("bus: %s has %d outbound gateways, want %d", s.cfg.Name, s.nats().NumOutboundGateways(), n)
 		})
 }
 
 // Shutdown stops the server: clients are disconnected and every listener is
 // closed when it returns. It is safe to call more than once.
 func (s *Server) Shutdown() {
-	s.ns.Shutdown()
-	s.ns.WaitForShutdown()
+	ns := s.nats()
+	ns.Shutdown()
+	ns.WaitForShutdown()
 }
 
 func pollUntil(ctx context.Context, ok func() bool, fail func() error) error {

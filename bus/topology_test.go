@@ -170,3 +170,45 @@ func TestStartServerFailsFastOnBusyPort(t *testing.T) {
 		t.Fatalf("failing on a busy port took %s", took)
 	}
 }
+
+func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
+	sites, err := StartSites(ctxTimeout(t, 15*time.Second), SitesConfig{Sites: []string{"site1", "site2", "site3"}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		t.Cleanup(s.Shutdown)
+	}
+	s1, s3 := sites[0], sites[2]
+	// site3 learned site2 from site1's gossip or its own config: every node
+	// has a gateway to both others.
+	for _, s := range sites {
+		if n := s.NATS().NumOutboundGateways(); n != 2 {
+			t.Fatalf("%s has %d outbound gateways, want 2", s.Name(), n)
+		}
+	}
+	p7 := mustConnect(t, s3.ClientURL(), ConnectOptions{Name: "peer p7"})
+	mustServe(t, p7, "quarry.search.site3.p7", ServeOptions{}, echo("p7"))
+	cli := mustConnect(t, s1.ClientURL(), ConnectOptions{})
+	ask := func() error {
+		_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site3.p7", echoReq{})
+		return err
+	}
+	waitFor(t, 5*time.Second, ask)
+
+	s3.Shutdown() // cut site3 off
+	waitFor(t, 5*time.Second, func() error {
+		if err := ask(); !errors.Is(err, ErrNoResponders) && !errors.Is(err, ErrTimeout) {
+			return fmt.Errorf("during the cut: %v", err)
+		}
+		return nil
+	})
+	if err := s3.Restart(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// p7 reconnects on its own and its subscription comes back; site1 sees it.
+	waitFor(t, 10*time.Second, ask)
+	if err := s3.Restart(ctxTimeout(t, time.Second)); err == nil {
+		t.Fatal("restarting a running node succeeded")
+	}
+}

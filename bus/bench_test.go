@@ -53,7 +53,7 @@ func BenchmarkStream(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		snd, err := NewSender(snc, r.Invite())
+		snd, err := NewSender(context.Background(), snc, r.Invite())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -125,11 +126,24 @@ func (c *Collector) Close() {
 	}
 }
 
-// JoinCollector opens a stream to the collector at inbox, as from.
+// JoinCollector opens a stream to the collector at inbox, as from. Across
+// a gateway the collector's fresh inbox may not be known on this side yet
+// (interest-only mode propagates it asynchronously), so no-responders is
+// retried for up to a second (or ctx's deadline) before it is believed.
 func JoinCollector(ctx context.Context, nc *nats.Conn, inbox, from string) (*Sender, error) {
-	inv, err := Request[joinRequest, Invite](ctx, nc, inbox, joinRequest{From: from})
-	if err != nil {
-		return nil, err
+	giveUp := time.Now().Add(time.Second)
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		inv, err := Request[joinRequest, Invite](ctx, nc, inbox, joinRequest{From: from})
+		if err == nil {
+			return NewSender(ctx, nc, inv)
+		}
+		if !errors.Is(err, ErrNoResponders) || time.Now().Add(backoff).After(giveUp) {
+			return nil, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, err
+		}
 	}
-	return NewSender(nc, inv)
 }

@@ -298,12 +298,13 @@ func (r *Receiver) onFrame(m *nats.Msg) {
 	}
 	switch f.kind {
 	case kindHello:
-		if r.ctrl != "" {
-			r.failLocked(fmt.Errorf("stream %s: %w: second hello", r.inv.Inbox, ErrStreamProtocol), true)
+		// The sender repeats its hello until it hears from us (see
+		// NewSender); a repeat is answered again, another sender refused.
+		if r.ctrl != "" && r.ctrl != string(f.payload) {
+			r.failLocked(fmt.Errorf("stream %s: %w: hello from a second sender", r.inv.Inbox, ErrStreamProtocol), true)
 			return
 		}
 		r.ctrl = string(f.payload)
-		// Tell the sender at once that we are here (and what it may send).
 		_ = r.nc.Publish(r.ctrl, frame{kind: kindCredit, seq: r.sentGrant}.encode())
 	case kindData:
 		switch {
@@ -502,6 +503,7 @@ type Sender struct {
 	done      bool
 	closed    bool
 	lastHeard time.Time
+	heard     bool   // the receiver answered the hello
 	buf       []byte // Write's partial chunk
 
 	notify chan struct{}
@@ -509,10 +511,15 @@ type Sender struct {
 	wg     sync.WaitGroup
 }
 
-// NewSender starts sending to the receiver that made inv. The receiver's
-// initial window is granted by the invite itself, so the first chunks go
-// out without a round trip.
-func NewSender(nc *nats.Conn, inv Invite) (*Sender, error) {
+// NewSender starts sending to the receiver that made inv. It returns once
+// the receiver has answered its hello — the handshake costs one round trip
+// and is what makes a fresh stream safe across gateways: in interest-only
+// mode a remote site learns of a new inbox asynchronously, so the first
+// frames either way may be dropped. The hello is re-sent (10 ms doubling to
+// 250 ms) until the receiver's first credit arrives, so both inboxes are
+// known on both sides before any chunk is sent. It fails with
+// ErrStreamStalled if that takes longer than the idle timeout.
+func NewSender(ctx context.Context, nc *nats.Conn, inv Invite) (*Sender, error) {
 	if err := inv.validate(); err != nil {
 		return nil, err
 	}
@@ -521,7 +528,7 @@ func NewSender(nc *nats.Conn, inv Invite) (*Sender, error) {
 	}
 	s := &Sender{
 		nc: nc, inv: inv,
-		granted: inv.Resume + uint64(inv.Window), next: inv.Resume,
+		granted: inv.Resume, next: inv.Resume,
 		lastHeard: time.Now(),
 		notify:    make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -532,9 +539,42 @@ func NewSender(nc *nats.Conn, inv Invite) (*Sender, error) {
 		return nil, fmt.Errorf("stream sender: subscribe: %w", err)
 	}
 	s.sub = sub
-	if err := nc.Publish(inv.Inbox, frame{kind: kindHello, payload: []byte(ctrl)}.encode()); err != nil {
+	if err := nc.Flush(); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("stream %s: hello: %w", inv.Inbox, err)
+		return nil, fmt.Errorf("stream %s: flush: %w", inv.Inbox, err)
+	}
+	hello := frame{kind: kindHello, payload: []byte(ctrl)}.encode()
+	idle := time.NewTimer(time.Duration(inv.IdleMs) * time.Millisecond)
+	defer idle.Stop()
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
+		if err := nc.Publish(inv.Inbox, hello); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("stream %s: hello: %w", inv.Inbox, err)
+		}
+		retry := time.NewTimer(backoff)
+		select {
+		case <-s.notify:
+		case <-retry.C:
+		case <-idle.C:
+			s.mu.Lock()
+			s.failLocked(fmt.Errorf("stream %s: %w: no answer to hello within %dms", inv.Inbox, ErrStreamStalled, inv.IdleMs), true)
+			s.mu.Unlock()
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.failLocked(fmt.Errorf("stream %s: hello: %w", inv.Inbox, ctx.Err()), true)
+			s.mu.Unlock()
+		}
+		retry.Stop()
+		s.mu.Lock()
+		heard, err := s.heard, s.err
+		s.mu.Unlock()
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		if heard {
+			break
+		}
 	}
 	s.wg.Add(1)
 	go s.heartbeat()
@@ -585,6 +625,10 @@ func (s *Sender) onFrame(m *nats.Msg) {
 	if err != nil {
 		s.failLocked(fmt.Errorf("stream %s: %w", s.inv.Inbox, err), true)
 		return
+	}
+	if !s.heard {
+		s.heard = true
+		s.signal()
 	}
 	switch f.kind {
 	case kindCredit:

@@ -137,5 +137,5 @@ func OpenStream[Meta any](ctx context.Context, nc *nats.Conn, subject string, me
 	if err != nil {
 		return nil, err
 	}
-	return NewSender(nc, inv)
+	return NewSender(ctx, nc, inv)
 }

@@ -44,7 +44,7 @@ func mustReceiver(t *testing.T, nc *nats.Conn, resume uint64, o StreamOptions) *
 
 func mustSender(t *testing.T, nc *nats.Conn, inv Invite) *Sender {
 	t.Helper()
-	s, err := NewSender(nc, inv)
+	s, err := NewSender(ctxTimeout(t, 5*time.Second), nc, inv)
 	if err != nil {
 		t.Fatal(err)
 	}

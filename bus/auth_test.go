@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +202,77 @@ func TestGatewayWithAuthCarriesFixupAcrossSites(t *testing.T) {
 			return nil
 		case <-time.After(100 * time.Millisecond):
 			return errors.New("fixup task not delivered across the gateway")
+		}
+	})
+}
+
+func TestRequestOnForbiddenSubjectIsDeniedFast(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", Users: testUsers})
+	mgr := mustConnect(t, s.ClientURL(), ConnectOptions{User: "mgr", Password: "mgr-secret"})
+	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret"})
+	peer := mustConnect(t, s.ClientURL(), ConnectOptions{User: "peer", Password: "peer-secret"})
+	// Someone serves the subject: without the permission check the request
+	// would be answered.
+	handled := make(chan struct{}, 1)
+	mustServe(t, p1, "quarry.fixup.site1.p1", ServeOptions{}, func(ctx context.Context, r echoReq) (echoResp, error) {
+		handled <- struct{}{}
+		return echoResp{Text: "done"}, nil
+	})
+	start := time.Now()
+	_, err := Request[echoReq, echoResp](ctxTimeout(t, 5*time.Second), peer, "quarry.fixup.site1.p1", echoReq{Text: "remove copy"})
+	if !errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrPermissionDenied", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("denial took %s with a 5s deadline", took)
+	}
+	if !strings.Contains(err.Error(), "quarry.fixup.site1.p1") {
+		t.Fatalf("error %q does not name the subject", err)
+	}
+	select {
+	case <-handled:
+		t.Fatal("the forbidden fixup task reached the peer")
+	default:
+	}
+	// The manager's request goes through.
+	if r, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), mgr, "quarry.fixup.site1.p1", echoReq{}); err != nil || r.Text != "done" {
+		t.Fatalf("manager's fixup request: %+v, %v", r, err)
+	}
+}
+
+func TestViolationSubject(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+		ok   bool
+	}{
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "quarry.fixup.s.p"`), "quarry.fixup.s.p", true},
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Subscription to "quarry.fixup.>"`), "", false},
+		{errors.New(`Permissions Violation for Publish to "x"`), "", false},
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to ""`), "", false},
+	} {
+		got, ok := violationSubject(c.err)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%v: got %q %v, want %q %v", c.err, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseRoleUser(f *testing.F) {
+	for _, s := range []string{"manager=m:pw", "peer/site1/p1=p1:pw", "peer=p", "=x:y", "boss=a:b", "peer/a.b/c=x:y", "searchhead=sh:p:w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseRoleUser(s)
+		if err != nil {
+			return
+		}
+		// Whatever parses is a valid user with buildable permissions.
+		if err := u.validate(); err != nil {
+			t.Fatalf("%q parsed to invalid %+v: %v", s, u, err)
+		}
+		if _, err := RolePermissions(Subjects{}, u.Role, u.Site, u.Peer); err != nil {
+			t.Fatalf("%q: %v", s, err)
 		}
 	})
 }

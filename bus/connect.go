@@ -47,6 +47,7 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 		ctx, cancel = context.WithTimeout(ctx, DefaultConnectTimeout)
 		defer cancel()
 	}
+	watch := newViolationWatch()
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.Timeout(2 * time.Second),
@@ -59,6 +60,7 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 				subj = sub.Subject
 			}
 			log.Warn("nats async error", "conn", o.Name, "subject", subj, "err", err)
+			watch.report(err)
 			if o.OnAsyncError != nil {
 				o.OnAsyncError(err)
 			}
@@ -68,6 +70,7 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 				log.Warn("nats disconnected", "conn", o.Name, "err", err)
 			}
 		}),
+		nats.ClosedHandler(func(nc *nats.Conn) { watches.Delete(nc) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "conn", o.Name, "url", nc.ConnectedUrlRedacted())
 		}),
@@ -84,6 +87,7 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 				nc.Close()
 				return nil, fmt.Errorf("bus: connect %s: server does not support headers", redact(url))
 			}
+			watches.Store(nc, watch)
 			return nc, nil
 		}
 		// Bad credentials will not get better by retrying.

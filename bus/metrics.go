@@ -14,7 +14,7 @@ import (
 var (
 	metricRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quarry_bus_requests_total",
-		Help: "Typed requests sent, by subject family and outcome (ok, no_responders, timeout, remote_error, error).",
+		Help: "Typed requests sent, by subject family and outcome (ok, no_responders, timeout, denied, remote_error, error).",
 	}, []string{"family", "outcome"})
 	metricRequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "quarry_bus_request_duration_seconds",
@@ -69,6 +69,8 @@ func observeRequest(subject string, start time.Time, err error) {
 		outcome = "no_responders"
 	case errors.Is(err, ErrTimeout):
 		outcome = "timeout"
+	case errors.Is(err, ErrPermissionDenied):
+		outcome = "denied"
 	case errors.As(err, &re):
 		outcome = "remote_error"
 	default:

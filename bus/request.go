@@ -40,7 +40,7 @@ var (
 	// server at once: retry elsewhere or later, do not wait.
 	ErrNoResponders = errors.New("no responders")
 	// ErrTimeout means a responder may exist but no answer came before the
-	// deadline.
+	// deadline. (A refused publish is ErrPermissionDenied.)
 	ErrTimeout = errors.New("request timed out")
 	// ErrCodec means a message could not be encoded or decoded, or carries
 	// a codec or version this build does not speak.
@@ -120,8 +120,10 @@ func Publish[T any](nc *nats.Conn, subject string, v T) error {
 
 // Request sends req on subject and waits for the typed answer until ctx's
 // deadline (DefaultRequestTimeout without one). It returns ErrNoResponders
-// at once when nobody serves the subject, ErrTimeout when the deadline
-// passed, a *RemoteError when the handler failed, ErrCodec for a bad answer.
+// at once when nobody serves the subject, ErrPermissionDenied at once when
+// this connection's user may not publish there (connections made by
+// Connect), ErrTimeout when the deadline passed, a *RemoteError when the
+// handler failed, ErrCodec for a bad answer.
 func Request[Req, Resp any](ctx context.Context, nc *nats.Conn, subject string, req Req) (resp Resp, err error) {
 	start := time.Now()
 	defer func() { observeRequest(subject, start, err) }()
@@ -137,8 +139,19 @@ func Request[Req, Resp any](ctx context.Context, nc *nats.Conn, subject string, 
 	}
 	dl, _ := ctx.Deadline()
 	m.Header.Set(HeaderTimeout, strconv.FormatInt(time.Until(dl).Milliseconds(), 10))
-	reply, err := nc.RequestMsgWithContext(ctx, m)
+	// On a connection made by Connect, a permissions violation for this
+	// subject ends the wait at once.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if w, ok := watches.Load(nc); ok {
+		stop := w.(*violationWatch).watch(subject, cancel)
+		defer stop()
+	}
+	reply, err := nc.RequestMsgWithContext(rctx, m)
 	if err != nil {
+		if cause := context.Cause(rctx); errors.Is(cause, ErrPermissionDenied) {
+			return zero, fmt.Errorf("request %s: %w", subject, cause)
+		}
 		return zero, requestError(ctx, subject, err)
 	}
 	if code := reply.Header.Get(HeaderErrorCode); code != "" {

@@ -212,3 +212,20 @@ func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
 		t.Fatal("restarting a running node succeeded")
 	}
 }
+
+func FuzzParseGateways(f *testing.F) {
+	for _, s := range []string{"site2=nats://a:1", "site3=b:1,c:2", "nats://x:1", "=", "a.b=c:1", "s= "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseGateways(strings.Split(s, ","))
+		if err != nil {
+			return
+		}
+		for site, urls := range got {
+			if ValidToken("site", site) != nil || len(urls) == 0 {
+				t.Fatalf("%q parsed to site %q with %v", s, site, urls)
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,9 @@ type ConnectOptions struct {
 	// permissions violations (errors.Is(err, nats.ErrPermissionViolation)),
 	// slow-consumer drops, …
 	OnAsyncError func(error)
+	// TLSCA is a PEM file of the CA that signed the server's certificate;
+	// setting it makes TLS required.
+	TLSCA string
 	// Options are extra nats.go options, applied last.
 	Options []nats.Option
 }
@@ -78,6 +82,9 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
 	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
 	opts = append(opts, o.Options...)
 	backoff := 50 * time.Millisecond
 	for {
@@ -90,8 +97,10 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 			watches.Store(nc, watch)
 			return nc, nil
 		}
-		// Bad credentials will not get better by retrying.
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+		// Bad credentials or certificates will not get better by retrying.
+		var certErr *tls.CertificateVerificationError
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+			errors.As(err, &certErr) || errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) {
 			return nil, fmt.Errorf("bus: connect %s: %w", redact(url), err)
 		}
 		select {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,11 @@ type ServerConfig struct {
 	Users []User
 	// Subjects is the subject scheme the role permissions are built for.
 	Subjects Subjects
+	// TLSCert and TLSKey (PEM files), when set, make client connections
+	// TLS-only (SPEC §11: optional TLS on NATS). Routes and gateways stay
+	// plain: they run between the deployment's own servers, on addresses
+	// the operator keeps private.
+	TLSCert, TLSKey string
 	// MaxPayload overrides the maximum message size (default 1 MiB).
 	MaxPayload int32
 	// Logger receives the server's log lines (default slog.Default()).
@@ -218,6 +224,18 @@ func (c ServerConfig) options() (*server.Options, error) {
 		}
 	} else if len(c.Gateways) > 0 {
 		return nil, errors.New("bus: --gateways needs --gateway-listen")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("bus: --tls-cert and --tls-key go together")
+	}
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("bus: load TLS certificate %s: %w", c.TLSCert, err)
+		}
+		o.TLS = true
+		o.TLSTimeout = 2
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	if c.HTTPListen != "" {
 		if o.HTTPHost, o.HTTPPort, err = parseListen("http", c.HTTPListen); err != nil {

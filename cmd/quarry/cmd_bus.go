@@ -17,7 +17,8 @@ import (
 // busCommand runs one NATS node of the quarry bus (SPEC §8): a single node,
 // a node of a site's cluster (--cluster-listen, --routes), and/or a site's
 // gateway to other sites (--gateway-listen, --gateways site2=nats://…).
-// Beyond SPEC §8 it takes --http-listen (nats-server monitoring, with
+// Beyond SPEC §8 it takes --tls-cert/--tls-key (SPEC §11, optional TLS on
+// NATS client connections), --http-listen (nats-server monitoring, with
 // /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
 // --subject-prefix (the prefix the role permissions are written for), and
 // --print-auth-config, which prints those users and permissions as a
@@ -37,6 +38,8 @@ func busCommand() *cli.Command {
 			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
 			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, admin, or peer/SITE/PEER for one peer (repeat)", EnvVars: envVars("role-user")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate: client connections must use TLS (routes and gateways stay plain)", EnvVars: envVars("tls-cert")},
+			&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: envVars("tls-key")},
 			&cli.StringFlag{Name: "http-listen", Usage: "monitoring address host:port (/healthz, /varz, /connz, /routez, /gatewayz)", EnvVars: envVars("http-listen")},
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
 			&cli.BoolFlag{Name: "print-auth-config", Usage: "print the users and role permissions as a nats-server authorization block (for an external NATS) and exit", EnvVars: envVars("print-auth-config")},
@@ -81,6 +84,8 @@ func runBus(c *cli.Context) error {
 		GatewayListen: c.String("gateway-listen"),
 		Gateways:      gateways,
 		HTTPListen:    c.String("http-listen"),
+		TLSCert:       c.String("tls-cert"),
+		TLSKey:        c.String("tls-key"),
 		User:          c.String("user"),
 		Password:      c.String("password"),
 		Users:         users,
@@ -98,7 +103,7 @@ func runBus(c *cli.Context) error {
 	log.Info("bus ready", "name", cfg.Name, "site", cfg.Site,
 		"client_url", srv.ClientURL(), "cluster_url", srv.ClusterURL(),
 		"gateway_url", srv.GatewayURL(), "monitor_url", srv.MonitorURL(),
-		"auth", cfg.User != "" || len(users) > 0)
+		"auth", cfg.User != "" || len(users) > 0, "tls", cfg.TLSCert != "")
 	<-ctx.Done()
 	log.Info("bus shutting down", "name", cfg.Name)
 	start := time.Now()

@@ -474,6 +474,16 @@ func TestStreamReceiverDetectsGapCorruptionAndCreditOverrun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Consume nothing until the receiver failed: taking a chunk
+			// would grant a credit and hide an overrun.
+			waitFor(t, 3*time.Second, func() error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.err == nil {
+					return errors.New("receiver has not failed yet")
+				}
+				return nil
+			})
 			ctx := ctxTimeout(t, 3*time.Second)
 			var err2 error
 			for err2 == nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	mrand "math/rand/v2"
 	"sync"
@@ -155,6 +156,13 @@ func TestStreamSlowConsumerBoundsSender(t *testing.T) {
 		_ = s.Close(ctx)
 	}()
 	ctx := ctxTimeout(t, 20*time.Second)
+	// Before anything is taken the sender fills its window, and stops there.
+	waitFor(t, 5*time.Second, func() error {
+		if n := s.Sent(); n < window {
+			return fmt.Errorf("sender sent %d chunks, window %d", n, window)
+		}
+		return nil
+	})
 	maxInFlight := uint64(0)
 	for consumed := uint64(0); ; consumed++ {
 		// In flight = sent but not yet taken by this consumer. The

@@ -73,7 +73,7 @@ func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
 		}
 		return nil
 	})
-	const deadline = 500 * time.Millisecond
+	const deadline = 2 * time.Second
 	start := time.Now()
 	_, err := Request[echoReq, echoResp](ctxTimeout(t, deadline), cli, "quarry.search.site2", echoReq{Text: "cut"})
 	took := time.Since(start)
@@ -84,7 +84,7 @@ func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
 		}
 		t.Logf("cut gateway: no responders after %s", took)
 	case errors.Is(err, ErrTimeout):
-		if took < deadline-50*time.Millisecond {
+		if took < deadline-100*time.Millisecond {
 			t.Fatalf("timeout after %s, before the deadline", took)
 		}
 		t.Logf("cut gateway: timeout after %s", took)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
 )
 
 // Stream defaults (see DESIGN.md, "Flow control").
@@ -505,6 +506,7 @@ type Sender struct {
 	lastHeard time.Time
 	heard     bool   // the receiver answered the hello
 	buf       []byte // Write's partial chunk
+	limiter   *rate.Limiter
 
 	notify chan struct{}
 	stop   chan struct{}
@@ -675,10 +677,27 @@ func (s *Sender) heartbeat() {
 	}
 }
 
-// SendChunk sends one chunk (at most ChunkSize bytes), waiting for a credit.
+// Throttle limits this sender to bytesPerSecond of payload (0: no limit),
+// so that a warm-bucket copy leaves ingest and search their share of disk
+// and network (SPEC §4). Call it before sending.
+func (s *Sender) Throttle(bytesPerSecond int) {
+	if bytesPerSecond <= 0 {
+		s.limiter = nil
+		return
+	}
+	s.limiter = rate.NewLimiter(rate.Limit(bytesPerSecond), max(bytesPerSecond/10, s.inv.ChunkSize))
+}
+
+// SendChunk sends one chunk (at most ChunkSize bytes), waiting for a credit
+// (and for the throttle, if any).
 func (s *Sender) SendChunk(ctx context.Context, data []byte, eom bool) error {
 	if len(data) > s.inv.ChunkSize {
 		return fmt.Errorf("stream %s: chunk of %d bytes exceeds chunk size %d", s.inv.Inbox, len(data), s.inv.ChunkSize)
+	}
+	if s.limiter != nil && len(data) > 0 {
+		if err := s.limiter.WaitN(ctx, len(data)); err != nil {
+			return fmt.Errorf("stream %s: throttle: %w", s.inv.Inbox, err)
+		}
 	}
 	var flags byte
 	if eom {

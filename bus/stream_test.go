@@ -573,3 +573,32 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+func TestStreamThrottle(t *testing.T) {
+	_, snc, rnc := streamPair(t)
+	r := mustReceiver(t, rnc, 0, StreamOptions{ChunkSize: 16 << 10})
+	s := mustSender(t, snc, r.Invite())
+	const rate = 2 << 20 // 2 MiB/s
+	s.Throttle(rate)
+	data := randomBytes(t, 1<<20)
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- SendReaderAt(ctxTimeout(t, 10*time.Second), s, bytes.NewReader(data), int64(len(data)))
+	}()
+	got, err := io.ReadAll(r.Reader(ctxTimeout(t, 10*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close(nil)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	// 1 MiB at 2 MiB/s, less the initial burst of rate/10: at least ~450 ms.
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Fatalf("1 MiB at 2 MiB/s took only %s", took)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("throttled copy differs")
+	}
+}

@@ -1,12 +1,15 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -228,4 +231,83 @@ func FuzzParseGateways(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A production-shaped bus: site1 is a 2-node route cluster, site2 a single
+// node, joined by gateways, all with authentication (routes and gateways
+// authenticate with the admin credentials, injected into their URLs).
+func TestClusterAndGatewayWithAuth(t *testing.T) {
+	users := []User{{Name: "p", Password: "pp", Role: RolePeer}, {Name: "sh", Password: "ss", Role: RoleSearchHead}}
+	base := ServerConfig{User: "admin", Password: "pw", Users: users, GatewayListen: "127.0.0.1:0"}
+	cfg := func(name, site string) ServerConfig { c := base; c.Name, c.Site = name, site; return c }
+
+	s2 := mustStartServer(t, cfg("s2n1", "site2"))
+	gw := map[string][]string{"site2": {s2.GatewayURL()}}
+	c1 := cfg("s1n1", "site1")
+	c1.ClusterListen, c1.Gateways = "127.0.0.1:0", gw
+	n1 := mustStartServer(t, c1)
+	c2 := cfg("s1n2", "site1")
+	c2.ClusterListen, c2.Gateways, c2.Routes = "127.0.0.1:0", gw, []string{n1.ClusterURL()}
+	n2 := mustStartServer(t, c2)
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, w := range []func() error{
+		func() error { return n1.WaitRoutes(ctx, 1) },
+		func() error { return n2.WaitRoutes(ctx, 1) },
+		func() error { return n1.WaitGateways(ctx, 1) },
+		func() error { return n2.WaitGateways(ctx, 1) },
+		func() error { return s2.WaitGateways(ctx, 1) },
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peer := mustConnect(t, s2.ClientURL(), ConnectOptions{User: "p", Password: "pp"})
+	mustServe(t, peer, "quarry.search.site2", ServeOptions{}, echo("site2 peer"))
+	for _, n := range []*Server{n1, n2} {
+		sh := mustConnect(t, n.ClientURL(), ConnectOptions{User: "sh", Password: "ss"})
+		waitFor(t, 5*time.Second, func() error {
+			_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), sh, "quarry.search.site2", echoReq{})
+			return err
+		})
+	}
+
+	// A node with the wrong deployment password cannot join the cluster:
+	// its route is refused (both ends log it) and n1's routes stay n2's.
+	routes := n1.NATS().NumRoutes()
+	var logs lockedBuffer
+	bad := cfg("s1n3", "site1")
+	bad.Password, bad.GatewayListen = "wrong", ""
+	bad.ClusterListen, bad.Routes = "127.0.0.1:0", []string{n1.ClusterURL()}
+	bad.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	n3 := mustStartServer(t, bad)
+	waitFor(t, 5*time.Second, func() error {
+		if !strings.Contains(strings.ToLower(logs.String()), "authorization violation") {
+			return errors.New("no authorization violation logged by the intruder yet")
+		}
+		return nil
+	})
+	if n := n3.NATS().NumRoutes(); n != 0 {
+		t.Fatalf("a node with the wrong password has %d routes", n)
+	}
+	if n := n1.NATS().NumRoutes(); n != routes {
+		t.Fatalf("n1 has %d routes, had %d before the intruder", n, routes)
+	}
+}
+
+// lockedBuffer is an io.Writer safe for concurrent log writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -389,10 +389,24 @@ func (s *Server) Site() string { return s.cfg.Site }
 // NATS returns the underlying nats-server for monitoring and tests.
 func (s *Server) NATS() *server.Server { return s.nats() }
 
-// WaitRoutes waits until this node has at least n routes.
+// RoutedServers is the number of other nodes of this site this node has
+// routes to (nats-server pools several route connections per node).
+func (s *Server) RoutedServers() int {
+	rz, err := s.nats().Routez(&server.RoutezOptions{})
+	if err != nil || rz == nil {
+		return 0
+	}
+	ids := map[string]bool{}
+	for _, r := range rz.Routes {
+		ids[r.RemoteID] = true
+	}
+	return len(ids)
+}
+
+// WaitRoutes waits until this node has routes to at least n other nodes.
 func (s *Server) WaitRoutes(ctx context.Context, n int) error {
-	return pollUntil(ctx, func() bool { return s.nats().NumRoutes() >= n },
-		func() error { return fmt.Errorf("bus: %s has %d routes, want %d", s.cfg.Name, s.nats().NumRoutes(), n) })
+	return pollUntil(ctx, func() bool { return s.RoutedServers() >= n },
+		func() error { return fmt.Errorf("bus: %s has routes to %d nodes, want %d", s.cfg.Name, s.RoutedServers(), n) })
 }
 
 // WaitGateways waits until this node has outbound gateways to at least n

@@ -406,7 +406,9 @@ func (s *Server) RoutedServers() int {
 // WaitRoutes waits until this node has routes to at least n other nodes.
 func (s *Server) WaitRoutes(ctx context.Context, n int) error {
 	return pollUntil(ctx, func() bool { return s.RoutedServers() >= n },
-		func() error { return fmt.Errorf("bus: %s has routes to %d nodes, want %d", s.cfg.Name, s.RoutedServers(), n) })
+		func() error {
+			return fmt.Errorf("bus: %s has routes to %d nodes, want %d", s.cfg.Name, s.RoutedServers(), n)
+		})
 }
 
 // WaitGateways waits until this node has outbound gateways to at least n

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 var (
@@ -24,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// nats-server waits 1 s before soliciting gateways (to let a site's
+	// routes form first); in-process tests need not.
+	server.SetGatewaysSolicitDelay(20 * time.Millisecond)
 	dir, err := os.MkdirTemp("", "quarry-bus-test-")
 	if err != nil {
 		panic(err)
@@ -163,7 +168,7 @@ func TestQuarryBusProcessSmoke(t *testing.T) {
 	mustServe(t, p4, "quarry.search.site2.p4", ServeOptions{}, echo("p4"))
 	sh := mustConnect(t, urls1[0], ConnectOptions{User: "admin", Password: "pw"})
 	waitFor(t, 10*time.Second, func() error {
-		r, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), sh, "quarry.search.site2.p4", echoReq{Text: "x"})
+		r, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), sh, "quarry.search.site2.p4", echoReq{Text: "x"})
 		if err == nil && r.Server != "p4" {
 			return errors.New("wrong responder")
 		}

@@ -105,7 +105,7 @@ func TestCollectorFansInOneStreamPerPeer(t *testing.T) {
 	if _, _, err := col.Accept(ctx); !errors.Is(err, ErrCollectorClosed) {
 		t.Fatalf("accept after close: %v", err)
 	}
-	if _, err := JoinCollector(ctxTimeout(t, time.Second), sh, col.Inbox(), "late"); !errors.Is(err, ErrNoResponders) {
+	if _, err := JoinCollector(ctxTimeout(t, 300*time.Millisecond), sh, col.Inbox(), "late"); !errors.Is(err, ErrNoResponders) {
 		t.Fatalf("join after close: %v, want ErrNoResponders", err)
 	}
 }

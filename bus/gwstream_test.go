@@ -32,7 +32,7 @@ func TestStreamAcrossGateway(t *testing.T) {
 	defer svc.Stop(context.Background())
 	var snd *Sender
 	waitFor(t, 5*time.Second, func() error { // the repl subject's interest crosses first
-		snd, err = OpenStream(ctxTimeout(t, time.Second), source, "quarry.repl.site2.p4", copyMeta{Bucket: "warm"})
+		snd, err = OpenStream(ctxTimeout(t, 250*time.Millisecond), source, "quarry.repl.site2.p4", copyMeta{Bucket: "warm"})
 		return err
 	})
 	data := randomBytes(t, 100_000)

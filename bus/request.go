@@ -325,7 +325,7 @@ func (svc *Service) Stop(ctx context.Context) error {
 	var err error
 	svc.once.Do(func() {
 		err = svc.sub.Unsubscribe()
-		if err == nil {
+		if err == nil && svc.nc.IsConnected() { // a disconnected conn re-subscribes nothing
 			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_ = svc.nc.FlushWithContext(fctx) // best effort: a closed conn has no subscriptions anyway
 			cancel()

@@ -29,7 +29,7 @@ func TestRouteClusterRequestCrossesNodes(t *testing.T) {
 	mustServe(t, srv, "quarry.search.site1", ServeOptions{}, echo("on-n2"))
 	// Interest propagates over the route asynchronously.
 	waitFor(t, 5*time.Second, func() error {
-		resp, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site1", echoReq{Text: "r"})
+		resp, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site1", echoReq{Text: "r"})
 		if err == nil && resp.Server != "on-n2" {
 			return errors.New("wrong responder " + resp.Server)
 		}
@@ -59,7 +59,7 @@ func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
 	cli := mustConnect(t, s1.ClientURL(), ConnectOptions{Name: "searchhead sh1"})
 	mustServe(t, srv, "quarry.search.site2", ServeOptions{}, echo("site2"))
 	waitFor(t, 5*time.Second, func() error {
-		resp, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site2", echoReq{Text: "across"})
+		resp, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site2", echoReq{Text: "across"})
 		if err == nil && resp != (echoResp{Text: "across", Server: "site2", Deadline: true}) {
 			t.Fatalf("got %+v", resp)
 		}
@@ -194,7 +194,7 @@ func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
 	mustServe(t, p7, "quarry.search.site3.p7", ServeOptions{}, echo("p7"))
 	cli := mustConnect(t, s1.ClientURL(), ConnectOptions{})
 	ask := func() error {
-		_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.search.site3.p7", echoReq{})
+		_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site3.p7", echoReq{})
 		return err
 	}
 	waitFor(t, 5*time.Second, ask)
@@ -266,7 +266,7 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 	for _, n := range []*Server{n1, n2} {
 		sh := mustConnect(t, n.ClientURL(), ConnectOptions{User: "sh", Password: "ss"})
 		waitFor(t, 5*time.Second, func() error {
-			_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), sh, "quarry.search.site2", echoReq{})
+			_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), sh, "quarry.search.site2", echoReq{})
 			return err
 		})
 	}

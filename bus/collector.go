@@ -132,14 +132,19 @@ func (c *Collector) Close() {
 // retried for up to a second (or ctx's deadline) before it is believed.
 func JoinCollector(ctx context.Context, nc *nats.Conn, inbox, from string) (*Sender, error) {
 	giveUp := time.Now().Add(time.Second)
+	var noResponders error
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
 		inv, err := Request[joinRequest, Invite](ctx, nc, inbox, joinRequest{From: from})
 		if err == nil {
 			return NewSender(ctx, nc, inv)
 		}
+		if errors.Is(err, ErrTimeout) && ctx.Err() != nil && noResponders != nil {
+			return nil, noResponders // ctx ran out while retrying: say why
+		}
 		if !errors.Is(err, ErrNoResponders) || time.Now().Add(backoff).After(giveUp) {
 			return nil, err
 		}
+		noResponders = err
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

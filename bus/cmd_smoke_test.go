@@ -154,7 +154,7 @@ func TestQuarryBusProcessSmoke(t *testing.T) {
 		"QUARRY_USER=admin", "QUARRY_PASSWORD=pw", "QUARRY_ROLE_USER=peer/site2/p4=p4:p4pw,manager=mgr:m",
 	})
 
-	resp, err := http.Get(urls1[3] + "/healthz")
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(urls1[3] + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,10 @@ type ServerConfig struct {
 	Routes []string
 	// GatewayListen is the gateway address host:port ("" = no gateway).
 	GatewayListen string
+	// GatewayAdvertise is the host:port other sites are told to dial for
+	// this node's gateway ("" = the listen address): behind NAT, in
+	// containers, or through a proxy.
+	GatewayAdvertise string
 	// Gateways maps a remote site to its gateway URLs.
 	Gateways map[string][]string
 	// HTTPListen is the monitoring address host:port ("" = none); it serves
@@ -196,6 +200,7 @@ func (c ServerConfig) options() (*server.Options, error) {
 			return nil, err
 		}
 		o.Gateway.Username, o.Gateway.Password = c.User, c.Password
+		o.Gateway.Advertise = c.GatewayAdvertise
 		sites := make([]string, 0, len(c.Gateways))
 		for s := range c.Gateways {
 			sites = append(sites, s)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 func TestRouteClusterRequestCrossesNodes(t *testing.T) {
@@ -175,17 +177,15 @@ func TestStartServerFailsFastOnBusyPort(t *testing.T) {
 }
 
 func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
-	sites, err := StartSites(ctxTimeout(t, 15*time.Second), SitesConfig{Sites: []string{"site1", "site2", "site3"}, Logger: quiet})
+	ss, err := StartSites(ctxTimeout(t, 15*time.Second), SitesConfig{Sites: []string{"site1", "site2", "site3"}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range sites {
-		t.Cleanup(s.Shutdown)
-	}
-	s1, s3 := sites[0], sites[2]
+	t.Cleanup(ss.Shutdown)
+	s1, s3 := ss.Server("site1"), ss.Server("site3")
 	// site3 learned site2 from site1's gossip or its own config: every node
 	// has a gateway to both others.
-	for _, s := range sites {
+	for _, s := range ss.Servers {
 		if n := s.NATS().NumOutboundGateways(); n != 2 {
 			t.Fatalf("%s has %d outbound gateways, want 2", s.Name(), n)
 		}
@@ -309,4 +309,59 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Cutting a site's gateways (not its server): the site's own clients keep
+// talking to each other, requests across the cut fail, and after Heal the
+// gateways come back by themselves.
+func TestSitesCutAndHealGateways(t *testing.T) {
+	ss, err := StartSites(ctxTimeout(t, 15*time.Second), SitesConfig{Sites: []string{"site1", "site2", "site3"}, Cuttable: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Shutdown)
+	p4 := mustConnect(t, ss.Server("site2").ClientURL(), ConnectOptions{Name: "peer p4"})
+	p5 := mustConnect(t, ss.Server("site2").ClientURL(), ConnectOptions{Name: "peer p5"})
+	p7 := mustConnect(t, ss.Server("site3").ClientURL(), ConnectOptions{Name: "peer p7"})
+	sh := mustConnect(t, ss.Server("site1").ClientURL(), ConnectOptions{Name: "searchhead sh1"})
+	mustServe(t, p4, "quarry.repl.site2.p4", ServeOptions{}, echo("p4"))
+	mustServe(t, p7, "quarry.repl.site3.p7", ServeOptions{}, echo("p7"))
+	ask := func(nc *nats.Conn, subj string) error {
+		_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), nc, subj, echoReq{})
+		return err
+	}
+	waitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
+	waitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site3.p7") })
+
+	if err := ss.Cut("site2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := ss.Server("site2").NATS().NumOutboundGateways(); n != 0 {
+			return fmt.Errorf("site2 still has %d outbound gateways", n)
+		}
+		return nil
+	})
+	// Across the cut: a clear failure. Inside site2, and between the
+	// other sites: business as usual.
+	if err := ask(sh, "quarry.repl.site2.p4"); !errors.Is(err, ErrNoResponders) && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("site1 → site2 during the cut: %v", err)
+	}
+	if err := ask(p5, "quarry.repl.site2.p4"); err != nil {
+		t.Fatalf("inside site2 during the cut: %v", err)
+	}
+	if err := ask(sh, "quarry.repl.site3.p7"); err != nil {
+		t.Fatalf("site1 → site3 during the cut of site2: %v", err)
+	}
+
+	if err := ss.Heal("site2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.WaitConnected(ctxTimeout(t, 15*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
+	if err := ss.Cut("nowhere"); err == nil {
+		t.Fatal("cut of an unknown site succeeded")
+	}
 }

@@ -16,7 +16,8 @@ import (
 // busCommand runs one NATS node of the quarry bus (SPEC §8): a single node,
 // a node of a site's cluster (--cluster-listen, --routes), and/or a site's
 // gateway to other sites (--gateway-listen, --gateways site2=nats://…).
-// Beyond SPEC §8 it takes --tls-cert/--tls-key (SPEC §11, optional TLS on
+// Beyond SPEC §8 it takes --gateway-advertise (the address other sites
+// dial, for containers), --tls-cert/--tls-key (SPEC §11, optional TLS on
 // NATS client connections), --http-listen (nats-server monitoring, with
 // /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
 // --subject-prefix (the prefix the role permissions are written for), and
@@ -33,6 +34,7 @@ func busCommand() *cli.Command {
 			&cli.StringFlag{Name: "cluster-listen", Usage: "route address host:port for the other nodes of this site", EnvVars: envVars("cluster-listen")},
 			&cli.StringSliceFlag{Name: "routes", Usage: "route URLs of the other nodes of this site (nats-route://host:port)", EnvVars: envVars("routes")},
 			&cli.StringFlag{Name: "gateway-listen", Usage: "gateway address host:port for other sites", EnvVars: envVars("gateway-listen")},
+			&cli.StringFlag{Name: "gateway-advertise", Usage: "host:port other sites dial for this gateway (containers, NAT); default the listen address", EnvVars: envVars("gateway-advertise")},
 			&cli.StringSliceFlag{Name: "gateways", Usage: "other sites' gateways, site=nats://host:port (repeat for more)", EnvVars: envVars("gateways")},
 			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
@@ -75,21 +77,22 @@ func runBus(c *cli.Context) error {
 		return err
 	}
 	cfg := bus.ServerConfig{
-		Name:          c.String("name"),
-		Site:          c.String("site"),
-		Listen:        c.String("listen"),
-		ClusterListen: c.String("cluster-listen"),
-		Routes:        c.StringSlice("routes"),
-		GatewayListen: c.String("gateway-listen"),
-		Gateways:      gateways,
-		HTTPListen:    c.String("http-listen"),
-		TLSCert:       c.String("tls-cert"),
-		TLSKey:        c.String("tls-key"),
-		User:          c.String("user"),
-		Password:      c.String("password"),
-		Users:         users,
-		Subjects:      subjects,
-		Logger:        log,
+		Name:             c.String("name"),
+		Site:             c.String("site"),
+		Listen:           c.String("listen"),
+		ClusterListen:    c.String("cluster-listen"),
+		Routes:           c.StringSlice("routes"),
+		GatewayListen:    c.String("gateway-listen"),
+		GatewayAdvertise: c.String("gateway-advertise"),
+		Gateways:         gateways,
+		HTTPListen:       c.String("http-listen"),
+		TLSCert:          c.String("tls-cert"),
+		TLSKey:           c.String("tls-key"),
+		User:             c.String("user"),
+		Password:         c.String("password"),
+		Users:            users,
+		Subjects:         subjects,
+		Logger:           log,
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -50,8 +50,9 @@ type Options struct {
 	MaxPendingBytes int64
 	MaxUnindexed    int64
 	Logger          *slog.Logger
-	// Hooks for tests: called by the writer before it writes each group.
-	beforeWrite func()
+	// BeforeWrite, for tests, is called by the writer before each group of
+	// blocks is written (a test can hold the disk back with it).
+	BeforeWrite func()
 }
 
 func (o *Options) defaults() {
@@ -167,6 +168,19 @@ type indexJob struct {
 	b    *Bucket
 	evs  []decodedEvent
 	roll bool
+	rel  *releaser
+}
+
+// releaser calls fn once every holder has let go of a batch's bytes.
+type releaser struct {
+	n  atomic.Int32
+	fn func()
+}
+
+func (r *releaser) done() {
+	if r != nil && r.n.Add(-1) == 0 && r.fn != nil {
+		r.fn()
+	}
 }
 
 type sealedBlock struct {
@@ -244,6 +258,16 @@ func (s *Store) Busy() bool {
 // before anything is added. The events' bytes must stay unchanged until the
 // indexer has read them; callers hand over ownership.
 func (s *Store) Append(evs []Event) (*Ack, error) {
+	return s.AppendRelease(evs, nil)
+}
+
+// AppendRelease is Append that calls release (when not nil) once the store
+// no longer reads the events' bytes, so the caller may reuse them. release
+// is called exactly once, also when AppendRelease fails.
+func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
+	rel := &releaser{fn: release}
+	rel.n.Store(1)
+	defer rel.done()
 	for i := range evs {
 		if !ValidIndexName(evs[i].Index) {
 			return nil, fmt.Errorf("%w: %q", ErrBadIndex, evs[i].Index)
@@ -263,7 +287,8 @@ func (s *Store) Append(evs []Event) (*Ack, error) {
 	flush := func() {
 		if cur != nil && len(batch) > 0 && cur.searchable {
 			s.Stats.Unindexed.Add(int64(len(batch)))
-			s.indexCh <- indexJob{b: cur, evs: batch}
+			rel.n.Add(1)
+			s.indexCh <- indexJob{b: cur, evs: batch, rel: rel}
 		}
 		batch = nil
 	}
@@ -534,8 +559,8 @@ func (s *Store) writer() {
 				break drain
 			}
 		}
-		if s.opts.beforeWrite != nil {
-			s.opts.beforeWrite()
+		if s.opts.BeforeWrite != nil {
+			s.opts.BeforeWrite()
 		}
 		if s.Err() != nil {
 			continue // failed: nothing more becomes durable
@@ -640,6 +665,7 @@ func (s *Store) indexer() {
 			}
 			h.mu.Unlock()
 			s.Stats.Unindexed.Add(-int64(len(j.evs)))
+			j.rel.done()
 		case <-s.stop:
 			return
 		}

@@ -78,14 +78,14 @@ func runPeer(c *cli.Context) error {
 		}
 		cfg.Tokens = append(cfg.Tokens, t)
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	p, err := peer.Start(cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("peer %s (guid %s, standalone) listening on http://%s\n", cfg.ID, p.GUID(), p.Addr())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("stopping", "signal", s.String())

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,6 +163,9 @@ func Start(cfg Config) (*Peer, error) {
 	mux.HandleFunc("POST /v1/search", p.serveSearch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", p.serveHealthz)
+	// Profiling (pprof) for operators chasing a slow or fat peer.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		st.Close()

@@ -41,7 +41,7 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token T[=index,index…] (repeatable; acknowledging)", EnvVars: envVars("hec-token")},
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
-			&cli.Int64Flag{Name: "max-hot-bytes", Value: 64 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
+			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
 			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most", EnvVars: envVars("max-hot-buckets")},
 		},

@@ -2,37 +2,106 @@ package store
 
 import (
 	"bytes"
+	"hash/maphash"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/quarry-dev/quarry/query"
 )
 
-// termTable maps keys to posting lists while a bucket is hot. A key's first
-// event is kept inline, so the ~88 % of terms that occur once cost no
-// postings slice (COSTS.md lever 3); later events go to a slice of their own.
-// Ordinals are appended in ascending order, so every list is sorted and a
-// reader can take the prefix below a snapshot's length.
+// termTable maps keys to posting lists while a bucket is hot: an open
+// addressing hash table over an append-only arena of keys (COSTS.md lever
+// 3), so a term costs its bytes plus ~30 bytes, not a Go map entry and a
+// string header. A key's first event is kept inline, so the ~88 % of terms
+// that occur once cost no postings slice; later events go to a slice of
+// their own. Ordinals are appended in ascending order, so every list is
+// sorted and a reader can take the prefix below a snapshot's length.
 type termTable struct {
-	ids   map[string]uint32
+	slots []uint64 // 0 empty, else hash32<<32 | id+1
+	n     int
+	arena []byte
+	off   []uint32 // key i is arena[off[i]:off[i+1]]
 	first []uint32
 	last  []uint32
 	more  []int32
 	lists [][]uint32
 }
 
+var tableSeed = maphash.MakeSeed()
+
 func newTermTable(hint int) *termTable {
-	return &termTable{ids: make(map[string]uint32, hint)}
+	size := 16
+	for size*3 < hint*4 {
+		size *= 2
+	}
+	return &termTable{slots: make([]uint64, size), off: []uint32{0}}
+}
+
+func (t *termTable) key(id uint32) []byte { return t.arena[t.off[id]:t.off[id+1]] }
+
+func (t *termTable) len() int { return t.n }
+
+// find returns the key's id, or the slot where it would go.
+func (t *termTable) find(key []byte) (id uint32, slot int, h32 uint32, ok bool) {
+	h32 = uint32(maphash.Bytes(tableSeed, key))
+	mask := len(t.slots) - 1
+	i := int(h32) & mask
+	for {
+		v := t.slots[i]
+		if v == 0 {
+			return 0, i, h32, false
+		}
+		if uint32(v>>32) == h32 {
+			id := uint32(v) - 1
+			if bytes.Equal(t.key(id), key) {
+				return id, i, h32, true
+			}
+		}
+		i = (i + 1) & mask
+	}
+}
+
+func (t *termTable) lookup(key []byte) (uint32, bool) {
+	id, _, _, ok := t.find(key)
+	return id, ok
+}
+
+func (t *termTable) grow() {
+	old := t.slots
+	t.slots = make([]uint64, len(old)*2)
+	mask := len(t.slots) - 1
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		i := int(uint32(v>>32)) & mask
+		for t.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = v
+	}
+}
+
+// insert adds a new key at slot (from find) and returns its id.
+func (t *termTable) insert(key []byte, slot int, h32 uint32, ord uint32) uint32 {
+	id := uint32(t.n)
+	t.n++
+	t.arena = append(t.arena, key...)
+	t.off = append(t.off, uint32(len(t.arena)))
+	t.first = append(t.first, ord)
+	t.last = append(t.last, ord)
+	t.more = append(t.more, -1)
+	t.slots[slot] = uint64(h32)<<32 | uint64(id+1)
+	if t.n*4 >= len(t.slots)*3 {
+		t.grow()
+	}
+	return id
 }
 
 func (t *termTable) add(key []byte, ord uint32) {
-	id, ok := t.ids[string(key)]
+	id, slot, h32, ok := t.find(key)
 	if !ok {
-		t.ids[string(key)] = uint32(len(t.first))
-		t.first = append(t.first, ord)
-		t.last = append(t.last, ord)
-		t.more = append(t.more, -1)
+		t.insert(key, slot, h32, ord)
 		return
 	}
 	t.addID(id, ord)
@@ -69,14 +138,14 @@ func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
 	return dst
 }
 
-// sortedKeys returns the keys in ascending byte order.
-func (t *termTable) sortedKeys() []string {
-	keys := make([]string, 0, len(t.ids))
-	for k := range t.ids {
-		keys = append(keys, k)
+// sortedIDs returns the ids in ascending byte order of their keys.
+func (t *termTable) sortedIDs() []uint32 {
+	ids := make([]uint32, t.n)
+	for i := range ids {
+		ids[i] = uint32(i)
 	}
-	sort.Strings(keys)
-	return keys
+	slices.SortFunc(ids, func(a, b uint32) int { return bytes.Compare(t.key(a), t.key(b)) })
+	return ids
 }
 
 // fieldTable is a termTable for one indexed field; values are case-sensitive.
@@ -92,13 +161,9 @@ func (f *fieldTable) addValue(v []byte, ord uint32) {
 		f.addID(f.lastID, ord) // same value as the previous event: no map lookup
 		return
 	}
-	id, ok := f.ids[string(v)]
+	id, slot, h32, ok := f.find(v)
 	if !ok {
-		id = uint32(len(f.first))
-		f.ids[string(v)] = id
-		f.first = append(f.first, ord)
-		f.last = append(f.last, ord)
-		f.more = append(f.more, -1)
+		id = f.insert(v, slot, h32, ord)
 	} else {
 		f.addID(id, ord)
 	}

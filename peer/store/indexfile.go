@@ -177,16 +177,21 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	var postings []byte
 	var ords []uint32
 	// terms + bloom
-	keys := h.terms.sortedKeys()
-	bf := bloom.NewWithEstimates(uint(max(len(keys), 1)), bloomFP)
+	ids := h.terms.sortedIDs()
+	live := 0
+	for _, id := range ids {
+		if h.terms.first[id] < n {
+			live++
+		}
+	}
+	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
 	td := &dictWriter{postings: &postings}
-	for _, k := range keys {
-		id := h.terms.ids[k]
+	for _, id := range ids {
 		ords = h.terms.postings(id, n, ords[:0])
 		if len(ords) == 0 {
 			continue
 		}
-		kb := []byte(k)
+		kb := h.terms.key(id)
 		td.add(kb, ords)
 		bf.Add(kb)
 	}
@@ -201,12 +206,12 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	for _, name := range names {
 		ft := h.fields[name]
 		used := false
-		for _, v := range ft.sortedKeys() {
-			ords = ft.postings(ft.ids[v], n, ords[:0])
+		for _, id := range ft.sortedIDs() {
+			ords = ft.postings(id, n, ords[:0])
 			if len(ords) == 0 {
 				continue
 			}
-			key = append(append(append(key[:0], name...), 0), v...)
+			key = append(append(append(key[:0], name...), 0), ft.key(id)...)
 			fd.add(key, ords)
 			used = true
 		}

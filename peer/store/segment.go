@@ -1,8 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"sort"
-	"strings"
+	"unsafe"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/quarry-dev/quarry/query"
@@ -162,7 +163,7 @@ func (h *hotSegment) Bounds() (int64, int64) {
 func (h *hotSegment) Times() ([]int64, error) { return append([]int64(nil), h.times...), nil }
 
 func (h *hotSegment) lookup(t *termTable, key string) *roaring.Bitmap {
-	id, ok := t.ids[key]
+	id, ok := t.lookup(unsafe.Slice(unsafe.StringData(key), len(key)))
 	if !ok {
 		return nil
 	}
@@ -187,20 +188,18 @@ func (h *hotSegment) Term(term string) (*roaring.Bitmap, error) {
 // sortedMatches returns the bitmaps of keys with prefix, sorted by key.
 func (h *hotSegment) sortedMatches(t *termTable, prefix string) ([]string, []*roaring.Bitmap) {
 	h.h.mu.RLock()
-	var keys []string
-	for k := range t.ids {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
+	var ids []uint32
+	for id := 0; id < t.len(); id++ {
+		if bytes.HasPrefix(t.key(uint32(id)), []byte(prefix)) && t.first[id] < h.n {
+			ids = append(ids, uint32(id))
 		}
 	}
-	sort.Strings(keys)
-	bms := make([]*roaring.Bitmap, 0, len(keys))
-	out := keys[:0]
-	for _, k := range keys {
-		if bm := h.lookup(t, k); bm != nil {
-			out = append(out, k)
-			bms = append(bms, bm)
-		}
+	sort.Slice(ids, func(a, b int) bool { return bytes.Compare(t.key(ids[a]), t.key(ids[b])) < 0 })
+	out := make([]string, 0, len(ids))
+	bms := make([]*roaring.Bitmap, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, string(t.key(id)))
+		bms = append(bms, roaring.BitmapOf(t.postings(id, h.n, nil)...))
 	}
 	h.h.mu.RUnlock()
 	return out, bms

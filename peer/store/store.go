@@ -34,7 +34,7 @@ type Options struct {
 	GUID       string // the peer's GUID, part of every bucket id
 	Searchable bool   // whether new buckets are searchable copies
 	// Roll limits (SPEC §3): a hot bucket rolls when its uncompressed event
-	// bytes reach MaxHotBytes (default 64 MiB), when an event would make it
+	// bytes reach MaxHotBytes (default 32 MiB), when an event would make it
 	// span more than MaxHotSpan (default 90 days), and the least recently
 	// written hot bucket of an index rolls when it would have more than
 	// MaxHotBuckets (default 3).
@@ -46,7 +46,7 @@ type Options struct {
 	BlockInterval time.Duration
 	// Back-pressure: Busy reports true while more than MaxPendingBytes of
 	// sealed blocks wait for the disk or more than MaxUnindexed events wait
-	// for the indexer (defaults 32 MiB and 200,000).
+	// for the indexer (defaults 32 MiB and 100,000).
 	MaxPendingBytes int64
 	MaxUnindexed    int64
 	Logger          *slog.Logger
@@ -57,7 +57,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.MaxHotBytes <= 0 {
-		o.MaxHotBytes = 64 << 20
+		o.MaxHotBytes = 32 << 20
 	}
 	if o.MaxHotSpan <= 0 {
 		o.MaxHotSpan = 90 * 24 * time.Hour
@@ -75,7 +75,7 @@ func (o *Options) defaults() {
 		o.MaxPendingBytes = 32 << 20
 	}
 	if o.MaxUnindexed <= 0 {
-		o.MaxUnindexed = 200_000
+		o.MaxUnindexed = 100_000
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -16,6 +16,7 @@ import (
 	stdjson "encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	gojson "github.com/goccy/go-json"
@@ -160,7 +161,7 @@ func BenchmarkDecodeFastJSON(b *testing.B) {
 //
 //	go test -run XXX -bench IngestPipeline -cpuprofile cpu.prof ./peer/hec/
 func BenchmarkIngestPipeline(b *testing.B) {
-	body := benchBody(b, 100000)
+	body := benchBody(b, 300000)
 	var reqs [][]byte
 	lines := bytes.SplitAfter(bytes.TrimSpace(body), []byte("\n"))
 	for i := 0; i < len(lines); i += 1000 {
@@ -173,9 +174,11 @@ func BenchmarkIngestPipeline(b *testing.B) {
 	defer st.Close()
 	b.ResetTimer()
 	events := 0
+	var pool sync.Pool
+	pool.New = func() any { return &decoder{} }
 	for i := 0; i < b.N; i++ {
 		for _, r := range reqs {
-			d := &decoder{}
+			d := pool.Get().(*decoder)
 			evs, rp := d.decodeEnvelopes(r, Defaults{Index: "main"}, func(string) bool { return true }, 1<<20)
 			if rp.Code != 0 {
 				b.Fatal(rp)
@@ -184,7 +187,7 @@ func BenchmarkIngestPipeline(b *testing.B) {
 			for st.Busy() {
 				st.WaitIdle(10e9)
 			}
-			if _, err := st.AppendRelease(evs, nil); err != nil {
+			if _, err := st.AppendRelease(evs, func() { pool.Put(d) }); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -185,16 +185,9 @@ func (b *blockBuilder) payload(dst []byte) []byte {
 // checksum or do not decode.
 var ErrCorrupt = errors.New("corrupt data")
 
-// decodedEvent is one event of a decoded block; its slices point into the
-// block's payload.
-type decodedEvent struct {
-	Time       int64
-	Raw        []byte
-	Host       []byte
-	Source     []byte
-	Sourcetype []byte
-	Fields     []Field
-}
+// decodedEvent is one event of a decoded block (Index unset); its slices
+// point into the block's payload.
+type decodedEvent = Event
 
 type payloadReader struct {
 	b   []byte

@@ -23,18 +23,56 @@ type termTable struct {
 	off   []uint32 // key i is arena[off[i]:off[i+1]]
 	first []uint32
 	last  []uint32
-	more  []int32
-	lists [][]uint32
+	more  []int32 // index into lists, -1 for a singleton
+	lists []chunkList
+	pool  *postingPool
+}
+
+// postingPool holds the second and later ordinals of every list of a hot
+// index in chunks (4, 8, 16, 32, then 64 entries, the first entry linking to
+// the next chunk) carved from 64 Ki-entry slabs. It holds no pointers but the
+// slabs', so the garbage collector does not walk half a million slices, and
+// a list wastes at most part of its last chunk instead of an append's
+// doubling.
+type postingPool struct {
+	slabs [][]uint32
+	used  int // entries used in the last slab
+}
+
+const (
+	slabBits     = 16
+	slabEntries  = 1 << slabBits
+	firstChunk   = 4
+	maxChunkSize = 64
+)
+
+type chunkList struct {
+	head, tail uint32 // chunk positions in the pool
+	used, size uint16 // entries used in the tail chunk (link included), its size
+}
+
+func (p *postingPool) alloc(n int) uint32 {
+	if len(p.slabs) == 0 || p.used+n > slabEntries {
+		p.slabs = append(p.slabs, make([]uint32, slabEntries))
+		p.used = 0
+	}
+	pos := uint32(len(p.slabs)-1)<<slabBits | uint32(p.used)
+	p.used += n
+	return pos
+}
+
+func (p *postingPool) at(pos uint32) *uint32 {
+	return &p.slabs[pos>>slabBits][pos&(slabEntries-1)]
 }
 
 var tableSeed = maphash.MakeSeed()
 
-func newTermTable(hint int) *termTable {
+func newTermTable(hint int, pool *postingPool) *termTable {
 	size := 16
 	for size*3 < hint*4 {
 		size *= 2
 	}
-	return &termTable{slots: make([]uint64, size), off: []uint32{0}}
+	return &termTable{slots: make([]uint64, size), off: []uint32{0}, pool: pool}
 }
 
 func (t *termTable) key(id uint32) []byte { return t.arena[t.off[id]:t.off[id+1]] }
@@ -116,9 +154,18 @@ func (t *termTable) addID(id uint32, ord uint32) {
 	if m < 0 {
 		m = int32(len(t.lists))
 		t.more[id] = m
-		t.lists = append(t.lists, make([]uint32, 0, 2))
+		c := t.pool.alloc(firstChunk)
+		t.lists = append(t.lists, chunkList{head: c, tail: c, used: 1, size: firstChunk})
 	}
-	t.lists[m] = append(t.lists[m], ord)
+	l := &t.lists[m]
+	if l.used == l.size {
+		size := min(l.size*2, maxChunkSize)
+		c := t.pool.alloc(int(size))
+		*t.pool.at(l.tail) = c + 1
+		l.tail, l.used, l.size = c, 1, size
+	}
+	*t.pool.at(l.tail + uint32(l.used)) = ord
+	l.used++
 }
 
 // postings appends the key's events below n to dst.
@@ -127,15 +174,30 @@ func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
 		return dst
 	}
 	dst = append(dst, t.first[id])
-	if m := t.more[id]; m >= 0 {
-		for _, o := range t.lists[m] {
+	m := t.more[id]
+	if m < 0 {
+		return dst
+	}
+	l := t.lists[m]
+	pos, size := l.head, uint16(firstChunk)
+	for {
+		used := size
+		if pos == l.tail {
+			used = l.used
+		}
+		for k := uint32(1); k < uint32(used); k++ {
+			o := *t.pool.at(pos + k)
 			if o >= n {
-				break
+				return dst
 			}
 			dst = append(dst, o)
 		}
+		if pos == l.tail {
+			return dst
+		}
+		pos = *t.pool.at(pos) - 1
+		size = min(size*2, maxChunkSize)
 	}
-	return dst
 }
 
 // sortedIDs returns the ids in ascending byte order of their keys.
@@ -178,6 +240,7 @@ func (f *fieldTable) addValue(v []byte, ord uint32) {
 // its hotIndex is serialised and dropped.
 type hotIndex struct {
 	mu     sync.RWMutex
+	pool   *postingPool
 	n      uint32
 	times  []int64
 	terms  *termTable
@@ -186,13 +249,14 @@ type hotIndex struct {
 }
 
 func newHotIndex() *hotIndex {
-	return &hotIndex{terms: newTermTable(1 << 14), fields: make(map[string]*fieldTable)}
+	pool := &postingPool{}
+	return &hotIndex{pool: pool, terms: newTermTable(1<<14, pool), fields: make(map[string]*fieldTable)}
 }
 
 func (h *hotIndex) field(name []byte) *fieldTable {
 	f, ok := h.fields[string(name)]
 	if !ok {
-		f = &fieldTable{termTable: newTermTable(64)}
+		f = &fieldTable{termTable: newTermTable(64, h.pool)}
 		h.fields[string(name)] = f
 	}
 	return f

@@ -166,7 +166,7 @@ type writeJob struct {
 
 type indexJob struct {
 	b    *Bucket
-	evs  []decodedEvent
+	evs  []Event
 	roll bool
 	rel  *releaser
 }
@@ -283,14 +283,16 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 	}
 	ack := &Ack{}
 	var cur *Bucket
-	var batch []decodedEvent
-	flush := func() {
-		if cur != nil && len(batch) > 0 && cur.searchable {
-			s.Stats.Unindexed.Add(int64(len(batch)))
+	start := 0
+	// flush hands evs[start:end] (all of cur) to the indexer; the slice is
+	// the caller's, released through rel once indexed.
+	flush := func(end int) {
+		if cur != nil && end > start && cur.searchable {
+			s.Stats.Unindexed.Add(int64(end - start))
 			rel.n.Add(1)
-			s.indexCh <- indexJob{b: cur, evs: batch, rel: rel}
+			s.indexCh <- indexJob{b: cur, evs: evs[start:end:end], rel: rel}
 		}
-		batch = nil
+		start = end
 	}
 	for i := range evs {
 		e := &evs[i]
@@ -300,7 +302,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 			return nil, err
 		}
 		if b != cur {
-			flush()
+			flush(i)
 			cur = b
 		}
 		if b.open.n == 0 {
@@ -318,9 +320,6 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 			b.maxT = e.Time
 		}
 		b.lastUse = s.tick()
-		if b.searchable {
-			batch = append(batch, decodedEvent{Time: e.Time, Raw: e.Raw, Host: e.Host, Source: e.Source, Sourcetype: e.Sourcetype, Fields: e.Fields})
-		}
 		tok := b.openTok
 		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
 			ack.toks = append(ack.toks, tok)
@@ -329,12 +328,12 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 			s.sealLocked(b)
 		}
 		if b.rawBytes >= s.opts.MaxHotBytes {
-			flush()
+			flush(i + 1)
 			s.rollLocked(b)
 			cur = nil
 		}
 	}
-	flush()
+	flush(len(evs))
 	s.Stats.EventsAppended.Add(int64(len(evs)))
 	return ack, nil
 }

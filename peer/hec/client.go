@@ -301,8 +301,14 @@ func (s *stream) send(ctx context.Context, b *batch) (*int64, error) {
 			return nil, fmt.Errorf("hec refused a request: HTTP %d: %s", status, strings.TrimSpace(string(body)))
 		}
 		s.retries++
+		wait := backoff
+		if err == nil && status == http.StatusServiceUnavailable {
+			// Server is busy (code 9): it is draining its queue, come back
+			// soon rather than backing off as after a failure.
+			wait = min(backoff, 50*time.Millisecond)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -643,3 +643,61 @@ func TestBadIndexNameChangesNothing(t *testing.T) {
 		t.Fatal("a refused append created a bucket")
 	}
 }
+
+func TestMetadataFilesDamaged(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir, Searchable: true})
+	appendN(t, s, "main", 0, 100)
+	s.RollAll()
+	s.WaitIdle(5 * time.Second)
+	appendN(t, s, "main", 100, 50)
+	s.RollAll()
+	s.WaitIdle(5 * time.Second)
+	inv := s.Inventory()
+	s.Close()
+	if len(inv) != 2 {
+		t.Fatalf("want 2 buckets, got %d", len(inv))
+	}
+	b0 := filepath.Join(dir, "buckets", inv[0].ID)
+	b1 := filepath.Join(dir, "buckets", inv[1].ID)
+	// A garbled meta.json: the copy is rebuilt from its journal.
+	os.WriteFile(filepath.Join(b0, metaFile), []byte("{garbage"), 0o644)
+	// A folder without copy.json never held a block: removed.
+	orphan := filepath.Join(dir, "buckets", BucketID("main", 9, testGUID))
+	os.MkdirAll(orphan, 0o755)
+	s = mustOpen(t, Options{Dir: dir})
+	rep := s.LastRecovery()
+	if rep.Rolled != 1 || rep.Removed != 1 || len(rep.Corrupt) != 0 {
+		t.Fatalf("recovery %+v: want the garbled copy rebuilt and the orphan removed", rep)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatal("orphan folder still there")
+	}
+	if got := len(allEvents(t, s)); got != 150 {
+		t.Fatalf("%d events after repair, want 150", got)
+	}
+	s.Close()
+	// A warm journal cut below its metadata is damage: reported, not served.
+	jp := filepath.Join(b1, journalFile)
+	st, _ := os.Stat(jp)
+	os.Truncate(jp, st.Size()-10)
+	s = mustOpen(t, Options{Dir: dir})
+	defer s.Close()
+	rep = s.LastRecovery()
+	if len(rep.Corrupt) != 1 {
+		t.Fatalf("recovery %+v: want one corrupt copy", rep)
+	}
+	var states []string
+	for _, c := range s.Inventory() {
+		states = append(states, c.State)
+		if c.State == string(StateCorrupt) && c.Problem == "" {
+			t.Fatal("corrupt copy without a problem")
+		}
+	}
+	if fmt.Sprint(states) != "[warm corrupt]" || len(s.Segments()) != 1 {
+		t.Fatalf("states %v, %d segments; want the corrupt copy kept but not served", states, len(s.Segments()))
+	}
+	if err := s.Verify(inv[1].ID); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("verify: %v", err)
+	}
+}

@@ -253,7 +253,7 @@ func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	logf, _ := os.Create(filepath.Join(dir, "..", "child.log"))
 	defer logf.Close()
-	points := []string{"block-write", "fsync", "roll", "index-write", "index-rename", "meta-write", "meta-rename", "copy-write", "copy-rename"}
+	points := []string{"seal", "block-write", "fsync", "roll", "index-write", "index-rename", "meta-write", "meta-rename", "copy-write", "copy-rename"}
 	next := 0
 	var mu sync.Mutex
 	acked := map[int]bool{}

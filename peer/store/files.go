@@ -116,7 +116,8 @@ func syncDir(dir string) error {
 
 // Crash points: a test sets QUARRY_CRASHPOINT=name:N (or name:N,name2:M) in
 // a child peer's environment, and the peer SIGKILLs itself the Nth time it
-// reaches that point. Points: block-write (half a frame written), fsync
+// reaches that point. Points: seal (a block about to be queued for the
+// disk), block-write (half a frame written), fsync
 // (blocks written, before fsync), roll (journal closed, before the index),
 // index-write / index-rename (half an index temp file; before its rename),
 // meta-write / meta-rename, copy-write / copy-rename. Without the variable

@@ -443,6 +443,7 @@ func (s *Store) sealLocked(b *Bucket) {
 	if b.open.n == 0 {
 		return
 	}
+	crashPoint("seal")
 	p := b.open.payload(make([]byte, 0, b.open.size()+64))
 	sb := &sealedBlock{b: b, no: b.nextBlock, firstOrd: b.openFirstOrd, events: uint32(b.open.n),
 		minT: b.open.minT, maxT: b.open.maxT, payload: p, tok: b.openTok}

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 	"log/slog"
 	"net/http"
@@ -274,7 +275,9 @@ func channelOf(r *http.Request, required bool) (string, *Reply) {
 	return c, nil
 }
 
-// readBody reads a bounded body into a pooled buffer.
+// readBody reads a bounded body into a pooled buffer; a gzip body
+// (Content-Encoding: gzip, as Splunk's HEC accepts) is inflated, and the
+// bound applies to the inflated bytes.
 func (h *Handler) readBody(r *http.Request) (*[]byte, *Reply) {
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		rp := plain(replyTooLarge)
@@ -285,8 +288,19 @@ func (h *Handler) readBody(r *http.Request) (*[]byte, *Reply) {
 		b := make([]byte, 0, 1<<20)
 		bp = &b
 	}
+	var body io.Reader = r.Body
+	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			h.bodies.Put(bp)
+			rp := plain(replyInvalidFormat)
+			return nil, &rp
+		}
+		defer zr.Close()
+		body = zr
+	}
 	buf := bytes.NewBuffer((*bp)[:0])
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, h.cfg.MaxBodyBytes+1))
+	n, err := buf.ReadFrom(io.LimitReader(body, h.cfg.MaxBodyBytes+1))
 	*bp = buf.Bytes()
 	if err != nil {
 		h.bodies.Put(bp)

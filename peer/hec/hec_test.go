@@ -1,6 +1,8 @@
 package hec
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -246,6 +248,35 @@ func TestAckIDsPerChannelAndForgetAfterTrue(t *testing.T) {
 	status, r := f.post(t, "/services/collector/event", "Basic "+base64.StdEncoding.EncodeToString([]byte("x:noack")), "", good)
 	if status != 200 || r.Code != 0 || r.AckID != nil {
 		t.Fatalf("basic auth: %d %+v", status, r)
+	}
+}
+
+func TestGzipBody(t *testing.T) {
+	f := newFixture(t, store.Options{BlockInterval: 5 * time.Millisecond})
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte(good + good + good))
+	zw.Close()
+	req, _ := http.NewRequest("POST", f.srv.URL+"/services/collector/event", &zb)
+	req.Header.Set("Authorization", "Splunk noack")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || f.st.Stats.EventsAppended.Load() != 3 {
+		t.Fatalf("gzip body: %d, %d events", resp.StatusCode, f.st.Stats.EventsAppended.Load())
+	}
+	req, _ = http.NewRequest("POST", f.srv.URL+"/services/collector/event", strings.NewReader("not gzip"))
+	req.Header.Set("Authorization", "Splunk noack")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, _ = f.srv.Client().Do(req)
+	var r hecReply
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || r.Code != 6 {
+		t.Fatalf("bad gzip: %d %+v", resp.StatusCode, r)
 	}
 }
 

@@ -701,3 +701,88 @@ func TestMetadataFilesDamaged(t *testing.T) {
 		t.Fatalf("verify: %v", err)
 	}
 }
+
+// TestStoreProperty applies random appends (two indexes, times spread
+// enough to trip max_hot_span), rolls, flushes and restarts, and checks
+// after every step that every appended event is readable exactly once
+// through the segments and that the inventory counts agree.
+func TestStoreProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		dir, err := os.MkdirTemp("", "store-prop")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		opts := Options{Dir: dir, GUID: testGUID, Searchable: true, MaxHotBytes: 3000, MaxHotSpan: time.Hour, MaxHotBuckets: 2,
+			BlockBytes: 700, BlockInterval: time.Hour}
+		s, err := Open(opts)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer func() { s.Close() }()
+		next := 0
+		model := map[string]int{} // unique term -> index
+		steps := rapid.IntRange(1, 15).Draw(rt, "steps")
+		for step := 0; step < steps; step++ {
+			switch rapid.IntRange(0, 5).Draw(rt, "action") {
+			case 0, 1, 2:
+				k := rapid.IntRange(1, 30).Draw(rt, "k")
+				var evs []Event
+				for i := 0; i < k; i++ {
+					idx := rapid.SampledFrom([]string{"main", "web"}).Draw(rt, "index")
+					e := testEvent(idx, next)
+					e.Time = int64(rapid.IntRange(0, 3).Draw(rt, "hour")) * int64(50*time.Minute)
+					model[fmt.Sprintf("ev%dx", next)] = 1
+					next++
+					evs = append(evs, e)
+				}
+				if _, err := s.Append(evs); err != nil {
+					rt.Fatal(err)
+				}
+			case 3:
+				s.RollAll()
+			case 4:
+				if err := s.Flush(); err != nil {
+					rt.Fatal(err)
+				}
+			case 5:
+				if err := s.Close(); err != nil {
+					rt.Fatal(err)
+				}
+				if s, err = Open(opts); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			if err := s.WaitIdle(10 * time.Second); err != nil {
+				rt.Fatal(err)
+			}
+			seen := map[string]int{}
+			total := uint32(0)
+			for _, seg := range s.Segments() {
+				total += seg.Len()
+				seg.TermsWithPrefix("ev", func(term string, bm *roaring.Bitmap) bool {
+					seen[term] += int(bm.GetCardinality())
+					return true
+				})
+				n := 0
+				seg.Events(nil, func(uint32, *query.Event) bool { n++; return true })
+				if uint32(n) != seg.Len() {
+					rt.Fatalf("segment %s decodes %d events, Len %d", seg.BucketID(), n, seg.Len())
+				}
+			}
+			if int(total) != len(model) || !reflect.DeepEqual(seen, model) {
+				rt.Fatalf("step %d: segments hold %d events (%d terms), model %d", step, total, len(seen), len(model))
+			}
+			if err := s.Flush(); err != nil {
+				rt.Fatal(err)
+			}
+			var inv uint32
+			for _, c := range s.Inventory() {
+				inv += c.Events
+			}
+			if int(inv) != len(model) {
+				rt.Fatalf("step %d: inventory %d events, model %d", step, inv, len(model))
+			}
+		}
+	})
+}

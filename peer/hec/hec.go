@@ -9,6 +9,7 @@ package hec
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -105,9 +106,14 @@ type Config struct {
 	// ChannelIdle: a channel with no request for this long is forgotten
 	// (default 10 minutes), as Splunk forgets idle channels.
 	ChannelIdle time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
-	Registerer  prometheus.Registerer
+	// BusyWait: a data request that finds the store busy waits up to this
+	// long (default 500 ms, before its body is read) for the queues to
+	// drain, then answers 503 code 9. Memory stays bounded: a waiting
+	// request holds no body.
+	BusyWait   time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Handler serves the HEC endpoints.
@@ -150,6 +156,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.BusyWait == 0 {
+		cfg.BusyWait = 500 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -340,7 +349,7 @@ func (h *Handler) precheck(r *http.Request, raw bool) (*Token, string, *Reply) {
 	if rp != nil {
 		return nil, "", rp
 	}
-	if h.cfg.Store.Busy() {
+	if h.cfg.Store.Busy() && !h.waitNotBusy(r.Context()) {
 		rp := plain(replyBusy)
 		return nil, "", &rp
 	}
@@ -353,6 +362,29 @@ func (h *Handler) precheck(r *http.Request, raw bool) (*Token, string, *Reply) {
 		return nil, "", rp
 	}
 	return t, ch, nil
+}
+
+// waitNotBusy waits up to BusyWait for the store to stop being busy.
+func (h *Handler) waitNotBusy(ctx context.Context) bool {
+	if h.cfg.BusyWait <= 0 {
+		return false
+	}
+	deadline := time.NewTimer(h.cfg.BusyWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if !h.cfg.Store.Busy() {
+				return true
+			}
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {

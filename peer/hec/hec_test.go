@@ -79,6 +79,7 @@ func newFixture(t *testing.T, opts store.Options) *fixture {
 		},
 		MaxBodyBytes:  1 << 20,
 		MaxEventBytes: 1000,
+		BusyWait:      20 * time.Millisecond,
 	})
 	mux := http.NewServeMux()
 	h.Register(mux)

@@ -175,8 +175,10 @@ func (h *hotSegment) lookup(t *termTable, key string) *roaring.Bitmap {
 }
 
 func (h *hotSegment) MayContain(term string) bool {
-	bm, _ := h.Term(term)
-	return bm != nil
+	h.h.mu.RLock()
+	defer h.h.mu.RUnlock()
+	id, ok := h.h.terms.lookup(unsafe.Slice(unsafe.StringData(term), len(term)))
+	return ok && h.h.terms.first[id] < h.n
 }
 
 func (h *hotSegment) Term(term string) (*roaring.Bitmap, error) {

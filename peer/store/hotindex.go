@@ -185,28 +185,60 @@ func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
 		if pos == l.tail {
 			used = l.used
 		}
-		for k := uint32(1); k < uint32(used); k++ {
-			o := *t.pool.at(pos + k)
-			if o >= n {
-				return dst
+		slab := t.pool.slabs[pos>>slabBits]
+		off := pos & (slabEntries - 1)
+		chunk := slab[off+1 : off+uint32(used)]
+		if len(chunk) > 0 && chunk[len(chunk)-1] < n {
+			dst = append(dst, chunk...)
+		} else {
+			for _, o := range chunk {
+				if o >= n {
+					return dst
+				}
+				dst = append(dst, o)
 			}
-			dst = append(dst, o)
 		}
 		if pos == l.tail {
 			return dst
 		}
-		pos = *t.pool.at(pos) - 1
+		pos = slab[off] - 1
 		size = min(size*2, maxChunkSize)
 	}
 }
 
-// sortedIDs returns the ids in ascending byte order of their keys.
+// sortedIDs returns the ids in ascending byte order of their keys. Keys
+// are compared by their first 8 bytes as one integer first, so most
+// comparisons touch no key bytes.
 func (t *termTable) sortedIDs() []uint32 {
-	ids := make([]uint32, t.n)
-	for i := range ids {
-		ids[i] = uint32(i)
+	type entry struct {
+		pfx uint64
+		id  uint32
 	}
-	slices.SortFunc(ids, func(a, b uint32) int { return bytes.Compare(t.key(a), t.key(b)) })
+	es := make([]entry, t.n)
+	for i := range es {
+		k := t.key(uint32(i))
+		var p uint64
+		for j := 0; j < 8; j++ {
+			p <<= 8
+			if j < len(k) {
+				p |= uint64(k[j])
+			}
+		}
+		es[i] = entry{pfx: p, id: uint32(i)}
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		if a.pfx != b.pfx {
+			if a.pfx < b.pfx {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(t.key(a.id), t.key(b.id))
+	})
+	ids := make([]uint32, t.n)
+	for i, e := range es {
+		ids[i] = e.id
+	}
 	return ids
 }
 

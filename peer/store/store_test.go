@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -430,11 +432,20 @@ func TestIndexCorruptionDetectedAndMissingIndexRebuilt(t *testing.T) {
 	}
 	s.Close()
 	bad := append([]byte(nil), good...)
-	bad[len(bad)/3] ^= 0x10
+	// flip a byte inside the term dictionary section (offsets in the footer)
+	foot := bad[len(bad)-footerLen:]
+	off := binary.LittleEndian.Uint64(foot[secTermDict*16:])
+	ln := binary.LittleEndian.Uint64(foot[secTermDict*16+8:])
+	bad[off+ln/2] ^= 0x10
 	os.WriteFile(ip, bad, 0o644)
 	s = mustOpen(t, Options{Dir: dir})
 	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("verify of a flipped index byte: %v, want ErrCorrupt", err)
+	}
+	// reading through the Segment API reports it too
+	err := s.Segments()[0].TermsWithPrefix("", func(string, *roaring.Bitmap) bool { return true })
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("reading a damaged dictionary block: %v, want a checksum error", err)
 	}
 	s.Close()
 	// A missing (or cut) index is rebuilt from the journal, identical.

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,10 +100,12 @@ type Config struct {
 	// event gets 400 code 6 with its invalid-event-number.
 	MaxBodyBytes  int64
 	MaxEventBytes int
-	// MaxChannels (default 10,000) and MaxPendingAcks per channel (default
-	// 100,000) bound the ack bookkeeping; beyond them requests get code 9.
-	MaxChannels    int
-	MaxPendingAcks int
+	// MaxChannels (default 10,000), MaxPendingAcks per channel (default
+	// 100,000) and MaxTotalPendingAcks over all channels (default 1,000,000)
+	// bound the ack bookkeeping; beyond them requests get code 9.
+	MaxChannels         int
+	MaxPendingAcks      int
+	MaxTotalPendingAcks int64
 	// ChannelIdle: a channel with no request for this long is forgotten
 	// (default 10 minutes), as Splunk forgets idle channels.
 	ChannelIdle time.Duration
@@ -125,6 +128,7 @@ type Handler struct {
 
 	mu       sync.Mutex
 	channels map[string]*channel
+	pending  atomic.Int64 // unread acks over all channels
 
 	requests *prometheus.CounterVec
 	events   prometheus.Counter
@@ -150,6 +154,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.MaxPendingAcks <= 0 {
 		cfg.MaxPendingAcks = 100000
+	}
+	if cfg.MaxTotalPendingAcks <= 0 {
+		cfg.MaxTotalPendingAcks = 1000000
 	}
 	if cfg.ChannelIdle <= 0 {
 		cfg.ChannelIdle = 10 * time.Minute
@@ -444,6 +451,7 @@ func (h *Handler) commit(w http.ResponseWriter, t *Token, chID string, evs []sto
 		res.AckID = c.next
 		c.next++
 		c.pending[res.AckID] = ack
+		h.pending.Add(1)
 		c.lastUsed = h.cfg.Now()
 		c.mu.Unlock()
 	}
@@ -455,15 +463,22 @@ func (h *Handler) channel(id string) (*channel, *Reply) {
 	now := h.cfg.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.pending.Load() >= h.cfg.MaxTotalPendingAcks {
+		rp := plain(replyBusy)
+		return nil, &rp
+	}
 	c := h.channels[id]
 	if c == nil {
-		if len(h.channels) >= h.cfg.MaxChannels {
+		if len(h.channels) >= h.cfg.MaxChannels || len(h.channels)%1024 == 1023 {
+			// forget idle channels (and their unread acks), as Splunk does
 			for k, old := range h.channels {
 				old.mu.Lock()
 				idle := now.Sub(old.lastUsed) > h.cfg.ChannelIdle
+				n := len(old.pending)
 				old.mu.Unlock()
 				if idle {
 					delete(h.channels, k)
+					h.pending.Add(-int64(n))
 				}
 			}
 			if len(h.channels) >= h.cfg.MaxChannels {
@@ -565,6 +580,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 			if a := c.pending[id]; a != nil && a.Durable() {
 				done = true
 				delete(c.pending, id) // read as true once, then forgotten
+				h.pending.Add(-1)
 			}
 			c.lastUsed = h.cfg.Now()
 			c.mu.Unlock()

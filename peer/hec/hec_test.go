@@ -433,3 +433,38 @@ func FuzzDecodeEnvelopes(f *testing.F) {
 		}
 	})
 }
+
+func TestAckBookkeepingIsBounded(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir(), GUID: "g1", Searchable: true, BlockInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := New(Config{Store: st, Tokens: []Token{{Value: "ack", Ack: true}}, MaxChannels: 2, MaxPendingAcks: 2})
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := &fixture{st: st, srv: srv}
+	third := "cccccccc-bbbb-cccc-dddd-eeeeeeeeeeee"
+	for _, c := range []struct {
+		ch   string
+		code int
+	}{{chanA, 0}, {chanA, 0}, {chanA, 9}, {chanB, 0}, {third, 9}} {
+		status, r := f.post(t, "/services/collector/event", "Splunk ack", c.ch, good)
+		if r.Code != c.code || (c.code == 9 && status != 503) {
+			t.Fatalf("channel %s: got %d %+v, want code %d", c.ch, status, r, c.code)
+		}
+	}
+	// reading the acks frees room on the channel
+	waitFor(t, 5*time.Second, func() error {
+		got := f.acks(t, "Splunk ack", chanA, 0, 1)
+		if !got["0"] || !got["1"] {
+			return fmt.Errorf("acks %v", got)
+		}
+		return nil
+	})
+	if status, r := f.post(t, "/services/collector/event", "Splunk ack", chanA, good); status != 200 || r.AckID == nil || *r.AckID != 2 {
+		t.Fatalf("after reading acks: %d %+v, want ackId 2", status, r)
+	}
+}

@@ -476,16 +476,21 @@ func (r *indexReader) scanDict(sparseSec int, sparse []sparseEntry, from string,
 	}
 	base := r.secs[r.dictSection(sparseSec)][0]
 	var e dictEntry
+	var comp, raw []byte
 	for ; i < len(sparse); i++ {
 		s := sparse[i]
-		comp := make([]byte, s.clen)
+		if uint64(cap(comp)) < s.clen {
+			comp = make([]byte, s.clen)
+		}
+		comp = comp[:s.clen]
 		if _, err := r.f.ReadAt(comp, int64(base+s.off)); err != nil {
 			return fmt.Errorf("read dictionary block: %w", err)
 		}
 		if crc32.Checksum(comp, castagnoli) != s.crc {
 			return fmt.Errorf("%w: dictionary block %d checksum mismatch", ErrCorrupt, i)
 		}
-		raw, err := decoder().DecodeAll(comp, nil)
+		var err error
+		raw, err = decoder().DecodeAll(comp, raw[:0])
 		if err != nil {
 			return fmt.Errorf("%w: dictionary block %d: %v", ErrCorrupt, i, err)
 		}
@@ -523,16 +528,16 @@ func (r *indexReader) scanDict(sparseSec int, sparse []sparseEntry, from string,
 func (r *indexReader) bitmap(e *dictEntry) (*roaring.Bitmap, error) {
 	if e.inline != nil || e.count <= inlineMax {
 		pr := &payloadReader{b: e.inline}
-		ords := make([]uint32, 0, e.count)
+		var ords [inlineMax]uint32
 		o := uint32(0)
 		for i := uint64(0); i < e.count; i++ {
 			o += uint32(pr.uvarint())
-			ords = append(ords, o)
+			ords[i] = o
 		}
 		if pr.err != nil {
 			return nil, pr.err
 		}
-		return roaring.BitmapOf(ords...), nil
+		return roaring.BitmapOf(ords[:e.count]...), nil
 	}
 	b := make([]byte, e.blen)
 	if _, err := r.f.ReadAt(b, int64(r.secs[secPostings][0]+e.off)); err != nil {

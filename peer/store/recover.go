@@ -231,6 +231,9 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 		return fmt.Errorf("%w: warm journal: %v (%d of %d blocks)", ErrCorrupt, res.problem, len(res.blocks), m.Blocks)
 	}
 	if !m.Searchable {
+		// An index left by a make-searchable that crashed before its
+		// metadata was written is not trusted: the copy is journal-only.
+		os.Remove(filepath.Join(b.dir, indexFile))
 		b.blocks = res.blocks
 		s.report.Opened++
 		return nil

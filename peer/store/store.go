@@ -46,7 +46,7 @@ type Options struct {
 	BlockInterval time.Duration
 	// Back-pressure: Busy reports true while more than MaxPendingBytes of
 	// sealed blocks wait for the disk or more than MaxUnindexed events wait
-	// for the indexer (defaults 32 MiB and 100,000).
+	// for the indexer (defaults 32 MiB and 50,000).
 	MaxPendingBytes int64
 	MaxUnindexed    int64
 	Logger          *slog.Logger
@@ -75,7 +75,7 @@ func (o *Options) defaults() {
 		o.MaxPendingBytes = 32 << 20
 	}
 	if o.MaxUnindexed <= 0 {
-		o.MaxUnindexed = 100_000
+		o.MaxUnindexed = 50_000
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

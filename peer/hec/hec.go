@@ -132,6 +132,7 @@ type Handler struct {
 
 	requests *prometheus.CounterVec
 	events   prometheus.Counter
+	busyWait prometheus.Counter
 }
 
 type channel struct {
@@ -185,8 +186,11 @@ func New(cfg Config) *Handler {
 	h.events = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_events_total", Help: "Events accepted over HEC.",
 	})
+	h.busyWait = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_busy_wait_seconds_total", Help: "Time HEC requests waited for a busy store.",
+	})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events)
+		cfg.Registerer.MustRegister(h.requests, h.events, h.busyWait)
 	}
 	return h
 }
@@ -376,6 +380,8 @@ func (h *Handler) waitNotBusy(ctx context.Context) bool {
 	if h.cfg.BusyWait <= 0 {
 		return false
 	}
+	start := time.Now()
+	defer func() { h.busyWait.Add(time.Since(start).Seconds()) }()
 	deadline := time.NewTimer(h.cfg.BusyWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)

@@ -16,13 +16,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// repeatable is a flag value that may be given many times; unlike
-// cli.StringSlice it does not split on commas (--hec-token T=a,b).
-type repeatable struct{ vals []string }
-
-func (r *repeatable) Set(v string) error { r.vals = append(r.vals, v); return nil }
-func (r *repeatable) String() string     { return strings.Join(r.vals, " ") }
-
 // peerCommand runs an indexer peer (SPEC §8). Without --nats it runs
 // standalone (RF=1) with its HEC tokens from --hec-token. Additions to SPEC
 // §8, all optional: --searchable (false keeps journal-only copies),
@@ -60,14 +53,14 @@ func runPeer(c *cli.Context) error {
 		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
-	for _, a := range c.Generic("attr").(*repeatable).vals {
+	for _, a := range c.Generic("attr").(*repeatable).values {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok || k == "" {
 			return fmt.Errorf("peer: --attr %q: want key=value", a)
 		}
 		cfg.Attrs[k] = v
 	}
-	tokens := c.Generic("hec-token").(*repeatable).vals
+	tokens := c.Generic("hec-token").(*repeatable).values
 	if len(tokens) == 0 {
 		return errors.New("peer: a standalone peer needs at least one --hec-token")
 	}

@@ -135,6 +135,8 @@ type Store struct {
 	rollCh  chan *Bucket
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	repl replState // replication hooks and replica copies (replica.go)
 }
 
 type indexState struct {
@@ -150,6 +152,16 @@ type Ack struct{ toks []*blockToken }
 // Durable reports whether every event of the Append is on disk.
 func (a *Ack) Durable() bool {
 	for _, t := range a.toks {
+		if !t.done.Load() || (t.needRepl && !t.repl.Load()) {
+			return false
+		}
+	}
+	return true
+}
+
+// localDurable is Durable without waiting for replication (Flush, Close).
+func (a *Ack) localDurable() bool {
+	for _, t := range a.toks {
 		if !t.done.Load() {
 			return false
 		}
@@ -157,7 +169,14 @@ func (a *Ack) Durable() bool {
 	return true
 }
 
-type blockToken struct{ done atomic.Bool }
+// blockToken is the durability of one block: done once fsynced here, and,
+// when a replication hook is set (cluster mode), repl once the hook says the
+// block is on enough copies (replica.go).
+type blockToken struct {
+	done     atomic.Bool
+	needRepl bool
+	repl     atomic.Bool
+}
 
 type writeJob struct {
 	blk   *sealedBlock
@@ -308,7 +327,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if b.open.n == 0 {
 			b.openFirstOrd = b.appended
 			b.openSince = time.Now()
-			b.openTok = &blockToken{}
+			b.openTok = &blockToken{needRepl: s.repl.hook != nil}
 		}
 		b.open.add(e)
 		b.appended++
@@ -631,6 +650,7 @@ func (s *Store) writer() {
 			if j.blk != nil {
 				j.blk.tok.done.Store(true)
 				s.Stats.BlocksWritten.Add(1)
+				s.replBlockDurable(j.blk)
 			}
 			if b := j.close; b != nil {
 				if err := b.jf.Close(); err != nil {
@@ -638,6 +658,7 @@ func (s *Store) writer() {
 				}
 				b.jf = nil
 				close(b.journalClosed)
+				s.replJournalClosed(b)
 			}
 		}
 	}
@@ -810,7 +831,7 @@ func (s *Store) Flush() error {
 	}
 	s.mu.Unlock()
 	a := &Ack{toks: toks}
-	for !a.Durable() {
+	for !a.localDurable() {
 		if err := s.Err(); err != nil {
 			return err
 		}
@@ -858,7 +879,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	a := &Ack{toks: toks}
 	var ferr error
-	for !a.Durable() {
+	for !a.localDurable() {
 		if ferr = s.Err(); ferr != nil {
 			break
 		}
@@ -997,6 +1018,8 @@ type Bucket struct {
 	minT, maxT   int64
 	nextBlock    uint32
 	lastUse      int64
+
+	replica bool // a hot replica written by ReplicaAppend (replica.go)
 
 	// writer side, owned by the writer goroutine
 	jf      *os.File

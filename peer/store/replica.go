@@ -1,0 +1,347 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Replication support (SPEC §4). The store knows nothing of the network:
+//
+//   - On an origin, a ReplicationHook (set once, before the first Append)
+//     hears of every block of a hot bucket once it is durable here, with a
+//     function that marks the block replicated. While a hook is set an Ack
+//     is Durable only when its blocks are durable here AND marked
+//     replicated, so HEC's ack rule needs no other change. The hook also
+//     hears when a rolled bucket's journal is closed (its last block durable).
+//   - ReadFrames hands out whole journal frames (checksummed, numbered) of
+//     any copy, to send them on; a frame is exactly what the journal holds.
+//   - On a target, ReplicaAppend appends frames to a replica copy (created
+//     on the first block), verifying each frame's checksum and number,
+//     idempotently: a frame it already holds with the same checksum is
+//     skipped, a gap is refused by answering how many blocks it has. A
+//     searchable replica indexes each block as it lands, so it is
+//     searchable while hot. ReplicaRoll makes it warm at the origin's length.
+
+// ReplicationHook is called by the store's writer goroutine; it must not
+// block.
+type ReplicationHook interface {
+	// BlockDurable: block no of a hot bucket (origin copy) is durable here.
+	// replicated marks it as held by enough copies (the ack rule).
+	BlockDurable(bucket, index string, no uint32, replicated func())
+	// JournalClosed: a rolled origin bucket has all its blocks durable and
+	// takes no more.
+	JournalClosed(bucket string, blocks int)
+}
+
+type replState struct {
+	hook ReplicationHook // set under Store.mu before the first Append
+	mu   sync.Mutex      // serialises replica writes
+}
+
+// SetReplication installs the origin-side hook. Call it right after Open,
+// before any Append.
+func (s *Store) SetReplication(h ReplicationHook) {
+	s.mu.Lock()
+	s.repl.hook = h
+	s.mu.Unlock()
+}
+
+func (s *Store) replBlockDurable(sb *sealedBlock) {
+	h := s.repl.hook
+	if h == nil || sb.b.replica {
+		return
+	}
+	tok := sb.tok
+	h.BlockDurable(sb.b.id, sb.b.index, sb.no, func() { tok.repl.Store(true) })
+}
+
+func (s *Store) replJournalClosed(b *Bucket) {
+	h := s.repl.hook
+	if h == nil || b.replica {
+		return
+	}
+	b.mu.RLock()
+	n := len(b.blocks)
+	b.mu.RUnlock()
+	h.JournalClosed(b.id, n)
+}
+
+// ReadFrames returns up to maxBytes (at least one frame) of whole journal
+// frames of a copy, starting at block from; fewer when the copy has fewer
+// durable blocks. Each frame carries its number and checksum.
+func (s *Store) ReadFrames(id string, from uint32, maxBytes int) ([][]byte, error) {
+	b := s.bucket(id)
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.state == StateRemoved || b.state == StateCorrupt || b.rd == nil {
+		return nil, fmt.Errorf("%w: %s is %s", ErrBucketState, id, b.state)
+	}
+	var out [][]byte
+	size := 0
+	for i := int(from); i < len(b.blocks); i++ {
+		bl := b.blocks[i]
+		if len(out) > 0 && size+int(bl.frameLen) > maxBytes {
+			break
+		}
+		f := make([]byte, bl.frameLen)
+		if _, err := b.rd.ReadAt(f, bl.off); err != nil {
+			return nil, fmt.Errorf("read block %d of %s: %w", i, id, err)
+		}
+		out = append(out, f)
+		size += len(f)
+	}
+	return out, nil
+}
+
+// Blocks reports how many durable blocks a copy has and whether it is hot.
+func (s *Store) Blocks(id string) (n int, state State, ok bool) {
+	b := s.bucket(id)
+	if b == nil {
+		return 0, "", false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.blocks), b.state, true
+}
+
+// ErrReplicaConflict: a frame differs from the block the replica already
+// holds under that number (the copies diverged; the manager must decide).
+var ErrReplicaConflict = errors.New("replica block conflicts with the copy's block")
+
+// ReplicaAppend appends frames (numbered first, first+1, …) to the replica
+// copy id of index, creating it (searchable or not) on its first block, and
+// returns the number of blocks the copy holds durably afterwards. Frames it
+// already holds are skipped when their checksum matches (idempotent
+// resend); a frame past the copy's end stops the append (the answer tells
+// the sender where to resume).
+func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, frames [][]byte) (uint32, error) {
+	if !ValidIndexName(index) {
+		return 0, fmt.Errorf("%w: %q", ErrBadIndex, index)
+	}
+	bi, localID, _, ok := parseBucketDir(id)
+	if !ok || bi != index {
+		return 0, fmt.Errorf("replica %q of index %q: not a bucket id of that index", id, index)
+	}
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	b := s.bucket(id)
+	if b == nil {
+		if first != 0 {
+			return 0, nil // the sender resumes from 0
+		}
+		var err error
+		if b, err = s.createReplica(id, index, localID, searchable); err != nil {
+			s.fail(err)
+			return 0, err
+		}
+	}
+	b.mu.RLock()
+	have := uint32(len(b.blocks))
+	state := b.state
+	crcs := make([]uint32, 0, len(frames))
+	for i := range frames {
+		no := first + uint32(i)
+		if no < have {
+			crcs = append(crcs, b.blocks[no].crc)
+		}
+	}
+	b.mu.RUnlock()
+	type added struct {
+		bl blockInfo
+		fh frameHeader
+		fr []byte
+	}
+	var adds []added
+	next := have
+	for i, fr := range frames {
+		no := first + uint32(i)
+		fh, err := checkFrame(fr)
+		if err != nil {
+			return have, fmt.Errorf("replica %s block %d: %w", id, no, err)
+		}
+		if fh.block != no {
+			return have, fmt.Errorf("%w: replica %s: frame %d carries block number %d", ErrCorrupt, id, no, fh.block)
+		}
+		if no < have {
+			if crcs[i] != fh.crc {
+				return have, fmt.Errorf("%w: %s block %d", ErrReplicaConflict, id, no)
+			}
+			continue
+		}
+		if no > next {
+			break // a gap: answer where to resume
+		}
+		if state != StateHot || !b.replica {
+			return have, fmt.Errorf("%w: %s is %s here; it takes no more blocks", ErrBucketState, id, state)
+		}
+		adds = append(adds, added{fh: fh, fr: fr})
+		next++
+	}
+	if len(adds) == 0 {
+		return have, nil
+	}
+	// Write and fsync, then publish (blocks, events, hash), then index.
+	off := b.jsize
+	var firstOrd uint32
+	b.mu.RLock()
+	firstOrd = b.events
+	b.mu.RUnlock()
+	for i := range adds {
+		a := &adds[i]
+		if _, err := b.jf.WriteAt(a.fr, off); err != nil {
+			return have, fmt.Errorf("write replica %s: %w", id, err)
+		}
+		a.bl = blockInfo{off: off, frameLen: int64(len(a.fr)), firstOrd: firstOrd, events: a.fh.events,
+			minT: a.fh.minT, maxT: a.fh.maxT, crc: a.fh.crc}
+		firstOrd += a.fh.events
+		off += int64(len(a.fr))
+		s.Stats.BytesWritten.Add(int64(len(a.fr)))
+	}
+	if err := b.jf.Sync(); err != nil {
+		return have, fmt.Errorf("fsync replica %s: %w", id, err)
+	}
+	s.Stats.Fsyncs.Add(1)
+	b.jsize = off
+	b.mu.Lock()
+	for _, a := range adds {
+		b.blocks = append(b.blocks, a.bl)
+		b.events += a.bl.events
+		b.journalBytes = a.bl.off + a.bl.frameLen
+		var c [4]byte
+		binary.LittleEndian.PutUint32(c[:], a.bl.crc)
+		b.hash.Write(c[:])
+	}
+	n := uint32(len(b.blocks))
+	h := b.hidx
+	b.mu.Unlock()
+	s.Stats.BlocksWritten.Add(int64(len(adds)))
+	if h != nil {
+		var buf []byte
+		for _, a := range adds {
+			_, p, err := decodeFrame(a.fr, buf)
+			if err != nil {
+				return n, err
+			}
+			h.mu.Lock()
+			err = decodePayload(p, func(_ int, e *decodedEvent) bool {
+				h.addLocked(e)
+				return true
+			})
+			h.mu.Unlock()
+			if err != nil {
+				return n, fmt.Errorf("index replica %s: %w", id, err)
+			}
+		}
+	}
+	return n, nil
+}
+
+func (s *Store) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {
+	dir := filepath.Join(s.dir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, err
+	}
+	ci := copyInfo{Version: 1, ID: id, Index: index, LocalID: localID, Searchable: searchable}
+	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
+		return nil, err
+	}
+	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(dir); err != nil {
+		jf.Close()
+		return nil, err
+	}
+	rd, err := os.Open(filepath.Join(dir, journalFile))
+	if err != nil {
+		jf.Close()
+		return nil, err
+	}
+	b := &Bucket{s: s, id: id, index: index, localID: localID, dir: dir, searchable: searchable,
+		state: StateHot, jf: jf, rd: rd, hash: sha256.New(), journalClosed: make(chan struct{}), replica: true}
+	if searchable {
+		b.hidx = newHotIndex()
+	}
+	s.bmu.Lock()
+	s.buckets[id] = b
+	s.bmu.Unlock()
+	return b, nil
+}
+
+// ReplicaRoll makes a hot replica warm once it holds exactly blocks blocks
+// (the origin's final length): its journal is closed, its index written
+// (searchable copies), its metadata made durable. A warm copy of that
+// length is left as it is (idempotent); a shorter copy is refused (it must
+// fetch the missing blocks first).
+func (s *Store) ReplicaRoll(id string, blocks int) error {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	state, have := b.state, len(b.blocks)
+	b.mu.RUnlock()
+	if have < blocks {
+		return fmt.Errorf("%w: replica %s holds %d of %d blocks", ErrBucketState, id, have, blocks)
+	}
+	if state == StateWarm {
+		if have > blocks {
+			return s.Truncate(id, blocks)
+		}
+		return nil
+	}
+	if state != StateHot {
+		return fmt.Errorf("%w: replica %s is %s", ErrBucketState, id, state)
+	}
+	b.mu.Lock()
+	b.state = StateRolling
+	jf := b.jf
+	b.jf = nil
+	allBlocks := append([]blockInfo(nil), b.blocks...)
+	h := b.hidx
+	b.mu.Unlock()
+	if jf != nil {
+		if err := jf.Close(); err != nil {
+			return err
+		}
+	}
+	close(b.journalClosed)
+	all := allBlocks
+	if err := s.makeWarm(b, h, all, sumEvents(all), b.jsize, contentHash(all), b.searchable); err != nil {
+		return err
+	}
+	if have > blocks {
+		return s.Truncate(id, blocks)
+	}
+	return nil
+}
+
+// IsReplica reports whether this store holds id as a copy it did not
+// originate (hot or warm), judged by the GUID in the id.
+func (s *Store) IsReplica(id string) bool {
+	_, _, guid, ok := parseBucketDir(id)
+	return ok && guid != s.opts.GUID
+}

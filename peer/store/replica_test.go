@@ -1,0 +1,141 @@
+package store
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// captureHook records the origin's durable blocks and lets the test mark
+// them replicated.
+type captureHook struct {
+	mu     sync.Mutex
+	blocks map[string][]func()
+	closed map[string]int
+}
+
+func (h *captureHook) BlockDurable(bucket, index string, no uint32, replicated func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.blocks == nil {
+		h.blocks = map[string][]func(){}
+	}
+	h.blocks[bucket] = append(h.blocks[bucket], replicated)
+}
+
+func (h *captureHook) JournalClosed(bucket string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed == nil {
+		h.closed = map[string]int{}
+	}
+	h.closed[bucket] = n
+}
+
+func (h *captureHook) markAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, fs := range h.blocks {
+		for _, f := range fs {
+			f()
+		}
+	}
+}
+
+// TestReplicaFollowsOrigin: with a hook set, an ack waits for the
+// replication mark; frames sent to a replica in any order and repeated give
+// a copy with the same content hash, searchable while hot and after roll.
+func TestReplicaFollowsOrigin(t *testing.T) {
+	hook := &captureHook{}
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	origin.SetReplication(hook)
+	target := mustOpen(t, Options{Dir: t.TempDir(), GUID: "B0000000-0000-4000-8000-000000000000", Searchable: true})
+	defer target.Close()
+
+	ack := appendN(t, origin, "main", 0, 2000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if ack.Durable() {
+		t.Fatal("ack durable before its blocks were marked replicated")
+	}
+	hook.mu.Lock()
+	var id string
+	for b := range hook.blocks {
+		id = b
+	}
+	hook.mu.Unlock()
+	n, _, _ := origin.Blocks(id)
+	if n < 3 {
+		t.Fatalf("want several blocks, got %d", n)
+	}
+	frames, err := origin.ReadFrames(id, 0, 1<<30)
+	if err != nil || len(frames) != n {
+		t.Fatalf("read frames: %d, %v", len(frames), err)
+	}
+	// A gap is not written: the answer says where to resume.
+	got, err := target.ReplicaAppend(id, "main", true, 1, frames[1:2])
+	if err != nil || got != 0 {
+		t.Fatalf("gap: got %d, %v; want 0, nil", got, err)
+	}
+	got, err = target.ReplicaAppend(id, "main", true, 0, frames[:2])
+	if err != nil || got != 2 {
+		t.Fatalf("first two: got %d, %v", got, err)
+	}
+	// Resend overlapping: idempotent.
+	got, err = target.ReplicaAppend(id, "main", true, 0, frames)
+	if err != nil || int(got) != n {
+		t.Fatalf("all: got %d, %v; want %d", got, err, n)
+	}
+	got, err = target.ReplicaAppend(id, "main", true, 0, frames)
+	if err != nil || int(got) != n {
+		t.Fatalf("resend: got %d, %v", got, err)
+	}
+	// A damaged frame is refused and changes nothing.
+	bad := append([]byte(nil), frames[0]...)
+	bad[len(bad)-1] ^= 0xff
+	if _, err := target.ReplicaAppend(id, "main", true, 0, [][]byte{bad}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged frame: %v, want ErrCorrupt", err)
+	}
+	if got := len(allEvents(t, target)); got != 2000 {
+		t.Fatalf("hot replica searchable events: %d, want 2000", got)
+	}
+	hook.markAll()
+	waitDurable(t, ack)
+
+	if err := origin.Roll(id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		if _, ok := hook.closed[id]; !ok {
+			return errors.New("journal not closed")
+		}
+		return nil
+	})
+	if err := target.ReplicaRoll(id, n+1); !errors.Is(err, ErrBucketState) {
+		t.Fatalf("roll past the replica's length: %v", err)
+	}
+	if err := target.ReplicaRoll(id, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.ReplicaRoll(id, n); err != nil {
+		t.Fatalf("second roll: %v", err)
+	}
+	if err := origin.WaitIdle(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	oi, ti := origin.Inventory()[0], target.Inventory()[0]
+	if oi.ContentHash != ti.ContentHash || oi.Events != ti.Events || ti.State != "warm" || oi.State != "warm" {
+		t.Fatalf("copies differ: origin %+v target %+v", oi, ti)
+	}
+	if got := len(allEvents(t, target)); got != 2000 {
+		t.Fatalf("warm replica events: %d", got)
+	}
+	if _, err := target.ReplicaAppend(id, "main", true, uint32(n), frames[:1]); err == nil {
+		t.Fatal("a warm replica took a block")
+	}
+}

@@ -48,6 +48,18 @@ type Config struct {
 	BlockBytes    int
 	BlockInterval time.Duration
 	Logger        *slog.Logger
+
+	// Cluster mode (cluster.go): with NATS set the peer joins the cluster —
+	// registers with the managers, takes its HEC tokens from the cluster
+	// config and replicates its hot buckets.
+	NATS                   string
+	NATSUser, NATSPassword string
+	SubjectPrefix          string
+	Managers               []string // manager URLs (HTTP control plane)
+	ManagerToken           string
+	ControlPlane           ControlPlane  // overrides Managers (tests, NATS transport)
+	TargetTimeout          time.Duration // SPEC §4 target_timeout (default 2 s)
+	JoinTimeout            time.Duration // how long Start waits for the managers (default 60 s)
 }
 
 // Peer is a running peer.
@@ -60,6 +72,7 @@ type Peer struct {
 	ln    net.Listener
 	log   *slog.Logger
 	done  chan error
+	cl    *cluster // nil when standalone
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -154,6 +167,17 @@ func Start(cfg Config) (*Peer, error) {
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
 	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1)}
+	if cfg.NATS != "" {
+		if p.cfg.JoinTimeout <= 0 {
+			p.cfg.JoinTimeout = time.Minute
+		}
+		toks, err := p.joinCluster()
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		cfg.Tokens = toks
+	}
 	p.hec = hec.New(hec.Config{Tokens: cfg.Tokens, Store: st, DefaultHost: host, Logger: log, Registerer: reg})
 	mux := http.NewServeMux()
 	p.hec.Register(mux)
@@ -168,6 +192,7 @@ func Start(cfg Config) (*Peer, error) {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		p.closeCluster(false)
 		st.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
@@ -194,6 +219,7 @@ func (p *Peer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	herr := p.srv.Shutdown(ctx)
+	p.closeCluster(false)
 	serr := p.store.Close()
 	return errors.Join(herr, serr)
 }

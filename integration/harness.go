@@ -1,0 +1,508 @@
+// Package integration is quarry's in-process cluster harness: three
+// managers (site1, site2, witness) with real Raft and BoltDB, peers with real
+// bucket files, one NATS node per site joined by gateways — all under a
+// test's temporary folder — with faults: kill a peer abruptly and restart it
+// from its data dir, kill a manager, cut a site's gateway. The cluster
+// acceptance tests (cluster_*_test.go) and later search-head tests and
+// `quarry dev` build on it.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/manager"
+	"github.com/quarry-dev/quarry/peer"
+	"github.com/quarry-dev/quarry/peer/store"
+	"github.com/quarry-dev/quarry/query"
+)
+
+type queryEvent = query.Event
+
+// Tokens of every harness cluster.
+const (
+	AdminToken = "admin-secret"
+	HECToken   = "hec-secret"
+)
+
+// Options shape a harness cluster.
+type Options struct {
+	Sites        []string // default site1, site2
+	PeersPerSite int      // default 3
+	RF, SF       string   // site policies, default origin:2,total:3 / origin:1,total:2
+	// HeartbeatTimeout of the cluster config (default 3 s).
+	HeartbeatTimeout time.Duration
+	TargetTimeout    time.Duration // default 2 s (SPEC §4)
+	BlockInterval    time.Duration // default 50 ms
+	MaxHotBytes      int64         // default 1 MiB, so tests see several buckets
+	Logger           *slog.Logger
+}
+
+// Cluster is a running harness cluster.
+type Cluster struct {
+	T        testing.TB
+	Opts     Options
+	Bus      *bus.Sites
+	mu       sync.Mutex
+	Managers map[string]*manager.Manager
+	mgrCfgs  map[string]manager.Config
+	Peers    map[string]*peer.Peer // running peers by id
+	peerCfgs map[string]peer.Config
+	log      *slog.Logger
+}
+
+// quietLogger drops records below warn, so -v output stays readable.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start starts managers, bus and peers, and waits until every peer is Up.
+// Everything stops at the end of the test.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if len(o.Sites) == 0 {
+		o.Sites = []string{"site1", "site2"}
+	}
+	if o.PeersPerSite == 0 {
+		o.PeersPerSite = 3
+	}
+	if o.RF == "" {
+		o.RF = "origin:2,total:3"
+	}
+	if o.SF == "" {
+		o.SF = "origin:1,total:2"
+	}
+	if o.HeartbeatTimeout == 0 {
+		o.HeartbeatTimeout = 3 * time.Second
+	}
+	if o.TargetTimeout == 0 {
+		o.TargetTimeout = 2 * time.Second
+	}
+	if o.BlockInterval == 0 {
+		o.BlockInterval = 50 * time.Millisecond
+	}
+	if o.MaxHotBytes == 0 {
+		o.MaxHotBytes = 1 << 20
+	}
+	log := o.Logger
+	if log == nil {
+		log = quietLogger()
+	}
+	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},
+		Peers: map[string]*peer.Peer{}, peerCfgs: map[string]peer.Config{}, log: log}
+	t.Cleanup(c.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var err error
+	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: o.Sites, Cuttable: true, Logger: log})
+	if err != nil {
+		t.Fatalf("start bus: %v", err)
+	}
+	// Managers: one per site and a witness.
+	seed := fsm.DefaultConfig()
+	seed.Sites = o.Sites
+	if seed.SiteReplicationFactor, err = fsm.ParsePolicy(o.RF); err != nil {
+		t.Fatal(err)
+	}
+	if seed.SiteSearchFactor, err = fsm.ParsePolicy(o.SF); err != nil {
+		t.Fatal(err)
+	}
+	seed.HeartbeatTimeout = o.HeartbeatTimeout
+	seed.MaxHotBytes = o.MaxHotBytes
+	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main"}}
+	if err := seed.Validate(); err != nil {
+		t.Fatalf("seed config: %v", err)
+	}
+	mgrSites := append(append([]string(nil), o.Sites...), "witness")
+	for i, site := range mgrSites[:3] {
+		id := fmt.Sprintf("m%d", i+1)
+		cfg := manager.Config{
+			ID: id, Site: site, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: log,
+			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
+			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
+		}
+		if i == 0 {
+			cfg.Bootstrap = []manager.Server{{ID: id, RaftAddr: "127.0.0.1:0"}}
+			cfg.Seed = &seed
+		} else {
+			cfg.Join = "http://" + c.Managers["m1"].HTTPAddr()
+		}
+		m, err := manager.New(ctx, cfg)
+		if err != nil {
+			t.Fatalf("start manager %s: %v", id, err)
+		}
+		cfg.RaftAddr, cfg.HTTPAddr = m.RaftAddr(), m.HTTPAddr()
+		cfg.Bootstrap, cfg.Join = nil, ""
+		c.Managers[id], c.mgrCfgs[id] = m, cfg
+		if i == 0 {
+			c.WaitFor(20*time.Second, func() error {
+				if !m.IsLeader() {
+					return errors.New("m1 not leader yet")
+				}
+				return nil
+			})
+		}
+	}
+	c.WaitFor(30*time.Second, func() error {
+		for id, m := range c.Managers {
+			if n := len(m.Members()); n != 3 {
+				return fmt.Errorf("%s knows %d managers", id, n)
+			}
+		}
+		return nil
+	})
+	for _, site := range o.Sites {
+		for i := 1; i <= o.PeersPerSite; i++ {
+			id := fmt.Sprintf("%s-p%d", site, i)
+			c.peerCfgs[id] = peer.Config{
+				ID: id, Site: site, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Searchable: true,
+				MaxHotBytes: o.MaxHotBytes, BlockInterval: o.BlockInterval, Logger: log,
+				NATS: c.Bus.Server(site).ClientURL(), ManagerToken: AdminToken,
+				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second,
+			}
+			c.StartPeer(id)
+		}
+	}
+	c.WaitPeersUp(c.PeerIDs()...)
+	return c
+}
+
+// ManagerURLs are the running managers' HTTP URLs.
+func (c *Cluster) ManagerURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, id := range sortedKeys(c.Managers) {
+		out = append(out, "http://"+c.Managers[id].HTTPAddr())
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PeerIDs lists every peer of the harness (running or not), sorted.
+func (c *Cluster) PeerIDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return sortedKeys(c.peerCfgs)
+}
+
+// StartPeer starts (or restarts, from its data dir) peer id.
+func (c *Cluster) StartPeer(id string) *peer.Peer {
+	c.T.Helper()
+	c.mu.Lock()
+	cfg := c.peerCfgs[id]
+	c.mu.Unlock()
+	cfg.Managers = c.ManagerURLs()
+	p, err := peer.Start(cfg)
+	if err != nil {
+		c.T.Fatalf("start peer %s: %v", id, err)
+	}
+	c.mu.Lock()
+	c.Peers[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+// KillPeer stops peer id abruptly (no goodbye; its files stay).
+func (c *Cluster) KillPeer(id string) {
+	c.mu.Lock()
+	p := c.Peers[id]
+	delete(c.Peers, id)
+	c.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+}
+
+// KillManager stops manager id (its files stay).
+func (c *Cluster) KillManager(id string) {
+	c.mu.Lock()
+	m := c.Managers[id]
+	delete(c.Managers, id)
+	c.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
+}
+
+// CutSite partitions a site's bus node from the others; HealSite ends it.
+func (c *Cluster) CutSite(site string) error  { return c.Bus.Cut(site) }
+func (c *Cluster) HealSite(site string) error { return c.Bus.Heal(site) }
+
+// Stop stops everything (peers, managers, bus).
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	peers := c.Peers
+	mgrs := c.Managers
+	c.Peers, c.Managers = map[string]*peer.Peer{}, map[string]*manager.Manager{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Close() }()
+	}
+	wg.Wait()
+	for _, m := range mgrs {
+		m.Close()
+	}
+	if c.Bus != nil {
+		c.Bus.Shutdown()
+	}
+}
+
+// WaitFor polls cond until it returns nil or d passes (then the test fails
+// with cond's last error).
+func (c *Cluster) WaitFor(d time.Duration, cond func() error) {
+	c.T.Helper()
+	WaitFor(c.T, d, cond)
+}
+
+// WaitFor polls cond until it returns nil or d passes.
+func WaitFor(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Leader returns a running manager that is the Raft leader.
+func (c *Cluster) Leader() *manager.Manager {
+	c.T.Helper()
+	var l *manager.Manager
+	c.WaitFor(20*time.Second, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, m := range c.Managers {
+			if m.IsLeader() {
+				l = m
+				return nil
+			}
+		}
+		return errors.New("no leader")
+	})
+	return l
+}
+
+// State reads the leader's committed state.
+func (c *Cluster) State(fn func(s *fsm.State)) { c.Leader().Read(fn) }
+
+// WaitPeersUp waits until the managers count every given peer Up.
+func (c *Cluster) WaitPeersUp(ids ...string) {
+	c.T.Helper()
+	c.WaitFor(30*time.Second, func() error {
+		var err error
+		c.State(func(s *fsm.State) {
+			for _, id := range ids {
+				p, ok := s.Peer(id)
+				if !ok || p.State != fsm.StateUp {
+					err = fmt.Errorf("peer %s is %v (known %v)", id, p.State, ok)
+					return
+				}
+			}
+		})
+		return err
+	})
+}
+
+// Inventory is one peer's per-copy inventory, by bucket id.
+func (c *Cluster) Inventory(id string) map[string]store.CopyInfo {
+	c.mu.Lock()
+	p := c.Peers[id]
+	c.mu.Unlock()
+	out := map[string]store.CopyInfo{}
+	if p == nil {
+		return out
+	}
+	for _, ci := range p.Store().Inventory() {
+		out[ci.ID] = ci
+	}
+	return out
+}
+
+// Peer returns running peer id (nil when stopped).
+func (c *Cluster) Peer(id string) *peer.Peer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Peers[id]
+}
+
+// HECClient sends events to one peer with acknowledgements.
+type HECClient struct {
+	URL     string
+	Channel string
+	Token   string
+	Client  *http.Client
+}
+
+// NewHECClient returns a client of peer id's HEC with a fresh channel.
+func (c *Cluster) NewHECClient(id string) *HECClient {
+	var r [16]byte
+	rand.Read(r[:])
+	h := hex.EncodeToString(r[:])
+	ch := h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-8" + h[17:20] + "-" + h[20:32]
+	return &HECClient{URL: "http://" + c.Peer(id).Addr(), Channel: ch, Token: HECToken, Client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// Send posts raw events (one envelope each) and returns the ack id.
+func (h *HECClient) Send(ctx context.Context, raws []string) (int64, error) {
+	var body bytes.Buffer
+	for _, r := range raws {
+		b, _ := json.Marshal(map[string]any{"event": r, "time": 1767225600, "index": "main"})
+		body.Write(b)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+"/services/collector/event", &body)
+	req.Header.Set("Authorization", "Splunk "+h.Token)
+	req.Header.Set("X-Splunk-Request-Channel", h.Channel)
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Text  string `json:"text"`
+		Code  int    `json:"code"`
+		AckID *int64 `json:"ackId"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return 0, fmt.Errorf("HEC answer: %w", err)
+	}
+	if resp.StatusCode != 200 || ans.AckID == nil {
+		return 0, fmt.Errorf("HEC answered %d code %d %s", resp.StatusCode, ans.Code, ans.Text)
+	}
+	return *ans.AckID, nil
+}
+
+// Acked asks which of ids are acknowledged (each true answer is forgotten
+// by the peer, as Splunk does).
+func (h *HECClient) Acked(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	b, _ := json.Marshal(map[string]any{"acks": ids})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+"/services/collector/ack", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Splunk "+h.Token)
+	req.Header.Set("X-Splunk-Request-Channel", h.Channel)
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Acks map[string]bool `json:"acks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return nil, err
+	}
+	out := map[int64]bool{}
+	for k, v := range ans.Acks {
+		var id int64
+		fmt.Sscan(k, &id)
+		out[id] = v
+	}
+	return out, nil
+}
+
+// AckedBatch is a batch the cluster acknowledged, and how long the ack took.
+type AckedBatch struct {
+	Peer   string
+	Raws   []string
+	Waited time.Duration
+}
+
+// IngestAcked sends batches of events to peer id one at a time, waiting
+// for each ack (up to ackTimeout), and returns what was acknowledged. A
+// batch not acknowledged in time is returned in unacked.
+func (c *Cluster) IngestAcked(ctx context.Context, id string, batches [][]string, ackTimeout time.Duration) (acked []AckedBatch, unacked [][]string, err error) {
+	h := c.NewHECClient(id)
+	for _, b := range batches {
+		start := time.Now()
+		ackID, err := h.Send(ctx, b)
+		if err != nil {
+			return acked, unacked, err
+		}
+		ok := false
+		for time.Since(start) < ackTimeout {
+			st, err := h.Acked(ctx, []int64{ackID})
+			if err != nil {
+				return acked, unacked, err
+			}
+			if st[ackID] {
+				ok = true
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return acked, unacked, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if ok {
+			acked = append(acked, AckedBatch{Peer: id, Raws: b, Waited: time.Since(start)})
+		} else {
+			unacked = append(unacked, b)
+		}
+	}
+	return acked, unacked, nil
+}
+
+// Batches builds n events in batches of size, each raw unique:
+// "<tag> ev<i>x …".
+func Batches(tag string, n, size int) [][]string {
+	var out [][]string
+	for i := 0; i < n; i += size {
+		var b []string
+		for j := i; j < min(n, i+size); j++ {
+			b = append(b, fmt.Sprintf("%s ev%dx GET /api/item/%d status=%d user=u%d", tag, j, j%13, 200+j%3, j%17))
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// CopyEvents reads every event of a copy on peer id through its segment
+// (searchable copies) — the raws, for set comparisons.
+func (c *Cluster) CopyRaws(id, bucket string) (map[string]int, error) {
+	p := c.Peer(id)
+	if p == nil {
+		return nil, fmt.Errorf("peer %s is not running", id)
+	}
+	seg := p.Store().Segment(bucket)
+	if seg == nil {
+		return nil, fmt.Errorf("%s on %s is not searchable", bucket, id)
+	}
+	out := map[string]int{}
+	err := seg.Events(nil, func(_ uint32, ev *queryEvent) bool {
+		out[strings.Clone(ev.Raw)]++
+		return true
+	})
+	return out, err
+}

@@ -1,0 +1,207 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer/hec"
+)
+
+// DefaultTargetTimeout is SPEC §4's target_timeout.
+const DefaultTargetTimeout = 2 * time.Second
+
+// cluster is a peer's cluster membership: its bus connection, control
+// plane, replicator, replication service and heartbeat loop.
+type cluster struct {
+	nc     *nats.Conn
+	cp     ControlPlane
+	repl   *replicator
+	svc    *bus.Service
+	cfg    fsm.Config
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+func (p *Peer) site() string {
+	if p.cfg.Site == "" {
+		return fsm.DefaultSite
+	}
+	return p.cfg.Site
+}
+
+// inventory is the store's per-copy inventory as the managers take it.
+func (p *Peer) inventory() []fsm.CopyInfo {
+	var out []fsm.CopyInfo
+	for _, c := range p.store.Inventory() {
+		if c.State == "removed" {
+			continue
+		}
+		out = append(out, fsm.CopyInfo{Bucket: c.ID, Searchable: c.Searchable, Hot: c.State == "hot" || c.State == "rolling",
+			Blocks: int64(c.Blocks), Corrupt: c.State == "corrupt", Index: c.Index, Earliest: c.Earliest, Latest: c.Latest,
+			Size: c.JournalBytes, Events: int64(c.Events)})
+	}
+	return out
+}
+
+func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
+	host, _ := os.Hostname()
+	return cp.Register(ctx, p.cfg.ID, RegisterRequest{GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: p.inventory()})
+}
+
+// joinCluster connects to the bus, registers with the managers (retrying
+// until JoinTimeout), takes the cluster config, installs the replication
+// hook and serves quarry.repl.<site>.<peer>. It returns the HEC tokens of
+// the cluster config.
+func (p *Peer) joinCluster() ([]hec.Token, error) {
+	cfg := p.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.JoinTimeout)
+	defer cancel()
+	subj, err := bus.NewSubjects(cfg.SubjectPrefix)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "peer " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: p.log})
+	if err != nil {
+		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
+	}
+	cl := &cluster{nc: nc, stop: make(chan struct{})}
+	cl.cp = cfg.ControlPlane
+	if cl.cp == nil {
+		if len(cfg.Managers) == 0 {
+			nc.Close()
+			return nil, errors.New("peer: --manager is required with --nats")
+		}
+		cl.cp = NewHTTPControlPlane(cfg.Managers, cfg.ManagerToken)
+	}
+	fail := func(err error) ([]hec.Token, error) {
+		nc.Close()
+		return nil, err
+	}
+	retry := func(what string, f func(context.Context) error) error {
+		for {
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			err := f(cctx)
+			ccancel()
+			if err == nil {
+				return nil
+			}
+			p.log.Warn("waiting for the managers", "what", what, "err", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("peer: %s: %w", what, err)
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}
+	if err := retry("register", func(c context.Context) error { return p.register(c, cl.cp) }); err != nil {
+		return fail(err)
+	}
+	if err := retry("cluster config", func(c context.Context) (err error) { cl.cfg, err = cl.cp.Config(c); return err }); err != nil {
+		return fail(err)
+	}
+	var peers []fsm.PeerView
+	if err := retry("peers", func(c context.Context) (err error) { peers, err = cl.cp.Peers(c); return err }); err != nil {
+		return fail(err)
+	}
+	timeout := cfg.TargetTimeout
+	if timeout <= 0 {
+		timeout = DefaultTargetTimeout
+	}
+	cl.repl = newReplicator(p, nc, subj, cl.cp, timeout, minCopiesOf(cl.cfg))
+	cl.repl.setPeers(peers)
+	p.store.SetReplication(cl.repl)
+	subject, err := subj.Repl(p.site(), cfg.ID)
+	if err != nil {
+		return fail(err)
+	}
+	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl)
+	if err != nil {
+		return fail(err)
+	}
+	p.cl = cl
+	cl.wg.Add(1)
+	go p.heartbeats()
+	var toks []hec.Token
+	for _, t := range cl.cfg.HECTokens {
+		toks = append(toks, hec.Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled})
+	}
+	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
+	return toks, nil
+}
+
+// heartbeats beats every heartbeat_period, re-registers (with the
+// inventory) when the managers ask, and refreshes the peer list the
+// replicator picks replacement targets from.
+func (p *Peer) heartbeats() {
+	cl := p.cl
+	defer cl.wg.Done()
+	period := cl.cfg.HeartbeatPeriod
+	if period <= 0 {
+		period = time.Second
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-cl.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		err := cl.cp.Heartbeat(ctx, p.cfg.ID)
+		if errors.Is(err, ErrRegisterFirst) {
+			p.log.Info("managers ask for a registration; registering with the inventory")
+			err = p.register(ctx, cl.cp)
+		}
+		if err != nil {
+			p.log.Warn("heartbeat", "err", err)
+		}
+		if peers, err := cl.cp.Peers(ctx); err == nil {
+			cl.repl.setPeers(peers)
+		}
+		cancel()
+	}
+}
+
+// closeCluster stops the heartbeats, the replication service and the
+// replicator, then the bus connection. abrupt skips draining: the
+// connection goes first, as when the process dies.
+func (p *Peer) closeCluster(abrupt bool) {
+	cl := p.cl
+	if cl == nil {
+		return
+	}
+	cl.closed.Do(func() {
+		if abrupt {
+			cl.nc.Close()
+		}
+		close(cl.stop)
+		cl.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cl.svc.Stop(ctx)
+		cancel()
+		cl.repl.close()
+		cl.nc.Close()
+	})
+}
+
+var _ = strconv.Itoa
+
+// Kill stops the peer abruptly, as a crash would for its peers: the bus
+// connection and the HTTP listener go first, with no goodbye to anyone;
+// then the store is closed so the process can reopen its data dir (what a
+// crash leaves on disk beyond that is covered by peer/crash_test.go).
+func (p *Peer) Kill() error {
+	p.srv.Close()
+	p.closeCluster(true)
+	return p.store.Close()
+}

@@ -1,0 +1,197 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// ControlPlane is what a cluster peer asks of the managers (SPEC §3). The
+// HTTP implementation talks to the managers' admin API until the NATS
+// transport (quarry.mgr.<op>) lands; the replicator and the heartbeat loop
+// only see this interface.
+type ControlPlane interface {
+	Register(ctx context.Context, id string, req RegisterRequest) error
+	// Heartbeat returns ErrRegisterFirst when the managers want a fresh
+	// registration (the peer was declared Down, or is unknown).
+	Heartbeat(ctx context.Context, id string) error
+	Config(ctx context.Context) (fsm.Config, error)
+	Peers(ctx context.Context) ([]fsm.PeerView, error)
+	// Targets asks for the replication targets of a new hot bucket; the
+	// managers commit the bucket with them.
+	Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error)
+	// BucketEvent reports a bucket event (rolled, target failed).
+	BucketEvent(ctx context.Context, ev BucketEvent) error
+}
+
+// ErrRegisterFirst: the managers do not count this peer as up.
+var ErrRegisterFirst = errors.New("managers ask the peer to register first")
+
+// ErrUnsupported: this control plane cannot carry the call yet.
+var ErrUnsupported = errors.New("not supported by this control plane")
+
+// RegisterRequest is a registration with the bucket inventory.
+type RegisterRequest struct {
+	GUID      string            `json:"guid"`
+	Site      string            `json:"site"`
+	Host      string            `json:"host,omitempty"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+	Inventory []fsm.CopyInfo    `json:"inventory,omitempty"`
+}
+
+// TargetsRequest asks targets for a new hot bucket.
+type TargetsRequest struct {
+	Index    string `json:"index"`
+	LocalID  string `json:"local_id"`
+	Origin   string `json:"origin"`
+	Earliest int64  `json:"earliest,omitempty"`
+}
+
+// TargetsResponse is the bucket id and its replication targets.
+type TargetsResponse struct {
+	Bucket string `json:"bucket"`
+	fsm.TargetChoice
+}
+
+// BucketEvent is a bucket event an origin reports.
+type BucketEvent struct {
+	Type     string `json:"type"` // "rolled", "target_failed"
+	Bucket   string `json:"bucket"`
+	Peer     string `json:"peer"`             // reporting peer
+	Target   string `json:"target,omitempty"` // target_failed
+	Blocks   int    `json:"blocks,omitempty"`
+	Events   int64  `json:"events,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Earliest int64  `json:"earliest,omitempty"`
+	Latest   int64  `json:"latest,omitempty"`
+}
+
+// HTTPControlPlane is a ControlPlane over the managers' HTTP API. It tries
+// the managers in order and follows a follower's redirect to the leader.
+type HTTPControlPlane struct {
+	URLs   []string
+	Token  string // admin bearer token (writes)
+	Client *http.Client
+}
+
+// NewHTTPControlPlane returns a control plane on the given manager URLs.
+func NewHTTPControlPlane(urls []string, token string) *HTTPControlPlane {
+	return &HTTPControlPlane{URLs: urls, Token: token, Client: &http.Client{Timeout: 5 * time.Second}}
+}
+
+type apiError struct {
+	Status int
+	Code   string `json:"code"`
+	Msg    string `json:"error"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("manager answered %d %s: %s", e.Status, e.Code, e.Msg)
+}
+
+func (c *HTTPControlPlane) do(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	var lastErr error
+	for _, base := range c.URLs {
+		req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		resp, err := c.Client.Do(req)
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		resp.Body.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if resp.StatusCode/100 != 2 {
+			ae := &apiError{Status: resp.StatusCode}
+			json.Unmarshal(data, ae)
+			if ae.Code == "register_first" {
+				return ErrRegisterFirst
+			}
+			lastErr = ae
+			if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTemporaryRedirect || ae.Code == "no_leader" {
+				continue // another manager may do better
+			}
+			return ae
+		}
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%s %s: no manager answered: %w", method, path, lastErr)
+}
+
+func (c *HTTPControlPlane) Register(ctx context.Context, id string, req RegisterRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/register", req, nil)
+}
+
+func (c *HTTPControlPlane) Heartbeat(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/heartbeat", struct{}{}, nil)
+}
+
+func (c *HTTPControlPlane) Config(ctx context.Context) (fsm.Config, error) {
+	var cfg fsm.Config
+	err := c.do(ctx, http.MethodGet, "/v1/config", nil, &cfg)
+	return cfg, err
+}
+
+func (c *HTTPControlPlane) Peers(ctx context.Context) ([]fsm.PeerView, error) {
+	var out struct {
+		Peers []fsm.PeerView `json:"peers"`
+	}
+	raw := json.RawMessage{}
+	if err := c.do(ctx, http.MethodGet, "/v1/peers", nil, &raw); err != nil {
+		return nil, err
+	}
+	// GET /v1/peers answers a list, or an object holding one.
+	var list []fsm.PeerView
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("GET /v1/peers: %w", err)
+	}
+	return out.Peers, nil
+}
+
+func (c *HTTPControlPlane) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
+	var out TargetsResponse
+	err := c.do(ctx, http.MethodPost, "/v1/buckets", req, &out)
+	return out, err
+}
+
+// BucketEvent has no HTTP endpoint on the managers: bucket events travel on
+// quarry.mgr.<op> once that transport exists.
+func (c *HTTPControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) error {
+	return ErrUnsupported
+}

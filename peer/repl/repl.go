@@ -1,0 +1,41 @@
+// Package repl holds the peer↔peer replication wire messages (SPEC §4, §6):
+// what an origin sends a target on quarry.repl.<site>.<peer>. Blocks travel
+// as whole journal frames — each carries its block number and a CRC-32C, so
+// a target verifies every frame and a resend is idempotent.
+package repl
+
+// Version of these messages; a target refuses others.
+const Version = 1
+
+// Ops of a Request.
+const (
+	// OpBlocks appends Frames (numbered First, First+1, …) to the target's
+	// replica of Bucket, creating it on block 0.
+	OpBlocks = "blocks"
+	// OpRoll tells the target the bucket rolled at Blocks blocks: its copy
+	// becomes warm at exactly that length.
+	OpRoll = "roll"
+	// OpLength asks how many blocks the target's copy holds.
+	OpLength = "length"
+)
+
+// Request is one origin → target message.
+type Request struct {
+	V          int      `json:"v"`
+	Op         string   `json:"op"`
+	Bucket     string   `json:"bucket"`
+	Index      string   `json:"index"`
+	Origin     string   `json:"origin"`
+	Searchable bool     `json:"searchable,omitempty"`
+	First      uint32   `json:"first,omitempty"`
+	Frames     [][]byte `json:"frames,omitempty"`
+	Blocks     int      `json:"blocks,omitempty"`
+}
+
+// Reply answers a Request: the blocks the target's copy holds durably
+// (fsynced) after it, and its state.
+type Reply struct {
+	Bucket string `json:"bucket"`
+	Blocks uint32 `json:"blocks"`
+	State  string `json:"state,omitempty"`
+}

@@ -1,0 +1,425 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer/repl"
+	"github.com/quarry-dev/quarry/peer/store"
+)
+
+// replicator is the origin side of SPEC §4: every durable block of a hot
+// bucket goes to every target of the bucket's replication set; a block is
+// marked replicated (so the HEC acks of its events may turn true) once
+// every target in the current set has acknowledged it and the copies number
+// at least min(2, RF). A target that has not acknowledged within
+// TargetTimeout leaves the set: the origin tells the managers, rolls the
+// bucket (at most three times in a row for one target), and when the set
+// falls below min(2, RF) copies it adds a replacement target that receives
+// the bucket from block 0 — acks wait for it rather than count fewer
+// copies.
+type replicator struct {
+	p       *Peer
+	nc      *nats.Conn
+	subj    bus.Subjects
+	cp      ControlPlane
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	hot       map[string]*hotRepl
+	failures  map[string]int // consecutive failures per target peer
+	peers     map[string]fsm.PeerView
+	minCopies int
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+type hotRepl struct {
+	id, index, localID string
+	ready              bool
+	targets            []*replTarget // the current set (failed ones removed)
+	tried              map[string]bool
+	durable            uint32   // blocks durable here
+	marks              []func() // marks[i] marks block base+i replicated
+	base               uint32
+	closedAt           int // -1 until the journal is closed
+	kick               chan struct{}
+}
+
+type replTarget struct {
+	peer, site   string
+	searchable   bool
+	acked        uint32
+	inflight     bool
+	pendingSince time.Time // when the oldest unacknowledged send started
+}
+
+func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, timeout time.Duration, minCopies int) *replicator {
+	return &replicator{p: p, nc: nc, subj: subj, cp: cp, timeout: timeout, log: p.log,
+		hot: map[string]*hotRepl{}, failures: map[string]int{}, peers: map[string]fsm.PeerView{},
+		minCopies: minCopies, stop: make(chan struct{})}
+}
+
+func (r *replicator) close() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.wg.Wait()
+}
+
+func (r *replicator) setPeers(list []fsm.PeerView) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pv := range list {
+		r.peers[pv.ID] = pv
+	}
+}
+
+// BlockDurable implements store.ReplicationHook (called by the writer).
+func (r *replicator) BlockDurable(bucket, index string, no uint32, replicated func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.stop:
+		return // closing: nothing more is replicated (or acknowledged)
+	default:
+	}
+	hb := r.hot[bucket]
+	if hb == nil {
+		_, local, _, _ := fsmParse(bucket)
+		hb = &hotRepl{id: bucket, index: index, localID: local, closedAt: -1, base: no,
+			kick: make(chan struct{}, 1), tried: map[string]bool{}}
+		r.hot[bucket] = hb
+		r.wg.Add(1)
+		go r.run(hb)
+	}
+	if no+1 > hb.durable {
+		hb.durable = no + 1
+	}
+	hb.marks = append(hb.marks, replicated)
+	r.advanceLocked(hb)
+	hb.poke()
+}
+
+// JournalClosed implements store.ReplicationHook.
+func (r *replicator) JournalClosed(bucket string, blocks int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hb := r.hot[bucket]; hb != nil {
+		hb.closedAt = blocks
+		hb.poke()
+	}
+}
+
+func (hb *hotRepl) poke() {
+	select {
+	case hb.kick <- struct{}{}:
+	default:
+	}
+}
+
+func fsmParse(id string) (index, local, guid string, ok bool) {
+	index, local, guid, err := fsm.ParseBucketID(id)
+	return index, local, guid, err == nil
+}
+
+// advanceLocked marks every block that the whole current set holds, when
+// the set makes at least minCopies copies.
+func (r *replicator) advanceLocked(hb *hotRepl) {
+	if !hb.ready || 1+len(hb.targets) < r.minCopies {
+		return
+	}
+	upTo := hb.durable
+	for _, t := range hb.targets {
+		upTo = min(upTo, t.acked)
+	}
+	for hb.base < upTo && len(hb.marks) > 0 {
+		hb.marks[0]()
+		hb.marks[0] = nil
+		hb.marks = hb.marks[1:]
+		hb.base++
+	}
+}
+
+func (r *replicator) run(hb *hotRepl) {
+	defer r.wg.Done()
+	// Ask the managers for targets; acks wait meanwhile.
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID})
+		cancel()
+		if err == nil {
+			if resp.Bucket != hb.id {
+				r.log.Error("managers named another bucket id", "want", hb.id, "got", resp.Bucket)
+			}
+			r.mu.Lock()
+			for _, cs := range resp.Targets {
+				r.addTargetLocked(hb, cs.Peer, cs.Searchable)
+			}
+			hb.ready = true
+			r.advanceLocked(hb)
+			r.mu.Unlock()
+			break
+		}
+		r.log.Warn("no replication targets yet; acks wait", "bucket", hb.id, "err", err)
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if r.step(hb) {
+			return
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-hb.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *replicator) addTargetLocked(hb *hotRepl, peer string, searchable bool) {
+	site := r.peers[peer].Site
+	hb.tried[peer] = true
+	hb.targets = append(hb.targets, &replTarget{peer: peer, site: site, searchable: searchable})
+}
+
+// step sends what each target lacks, fails slow targets, and finishes a
+// closed bucket. It reports whether the bucket is done.
+func (r *replicator) step(hb *hotRepl) bool {
+	r.mu.Lock()
+	now := time.Now()
+	for i := 0; i < len(hb.targets); i++ {
+		t := hb.targets[i]
+		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.timeout {
+			r.failLocked(hb, t)
+			i--
+			continue
+		}
+		if t.acked < hb.durable && !t.inflight {
+			if t.site == "" {
+				if pv, ok := r.peers[t.peer]; ok {
+					t.site = pv.Site
+				} else {
+					continue
+				}
+			}
+			if t.pendingSince.IsZero() {
+				t.pendingSince = now
+			}
+			t.inflight = true
+			r.wg.Add(1)
+			go r.send(hb, t, t.acked)
+		}
+	}
+	if 1+len(hb.targets) < r.minCopies {
+		r.replaceLocked(hb)
+	}
+	r.advanceLocked(hb)
+	done := hb.closedAt >= 0 && hb.base >= uint32(hb.closedAt)
+	var targets []replTarget
+	if done {
+		for _, t := range hb.targets {
+			targets = append(targets, *t)
+		}
+		delete(r.hot, hb.id)
+	}
+	r.mu.Unlock()
+	if done {
+		r.finish(hb, targets)
+	}
+	return done
+}
+
+// failLocked removes a target that did not acknowledge in time.
+func (r *replicator) failLocked(hb *hotRepl, t *replTarget) {
+	for i, x := range hb.targets {
+		if x == t {
+			hb.targets = append(hb.targets[:i:i], hb.targets[i+1:]...)
+			break
+		}
+	}
+	r.failures[t.peer]++
+	n := r.failures[t.peer]
+	r.log.Warn("replication target left the set", "bucket", hb.id, "target", t.peer, "acked", t.acked,
+		"durable", hb.durable, "consecutive_failures", n)
+	ev := BucketEvent{Type: "target_failed", Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := r.cp.BucketEvent(ctx, ev); err != nil && !errors.Is(err, ErrUnsupported) {
+			r.log.Warn("could not report a failed target", "err", err)
+		}
+	}()
+	if n <= 3 && hb.closedAt < 0 {
+		// Roll off the store's lock order: the writer calls us under r.mu.
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := r.p.store.Roll(hb.id); err != nil && !errors.Is(err, store.ErrClosed) {
+				r.log.Warn("roll after a failed target", "bucket", hb.id, "err", err)
+			}
+		}()
+	}
+}
+
+// replaceLocked adds a replacement target when the set makes fewer than
+// minCopies copies: an Up peer not yet tried for this bucket, preferring
+// the fewest consecutive failures, then the id.
+func (r *replicator) replaceLocked(hb *hotRepl) {
+	var cands []fsm.PeerView
+	for _, pv := range r.peers {
+		if pv.ID == r.p.cfg.ID || hb.tried[pv.ID] || pv.State != fsm.StateUp {
+			continue
+		}
+		cands = append(cands, pv)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		fi, fj := r.failures[cands[i].ID], r.failures[cands[j].ID]
+		if fi != fj {
+			return fi < fj
+		}
+		return cands[i].ID < cands[j].ID
+	})
+	for _, pv := range cands {
+		if 1+len(hb.targets) >= r.minCopies {
+			return
+		}
+		r.log.Info("replacement replication target", "bucket", hb.id, "target", pv.ID)
+		r.addTargetLocked(hb, pv.ID, false)
+	}
+}
+
+const maxSendBytes = 4 << 20
+
+func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
+	defer r.wg.Done()
+	next, err := r.sendOnce(hb, t, from)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.inflight = false
+	if err != nil {
+		r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
+		hb.poke()
+		return
+	}
+	if next > t.acked {
+		t.acked = next
+		r.failures[t.peer] = 0
+		if t.acked >= hb.durable {
+			t.pendingSince = time.Time{}
+		} else {
+			t.pendingSince = time.Now()
+		}
+	} else if next < t.acked {
+		t.acked = next // the copy is shorter than we thought: resend
+	}
+	r.advanceLocked(hb)
+	hb.poke()
+}
+
+func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, error) {
+	frames, err := r.p.store.ReadFrames(hb.id, from, maxSendBytes)
+	if err != nil {
+		return 0, err
+	}
+	subject, err := r.subj.Repl(t.site, t.peer)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	resp, err := bus.Request[repl.Request, repl.Reply](ctx, r.nc, subject, repl.Request{V: repl.Version, Op: repl.OpBlocks,
+		Bucket: hb.id, Index: hb.index, Origin: r.p.cfg.ID, Searchable: t.searchable, First: from, Frames: frames})
+	if err != nil {
+		return 0, err
+	}
+	return resp.Blocks, nil
+}
+
+// finish tells the targets and the managers that the bucket rolled.
+func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
+	for _, t := range targets {
+		subject, err := r.subj.Repl(t.site, t.peer)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		_, err = bus.Request[repl.Request, repl.Reply](ctx, r.nc, subject, repl.Request{V: repl.Version, Op: repl.OpRoll,
+			Bucket: hb.id, Index: hb.index, Origin: r.p.cfg.ID, Blocks: hb.closedAt})
+		cancel()
+		if err != nil {
+			r.log.Warn("target did not take the roll", "bucket", hb.id, "target", t.peer, "err", err)
+		}
+	}
+	ev := BucketEvent{Type: "rolled", Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: hb.closedAt}
+	for _, c := range r.p.store.Inventory() {
+		if c.ID == hb.id {
+			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.cp.BucketEvent(ctx, ev); err != nil && !errors.Is(err, ErrUnsupported) {
+		r.log.Warn("could not report a roll", "bucket", hb.id, "err", err)
+	}
+}
+
+// serveRepl is the target side: quarry.repl.<site>.<peer>.
+func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, error) {
+	if req.V != repl.Version {
+		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication message version %d, want %d", req.V, repl.Version)
+	}
+	switch req.Op {
+	case repl.OpBlocks:
+		n, err := p.store.ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
+		if err != nil {
+			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err
+		}
+		return repl.Reply{Bucket: req.Bucket, Blocks: n}, nil
+	case repl.OpRoll:
+		if err := p.store.ReplicaRoll(req.Bucket, req.Blocks); err != nil {
+			return repl.Reply{}, err
+		}
+		n, st, _ := p.store.Blocks(req.Bucket)
+		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st)}, nil
+	case repl.OpLength:
+		n, st, ok := p.store.Blocks(req.Bucket)
+		if !ok {
+			return repl.Reply{Bucket: req.Bucket}, nil
+		}
+		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st)}, nil
+	}
+	return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "unknown replication op %q", req.Op)
+}
+
+// minCopiesOf is min(2, RF) for the cluster config.
+func minCopiesOf(cfg fsm.Config) int {
+	rf := cfg.ReplicationFactor
+	if cfg.Multisite() {
+		rf = cfg.SiteReplicationFactor.Total
+	}
+	return max(1, min(2, rf))
+}
+
+var _ = strconv.Itoa
+var _ = fmt.Sprint

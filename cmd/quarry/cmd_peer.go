@@ -32,6 +32,9 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8088", Usage: "HTTP listen address (HEC and API)", EnvVars: envVars("http-addr")},
 			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
+			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]`, tried in turn", EnvVars: envVars("manager")},
+			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token", EnvVars: envVars("token")},
+			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token T[=index,index…] (repeatable; acknowledging)", EnvVars: envVars("hec-token")},
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
@@ -44,14 +47,15 @@ func peerCommand() *cli.Command {
 }
 
 func runPeer(c *cli.Context) error {
-	if c.String("nats") != "" {
-		return errors.New("peer: cluster mode (--nats) comes with the data-path issue; run without --nats for a standalone peer")
-	}
 	cfg := peer.Config{
 		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"), HTTPAddr: c.String("http-addr"),
 		Searchable: c.Bool("searchable"), MaxHotBytes: c.Int64("max-hot-bytes"), MaxHotSpan: c.Duration("max-hot-span"),
 		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		NATS:   c.String("nats"), ManagerToken: c.String("token"), TargetTimeout: c.Duration("target-timeout"),
+	}
+	if m := c.String("manager"); m != "" {
+		cfg.Managers = strings.Split(m, ",")
 	}
 	for _, a := range c.Generic("attr").(*repeatable).values {
 		k, v, ok := strings.Cut(a, "=")
@@ -61,7 +65,13 @@ func runPeer(c *cli.Context) error {
 		cfg.Attrs[k] = v
 	}
 	tokens := c.Generic("hec-token").(*repeatable).values
-	if len(tokens) == 0 {
+	if cfg.NATS != "" && len(tokens) > 0 {
+		return errors.New("peer: in cluster mode (--nats) HEC tokens come from the managers; drop --hec-token")
+	}
+	if cfg.NATS != "" && len(cfg.Managers) == 0 {
+		return errors.New("peer: cluster mode (--nats) needs --manager URL")
+	}
+	if len(tokens) == 0 && cfg.NATS == "" {
 		return errors.New("peer: a standalone peer needs at least one --hec-token")
 	}
 	for _, s := range tokens {
@@ -78,7 +88,11 @@ func runPeer(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("peer %s (guid %s, standalone) listening on http://%s\n", cfg.ID, p.GUID(), p.Addr())
+	mode := "standalone"
+	if cfg.NATS != "" {
+		mode = "cluster member"
+	}
+	fmt.Printf("peer %s (guid %s, %s) listening on http://%s\n", cfg.ID, p.GUID(), mode, p.Addr())
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("stopping", "signal", s.String())

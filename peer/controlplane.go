@@ -84,7 +84,13 @@ type HTTPControlPlane struct {
 
 // NewHTTPControlPlane returns a control plane on the given manager URLs.
 func NewHTTPControlPlane(urls []string, token string) *HTTPControlPlane {
-	return &HTTPControlPlane{URLs: urls, Token: token, Client: &http.Client{Timeout: 5 * time.Second}}
+	return &HTTPControlPlane{URLs: urls, Token: token, Client: &http.Client{
+		Timeout: 5 * time.Second,
+		// Redirects are followed by hand: Go's client drops the
+		// Authorization header when a follower's 307 points at the
+		// leader's port.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 }
 
 type apiError struct {
@@ -106,8 +112,13 @@ func (c *HTTPControlPlane) do(ctx context.Context, method, path string, in, out 
 		}
 	}
 	var lastErr error
-	for _, base := range c.URLs {
-		req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
+	urls := append([]string(nil), c.URLs...)
+	for i, hops := 0, 0; i < len(urls); i++ {
+		url := strings.TrimRight(urls[i], "/") + path
+		if strings.Contains(urls[i], "/v1/") {
+			url = urls[i] // a redirect's Location
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -128,6 +139,13 @@ func (c *HTTPControlPlane) do(ctx context.Context, method, path string, in, out 
 		if err != nil {
 			lastErr = err
 			continue
+		}
+		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusTemporaryRedirect && loc != "" && hops < 3 {
+			if u, err := resp.Request.URL.Parse(loc); err == nil {
+				hops++
+				urls = append(urls[:i+1:i+1], append([]string{u.String()}, urls[i+1:]...)...)
+				continue
+			}
 		}
 		if resp.StatusCode/100 != 2 {
 			ae := &apiError{Status: resp.StatusCode}

@@ -118,6 +118,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	}
 	cl.repl = newReplicator(p, nc, subj, cl.cp, timeout, minCopiesOf(cl.cfg))
 	cl.repl.setPeers(peers)
+	cl.repl.setMaintenance(p.maintenanceNow(ctx, cl.cp))
 	p.store.SetReplication(cl.repl)
 	subject, err := subj.Repl(p.site(), cfg.ID)
 	if err != nil {
@@ -168,6 +169,9 @@ func (p *Peer) heartbeats() {
 		if peers, err := cl.cp.Peers(ctx); err == nil {
 			cl.repl.setPeers(peers)
 		}
+		if on, err := cl.cp.Maintenance(ctx); err == nil {
+			cl.repl.setMaintenance(on)
+		}
 		cancel()
 	}
 }
@@ -204,4 +208,9 @@ func (p *Peer) Kill() error {
 	p.srv.Close()
 	p.closeCluster(true)
 	return p.store.Close()
+}
+
+func (p *Peer) maintenanceNow(ctx context.Context, cp ControlPlane) bool {
+	on, err := cp.Maintenance(ctx)
+	return err == nil && on
 }

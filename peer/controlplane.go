@@ -30,6 +30,8 @@ type ControlPlane interface {
 	Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error)
 	// BucketEvent reports a bucket event (rolled, target failed).
 	BucketEvent(ctx context.Context, ev BucketEvent) error
+	// Maintenance reports whether maintenance mode is on.
+	Maintenance(ctx context.Context) (bool, error)
 }
 
 // ErrRegisterFirst: the managers do not count this peer as up.
@@ -212,4 +214,10 @@ func (c *HTTPControlPlane) Targets(ctx context.Context, req TargetsRequest) (Tar
 // quarry.mgr.<op> once that transport exists.
 func (c *HTTPControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) error {
 	return ErrUnsupported
+}
+
+func (c *HTTPControlPlane) Maintenance(ctx context.Context) (bool, error) {
+	var st fsm.Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st)
+	return st.Maintenance, err
 }

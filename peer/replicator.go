@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,11 @@ type replicator struct {
 	failures  map[string]int // consecutive failures per target peer
 	peers     map[string]fsm.PeerView
 	minCopies int
-	stop      chan struct{}
+	// maintenance (SPEC §3, §4): a failing target does not make its origin
+	// roll; it stays in the set, acks count the copies that have the block
+	// (never fewer than minCopies), and it gets the missed blocks when back.
+	maintenance atomic.Bool
+	stop        chan struct{}
 	wg        sync.WaitGroup
 }
 
@@ -62,6 +67,8 @@ type replTarget struct {
 	acked        uint32
 	inflight     bool
 	pendingSince time.Time // when the oldest unacknowledged send started
+	lagging      bool      // maintenance: timed out, kept in the set, not waited for
+	retryAt      time.Time // after a failed send
 }
 
 func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, timeout time.Duration, minCopies int) *replicator {
@@ -77,6 +84,12 @@ func (r *replicator) close() {
 		close(r.stop)
 	}
 	r.wg.Wait()
+}
+
+func (r *replicator) setMaintenance(on bool) {
+	if r.maintenance.Swap(on) != on {
+		r.log.Info("maintenance mode", "enabled", on)
+	}
 }
 
 func (r *replicator) setPeers(list []fsm.PeerView) {
@@ -138,12 +151,20 @@ func fsmParse(id string) (index, local, guid string, ok bool) {
 // advanceLocked marks every block that the whole current set holds, when
 // the set makes at least minCopies copies.
 func (r *replicator) advanceLocked(hb *hotRepl) {
-	if !hb.ready || 1+len(hb.targets) < r.minCopies {
+	if !hb.ready {
 		return
 	}
 	upTo := hb.durable
+	active := 0
 	for _, t := range hb.targets {
+		if t.lagging {
+			continue
+		}
+		active++
 		upTo = min(upTo, t.acked)
+	}
+	if 1+active < r.minCopies {
+		return
 	}
 	for hb.base < upTo && len(hb.marks) > 0 {
 		hb.marks[0]()
@@ -209,11 +230,18 @@ func (r *replicator) step(hb *hotRepl) bool {
 	for i := 0; i < len(hb.targets); i++ {
 		t := hb.targets[i]
 		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.timeout {
-			r.failLocked(hb, t)
-			i--
-			continue
+			if !r.maintenance.Load() {
+				r.failLocked(hb, t)
+				i--
+				continue
+			}
+			if !t.lagging {
+				t.lagging = true
+				r.log.Warn("maintenance: replication target is late; kept in the set, acks go on without it",
+					"bucket", hb.id, "target", t.peer, "acked", t.acked, "durable", hb.durable)
+			}
 		}
-		if t.acked < hb.durable && !t.inflight {
+		if t.acked < hb.durable && !t.inflight && now.After(t.retryAt) {
 			if t.site == "" {
 				if pv, ok := r.peers[t.peer]; ok {
 					t.site = pv.Site
@@ -229,11 +257,16 @@ func (r *replicator) step(hb *hotRepl) bool {
 			go r.send(hb, t, t.acked)
 		}
 	}
-	if 1+len(hb.targets) < r.minCopies {
+	if 1+len(hb.targets) < r.minCopies && !r.maintenance.Load() {
 		r.replaceLocked(hb)
 	}
 	r.advanceLocked(hb)
 	done := hb.closedAt >= 0 && hb.base >= uint32(hb.closedAt)
+	for _, t := range hb.targets {
+		if t.acked < uint32(max(hb.closedAt, 0)) {
+			done = false // a lagging target still lacks blocks
+		}
+	}
 	var targets []replTarget
 	if done {
 		for _, t := range hb.targets {
@@ -319,7 +352,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	t.inflight = false
 	if err != nil {
 		r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
-		hb.poke()
+		t.retryAt = time.Now().Add(200 * time.Millisecond)
 		return
 	}
 	if next > t.acked {
@@ -327,6 +360,10 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 		r.failures[t.peer] = 0
 		if t.acked >= hb.durable {
 			t.pendingSince = time.Time{}
+			if t.lagging {
+				t.lagging = false
+				r.log.Info("replication target caught up", "bucket", hb.id, "target", t.peer, "blocks", t.acked)
+			}
 		} else {
 			t.pendingSince = time.Now()
 		}

@@ -152,6 +152,9 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 			return 0, err
 		}
 	}
+	if err := s.reopenReplica(b, first); err != nil {
+		return 0, err
+	}
 	b.mu.RLock()
 	have := uint32(len(b.blocks))
 	state := b.state
@@ -344,4 +347,58 @@ func (s *Store) ReplicaRoll(id string, blocks int) error {
 func (s *Store) IsReplica(id string) bool {
 	_, _, guid, ok := parseBucketDir(id)
 	return ok && guid != s.opts.GUID
+}
+
+// reopenReplica turns a warm replica back into a hot one when its origin
+// sends it more blocks: a target that restarted (its hot copies were rolled
+// at open) takes the blocks it missed (maintenance mode, SPEC §4). Only a
+// copy this peer did not originate, with no truncation pending, is
+// reopened, and only for blocks past its end. meta.json goes first (durably),
+// so on disk the copy is hot from then on and a crash recovers it as one.
+func (s *Store) reopenReplica(b *Bucket, first uint32) error {
+	b.mu.RLock()
+	state, replica, nb, pending := b.state, b.replica, uint32(len(b.blocks)), b.meta.PendingTruncate
+	b.mu.RUnlock()
+	if state != StateWarm || replica || !s.IsReplica(b.id) || pending >= 0 || first+1 <= nb {
+		return nil
+	}
+	if first > nb {
+		return nil // a gap: the answer says where to resume
+	}
+	if err := os.Remove(filepath.Join(b.dir, metaFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	os.Remove(filepath.Join(b.dir, indexFile))
+	if err := syncDir(b.dir); err != nil {
+		return err
+	}
+	jf, err := os.OpenFile(filepath.Join(b.dir, journalFile), os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var h *hotIndex
+	if b.searchable {
+		if h, err = indexJournal(b.rd, b.blocks); err != nil {
+			jf.Close()
+			return err
+		}
+	}
+	hs := sha256.New()
+	for _, bl := range b.blocks {
+		var c [4]byte
+		binary.LittleEndian.PutUint32(c[:], bl.crc)
+		hs.Write(c[:])
+	}
+	if b.widx != nil {
+		b.widx.close()
+		b.widx = nil
+	}
+	b.jf, b.jsize, b.hash, b.hidx = jf, b.journalBytes, hs, h
+	b.state, b.replica, b.contentHash = StateHot, true, ""
+	b.journalClosed = make(chan struct{})
+	b.meta = metaInfo{}
+	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", len(b.blocks))
+	return nil
 }

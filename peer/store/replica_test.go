@@ -139,3 +139,57 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 		t.Fatal("a warm replica took a block")
 	}
 }
+
+// TestReplicaReopenedAfterRestart: a target restarted mid-bucket (its hot
+// replica rolled at open) takes the blocks it missed and ends identical.
+func TestReplicaReopenedAfterRestart(t *testing.T) {
+	hook := &captureHook{}
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	origin.SetReplication(hook)
+	tdir := t.TempDir()
+	tguid := "B0000000-0000-4000-8000-000000000000"
+	target := mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
+	appendN(t, origin, "main", 0, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	id := origin.Inventory()[0].ID
+	frames, _ := origin.ReadFrames(id, 0, 1<<30)
+	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
+		t.Fatal(err)
+	}
+	target.Close()
+	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
+	defer target.Close()
+	if ci := target.Inventory()[0]; ci.State != "warm" {
+		t.Fatalf("restarted replica is %s, want warm (rolled at open)", ci.State)
+	}
+	appendN(t, origin, "main", 1000, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := origin.ReadFrames(id, 0, 1<<30)
+	n, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):])
+	if err != nil || int(n) != len(all) {
+		t.Fatalf("missed blocks: %d, %v; want %d", n, err, len(all))
+	}
+	if got := len(allEvents(t, target)); got != 2000 {
+		t.Fatalf("reopened replica shows %d events, want 2000", got)
+	}
+	hook.markAll()
+	origin.Roll(id)
+	if err := origin.WaitIdle(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.ReplicaRoll(id, len(all)); err != nil {
+		t.Fatal(err)
+	}
+	oi, ti := origin.Inventory()[0], target.Inventory()[0]
+	if oi.ContentHash != ti.ContentHash || oi.Events != ti.Events || ti.State != "warm" {
+		t.Fatalf("copies differ: origin %+v target %+v", oi, ti)
+	}
+	if err := target.Verify(id); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -46,7 +46,7 @@ type replicator struct {
 	// (never fewer than minCopies), and it gets the missed blocks when back.
 	maintenance atomic.Bool
 	stop        chan struct{}
-	wg        sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 type hotRepl struct {

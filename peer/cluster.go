@@ -214,3 +214,12 @@ func (p *Peer) maintenanceNow(ctx context.Context, cp ControlPlane) bool {
 	on, err := cp.Maintenance(ctx)
 	return err == nil && on
 }
+
+// MaintenanceMode reports whether the peer's replicator runs in
+// maintenance mode (false, with an error, for a standalone peer).
+func (p *Peer) MaintenanceMode() (bool, error) {
+	if p.cl == nil {
+		return false, errors.New("standalone peer")
+	}
+	return p.cl.repl.maintenance.Load(), nil
+}

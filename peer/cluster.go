@@ -24,6 +24,7 @@ type cluster struct {
 	nc     *nats.Conn
 	cp     ControlPlane
 	repl   *replicator
+	fix    *fixupRunner
 	svc    *bus.Service
 	cfg    fsm.Config
 	stop   chan struct{}
@@ -131,6 +132,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	p.cl = cl
 	cl.wg.Add(1)
 	go p.heartbeats()
+	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
+	cl.wg.Add(1)
+	go cl.fix.loop(cl.stop, &cl.wg, fixupPoll(cfg))
 	var toks []hec.Token
 	for _, t := range cl.cfg.HECTokens {
 		toks = append(toks, hec.Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled})
@@ -222,4 +226,11 @@ func (p *Peer) MaintenanceMode() (bool, error) {
 		return false, errors.New("standalone peer")
 	}
 	return p.cl.repl.maintenance.Load(), nil
+}
+
+func fixupPoll(cfg Config) time.Duration {
+	if cfg.FixupPoll > 0 {
+		return cfg.FixupPoll
+	}
+	return 500 * time.Millisecond
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,37 @@ type ControlPlane interface {
 	BucketEvent(ctx context.Context, ev BucketEvent) error
 	// Maintenance reports whether maintenance mode is on.
 	Maintenance(ctx context.Context) (bool, error)
+	// Fixups lists the open fixup tasks this peer acts on (its target, or
+	// its source for a replication).
+	Fixups(ctx context.Context, peer string) ([]FixupTask, error)
+	// Confirm checks a destructive task against the leader's committed
+	// state; it fails unless the task is open there.
+	Confirm(ctx context.Context, id uint64) (FixupTask, error)
+	// FixupResult reports a task's outcome.
+	FixupResult(ctx context.Context, res FixupResult) error
+}
+
+// FixupTask is one fixup task as a peer gets it: the FSM record plus, for
+// fetch and truncate, the bucket's sealed length (SealedBlocks < 0: not
+// known to this control plane yet).
+type FixupTask struct {
+	fsm.Task
+	SealedBlocks int64  `json:"sealed_blocks"`
+	LastChecksum string `json:"last_checksum,omitempty"`
+	Confirmed    bool   `json:"confirmed,omitempty"`
+}
+
+// FixupResult is what a peer reports when a task ends.
+type FixupResult struct {
+	ID          uint64 `json:"id"`
+	Peer        string `json:"peer"`
+	Bucket      string `json:"bucket"`
+	Failed      bool   `json:"failed,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Blocks      int    `json:"blocks,omitempty"`
+	Searchable  bool   `json:"searchable,omitempty"`
+	ContentHash string `json:"content_hash,omitempty"`
+	Bytes       int64  `json:"bytes,omitempty"` // bytes moved over the network
 }
 
 // ErrRegisterFirst: the managers do not count this peer as up.
@@ -220,4 +252,43 @@ func (c *HTTPControlPlane) Maintenance(ctx context.Context) (bool, error) {
 	var st fsm.Status
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st)
 	return st.Maintenance, err
+}
+
+// Fixups reads GET /v1/fixups. The HTTP API does not carry sealed lengths,
+// so fetch and truncate tasks come with SealedBlocks -1 (they wait).
+func (c *HTTPControlPlane) Fixups(ctx context.Context, peer string) ([]FixupTask, error) {
+	var out struct {
+		Fixups []FixupTask `json:"fixups"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/fixups", nil, &out); err != nil {
+		return nil, err
+	}
+	var mine []FixupTask
+	for _, t := range out.Fixups {
+		if t.Target == peer || (t.Kind == fsm.TaskReplicate && t.Source == peer) {
+			t.SealedBlocks = -1
+			mine = append(mine, t)
+		}
+	}
+	return mine, nil
+}
+
+// Confirm is GET /v1/fixups/{id}?confirm=true, answered by the leader after
+// it verified its leadership with a quorum.
+func (c *HTTPControlPlane) Confirm(ctx context.Context, id uint64) (FixupTask, error) {
+	var t FixupTask
+	if err := c.do(ctx, http.MethodGet, "/v1/fixups/"+strconv.FormatUint(id, 10)+"?confirm=true", nil, &t); err != nil {
+		return t, err
+	}
+	if !t.Confirmed {
+		return t, fmt.Errorf("fixup %d: the answer is not a confirmation", id)
+	}
+	t.SealedBlocks = -1
+	return t, nil
+}
+
+// FixupResult has no HTTP endpoint on the managers (it travels on
+// quarry.mgr.<op> once that transport exists).
+func (c *HTTPControlPlane) FixupResult(ctx context.Context, res FixupResult) error {
+	return ErrUnsupported
 }

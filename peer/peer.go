@@ -60,6 +60,8 @@ type Config struct {
 	ControlPlane           ControlPlane  // overrides Managers (tests, NATS transport)
 	TargetTimeout          time.Duration // SPEC §4 target_timeout (default 2 s)
 	JoinTimeout            time.Duration // how long Start waits for the managers (default 60 s)
+	FixupPoll              time.Duration // how often fixup tasks are polled (default 500 ms)
+	ReplicationRate        int64         // fixup replication throttle, bytes/s (0: DefaultReplicationRate, < 0: none)
 }
 
 // Peer is a running peer.

@@ -439,6 +439,16 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		}
 		n, st, _ := p.store.Blocks(req.Bucket)
 		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st)}, nil
+	case repl.OpFetch:
+		n, st, ok := p.store.Blocks(req.Bucket)
+		if !ok {
+			return repl.Reply{}, bus.Errorf("no_bucket", "no copy of %s here", req.Bucket)
+		}
+		frames, err := p.store.ReadFrames(req.Bucket, req.First, maxSendBytes)
+		if err != nil {
+			return repl.Reply{}, err
+		}
+		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st), Frames: frames}, nil
 	case repl.OpLength:
 		n, st, ok := p.store.Blocks(req.Bucket)
 		if !ok {

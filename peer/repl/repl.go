@@ -17,6 +17,10 @@ const (
 	OpRoll = "roll"
 	// OpLength asks how many blocks the target's copy holds.
 	OpLength = "length"
+	// OpFetch asks a peer for frames of its copy from block First on (a
+	// shorter copy fetching up to the sealed length); the Reply carries
+	// them, at most about 4 MiB per answer.
+	OpFetch = "fetch"
 )
 
 // Request is one origin → target message.
@@ -35,7 +39,8 @@ type Request struct {
 // Reply answers a Request: the blocks the target's copy holds durably
 // (fsynced) after it, and its state.
 type Reply struct {
-	Bucket string `json:"bucket"`
-	Blocks uint32 `json:"blocks"`
-	State  string `json:"state,omitempty"`
+	Bucket string   `json:"bucket"`
+	Blocks uint32   `json:"blocks"`
+	State  string   `json:"state,omitempty"`
+	Frames [][]byte `json:"frames,omitempty"` // OpFetch
 }

@@ -306,7 +306,9 @@ func (s *Store) finishTruncate(b *Bucket, m metaInfo) error {
 	if err := truncateFile(filepath.Join(b.dir, journalFile), length); err != nil {
 		return err
 	}
+	b.mu.Lock() // a live store's Truncate races with Inventory readers
 	b.state = StateWarm
+	b.mu.Unlock()
 	return s.makeWarm(b, nil, blocks, sumEvents(blocks), length, contentHash(blocks), m.Searchable)
 }
 

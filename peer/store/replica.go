@@ -402,3 +402,64 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", len(b.blocks))
 	return nil
 }
+
+// LastChecksum is the CRC-32C (hex, 8 digits) of block n-1 of a copy, the
+// form a sealed length's last checksum takes; "" when the copy has fewer
+// than n blocks or n is 0.
+func (s *Store) LastChecksum(id string, n int) string {
+	b := s.bucket(id)
+	if b == nil || n <= 0 {
+		return ""
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if len(b.blocks) < n {
+		return ""
+	}
+	return fmt.Sprintf("%08x", b.blocks[n-1].crc)
+}
+
+// RemoveCopy deletes a copy (a destructive fixup task, confirmed by the
+// caller against the managers' committed state): it leaves the inventory
+// and its folder is removed. Removing a copy that is not here is a no-op.
+// A hot copy this peer originates cannot be removed.
+func (s *Store) RemoveCopy(id string) error {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	b := s.bucket(id)
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	if (b.state == StateHot || b.state == StateRolling) && !b.replica {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %s is this peer's hot bucket", ErrBucketState, id)
+	}
+	b.state = StateRemoved
+	if b.jf != nil {
+		b.jf.Close()
+		b.jf = nil
+	}
+	if b.widx != nil {
+		b.widx.close()
+		b.widx = nil
+	}
+	if b.rd != nil {
+		b.rd.Close()
+	}
+	b.hidx = nil
+	b.mu.Unlock()
+	s.bmu.Lock()
+	delete(s.buckets, id)
+	s.bmu.Unlock()
+	// copy.json goes first: a folder without it is removed at open, so a
+	// crash half-way never leaves a copy that looks whole.
+	os.Remove(filepath.Join(b.dir, copyFile))
+	if err := syncDir(b.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}

@@ -1,0 +1,347 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer/repl"
+	"github.com/quarry-dev/quarry/peer/store"
+)
+
+// fixupRunner executes the fixup tasks the managers give this peer
+// (SPEC §3): make searchable (rebuilt locally, nothing on the network),
+// replicate a warm bucket to a target (chunks of whole checksummed frames;
+// resumable, since the target answers how many blocks it holds; throttled),
+// fetch the blocks a shorter copy lacks up to the sealed length, truncate a
+// longer copy and remove a copy — the last two destructive, so they run only
+// after Confirm said the task is open in the leader's committed state.
+// Each task id runs at most once per process (a task delivered again gets
+// its first outcome re-reported); every operation is also idempotent on
+// disk, so a restart that runs a task again changes nothing more.
+type fixupRunner struct {
+	p        *Peer
+	cp       ControlPlane
+	rate     int64 // replication bytes per second (0: unthrottled)
+	parallel chan struct{}
+
+	mu      sync.Mutex
+	done    map[uint64]FixupResult
+	running map[uint64]bool
+	polls   int
+}
+
+// ErrNotReady: a task cannot run yet (the copy is still hot, the sealed
+// length is not known); it is tried again at the next poll.
+var ErrNotReady = errors.New("fixup task not ready")
+
+func newFixupRunner(p *Peer, cp ControlPlane, rate int64) *fixupRunner {
+	if rate == 0 {
+		rate = DefaultReplicationRate
+	}
+	return &fixupRunner{p: p, cp: cp, rate: rate, parallel: make(chan struct{}, 2),
+		done: map[uint64]FixupResult{}, running: map[uint64]bool{}}
+}
+
+// loop polls for tasks every interval until stop.
+func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval time.Duration) {
+	defer wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var inner sync.WaitGroup
+	defer inner.Wait()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), interval+2*time.Second)
+		tasks, err := f.cp.Fixups(ctx, f.p.cfg.ID)
+		cancel()
+		f.mu.Lock()
+		f.polls++
+		f.mu.Unlock()
+		if err != nil {
+			continue
+		}
+		for _, tk := range tasks {
+			f.mu.Lock()
+			res, isDone := f.done[tk.ID]
+			busy := f.running[tk.ID]
+			if !isDone && !busy {
+				f.running[tk.ID] = true
+			}
+			f.mu.Unlock()
+			if isDone {
+				f.report(res) // the managers have not seen it yet
+				continue
+			}
+			if busy {
+				continue
+			}
+			select {
+			case f.parallel <- struct{}{}:
+			default:
+				f.mu.Lock()
+				delete(f.running, tk.ID)
+				f.mu.Unlock()
+				continue // throttled: next poll
+			}
+			inner.Add(1)
+			go func() {
+				defer inner.Done()
+				defer func() { <-f.parallel }()
+				res, err := f.run(tk, stop)
+				f.mu.Lock()
+				delete(f.running, tk.ID)
+				if !errors.Is(err, ErrNotReady) {
+					f.done[tk.ID] = res
+				}
+				f.mu.Unlock()
+				if errors.Is(err, ErrNotReady) {
+					return
+				}
+				f.report(res)
+			}()
+		}
+	}
+}
+
+func (f *fixupRunner) report(res FixupResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := f.cp.FixupResult(ctx, res); err != nil && !errors.Is(err, ErrUnsupported) {
+		f.p.log.Warn("could not report a fixup result", "task", res.ID, "err", err)
+	}
+}
+
+// run executes one task and returns its outcome; ErrNotReady leaves it for
+// a later poll.
+func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, error) {
+	res := FixupResult{ID: tk.ID, Peer: f.p.cfg.ID, Bucket: tk.Bucket}
+	st := f.p.store
+	var err error
+	switch tk.Kind {
+	case fsm.TaskMakeSearchable:
+		if n, state, ok := st.Blocks(tk.Bucket); ok && state != store.StateWarm {
+			_ = n
+			err = fmt.Errorf("%w: %s is %s here", ErrNotReady, tk.Bucket, state)
+			break
+		}
+		err = st.MakeSearchable(tk.Bucket)
+	case fsm.TaskReplicate:
+		if tk.Source != f.p.cfg.ID {
+			return res, fmt.Errorf("%w: replication tasks run on their source", ErrNotReady)
+		}
+		res.Bytes, err = f.push(tk, stop)
+	case fsm.TaskFetch:
+		res.Bytes, err = f.fetch(tk, stop)
+	case fsm.TaskTruncate:
+		var c FixupTask
+		if c, err = f.confirm(tk); err == nil {
+			if c.SealedBlocks < 0 {
+				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
+				break
+			}
+			err = st.ReplicaRoll(tk.Bucket, int(c.SealedBlocks))
+			if errors.Is(err, store.ErrBucketState) {
+				// Our copy is warm, not a replica: cut it directly.
+				err = st.Truncate(tk.Bucket, int(c.SealedBlocks))
+			}
+		}
+	case fsm.TaskRemoveCopy, fsm.TaskFreeze:
+		if _, err = f.confirm(tk); err == nil {
+			err = st.RemoveCopy(tk.Bucket)
+		}
+	case fsm.TaskSeal:
+		return res, fmt.Errorf("%w: the managers coordinate a seal", ErrNotReady)
+	default:
+		err = fmt.Errorf("unknown fixup kind %q", tk.Kind)
+	}
+	if errors.Is(err, ErrNotReady) {
+		return res, err
+	}
+	if err != nil {
+		res.Failed, res.Reason = true, err.Error()
+		f.p.log.Warn("fixup task failed", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "err", err)
+	} else {
+		for _, c := range st.Inventory() {
+			if c.ID == tk.Bucket {
+				res.Blocks, res.Searchable, res.ContentHash = c.Blocks, c.Searchable, c.ContentHash
+			}
+		}
+		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "bytes", res.Bytes)
+	}
+	return res, nil
+}
+
+// confirm checks a destructive task with the leader. A refusal is
+// ErrNotReady: the task waits (it may be closed by then, and is not run).
+func (f *fixupRunner) confirm(tk FixupTask) (FixupTask, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := f.cp.Confirm(ctx, tk.ID)
+	if err != nil {
+		return c, fmt.Errorf("%w: task %d not confirmed: %v", ErrNotReady, tk.ID, err)
+	}
+	if c.Kind != tk.Kind || c.Bucket != tk.Bucket || c.Target != tk.Target {
+		return c, fmt.Errorf("task %d confirmed as %s %s on %s, delivered as %s %s on %s", tk.ID, c.Kind, c.Bucket, c.Target, tk.Kind, tk.Bucket, tk.Target)
+	}
+	return c, nil
+}
+
+func (f *fixupRunner) subject(peer string) (string, error) {
+	cl := f.p.cl
+	cl.repl.mu.Lock()
+	pv, ok := cl.repl.peers[peer]
+	cl.repl.mu.Unlock()
+	if !ok {
+		return "", fmt.Errorf("%w: peer %s unknown here yet", ErrNotReady, peer)
+	}
+	return cl.repl.subj.Repl(pv.Site, peer)
+}
+
+func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
+	if f.rate <= 0 {
+		return
+	}
+	select {
+	case <-stop:
+	case <-time.After(time.Duration(int64(n) * int64(time.Second) / f.rate)):
+	}
+}
+
+// push streams a warm copy to the task's target: it asks the target how
+// many blocks it holds and sends the rest in chunks, then the roll.
+func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
+	st := f.p.store
+	n, state, ok := st.Blocks(tk.Bucket)
+	if !ok {
+		return 0, fmt.Errorf("no copy of %s here to replicate", tk.Bucket)
+	}
+	if state != store.StateWarm {
+		return 0, fmt.Errorf("%w: %s is %s here", ErrNotReady, tk.Bucket, state)
+	}
+	subject, err := f.subject(tk.Target)
+	if err != nil {
+		return 0, err
+	}
+	index, _, _, _ := fsmParse(tk.Bucket)
+	nc := f.p.cl.nc
+	req := func(r repl.Request) (repl.Reply, error) {
+		r.V, r.Bucket, r.Index, r.Origin, r.Searchable = repl.Version, tk.Bucket, index, f.p.cfg.ID, tk.Searchable
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return bus.Request[repl.Request, repl.Reply](ctx, nc, subject, r)
+	}
+	have, err := req(repl.Request{Op: repl.OpLength})
+	if err != nil {
+		return 0, err
+	}
+	var moved int64
+	next := have.Blocks
+	for int(next) < n {
+		select {
+		case <-stop:
+			return moved, fmt.Errorf("%w: stopping", ErrNotReady)
+		default:
+		}
+		frames, err := st.ReadFrames(tk.Bucket, next, maxSendBytes)
+		if err != nil {
+			return moved, err
+		}
+		r, err := req(repl.Request{Op: repl.OpBlocks, First: next, Frames: frames})
+		if err != nil {
+			return moved, err
+		}
+		size := 0
+		for _, fr := range frames {
+			size += len(fr)
+		}
+		moved += int64(size)
+		if r.Blocks <= next {
+			return moved, fmt.Errorf("target %s took no block of %s at %d", tk.Target, tk.Bucket, next)
+		}
+		next = r.Blocks
+		f.throttle(size, stop)
+	}
+	if _, err := req(repl.Request{Op: repl.OpRoll, Blocks: n}); err != nil {
+		return moved, err
+	}
+	return moved, nil
+}
+
+// fetch completes a shorter copy up to the sealed length from the task's
+// source, checks the last block's checksum, and makes the copy warm at that
+// length.
+func (f *fixupRunner) fetch(tk FixupTask, stop <-chan struct{}) (int64, error) {
+	if tk.SealedBlocks < 0 {
+		return 0, fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
+	}
+	st := f.p.store
+	sealed := int(tk.SealedBlocks)
+	index, _, _, _ := fsmParse(tk.Bucket)
+	searchable := tk.Searchable
+	for _, c := range st.Inventory() {
+		if c.ID == tk.Bucket {
+			searchable = c.Searchable
+		}
+	}
+	subject, err := f.subject(tk.Source)
+	if err != nil {
+		return 0, err
+	}
+	var moved int64
+	for {
+		have, _, _ := st.Blocks(tk.Bucket)
+		if have >= sealed {
+			break
+		}
+		select {
+		case <-stop:
+			return moved, fmt.Errorf("%w: stopping", ErrNotReady)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		r, err := bus.Request[repl.Request, repl.Reply](ctx, f.p.cl.nc, subject, repl.Request{V: repl.Version, Op: repl.OpFetch,
+			Bucket: tk.Bucket, Index: index, Origin: f.p.cfg.ID, First: uint32(have)})
+		cancel()
+		if err != nil {
+			return moved, err
+		}
+		if len(r.Frames) == 0 {
+			return moved, fmt.Errorf("source %s has %d blocks of %s, fewer than the sealed %d", tk.Source, r.Blocks, tk.Bucket, sealed)
+		}
+		if extra := have + len(r.Frames) - sealed; extra > 0 {
+			r.Frames = r.Frames[:len(r.Frames)-extra]
+		}
+		size := 0
+		for _, fr := range r.Frames {
+			size += len(fr)
+		}
+		moved += int64(size)
+		if _, err := st.ReplicaAppend(tk.Bucket, index, searchable, uint32(have), r.Frames); err != nil {
+			return moved, err
+		}
+		f.throttle(size, stop)
+	}
+	if tk.LastChecksum != "" {
+		if got := st.LastChecksum(tk.Bucket, sealed); got != tk.LastChecksum {
+			return moved, fmt.Errorf("%s: block %d checksum %s, the sealed length says %s", tk.Bucket, sealed-1, got, tk.LastChecksum)
+		}
+	}
+	have, _, _ := st.Blocks(tk.Bucket)
+	if have > sealed {
+		return moved, fmt.Errorf("%w: %s holds %d blocks, more than the sealed %d: a truncate task's work", ErrNotReady, tk.Bucket, have, sealed)
+	}
+	return moved, st.ReplicaRoll(tk.Bucket, sealed)
+}
+
+// DefaultReplicationRate throttles fixup replication (bytes/s) so ingest
+// and search stay responsive; Config.ReplicationRate < 0 removes it.
+const DefaultReplicationRate = 64 << 20

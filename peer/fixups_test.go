@@ -1,0 +1,355 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer/store"
+)
+
+// fakeCP is a scripted control plane: targets, tasks, confirmations, and
+// the results peers report.
+type fakeCP struct {
+	mu        sync.Mutex
+	peers     []fsm.PeerView
+	targets   map[string][]fsm.CopySpec // by origin
+	tasks     []FixupTask
+	confirm   map[uint64]bool
+	results   map[uint64][]FixupResult
+	confirmed map[uint64]int
+}
+
+func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
+func (f *fakeCP) Heartbeat(ctx context.Context, id string) error                     { return nil }
+func (f *fakeCP) Config(ctx context.Context) (fsm.Config, error) {
+	c := fsm.DefaultConfig()
+	c.ReplicationFactor, c.SearchFactor = 2, 1
+	c.HeartbeatPeriod = 100 * time.Millisecond
+	return c, nil
+}
+func (f *fakeCP) Peers(ctx context.Context) ([]fsm.PeerView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fsm.PeerView(nil), f.peers...), nil
+}
+func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var guid string
+	for _, p := range f.peers {
+		if p.ID == req.Origin {
+			guid = p.GUID
+		}
+	}
+	return TargetsResponse{Bucket: fsm.BucketID(req.Index, req.LocalID, guid), TargetChoice: fsm.TargetChoice{Origin: req.Origin, Targets: f.targets[req.Origin]}}, nil
+}
+func (f *fakeCP) BucketEvent(ctx context.Context, ev BucketEvent) error { return nil }
+func (f *fakeCP) Maintenance(ctx context.Context) (bool, error)        { return false, nil }
+func (f *fakeCP) Fixups(ctx context.Context, peer string) ([]FixupTask, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []FixupTask
+	for _, t := range f.tasks {
+		if t.Target == peer || (t.Kind == fsm.TaskReplicate && t.Source == peer) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+func (f *fakeCP) Confirm(ctx context.Context, id uint64) (FixupTask, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.confirmed[id]++
+	if !f.confirm[id] {
+		return FixupTask{}, errors.New("not open on the leader")
+	}
+	for _, t := range f.tasks {
+		if t.ID == id {
+			t.Confirmed = true
+			return t, nil
+		}
+	}
+	return FixupTask{}, errors.New("unknown task")
+}
+func (f *fakeCP) FixupResult(ctx context.Context, res FixupResult) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.results[res.ID] = append(f.results[res.ID], res)
+	return nil
+}
+func (f *fakeCP) addTask(t FixupTask) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tasks = append(f.tasks, t)
+}
+func (f *fakeCP) result(id uint64) (FixupResult, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rs := f.results[id]
+	if len(rs) == 0 {
+		return FixupResult{}, 0
+	}
+	return rs[0], len(rs)
+}
+
+func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: fsm.DefaultSite, Listen: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	cp := &fakeCP{targets: map[string][]fsm.CopySpec{}, confirm: map[uint64]bool{}, results: map[uint64][]FixupResult{}, confirmed: map[uint64]int{}}
+	peers := map[string]*Peer{}
+	for _, id := range ids {
+		p, err := Start(Config{ID: id, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Searchable: true, BlockBytes: 8 << 10,
+			BlockInterval: 20 * time.Millisecond, Logger: log, NATS: srv.ClientURL(), ControlPlane: cp, FixupPoll: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		peers[id] = p
+		cp.mu.Lock()
+		cp.peers = append(cp.peers, fsm.PeerView{ID: id, GUID: p.GUID(), Site: fsm.DefaultSite, State: fsm.StateUp})
+		cp.mu.Unlock()
+	}
+	// Every peer learns the others at its next heartbeat.
+	waitFor(t, 10*time.Second, func() error {
+		for _, p := range peers {
+			p.cl.repl.mu.Lock()
+			n := len(p.cl.repl.peers)
+			p.cl.repl.mu.Unlock()
+			if n != len(ids) {
+				return fmt.Errorf("%s knows %d peers", p.cfg.ID, n)
+			}
+		}
+		return nil
+	})
+	return cp, peers
+}
+
+func testEvents(n, from int) []store.Event {
+	evs := make([]store.Event, n)
+	for i := range evs {
+		evs[i] = store.Event{Index: "main", Time: int64(1767225600_000_000_000) + int64(from+i)*1e6,
+			Raw: []byte(fmt.Sprintf("fixup ev%dx some words status=%d", from+i, (from+i)%5)), Host: []byte("h"), Source: []byte("s"), Sourcetype: []byte("st")}
+	}
+	return evs
+}
+
+func copyOf(p *Peer, id string) (store.CopyInfo, bool) {
+	for _, c := range p.Store().Inventory() {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return store.CopyInfo{}, false
+}
+
+// TestFixupTasksOnPeers: replicate (resumable, idempotent per task id),
+// make searchable, and remove — which waits for the leader's confirmation
+// and changes nothing until it comes.
+func TestFixupTasksOnPeers(t *testing.T) {
+	cp, ps := startFakeCluster(t, "p1", "p2", "p3")
+	cp.mu.Lock()
+	cp.targets["p1"] = []fsm.CopySpec{{Peer: "p2", Searchable: true}}
+	cp.mu.Unlock()
+	ack, err := ps["p1"].Store().Append(testEvents(3000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() error {
+		if !ack.Durable() {
+			return errors.New("not acknowledged (durable here and on p2)")
+		}
+		return nil
+	})
+	ps["p1"].Store().RollAll()
+	bucket := ps["p1"].Store().Inventory()[0].ID
+	waitFor(t, 20*time.Second, func() error {
+		c, ok := copyOf(ps["p2"], bucket)
+		if !ok || c.State != "warm" {
+			return fmt.Errorf("p2's copy: %+v", c)
+		}
+		return nil
+	})
+	origin, _ := copyOf(ps["p1"], bucket)
+
+	// Half a copy on p3 already (an interrupted transfer): the task resumes.
+	frames, _ := ps["p1"].Store().ReadFrames(bucket, 0, 1<<30)
+	if _, err := ps["p3"].Store().ReplicaAppend(bucket, "main", false, 0, frames[:len(frames)/2]); err != nil {
+		t.Fatal(err)
+	}
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 101, Kind: fsm.TaskReplicate, Bucket: bucket, Source: "p1", Target: "p3", Searchable: false}})
+	waitFor(t, 20*time.Second, func() error {
+		if _, n := cp.result(101); n == 0 {
+			return errors.New("no result for the replication")
+		}
+		return nil
+	})
+	res, _ := cp.result(101)
+	c3, _ := copyOf(ps["p3"], bucket)
+	if res.Failed || c3.ContentHash != origin.ContentHash || c3.Events != origin.Events || c3.Searchable || c3.State != "warm" {
+		t.Fatalf("replicated copy %+v (result %+v), origin %+v", c3, res, origin)
+	}
+	if res.Bytes <= 0 || res.Bytes >= origin.JournalBytes {
+		t.Fatalf("replication moved %d bytes; the second half of %d was missing", res.Bytes, origin.JournalBytes)
+	}
+
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 102, Kind: fsm.TaskMakeSearchable, Bucket: bucket, Target: "p3"}})
+	waitFor(t, 20*time.Second, func() error {
+		if c, _ := copyOf(ps["p3"], bucket); !c.Searchable || c.SearchableEvents != origin.Events {
+			return fmt.Errorf("p3's copy: %+v", c)
+		}
+		return nil
+	})
+
+	// Remove, not confirmed: several confirmation attempts, nothing removed.
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 103, Kind: fsm.TaskRemoveCopy, Bucket: bucket, Target: "p3", Destructive: true}})
+	waitFor(t, 20*time.Second, func() error {
+		cp.mu.Lock()
+		n := cp.confirmed[103]
+		cp.mu.Unlock()
+		if n < 3 {
+			return fmt.Errorf("%d confirmation attempts", n)
+		}
+		return nil
+	})
+	if _, ok := copyOf(ps["p3"], bucket); !ok {
+		t.Fatal("an unconfirmed remove deleted the copy")
+	}
+	cp.mu.Lock()
+	cp.confirm[103] = true
+	cp.mu.Unlock()
+	waitFor(t, 20*time.Second, func() error {
+		if _, ok := copyOf(ps["p3"], bucket); ok {
+			return errors.New("copy still there")
+		}
+		if _, n := cp.result(103); n == 0 {
+			return errors.New("no result")
+		}
+		return nil
+	})
+	// Tasks are still listed (the fake never closes them): each ran once,
+	// its outcome re-reported, never redone — the removed copy stays gone
+	// and the replication did not run again.
+	polls := func() int {
+		ps["p1"].cl.fix.mu.Lock()
+		defer ps["p1"].cl.fix.mu.Unlock()
+		return ps["p1"].cl.fix.polls
+	}
+	start := polls()
+	waitFor(t, 10*time.Second, func() error {
+		if polls() < start+5 {
+			return errors.New("not polled yet")
+		}
+		return nil
+	})
+	for _, id := range []uint64{101, 102, 103} {
+		rs := func() []FixupResult { cp.mu.Lock(); defer cp.mu.Unlock(); return append([]FixupResult(nil), cp.results[id]...) }()
+		for _, r := range rs[1:] {
+			if r != rs[0] {
+				t.Fatalf("task %d reported differently the second time: %+v vs %+v", id, r, rs[0])
+			}
+		}
+	}
+	if _, ok := copyOf(ps["p3"], bucket); ok {
+		t.Fatal("the removed copy came back")
+	}
+}
+
+// TestFixupSealAfterOriginDeath: three copies of a hot bucket whose origin
+// is gone hold 3, 5 and 7 blocks; with the bucket sealed at 5, the shorter
+// copy fetches the missing blocks from a longer one, the longer one is
+// truncated once confirmed, and all end warm with 5 blocks and one content
+// hash.
+func TestFixupSealAfterOriginDeath(t *testing.T) {
+	cp, ps := startFakeCluster(t, "p1", "p2", "p3")
+	// The dead origin: a store of its own, never a cluster member.
+	dead, err := store.Open(store.Options{Dir: t.TempDir(), GUID: "DEAD0000-0000-4000-8000-000000000000", BlockBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if _, err := dead.Append(testEvents(2000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bucket := dead.Inventory()[0].ID
+	frames, _ := dead.ReadFrames(bucket, 0, 1<<30)
+	if len(frames) < 7 {
+		t.Fatalf("%d blocks, want ≥ 7", len(frames))
+	}
+	for id, n := range map[string]int{"p1": 3, "p2": 5, "p3": 7} {
+		if _, err := ps[id].Store().ReplicaAppend(bucket, "main", true, 0, frames[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealedSum := ps["p2"].Store().LastChecksum(bucket, 5)
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 201, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p2", Target: "p1"}, SealedBlocks: 5, LastChecksum: sealedSum})
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 202, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p3", Destructive: true}, SealedBlocks: 5, LastChecksum: sealedSum})
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 203, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2"}, SealedBlocks: 5, LastChecksum: sealedSum})
+	waitFor(t, 20*time.Second, func() error {
+		c, _ := copyOf(ps["p1"], bucket)
+		if c.State != "warm" || c.Blocks != 5 {
+			return fmt.Errorf("p1's copy %+v", c)
+		}
+		return nil
+	})
+	if c, _ := copyOf(ps["p3"], bucket); c.Blocks != 7 {
+		t.Fatalf("p3's copy cut before confirmation: %+v", c)
+	}
+	cp.mu.Lock()
+	cp.confirm[202] = true
+	cp.mu.Unlock()
+	var hashes []string
+	waitFor(t, 20*time.Second, func() error {
+		hashes = hashes[:0]
+		for _, id := range []string{"p1", "p2", "p3"} {
+			c, _ := copyOf(ps[id], bucket)
+			if c.State != "warm" || c.Blocks != 5 {
+				return fmt.Errorf("%s's copy %+v", id, c)
+			}
+			hashes = append(hashes, c.ContentHash)
+		}
+		return nil
+	})
+	if hashes[0] != hashes[1] || hashes[1] != hashes[2] {
+		t.Fatalf("copies disagree after sealing: %v", hashes)
+	}
+	for _, id := range []string{"p1", "p2", "p3"} {
+		if err := ps[id].Store().Verify(bucket); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
+// waitFor polls cond until nil or d passes (internal tests' copy of the
+// external tests' helper).
+func waitFor(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", d, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -52,7 +52,7 @@ func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsRespon
 	return TargetsResponse{Bucket: fsm.BucketID(req.Index, req.LocalID, guid), TargetChoice: fsm.TargetChoice{Origin: req.Origin, Targets: f.targets[req.Origin]}}, nil
 }
 func (f *fakeCP) BucketEvent(ctx context.Context, ev BucketEvent) error { return nil }
-func (f *fakeCP) Maintenance(ctx context.Context) (bool, error)        { return false, nil }
+func (f *fakeCP) Maintenance(ctx context.Context) (bool, error)         { return false, nil }
 func (f *fakeCP) Fixups(ctx context.Context, peer string) ([]FixupTask, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -257,7 +257,11 @@ func TestFixupTasksOnPeers(t *testing.T) {
 		return nil
 	})
 	for _, id := range []uint64{101, 102, 103} {
-		rs := func() []FixupResult { cp.mu.Lock(); defer cp.mu.Unlock(); return append([]FixupResult(nil), cp.results[id]...) }()
+		rs := func() []FixupResult {
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			return append([]FixupResult(nil), cp.results[id]...)
+		}()
 		for _, r := range rs[1:] {
 			if r != rs[0] {
 				t.Fatalf("task %d reported differently the second time: %+v vs %+v", id, r, rs[0])

@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin/quarry
 
-.PHONY: build test test-short lint bench e2e clean
+.PHONY: build test test-short integration lint bench e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
@@ -11,6 +11,10 @@ build:
 # Every Go test under the race detector.
 test:
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+# The cluster acceptance suite, long cases included (build tag integration).
+integration:
+	$(GO) test -race -count=1 -tags integration -timeout 30m ./integration/...
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

@@ -1,34 +1,17 @@
+//go:build integration
+
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
 )
-
-// setMaintenance posts POST /v1/maintenance to the leader.
-func (c *Cluster) SetMaintenance(on bool) {
-	c.T.Helper()
-	l := c.Leader()
-	body := fmt.Sprintf(`{"enabled": %v}`, on)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+l.HTTPAddr()+"/v1/maintenance", bytes.NewReader([]byte(body)))
-	req.Header.Set("Authorization", "Bearer "+AdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		c.T.Fatalf("POST /v1/maintenance: %d", resp.StatusCode)
-	}
-}
 
 // TestClusterMaintenanceKeepsTarget: in maintenance mode a dead target
 // does not make the origin roll; acks go on with the copies that have the

@@ -133,8 +133,12 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.wg.Add(1)
 	go p.heartbeats()
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
-	cl.wg.Add(1)
-	go cl.fix.loop(cl.stop, &cl.wg, fixupPoll(cfg))
+	if canRunFixups(cl.cp) {
+		cl.wg.Add(1)
+		go cl.fix.loop(cl.stop, &cl.wg, fixupPoll(cfg))
+	} else {
+		p.log.Info("this control plane cannot report fixup results; fixup tasks are left to a peer that can")
+	}
 	var toks []hec.Token
 	for _, t := range cl.cfg.HECTokens {
 		toks = append(toks, hec.Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled})
@@ -233,4 +237,14 @@ func fixupPoll(cfg Config) time.Duration {
 		return cfg.FixupPoll
 	}
 	return 500 * time.Millisecond
+}
+
+// canRunFixups: a peer runs fixup tasks only when its control plane can
+// report their outcome. Otherwise the managers would keep believing in a
+// copy it removed, or never learn of one it made.
+func canRunFixups(cp ControlPlane) bool {
+	if c, ok := cp.(interface{ ReportsFixups() bool }); ok {
+		return c.ReportsFixups()
+	}
+	return true
 }

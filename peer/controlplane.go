@@ -292,3 +292,7 @@ func (c *HTTPControlPlane) Confirm(ctx context.Context, id uint64) (FixupTask, e
 func (c *HTTPControlPlane) FixupResult(ctx context.Context, res FixupResult) error {
 	return ErrUnsupported
 }
+
+// ReportsFixups is false: without a result endpoint, running fixup tasks
+// would leave the managers' table wrong (see canRunFixups).
+func (c *HTTPControlPlane) ReportsFixups() bool { return false }

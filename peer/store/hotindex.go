@@ -206,17 +206,22 @@ func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
 	}
 }
 
-// sortedIDs returns the ids in ascending byte order of their keys. Keys
-// are compared by their first 8 bytes as one integer first, so most
-// comparisons touch no key bytes.
-func (t *termTable) sortedIDs() []uint32 {
-	type entry struct {
-		pfx uint64
-		id  uint32
-	}
-	es := make([]entry, t.n)
+// sortedTerm is one key of a termTable in sorted order, carrying what
+// serialisation needs so that it reads the table's arrays sequentially.
+type sortedTerm struct {
+	pfx   uint64 // the key's first 8 bytes, big-endian, zero-padded
+	id    uint32
+	first uint32
+	more  int32
+}
+
+// sorted returns the keys in ascending byte order. Keys are compared by
+// their first 8 bytes as one integer first, so most comparisons touch no
+// key bytes.
+func (t *termTable) sorted() []sortedTerm {
+	es := make([]sortedTerm, t.n)
 	for i := range es {
-		k := t.key(uint32(i))
+		k := t.arena[t.off[i]:t.off[i+1]]
 		var p uint64
 		for j := 0; j < 8; j++ {
 			p <<= 8
@@ -224,9 +229,9 @@ func (t *termTable) sortedIDs() []uint32 {
 				p |= uint64(k[j])
 			}
 		}
-		es[i] = entry{pfx: p, id: uint32(i)}
+		es[i] = sortedTerm{pfx: p, id: uint32(i), first: t.first[i], more: t.more[i]}
 	}
-	slices.SortFunc(es, func(a, b entry) int {
+	slices.SortFunc(es, func(a, b sortedTerm) int {
 		if a.pfx != b.pfx {
 			if a.pfx < b.pfx {
 				return -1
@@ -235,11 +240,19 @@ func (t *termTable) sortedIDs() []uint32 {
 		}
 		return bytes.Compare(t.key(a.id), t.key(b.id))
 	})
-	ids := make([]uint32, t.n)
-	for i, e := range es {
-		ids[i] = e.id
+	return es
+}
+
+// postingsOf is postings for a sortedTerm of a frozen table (every ordinal
+// below n).
+func (t *termTable) postingsOf(e *sortedTerm, n uint32, dst []uint32) []uint32 {
+	if e.more < 0 {
+		if e.first >= n {
+			return dst
+		}
+		return append(dst, e.first)
 	}
-	return ids
+	return t.postings(e.id, n, dst)
 }
 
 // fieldTable is a termTable for one indexed field; values are case-sensitive.

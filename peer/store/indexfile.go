@@ -177,21 +177,21 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	var postings []byte
 	var ords []uint32
 	// terms + bloom
-	ids := h.terms.sortedIDs()
+	terms := h.terms.sorted()
 	live := 0
-	for _, id := range ids {
-		if h.terms.first[id] < n {
+	for i := range terms {
+		if terms[i].first < n {
 			live++
 		}
 	}
 	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
 	td := &dictWriter{postings: &postings}
-	for _, id := range ids {
-		ords = h.terms.postings(id, n, ords[:0])
+	for i := range terms {
+		ords = h.terms.postingsOf(&terms[i], n, ords[:0])
 		if len(ords) == 0 {
 			continue
 		}
-		kb := h.terms.key(id)
+		kb := h.terms.key(terms[i].id)
 		td.add(kb, ords)
 		bf.Add(kb)
 	}
@@ -206,12 +206,13 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	for _, name := range names {
 		ft := h.fields[name]
 		used := false
-		for _, id := range ft.sortedIDs() {
-			ords = ft.postings(id, n, ords[:0])
+		vals := ft.sorted()
+		for i := range vals {
+			ords = ft.postingsOf(&vals[i], n, ords[:0])
 			if len(ords) == 0 {
 				continue
 			}
-			key = append(append(append(key[:0], name...), 0), ft.key(id)...)
+			key = append(append(append(key[:0], name...), 0), ft.key(vals[i].id)...)
 			fd.add(key, ords)
 			used = true
 		}

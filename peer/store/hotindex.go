@@ -21,9 +21,7 @@ type termTable struct {
 	n     int
 	arena []byte
 	off   []uint32 // key i is arena[off[i]:off[i+1]]
-	first []uint32
-	last  []uint32
-	more  []int32 // index into lists, -1 for a singleton
+	meta  []termMeta
 	lists []chunkList
 	pool  *postingPool
 }
@@ -45,6 +43,13 @@ const (
 	firstChunk   = 4
 	maxChunkSize = 64
 )
+
+// termMeta is what a term's update touches, in one cache line's worth.
+type termMeta struct {
+	first uint32 // first ordinal
+	last  uint32 // last ordinal added (per-event dedupe)
+	more  int32  // index into lists, -1 for a singleton
+}
 
 type chunkList struct {
 	head, tail uint32 // chunk positions in the pool
@@ -126,9 +131,7 @@ func (t *termTable) insert(key []byte, slot int, h32 uint32, ord uint32) uint32 
 	t.n++
 	t.arena = append(t.arena, key...)
 	t.off = append(t.off, uint32(len(t.arena)))
-	t.first = append(t.first, ord)
-	t.last = append(t.last, ord)
-	t.more = append(t.more, -1)
+	t.meta = append(t.meta, termMeta{first: ord, last: ord, more: -1})
 	t.slots[slot] = uint64(h32)<<32 | uint64(id+1)
 	if t.n*4 >= len(t.slots)*3 {
 		t.grow()
@@ -146,14 +149,15 @@ func (t *termTable) add(key []byte, ord uint32) {
 }
 
 func (t *termTable) addID(id uint32, ord uint32) {
-	if t.last[id] == ord {
+	tm := &t.meta[id]
+	if tm.last == ord {
 		return
 	}
-	t.last[id] = ord
-	m := t.more[id]
+	tm.last = ord
+	m := tm.more
 	if m < 0 {
 		m = int32(len(t.lists))
-		t.more[id] = m
+		tm.more = m
 		c := t.pool.alloc(firstChunk)
 		t.lists = append(t.lists, chunkList{head: c, tail: c, used: 1, size: firstChunk})
 	}
@@ -170,11 +174,12 @@ func (t *termTable) addID(id uint32, ord uint32) {
 
 // postings appends the key's events below n to dst.
 func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
-	if t.first[id] >= n {
+	tm := t.meta[id]
+	if tm.first >= n {
 		return dst
 	}
-	dst = append(dst, t.first[id])
-	m := t.more[id]
+	dst = append(dst, tm.first)
+	m := tm.more
 	if m < 0 {
 		return dst
 	}
@@ -229,7 +234,7 @@ func (t *termTable) sorted() []sortedTerm {
 				p |= uint64(k[j])
 			}
 		}
-		es[i] = sortedTerm{pfx: p, id: uint32(i), first: t.first[i], more: t.more[i]}
+		es[i] = sortedTerm{pfx: p, id: uint32(i), first: t.meta[i].first, more: t.meta[i].more}
 	}
 	slices.SortFunc(es, func(a, b sortedTerm) int {
 		if a.pfx != b.pfx {

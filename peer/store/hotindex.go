@@ -236,16 +236,54 @@ func (t *termTable) sorted() []sortedTerm {
 		}
 		es[i] = sortedTerm{pfx: p, id: uint32(i), first: t.meta[i].first, more: t.meta[i].more}
 	}
-	slices.SortFunc(es, func(a, b sortedTerm) int {
-		if a.pfx != b.pfx {
-			if a.pfx < b.pfx {
-				return -1
-			}
-			return 1
+	radixSortTerms(es)
+	// Keys sharing their first 8 bytes are ordered by their whole bytes.
+	for i := 0; i < len(es); {
+		j := i + 1
+		for j < len(es) && es[j].pfx == es[i].pfx {
+			j++
 		}
-		return bytes.Compare(t.key(a.id), t.key(b.id))
-	})
+		if j-i > 1 {
+			run := es[i:j]
+			slices.SortFunc(run, func(a, b sortedTerm) int { return bytes.Compare(t.key(a.id), t.key(b.id)) })
+		}
+		i = j
+	}
 	return es
+}
+
+// radixSortTerms sorts by pfx: an LSD radix sort on 16-bit digits, several
+// times faster than a comparison sort on the ~500k keys of a bucket.
+func radixSortTerms(es []sortedTerm) {
+	if len(es) < 2 {
+		return
+	}
+	tmp := make([]sortedTerm, len(es))
+	count := make([]int, 1<<16)
+	src, dst := es, tmp
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count)
+		for i := range src {
+			count[(src[i].pfx>>shift)&0xffff]++
+		}
+		if count[(src[0].pfx>>shift)&0xffff] == len(src) {
+			continue // every key has this digit
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for i := range src {
+			d := (src[i].pfx >> shift) & 0xffff
+			dst[count[d]] = src[i]
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &es[0] {
+		copy(es, src)
+	}
 }
 
 // postingsOf is postings for a sortedTerm of a frozen table (every ordinal

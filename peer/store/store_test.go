@@ -822,3 +822,28 @@ func TestNewerFormatVersionKeptNotServed(t *testing.T) {
 		t.Fatal("newer metadata was overwritten")
 	}
 }
+
+func TestSortedTermsOrder(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		tt := newTermTable(16, &postingPool{})
+		keyGen := rapid.Custom(func(rt *rapid.T) string {
+			return string(rapid.SliceOfN(rapid.SampledFrom([]byte("\x00ab.1/Zz\xff")), 0, 12).Draw(rt, "key"))
+		})
+		keys := rapid.SliceOfDistinct(keyGen, func(s string) string { return s }).Draw(rt, "keys")
+		for i, k := range keys {
+			tt.add([]byte(k), uint32(i))
+		}
+		var got []string
+		for _, e := range tt.sorted() {
+			got = append(got, string(tt.key(e.id)))
+		}
+		want := append([]string(nil), keys...)
+		sort.Strings(want)
+		if len(want) == 0 {
+			want = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			rt.Fatalf("sorted %q, want %q", got, want)
+		}
+	})
+}

@@ -3,8 +3,10 @@
 // GET /v1/buckets (the per-copy inventory), POST /v1/search (single-peer
 // search through the query package), /metrics and /healthz (SPEC §7).
 // Started without a bus it runs standalone (RF=1) with its HEC tokens from
-// the command line; cluster mode (replication, fixups) comes with the
-// data-path issue.
+// the command line; with one (Config.NATS) it is a cluster member
+// (cluster.go, replicator.go, fixups.go; see CLUSTER.md): it registers with
+// the managers, takes its tokens from the cluster config, replicates its
+// hot buckets and runs fixup tasks.
 package peer
 
 import (

@@ -95,3 +95,37 @@ func FuzzReadIndex(f *testing.F) {
 		r.verify()
 	})
 }
+
+// FuzzReplicaAppend: any bytes offered as replica frames either append
+// whole, verified blocks or are refused and change nothing (no copy made).
+func FuzzReplicaAppend(f *testing.F) {
+	whole := sampleFrames(1)
+	f.Add(whole)
+	f.Add(whole[:len(whole)-3])
+	bad := append([]byte(nil), whole...)
+	bad[len(bad)-1] ^= 1
+	f.Add(bad)
+	f.Add([]byte("QJB\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Open(Options{Dir: t.TempDir(), GUID: testGUID, Searchable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		id := BucketID("main", 0, "F0000000-0000-4000-8000-000000000000")
+		n, err := s.ReplicaAppend(id, "main", true, 0, [][]byte{data})
+		inv := s.Inventory()
+		if err != nil {
+			if n != 0 || len(inv) != 0 {
+				t.Fatalf("refused frame left %d blocks, %d copies", n, len(inv))
+			}
+			return
+		}
+		if n != 1 || len(inv) != 1 || inv[0].Blocks != 1 {
+			t.Fatalf("accepted frame: %d blocks, inventory %+v", n, inv)
+		}
+		if err := s.Verify(id); err != nil {
+			t.Fatalf("accepted frame does not verify: %v", err)
+		}
+	})
+}

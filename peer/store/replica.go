@@ -130,6 +130,27 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	if !ok || bi != index {
 		return 0, fmt.Errorf("replica %q of index %q: not a bucket id of that index", id, index)
 	}
+	// Every frame is verified whole — checksum, number, payload — before
+	// anything is created or written: bad input changes nothing.
+	payloads := make([][]byte, len(frames))
+	for i, fr := range frames {
+		no := first + uint32(i)
+		fh, p, err := decodeFrame(fr, nil)
+		if err != nil {
+			return 0, fmt.Errorf("replica %s block %d: %w", id, no, err)
+		}
+		if fh.block != no {
+			return 0, fmt.Errorf("%w: replica %s: frame %d carries block number %d", ErrCorrupt, id, no, fh.block)
+		}
+		n := 0
+		if err := decodePayload(p, func(int, *decodedEvent) bool { n++; return true }); err != nil {
+			return 0, fmt.Errorf("replica %s block %d: %w", id, no, err)
+		}
+		if n != int(fh.events) {
+			return 0, fmt.Errorf("%w: replica %s block %d holds %d events, its header says %d", ErrCorrupt, id, no, n, fh.events)
+		}
+		payloads[i] = p
+	}
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
 	s.mu.Lock()
@@ -170,6 +191,7 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		bl blockInfo
 		fh frameHeader
 		fr []byte
+		p  []byte
 	}
 	var adds []added
 	next := have
@@ -194,7 +216,7 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		if state != StateHot || !b.replica {
 			return have, fmt.Errorf("%w: %s is %s here; it takes no more blocks", ErrBucketState, id, state)
 		}
-		adds = append(adds, added{fh: fh, fr: fr})
+		adds = append(adds, added{fh: fh, fr: fr, p: payloads[i]})
 		next++
 	}
 	if len(adds) == 0 {
@@ -236,14 +258,9 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	b.mu.Unlock()
 	s.Stats.BlocksWritten.Add(int64(len(adds)))
 	if h != nil {
-		var buf []byte
 		for _, a := range adds {
-			_, p, err := decodeFrame(a.fr, buf)
-			if err != nil {
-				return n, err
-			}
 			h.mu.Lock()
-			err = decodePayload(p, func(_ int, e *decodedEvent) bool {
+			err := decodePayload(a.p, func(_ int, e *decodedEvent) bool {
 				h.addLocked(e)
 				return true
 			})

@@ -210,3 +210,4 @@ func TestClusterSiteCut(t *testing.T) {
 		}
 	}
 }
+

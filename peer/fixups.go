@@ -251,7 +251,7 @@ func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
 			return moved, fmt.Errorf("%w: stopping", ErrNotReady)
 		default:
 		}
-		frames, err := st.ReadFrames(tk.Bucket, next, maxSendBytes)
+		frames, err := st.ReadFrames(tk.Bucket, next, sendBudget(nc))
 		if err != nil {
 			return moved, err
 		}

@@ -344,6 +344,17 @@ func (r *replicator) replaceLocked(hb *hotRepl) {
 
 const maxSendBytes = 4 << 20
 
+// sendBudget is how many frame bytes one message may carry: at most 4 MiB
+// and the bus's max payload less room for the header (a larger message
+// would be refused by NATS, and the target would time out for nothing).
+func sendBudget(nc *nats.Conn) int {
+	budget := maxSendBytes
+	if mp := int(nc.MaxPayload()); mp > 0 {
+		budget = min(budget, mp-16<<10)
+	}
+	return max(budget, 1)
+}
+
 func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	defer r.wg.Done()
 	next, err := r.sendOnce(hb, t, from)
@@ -351,7 +362,11 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	defer r.mu.Unlock()
 	t.inflight = false
 	if err != nil {
-		r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
+		if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) {
+			r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
+		} else {
+			r.log.Warn("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
+		}
 		t.retryAt = time.Now().Add(200 * time.Millisecond)
 		return
 	}
@@ -375,7 +390,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 }
 
 func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, error) {
-	frames, err := r.p.store.ReadFrames(hb.id, from, maxSendBytes)
+	frames, err := r.p.store.ReadFrames(hb.id, from, sendBudget(r.nc))
 	if err != nil {
 		return 0, err
 	}
@@ -444,7 +459,7 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		if !ok {
 			return repl.Reply{}, bus.Errorf("no_bucket", "no copy of %s here", req.Bucket)
 		}
-		frames, err := p.store.ReadFrames(req.Bucket, req.First, maxSendBytes)
+		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(p.cl.nc))
 		if err != nil {
 			return repl.Reply{}, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ type fakeCP struct {
 	confirm   map[uint64]bool
 	results   map[uint64][]FixupResult
 	confirmed map[uint64]int
+	gate      chan struct{} // when set, Targets waits for it to close
 }
 
 func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
@@ -41,6 +43,16 @@ func (f *fakeCP) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 	return append([]fsm.PeerView(nil), f.peers...), nil
 }
 func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return TargetsResponse{}, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var guid string
@@ -355,5 +367,55 @@ func waitFor(t *testing.T, d time.Duration, cond func() error) {
 			t.Fatalf("condition not met within %v: %v", d, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicationBacklogOverMaxPayload: blocks that piled up while the
+// targets were unknown (several MiB, over NATS's 1 MiB max payload) reach
+// the target in several messages and the acks turn true.
+func TestReplicationBacklogOverMaxPayload(t *testing.T) {
+	cp, ps := startFakeCluster(t, "p1", "p2")
+	gate := make(chan struct{})
+	cp.mu.Lock()
+	cp.targets["p1"] = []fsm.CopySpec{{Peer: "p2"}}
+	cp.gate = gate
+	cp.mu.Unlock()
+	var acks []*store.Ack
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20; i++ {
+		evs := testEvents(5000, i*5000)
+		for j := range evs {
+			evs[j].Raw = append(evs[j].Raw, fmt.Sprintf(" pad%016x%016x", rng.Uint64(), rng.Uint64())...)
+		}
+		a, err := ps["p1"].Store().Append(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	if err := ps["p1"].Store().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bucket := ps["p1"].Store().Inventory()[0]
+	if bucket.JournalBytes < 2<<20 {
+		t.Fatalf("backlog of %d bytes; want over 2 MiB", bucket.JournalBytes)
+	}
+	for _, a := range acks {
+		if a.Durable() {
+			t.Fatal("acknowledged before any target had the blocks")
+		}
+	}
+	close(gate)
+	waitFor(t, 30*time.Second, func() error {
+		for i, a := range acks {
+			if !a.Durable() {
+				return fmt.Errorf("append %d not acknowledged", i)
+			}
+		}
+		return nil
+	})
+	c, _ := copyOf(ps["p2"], bucket.ID)
+	if c.Blocks < bucket.Blocks || c.Events < bucket.Events {
+		t.Fatalf("target copy %+v, origin %+v", c, bucket)
 	}
 }

@@ -210,4 +210,3 @@ func TestClusterSiteCut(t *testing.T) {
 		}
 	}
 }
-

@@ -116,7 +116,7 @@ func checkBuckets(t *testing.T, c *Cluster, origins []string) map[string][]strin
 // and for site0, and every acknowledged event is in exactly one bucket.
 func TestClusterIngestReplicates(t *testing.T) {
 	c := Start(t, Options{})
-	n := 20_000
+	n := ingestN
 	if testing.Short() {
 		n = 4_000
 	}
@@ -125,14 +125,14 @@ func TestClusterIngestReplicates(t *testing.T) {
 		mu    sync.Mutex
 		acked []AckedBatch
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, o := range origins {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, un, err := c.IngestAcked(ctx, o, Batches(fmt.Sprintf("o%d", i), n/2, 500), 30*time.Second)
+			a, un, err := c.IngestAcked(ctx, o, Batches(fmt.Sprintf("o%d", i), n/2, 1000), 30*time.Second)
 			if err != nil {
 				t.Errorf("ingest through %s: %v", o, err)
 			}

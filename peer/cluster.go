@@ -133,6 +133,10 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.wg.Add(1)
 	go p.heartbeats()
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
+	if p.store.LastRecovery().Rolled > 0 {
+		cl.wg.Add(1)
+		go p.finishRestartedBuckets()
+	}
 	if canRunFixups(cl.cp) {
 		cl.wg.Add(1)
 		go cl.fix.loop(cl.stop, &cl.wg, fixupPoll(cfg))
@@ -247,4 +251,59 @@ func canRunFixups(cp ControlPlane) bool {
 		return c.ReportsFixups()
 	}
 	return true
+}
+
+// finishRestartedBuckets: a bucket rolls when its origin restarts (SPEC §2).
+// The store rolled this peer's hot buckets at open; their targets still
+// hold hot replicas. For every bucket the managers list as hot with this
+// peer as origin and a warm copy here, each other copy gets the blocks it
+// lacks and the roll, so all copies end warm at the origin's length.
+// Retried until every such bucket is done or the peer stops.
+func (p *Peer) finishRestartedBuckets() {
+	cl := p.cl
+	defer cl.wg.Done()
+	done := map[string]bool{}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		views, err := cl.cp.Buckets(ctx, p.cfg.ID)
+		cancel()
+		pending := 0
+		if err == nil {
+			for _, v := range views {
+				if v.Origin != p.cfg.ID || !v.Hot || done[v.ID] {
+					continue
+				}
+				if _, state, ok := p.store.Blocks(v.ID); !ok || state != "warm" {
+					continue
+				}
+				ok := true
+				for _, c := range v.Copies {
+					if c.Peer == p.cfg.ID {
+						continue
+					}
+					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, cl.stop); err != nil {
+						p.log.Warn("could not roll a restarted bucket's replica", "bucket", v.ID, "target", c.Peer, "err", err)
+						ok = false
+					}
+				}
+				if ok {
+					done[v.ID] = true
+					p.log.Info("restarted bucket rolled on its replicas", "bucket", v.ID)
+				} else {
+					pending++
+				}
+			}
+		}
+		if err == nil && pending == 0 {
+			return
+		}
+		select {
+		case <-cl.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		if attempt > 600 {
+			return
+		}
+	}
 }

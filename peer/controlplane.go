@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,8 @@ type ControlPlane interface {
 	BucketEvent(ctx context.Context, ev BucketEvent) error
 	// Maintenance reports whether maintenance mode is on.
 	Maintenance(ctx context.Context) (bool, error)
+	// Buckets lists the buckets the managers know with a copy on peer.
+	Buckets(ctx context.Context, peer string) ([]fsm.BucketView, error)
 	// Fixups lists the open fixup tasks this peer acts on (its target, or
 	// its source for a replication).
 	Fixups(ctx context.Context, peer string) ([]FixupTask, error)
@@ -148,11 +151,11 @@ func (c *HTTPControlPlane) do(ctx context.Context, method, path string, in, out 
 	var lastErr error
 	urls := append([]string(nil), c.URLs...)
 	for i, hops := 0, 0; i < len(urls); i++ {
-		url := strings.TrimRight(urls[i], "/") + path
+		target := strings.TrimRight(urls[i], "/") + path
 		if strings.Contains(urls[i], "/v1/") {
-			url = urls[i] // a redirect's Location
+			target = urls[i] // a redirect's Location
 		}
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -296,3 +299,11 @@ func (c *HTTPControlPlane) FixupResult(ctx context.Context, res FixupResult) err
 // ReportsFixups is false: without a result endpoint, running fixup tasks
 // would leave the managers' table wrong (see canRunFixups).
 func (c *HTTPControlPlane) ReportsFixups() bool { return false }
+
+func (c *HTTPControlPlane) Buckets(ctx context.Context, peer string) ([]fsm.BucketView, error) {
+	var out struct {
+		Buckets []fsm.BucketView `json:"buckets"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/buckets?peer="+url.QueryEscape(peer), nil, &out)
+	return out.Buckets, err
+}

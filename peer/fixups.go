@@ -219,6 +219,13 @@ func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
 // push streams a warm copy to the task's target: it asks the target how
 // many blocks it holds and sends the rest in chunks, then the roll.
 func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
+	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, stop)
+}
+
+// pushCopy sends a warm copy to peer target (resuming from the blocks it
+// holds) and then the roll, so the target's copy ends warm and identical.
+func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, stop <-chan struct{}) (int64, error) {
+	tk := FixupTask{Task: fsm.Task{Bucket: bucket, Target: target, Searchable: searchable}}
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
 	if !ok {

@@ -419,3 +419,7 @@ func TestReplicationBacklogOverMaxPayload(t *testing.T) {
 		t.Fatalf("target copy %+v, origin %+v", c, bucket)
 	}
 }
+
+func (f *fakeCP) Buckets(ctx context.Context, peer string) ([]fsm.BucketView, error) {
+	return nil, nil
+}

@@ -1,0 +1,544 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// FieldPresence is an optional extra a Segment may implement: the events
+// that carry an indexed field at all. Without it the executor unions the
+// field's value postings (and caches the union per segment).
+type FieldPresence interface {
+	FieldEvents(field string) (*roaring.Bitmap, error)
+}
+
+// bset is a set of ordinals; all means every ordinal of the segment.
+type bset struct {
+	all bool
+	b   *roaring.Bitmap
+}
+
+var emptyBitmap = roaring.New()
+
+func none() bset { return bset{b: emptyBitmap} }
+
+func (s bset) card(n uint32) uint64 {
+	if s.all {
+		return uint64(n)
+	}
+	return s.b.GetCardinality()
+}
+
+func (s bset) isEmpty() bool { return !s.all && s.b.IsEmpty() }
+
+func (s bset) bitmap(n uint32) *roaring.Bitmap {
+	if s.all {
+		b := roaring.New()
+		b.AddRange(0, uint64(n))
+		return b
+	}
+	return s.b
+}
+
+func and(a, b bset) bset {
+	switch {
+	case a.all:
+		return b
+	case b.all:
+		return a
+	}
+	return bset{b: roaring.And(a.b, b.b)}
+}
+
+func or(a, b bset) bset {
+	if a.all || b.all {
+		return bset{all: true}
+	}
+	return bset{b: roaring.Or(a.b, b.b)}
+}
+
+func andNot(a, b bset, n uint32) bset {
+	if b.all {
+		return none()
+	}
+	if b.b.IsEmpty() {
+		return a
+	}
+	return bset{b: roaring.AndNot(a.bitmap(n), b.b)}
+}
+
+// cands is what the index proves about a search expression on a segment:
+// sure events match; maybe events must be decoded and verified.
+type cands struct{ sure, maybe bset }
+
+// segExec is one segment's peer half.
+type segExec struct {
+	p     *Plan
+	seg   Segment
+	n     uint32
+	idx   map[string]bool
+	cache map[string]bset
+}
+
+var presenceCache sync.Map // presenceKey -> *roaring.Bitmap
+
+type presenceKey struct {
+	seg   any
+	n     uint32
+	field string
+}
+
+var presenceCount int64
+var presenceMu sync.Mutex
+
+// hasField is the set of events carrying indexed field f.
+func (x *segExec) hasField(f string) (bset, error) {
+	if b, ok := x.cache[f]; ok {
+		return b, nil
+	}
+	var out bset
+	if fp, ok := x.seg.(FieldPresence); ok {
+		b, err := fp.FieldEvents(f)
+		if err != nil {
+			return bset{}, err
+		}
+		if b == nil {
+			b = emptyBitmap
+		}
+		out = bset{b: b}
+	} else {
+		var key presenceKey
+		cacheable := reflect.TypeOf(x.seg).Comparable()
+		if cacheable {
+			key = presenceKey{x.seg, x.n, f}
+			if v, ok := presenceCache.Load(key); ok {
+				out = bset{b: v.(*roaring.Bitmap)}
+				x.cache[f] = out
+				return out, nil
+			}
+		}
+		var bs []*roaring.Bitmap
+		if err := x.seg.FieldValues(f, func(_ string, b *roaring.Bitmap) bool {
+			bs = append(bs, b)
+			return true
+		}); err != nil {
+			return bset{}, err
+		}
+		b := roaring.FastOr(bs...)
+		b.RunOptimize()
+		out = bset{b: b}
+		if cacheable {
+			presenceMu.Lock()
+			presenceCount++
+			if presenceCount > 4096 {
+				presenceCache.Clear()
+				presenceCount = 0
+			}
+			presenceMu.Unlock()
+			presenceCache.Store(key, b)
+		}
+	}
+	if out.b.GetCardinality() == uint64(x.n) {
+		out = bset{all: true}
+	}
+	x.cache[f] = out
+	return out, nil
+}
+
+func (x *segExec) term(t string) (bset, error) {
+	if len(t) > MaxTokenLen {
+		t = t[:MaxTokenLen]
+	}
+	if !x.seg.MayContain(t) {
+		return none(), nil
+	}
+	b, err := x.seg.Term(t)
+	if err != nil || b == nil {
+		return none(), err
+	}
+	return bset{b: b}, nil
+}
+
+func (x *segExec) candidates(c *cnode) (cands, error) {
+	switch c.kind {
+	case '*':
+		return cands{sure: bset{all: true}, maybe: none()}, nil
+	case '&', '|':
+		l, err := x.candidates(c.l)
+		if err != nil {
+			return cands{}, err
+		}
+		if c.kind == '&' && l.sure.isEmpty() && l.maybe.isEmpty() {
+			return l, nil
+		}
+		r, err := x.candidates(c.r)
+		if err != nil {
+			return cands{}, err
+		}
+		if c.kind == '&' {
+			sure := and(l.sure, r.sure)
+			any := and(or(l.sure, l.maybe), or(r.sure, r.maybe))
+			return cands{sure: sure, maybe: andNot(any, sure, x.n)}, nil
+		}
+		sure := or(l.sure, r.sure)
+		return cands{sure: sure, maybe: andNot(or(l.maybe, r.maybe), sure, x.n)}, nil
+	case '!':
+		a, err := x.candidates(c.l)
+		if err != nil {
+			return cands{}, err
+		}
+		return cands{sure: andNot(bset{all: true}, or(a.sure, a.maybe), x.n), maybe: a.maybe}, nil
+	case 't':
+		if c.exactTokens {
+			s, err := x.term(c.text)
+			return cands{sure: s, maybe: none()}, err
+		}
+		m := bset{all: true}
+		for _, a := range c.atoms {
+			s, err := x.term(a)
+			if err != nil {
+				return cands{}, err
+			}
+			m = and(m, s)
+			if m.isEmpty() {
+				break
+			}
+		}
+		return cands{sure: none(), maybe: m}, nil
+	case 'g':
+		prefix := c.text
+		for i := 0; i < len(prefix); i++ {
+			if prefix[i] == '*' {
+				prefix = prefix[:i]
+				break
+			}
+		}
+		var bs []*roaring.Bitmap
+		err := x.seg.TermsWithPrefix(prefix, func(term string, b *roaring.Bitmap) bool {
+			if globMatch(c.text, term) {
+				bs = append(bs, b)
+			}
+			return true
+		})
+		if err != nil {
+			return cands{}, err
+		}
+		if len(bs) == 0 {
+			return cands{sure: none(), maybe: none()}, nil
+		}
+		return cands{sure: bset{b: roaring.FastOr(bs...)}, maybe: none()}, nil
+	case 'f':
+		return x.fieldCands(c)
+	}
+	return cands{}, fmt.Errorf("unknown node kind %q", c.kind)
+}
+
+func (x *segExec) fieldCands(c *cnode) (cands, error) {
+	if c.field == "index" {
+		if c.fieldValueMatches(x.seg.Index()) {
+			return cands{sure: bset{all: true}, maybe: none()}, nil
+		}
+		return cands{sure: none(), maybe: none()}, nil
+	}
+	if !x.idx[c.field] {
+		// Not indexed here: the value's atoms, when it has some and must
+		// appear in _raw, narrow the events to extract from.
+		if c.op == "=" && !c.wild {
+			tc := compileNode(TermNode{Text: c.text})
+			if tc.kind == 't' {
+				m := bset{all: true}
+				for _, a := range tc.atoms {
+					s, err := x.term(a)
+					if err != nil {
+						return cands{}, err
+					}
+					m = and(m, s)
+				}
+				return cands{sure: none(), maybe: m}, nil
+			}
+		}
+		return cands{sure: none(), maybe: bset{all: true}}, nil
+	}
+	var match, miss []*roaring.Bitmap
+	if c.op == "=" && !c.wild && !c.hasLetters {
+		b, err := x.seg.FieldValue(c.field, c.text)
+		if err != nil {
+			return cands{}, err
+		}
+		if b != nil {
+			match = append(match, b)
+		}
+	} else {
+		err := x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
+			if c.fieldValueMatches(v) {
+				match = append(match, b)
+			} else if c.op == "!=" {
+				miss = append(miss, b)
+			}
+			return true
+		})
+		if err != nil {
+			return cands{}, err
+		}
+	}
+	var sure bset
+	if c.op == "!=" {
+		sure = bset{b: roaring.AndNot(roaring.FastOr(miss...), roaring.FastOr(match...))}
+	} else {
+		sure = bset{b: roaring.FastOr(match...)}
+	}
+	has, err := x.hasField(c.field)
+	if err != nil {
+		return cands{}, err
+	}
+	lacking := andNot(bset{all: true}, has, x.n)
+	return cands{sure: sure, maybe: lacking}, nil
+}
+
+// timeSet is the set of events inside the search's time range, or all.
+func (x *segExec) timeSet() (bset, error) {
+	lo, hi := x.seg.Bounds()
+	if lo >= x.p.earliest && hi < x.p.latest {
+		return bset{all: true}, nil
+	}
+	ts, err := x.seg.Times()
+	if err != nil {
+		return bset{}, err
+	}
+	b := roaring.New()
+	start := -1
+	for i, t := range ts {
+		in := t >= x.p.earliest && t < x.p.latest
+		if in && start < 0 {
+			start = i
+		} else if !in && start >= 0 {
+			b.AddRange(uint64(start), uint64(i))
+			start = -1
+		}
+	}
+	if start >= 0 {
+		b.AddRange(uint64(start), uint64(len(ts)))
+	}
+	return bset{b: b}, nil
+}
+
+// RunSegment is the peer half over one segment: it filters through the
+// index, decodes only candidates, runs the streaming commands and answers
+// with the bucket's partial result (events, pre-reduced, or partial
+// aggregates).
+func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
+	part := &Partial{V: WireVersion, Bucket: seg.BucketID(), Index: seg.Index()}
+	if p.Aggregating() {
+		part.Kind = "agg"
+	} else {
+		part.Kind = "events"
+	}
+	lo, hi := seg.Bounds()
+	n := seg.Len()
+	if n == 0 || hi < lo || hi < p.earliest || lo >= p.latest {
+		part.Skipped = n > 0 && hi >= lo
+		return part, nil
+	}
+	x := &segExec{p: p, seg: seg, n: n, idx: map[string]bool{}, cache: map[string]bset{}}
+	for _, f := range seg.IndexedFields() {
+		x.idx[f] = true
+	}
+	c, err := x.candidates(p.filter)
+	if err != nil {
+		return nil, fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
+	}
+	ts, err := x.timeSet()
+	if err != nil {
+		return nil, fmt.Errorf("search bucket %s: times: %w", seg.BucketID(), err)
+	}
+	c.sure, c.maybe = and(c.sure, ts), and(c.maybe, ts)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	var agg *aggregator
+	if p.Aggregating() {
+		agg = p.newAggregator()
+	}
+	// decode: the events to decode, and verify the subset of them that
+	// must pass the search expression on the row.
+	decode, verify := or(c.sure, c.maybe), c.maybe
+	if agg != nil && len(p.pre) == 0 && p.countOnly() {
+		rest, err := x.countFromPostings(agg, c.sure)
+		if err != nil {
+			return nil, fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
+		}
+		decode = or(rest, c.maybe)
+	}
+	var rows []Row
+	env := &evalEnv{now: p.now}
+	if !decode.isEmpty() {
+		var vb *roaring.Bitmap
+		if !verify.isEmpty() {
+			vb = verify.bitmap(n)
+		}
+		var db *roaring.Bitmap
+		if !decode.all {
+			db = decode.b
+		}
+		var ferr error
+		err := seg.Events(db, func(ord uint32, ev *Event) bool {
+			part.Scanned++
+			if part.Scanned%4096 == 0 {
+				if ferr = ctx.Err(); ferr != nil {
+					return false
+				}
+			}
+			r := eventRow(ev, part.Bucket, ord, p.server)
+			if vb != nil && vb.Contains(ord) && !p.filter.matchRow(&r) {
+				return true
+			}
+			for _, cmd := range p.pre {
+				if !applyStreaming(cmd, &r, env) {
+					return true
+				}
+			}
+			if agg != nil {
+				agg.add(&r)
+			} else {
+				rows = append(rows, r)
+			}
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search bucket %s: decode: %w", seg.BucketID(), err)
+		}
+	}
+	if agg != nil {
+		part.Groups = agg.wireGroups()
+		return part, nil
+	}
+	sortRows(rows)
+	if p.split != nil {
+		rows = blockingOp(p.split, rows, false)
+	}
+	part.Events = rows
+	return part, nil
+}
+
+// countFromPostings answers count aggregates over the sure events from
+// postings: with no key the cardinality, with indexed keys the value
+// postings intersected, with timechart the Times array. It returns the sure
+// events it could not count (those lacking an indexed key field, which
+// search-time extraction may still supply), to be decoded.
+func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
+	keys := agg.keys
+	if len(keys) == 0 {
+		agg.addCount(nil, int64(sure.card(x.n)))
+		return none(), nil
+	}
+	if keys[0] == spanKey {
+		if len(keys) > 1 || sure.isEmpty() {
+			if sure.isEmpty() {
+				return none(), nil
+			}
+			return sure, nil
+		}
+		ts, err := x.seg.Times()
+		if err != nil {
+			return bset{}, err
+		}
+		counts := map[int64]int64{}
+		if sure.all {
+			for _, t := range ts {
+				counts[floorSpan(t, agg.span)]++
+			}
+		} else {
+			it := sure.b.Iterator()
+			for it.HasNext() {
+				counts[floorSpan(ts[it.Next()], agg.span)]++
+			}
+		}
+		for t, c := range counts {
+			agg.addCount([]string{strconv.FormatInt(t, 10)}, c)
+		}
+		return none(), nil
+	}
+	for _, k := range keys {
+		if k != "index" && !x.idx[k] {
+			return sure, nil // a key that is not indexed here: scan
+		}
+	}
+	covered := sure
+	for _, k := range keys {
+		if k == "index" {
+			continue
+		}
+		h, err := x.hasField(k)
+		if err != nil {
+			return bset{}, err
+		}
+		covered = and(covered, h)
+	}
+	rest := andNot(sure, covered, x.n)
+	if covered.isEmpty() {
+		return rest, nil
+	}
+	key := make([]string, 0, len(keys))
+	var walk func(i int, b bset) error
+	walk = func(i int, b bset) error {
+		if i == len(keys) {
+			agg.addCount(key, int64(b.card(x.n)))
+			return nil
+		}
+		if keys[i] == "index" {
+			key = append(key, x.seg.Index())
+			err := walk(i+1, b)
+			key = key[:i]
+			return err
+		}
+		last := i == len(keys)-1
+		var werr error
+		err := x.seg.FieldValues(keys[i], func(v string, vb *roaring.Bitmap) bool {
+			if last {
+				var c uint64
+				if b.all {
+					c = vb.GetCardinality()
+				} else {
+					c = b.b.AndCardinality(vb)
+				}
+				if c > 0 {
+					key = append(key, v)
+					agg.addCount(key, int64(c))
+					key = key[:i]
+				}
+				return true
+			}
+			nb := and(b, bset{b: vb})
+			if nb.isEmpty() {
+				return true
+			}
+			key = append(key, v)
+			werr = walk(i+1, nb)
+			key = key[:i]
+			return werr == nil
+		})
+		if err == nil {
+			err = werr
+		}
+		return err
+	}
+	if err := walk(0, covered); err != nil {
+		return bset{}, err
+	}
+	return rest, nil
+}
+
+// sortPartials orders partials by bucket id so merges are deterministic.
+func sortPartials(parts []*Partial) {
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Bucket < parts[j].Bucket })
+}

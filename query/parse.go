@@ -455,16 +455,15 @@ func (p *searchParser) word(t stok) (Node, error) {
 			case strings.HasPrefix(w[i:], ">="):
 				op = ">="
 			case strings.HasPrefix(w[i:], "=="):
-				op = "="
-				i++
+				op = "=="
 			case w[i] == '=' || w[i] == '<' || w[i] == '>':
 				op = w[i : i+1]
 			}
 			if op != "" {
 				field := w[:i]
 				val := w[i+len(op):]
-				if op == "=" && strings.HasPrefix(w[i:], "==") {
-					val = w[i+1:]
+				if op == "==" {
+					op = "="
 				}
 				if val == "" {
 					// A quoted value right after the operator.
@@ -805,10 +804,28 @@ func parseCommand(q string, s pipeSeg) (Command, error) {
 		return c, nil
 	case "top", "rare":
 		c := TopCmd{Rare: strings.EqualFold(name, "rare"), Limit: 10, CountField: "count", PercentField: "percent", ShowCount: true, ShowPerc: true}
-		for {
+		inBy := false
+		for !a.done() {
 			n, v, ok := a.option("limit", "countfield", "percentfield", "showcount", "showperc")
 			if !ok {
-				break
+				if t := a.peekTok(); t.kind == 'w' && strings.EqualFold(t.text, "by") {
+					if inBy || len(c.Fields) == 0 {
+						return nil, a.errAt(t, "a field name")
+					}
+					a.i++
+					inBy = true
+					continue
+				}
+				fl := a.fieldList("by")
+				if len(fl) == 0 {
+					return nil, a.errAt(a.peekTok(), "a field name")
+				}
+				if inBy {
+					c.By = append(c.By, fl...)
+				} else {
+					c.Fields = append(c.Fields, fl...)
+				}
+				continue
 			}
 			switch n {
 			case "limit":
@@ -833,19 +850,11 @@ func parseCommand(q string, s pipeSeg) (Command, error) {
 				}
 			}
 		}
-		c.Fields = a.fieldList("by")
 		if len(c.Fields) == 0 {
 			return nil, a.errAt(a.peekTok(), "a field name")
 		}
-		if t := a.peekTok(); t.kind == 'w' && strings.EqualFold(t.text, "by") {
-			a.i++
-			c.By = a.fieldList()
-			if len(c.By) == 0 {
-				return nil, a.errAt(a.peekTok(), `a field name after "by"`)
-			}
-		}
-		if !a.done() {
-			return nil, a.errAt(a.peekTok(), `"by" or the end of the command`)
+		if inBy && len(c.By) == 0 {
+			return nil, a.errAt(a.peekTok(), `a field name after "by"`)
 		}
 		return c, nil
 	case "sort":

@@ -1,7 +1,7 @@
 package query
 
 import (
-		"fmt"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -212,7 +212,9 @@ func partition(r *rand.Rand, events []Event, k int) []Segment {
 	for kk := range parts {
 		keys = append(keys, kk)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].idx < keys[j].idx || keys[i].idx == keys[j].idx && keys[i].i < keys[j].i })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].idx < keys[j].idx || keys[i].idx == keys[j].idx && keys[i].i < keys[j].i
+	})
 	segs := make([]Segment, 0, len(keys))
 	for _, kk := range keys {
 		segs = append(segs, NewMemSegment(fmt.Sprintf("%s~%d~peer%d", kk.idx, kk.i, kk.i%3), kk.idx, parts[kk]))

@@ -24,7 +24,9 @@ import (
 const oMajor = " \t\n\r\v\f[]<>(){}|!;,'\"*&?+"
 const oMinor = "/:=@.-$#%\\_"
 
-func oIsBreaker(c byte) bool { return strings.IndexByte(oMajor, c) >= 0 || strings.IndexByte(oMinor, c) >= 0 }
+func oIsBreaker(c byte) bool {
+	return strings.IndexByte(oMajor, c) >= 0 || strings.IndexByte(oMinor, c) >= 0
+}
 
 func oLower(s string) string {
 	b := []byte(s)

@@ -231,6 +231,7 @@ func (s *aggState) final(spec *AggSpec) any {
 type group struct {
 	Key    []string    `json:"k"`
 	States []*aggState `json:"s"`
+	jk     string
 }
 
 // aggregator groups rows and keeps partial states. Its key fields are
@@ -242,21 +243,70 @@ type aggregator struct {
 	nullBy bool // timechart: a missing split field is the NULL series
 	groups map[string]*group
 	kbuf   []string
+
+	// countOnly aggregators (every aggregate a plain count) keep just a
+	// count per joined key: postings answers add millions of groups.
+	countOnly bool
+	counts    map[string]int64
 }
 
 const spanKey = "\x00span"
 
 func newAggregator(specs []AggSpec, keys []string, span int64, nullBy bool) *aggregator {
-	return &aggregator{specs: specs, keys: keys, span: span, nullBy: nullBy, groups: map[string]*group{}}
+	a := &aggregator{specs: specs, keys: keys, span: span, nullBy: nullBy, groups: map[string]*group{}}
+	a.countOnly = len(specs) > 0
+	for _, s := range specs {
+		if s.Func != "count" || s.Field != "" {
+			a.countOnly = false
+		}
+	}
+	if a.countOnly {
+		a.counts = map[string]int64{}
+	}
+	return a
+}
+
+func (a *aggregator) jkOf(k []string) string {
+	if len(k) == 1 {
+		return k[0]
+	}
+	return joinKey(k)
+}
+
+func (a *aggregator) splitKey(jk string) []string {
+	if len(a.keys) == 1 {
+		return []string{jk}
+	}
+	if len(a.keys) == 0 {
+		return nil
+	}
+	return strings.Split(jk, "\x00")
+}
+
+// materialize turns counts into groups (before a finalize that needs them).
+func (a *aggregator) materialize() {
+	if !a.countOnly {
+		return
+	}
+	for jk, n := range a.counts {
+		g := a.groupForJK(jk, a.splitKey(jk))
+		for _, s := range g.States {
+			s.N += n
+		}
+	}
+	a.counts = map[string]int64{}
 }
 
 func joinKey(k []string) string { return strings.Join(k, "\x00") }
 
 func (a *aggregator) groupFor(k []string) *group {
-	jk := joinKey(k)
+	return a.groupForJK(a.jkOf(k), k)
+}
+
+func (a *aggregator) groupForJK(jk string, k []string) *group {
 	g := a.groups[jk]
 	if g == nil {
-		g = &group{Key: append([]string(nil), k...), States: make([]*aggState, len(a.specs))}
+		g = &group{Key: append([]string(nil), k...), States: make([]*aggState, len(a.specs)), jk: jk}
 		for i := range g.States {
 			g.States[i] = &aggState{}
 		}
@@ -282,6 +332,10 @@ func (a *aggregator) add(r *Row) {
 
 func (a *aggregator) addFrom(r *Row, i int) {
 	if i == len(a.keys) {
+		if a.countOnly {
+			a.counts[a.jkOf(a.kbuf)]++
+			return
+		}
 		g := a.groupFor(a.kbuf)
 		for j := range a.specs {
 			g.States[j].add(&a.specs[j], r)
@@ -321,6 +375,10 @@ func (a *aggregator) addFrom(r *Row, i int) {
 // addCount adds n events to a group whose aggregates are all plain count
 // (the postings path).
 func (a *aggregator) addCount(k []string, n int64) {
+	if a.countOnly {
+		a.counts[a.jkOf(k)] += n
+		return
+	}
 	g := a.groupFor(k)
 	for _, s := range g.States {
 		s.N += n
@@ -329,6 +387,12 @@ func (a *aggregator) addCount(k []string, n int64) {
 
 func (a *aggregator) mergeGroups(gs []group) {
 	for i := range gs {
+		if a.countOnly {
+			if len(gs[i].States) > 0 && gs[i].States[0] != nil {
+				a.counts[a.jkOf(gs[i].Key)] += gs[i].States[0].N
+			}
+			continue
+		}
 		g := a.groupFor(gs[i].Key)
 		for j, s := range gs[i].States {
 			if j < len(g.States) && s != nil {
@@ -340,6 +404,7 @@ func (a *aggregator) mergeGroups(gs []group) {
 
 // wireGroups lists the groups in key order with canonical states.
 func (a *aggregator) wireGroups() []group {
+	a.materialize()
 	out := make([]group, 0, len(a.groups))
 	for _, g := range a.groups {
 		for _, s := range g.States {
@@ -347,8 +412,38 @@ func (a *aggregator) wireGroups() []group {
 		}
 		out = append(out, *g)
 	}
-	sort.Slice(out, func(i, j int) bool { return joinKey(out[i].Key) < joinKey(out[j].Key) })
+	sort.Slice(out, func(i, j int) bool { return out[i].jk < out[j].jk })
 	return out
+}
+
+// mergeAggregator folds another aggregator of the same plan into a.
+func (a *aggregator) mergeAggregator(o *aggregator) {
+	if a.countOnly && o.countOnly {
+		if len(a.counts) == 0 {
+			a.counts, o.counts = o.counts, map[string]int64{}
+			return
+		}
+		for k, n := range o.counts {
+			a.counts[k] += n
+		}
+		return
+	}
+	a.materialize()
+	o.materialize()
+	if len(a.groups) == 0 {
+		a.groups, o.groups = o.groups, map[string]*group{}
+		return
+	}
+	for jk, g := range o.groups {
+		mine := a.groups[jk]
+		if mine == nil {
+			a.groups[jk] = g
+			continue
+		}
+		for j, s := range g.States {
+			mine.States[j].merge(s)
+		}
+	}
 }
 
 func compareKeys(a, b []string) int {
@@ -370,6 +465,7 @@ func compareKeys(a, b []string) int {
 }
 
 func (a *aggregator) sortedGroups() []*group {
+	a.materialize()
 	out := make([]*group, 0, len(a.groups))
 	for _, g := range a.groups {
 		out = append(out, g)
@@ -416,48 +512,90 @@ func (t TopCmd) finalize(a *aggregator) ([]Row, []string) {
 		cols = append(cols, t.PercentField)
 	}
 	nb := len(t.By)
-	byGroup := map[string][]*group{}
+	type entry struct {
+		key []string
+		jk  string
+		n   int64
+	}
+	var store []entry
+	if a.countOnly {
+		store = make([]entry, 0, len(a.counts))
+		for jk, n := range a.counts {
+			store = append(store, entry{jk: jk, n: n})
+		}
+	} else {
+		store = make([]entry, 0, len(a.groups))
+		for _, g := range a.groups {
+			store = append(store, entry{key: g.Key, n: g.States[0].N})
+		}
+	}
+	all := make([]*entry, len(store))
+	for i := range store {
+		all[i] = &store[i]
+	}
+	keyOf := func(e *entry) []string {
+		if e.key == nil {
+			e.key = a.splitKey(e.jk)
+		}
+		return e.key
+	}
+	byGroup := map[string][]*entry{}
 	var order []string
-	for _, g := range a.groups {
-		k := joinKey(g.Key[:nb])
+	for _, e := range all {
+		k := ""
+		if nb > 0 {
+			k = joinKey(keyOf(e)[:nb])
+		}
 		if _, ok := byGroup[k]; !ok {
 			order = append(order, k)
 		}
-		byGroup[k] = append(byGroup[k], g)
+		byGroup[k] = append(byGroup[k], e)
 	}
 	sort.Slice(order, func(i, j int) bool {
-		return compareKeys(byGroup[order[i]][0].Key[:nb], byGroup[order[j]][0].Key[:nb]) < 0
+		return compareKeys(keyOf(byGroup[order[i]][0])[:nb], keyOf(byGroup[order[j]][0])[:nb]) < 0
 	})
+	less := func(x, y *entry) bool {
+		if x.n != y.n {
+			return (x.n > y.n) != t.Rare
+		}
+		return compareKeys(keyOf(x)[nb:], keyOf(y)[nb:]) < 0
+	}
 	var rows []Row
 	for _, k := range order {
-		gs := byGroup[k]
+		es := byGroup[k]
 		var total int64
-		for _, g := range gs {
-			total += g.States[0].N
+		for _, e := range es {
+			total += e.n
 		}
-		sort.Slice(gs, func(i, j int) bool {
-			ni, nj := gs[i].States[0].N, gs[j].States[0].N
-			if ni != nj {
-				if t.Rare {
-					return ni < nj
+		var best []*entry
+		if t.Limit > 0 && len(es) > t.Limit {
+			// Partial selection: keep the best Limit entries in order.
+			for _, e := range es {
+				if len(best) == t.Limit && !less(e, best[len(best)-1]) {
+					continue
 				}
-				return ni > nj
+				i := sort.Search(len(best), func(i int) bool { return less(e, best[i]) })
+				if len(best) < t.Limit {
+					best = append(best, nil)
+				}
+				copy(best[i+1:], best[i:len(best)-1])
+				best[i] = e
 			}
-			return compareKeys(gs[i].Key[nb:], gs[j].Key[nb:]) < 0
-		})
-		if t.Limit > 0 && len(gs) > t.Limit {
-			gs = gs[:t.Limit]
+		} else {
+			best = es
+			sort.Slice(best, func(i, j int) bool { return less(best[i], best[j]) })
 		}
-		for _, g := range gs {
+		for _, e := range best {
 			f := map[string]any{}
-			for i, c := range cols[:len(g.Key)] {
-				f[c] = g.Key[i]
+			key := keyOf(e)
+			for i, c := range cols[:len(key)] {
+				f[c] = key[i]
 			}
 			if t.ShowCount {
-				f[t.CountField] = g.States[0].N
+				f[t.CountField] = e.n
 			}
 			if t.ShowPerc && total > 0 {
-				f[t.PercentField] = math.Round(float64(g.States[0].N)*100/float64(total)*1e6) / 1e6
+				f[t.PercentField] = math.Round(float64(e.n)*100/float64(total)*1e6) / 1e6
 			}
 			rows = append(rows, Row{F: f})
 		}
@@ -479,6 +617,7 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 		t int64
 		s string
 	}
+	a.materialize()
 	cells := map[cell]*group{}
 	seriesSet := map[string]bool{}
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)

@@ -33,7 +33,12 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 	if p.Aggregating() {
 		a := p.newAggregator()
 		for _, pt := range parts {
-			a.mergeGroups(pt.Groups)
+			if pt.agg != nil {
+				a.mergeAggregator(pt.agg)
+				pt.agg = nil
+			} else {
+				a.mergeGroups(pt.Groups)
+			}
 		}
 		switch c := p.split.(type) {
 		case StatsCmd:

@@ -193,19 +193,27 @@ func SegmentRows(segs []Segment, server string) func(fn func(Row) bool) error {
 	}
 }
 
-// ReferenceSearch is the naive oracle of the tests and the bench: it looks
-// at every row scan yields and never uses an index. It is not used to serve
-// searches. Rows it keeps are copied before commands change them.
-func ReferenceSearch(req Request, scan func(fn func(Row) bool) error) ([]map[string]any, error) {
+// Reference is the naive oracle of the tests and the bench: it looks at
+// every row it is given and never uses an index. It is not used to serve
+// searches. Feed it rows with Add (several References can share one scan),
+// then read Results.
+type Reference struct {
+	q      *Query
+	lo, hi int64
+	now    time.Time
+	rows   []Row
+}
+
+// NewReference parses and prepares a request for the oracle.
+func NewReference(req Request) (*Reference, error) {
 	q, err := Parse(req.Query)
 	if err != nil {
 		return nil, err
 	}
-	now := req.Now
-	if now.IsZero() {
-		now = time.Now()
+	r := &Reference{q: q, now: req.Now, lo: math.MinInt64, hi: math.MaxInt64}
+	if r.now.IsZero() {
+		r.now = time.Now()
 	}
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	e, l := req.Earliest, req.Latest
 	if q.Earliest != "" {
 		e = q.Earliest
@@ -214,35 +222,38 @@ func ReferenceSearch(req Request, scan func(fn func(Row) bool) error) ([]map[str
 		l = q.Latest
 	}
 	if e != "" {
-		tm, err := ParseTime(e, now)
+		tm, err := ParseTime(e, r.now)
 		if err != nil {
 			return nil, err
 		}
-		lo = tm.UnixNano()
+		r.lo = tm.UnixNano()
 	}
 	if l != "" {
-		tm, err := ParseTime(l, now)
+		tm, err := ParseTime(l, r.now)
 		if err != nil {
 			return nil, err
 		}
-		hi = tm.UnixNano()
+		r.hi = tm.UnixNano()
 	}
-	var rows []Row
-	err = scan(func(r Row) bool {
-		if r.T < lo || r.T >= hi || !oMatch(q.Search, &r) {
-			return true
-		}
-		f := make(map[string]any, len(r.F))
-		for k, v := range r.F {
-			f[k] = v
-		}
-		r.F = f
-		rows = append(rows, r)
-		return true
-	})
-	if err != nil {
-		return nil, err
+	return r, nil
+}
+
+// Add looks at one event row; a matching row is copied.
+func (o *Reference) Add(r Row) {
+	if r.T < o.lo || r.T >= o.hi || !oMatch(o.q.Search, &r) {
+		return
 	}
+	f := make(map[string]any, len(r.F))
+	for k, v := range r.F {
+		f[k] = v
+	}
+	r.F = f
+	o.rows = append(o.rows, r)
+}
+
+// Results runs the commands over the matching rows, newest first.
+func (o *Reference) Results() []map[string]any {
+	rows := o.rows
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.T != b.T {
@@ -253,11 +264,24 @@ func ReferenceSearch(req Request, scan func(fn func(Row) bool) error) ([]map[str
 		}
 		return a.C > b.C
 	})
-	env := &evalEnv{now: now}
-	for _, c := range q.Commands {
-		rows = oracleCommand(c, rows, env, lo, hi)
+	env := &evalEnv{now: o.now}
+	for _, c := range o.q.Commands {
+		rows = oracleCommand(c, rows, env, o.lo, o.hi)
 	}
-	return Results(rows), nil
+	return Results(rows)
+}
+
+// ReferenceSearch answers one request with the oracle over every row scan
+// yields.
+func ReferenceSearch(req Request, scan func(fn func(Row) bool) error) ([]map[string]any, error) {
+	o, err := NewReference(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := scan(func(r Row) bool { o.Add(r); return true }); err != nil {
+		return nil, err
+	}
+	return o.Results(), nil
 }
 
 func oCompare(a, b any) int {

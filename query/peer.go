@@ -119,6 +119,9 @@ func (x *segExec) hasField(f string) (bset, error) {
 			key = presenceKey{x.seg, x.n, f}
 			if v, ok := presenceCache.Load(key); ok {
 				out = bset{b: v.(*roaring.Bitmap)}
+				if out.b.GetCardinality() == uint64(x.n) {
+					out = bset{all: true}
+				}
 				x.cache[f] = out
 				return out, nil
 			}
@@ -419,7 +422,7 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		}
 	}
 	if agg != nil {
-		part.Groups = agg.wireGroups()
+		part.agg = agg
 		return part, nil
 	}
 	sortRows(rows)

@@ -24,6 +24,10 @@ type Partial struct {
 	Scanned int64   `json:"scanned"` // events decoded
 	Events  []Row   `json:"-"`
 	Groups  []group `json:"groups,omitempty"`
+
+	// agg is the peer's aggregator while the partial stays in process;
+	// Encode turns it into Groups.
+	agg *aggregator
 }
 
 type wireRow struct {
@@ -49,6 +53,9 @@ func wireValue(v any) any {
 
 // Encode writes the partial's versioned wire form (JSON).
 func (p *Partial) Encode() ([]byte, error) {
+	if p.agg != nil && p.Groups == nil {
+		p.Groups = p.agg.wireGroups()
+	}
 	w := wirePartial{Partial: *p}
 	w.V = WireVersion
 	w.Events = make([]wireRow, len(p.Events))

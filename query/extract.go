@@ -1,7 +1,6 @@
 package query
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/valyala/fastjson"
@@ -126,8 +125,7 @@ func flattenJSON(prefix string, v *fastjson.Value, add func(k, v string)) {
 	case fastjson.TypeNull:
 	case fastjson.TypeNumber:
 		if prefix != "" {
-			f, _ := v.Float64()
-			add(prefix, strconv.FormatFloat(f, 'f', -1, 64))
+			add(prefix, v.String()) // the number as written, so it is a term of _raw
 		}
 	default:
 		if prefix != "" {

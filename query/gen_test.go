@@ -75,8 +75,9 @@ func genEvents(r *rand.Rand, n int) []Event {
 			}
 		default:
 			ev.Source, ev.Sourcetype = "/var/log/app/json.log", "json"
-			ev.Raw = fmt.Sprintf(`{"level":%q,"user":%q,"status":%s,"bytes":%s,"tags":["t%d","t%d"],"msg":"%s %s"}`,
-				levels[r.IntN(len(levels))], users[r.IntN(len(users))], st, bytes, r.IntN(3), r.IntN(3), words[r.IntN(len(words))], words[r.IntN(len(words))])
+			ev.Raw = fmt.Sprintf(`{"level":%q,"user":%q,"status":%s,"bytes":%s,"tags":["t%d","t%d"],"msg":"%s %s","score":%s}`,
+				levels[r.IntN(len(levels))], users[r.IntN(len(users))], st, bytes, r.IntN(3), r.IntN(3), words[r.IntN(len(words))], words[r.IntN(len(words))],
+				[]string{"5e2", "1.50", "-3", "0.5"}[r.IntN(4)])
 		}
 		out[i] = ev
 	}

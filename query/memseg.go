@@ -119,6 +119,18 @@ func (m *MemSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) 
 	}
 	return nil
 }
+
+// FieldValueCounts implements FieldCounter.
+func (m *MemSegment) FieldValueCounts(field string, fn func(string, uint64) bool) error {
+	vm := m.fields[field]
+	for _, v := range m.fsorted[field] {
+		if !fn(v, vm[v].GetCardinality()) {
+			break
+		}
+	}
+	return nil
+}
+
 func (m *MemSegment) Events(ords *roaring.Bitmap, fn func(uint32, *Event) bool) error {
 	if ords == nil {
 		for i := range m.events {

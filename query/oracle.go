@@ -322,7 +322,11 @@ func oExpand(r *Row, keys []string, span int64, nullBy bool) [][]string {
 	for _, k := range keys {
 		var vals []string
 		if k == spanKey {
-			vals = []string{strconv.FormatInt(int64(math.Floor(float64(r.T)/float64(span)))*span, 10)}
+			q := r.T / span
+			if r.T%span != 0 && r.T < 0 {
+				q--
+			}
+			vals = []string{strconv.FormatInt(q*span, 10)}
 		} else {
 			v := r.F[k]
 			if v == nil && k == "_time" {
@@ -651,8 +655,14 @@ func oracleCommand(c Command, rows []Row, env *evalEnv, lo, hi int64) []Row {
 			}
 		}
 		if lo != math.MinInt64 && hi != math.MaxInt64 {
-			first = int64(math.Floor(float64(lo)/float64(x.Span))) * x.Span
-			last = int64(math.Floor(float64(hi-1)/float64(x.Span))) * x.Span
+			first = lo / x.Span * x.Span
+			if lo%x.Span != 0 && lo < 0 {
+				first -= x.Span
+			}
+			last = (hi - 1) / x.Span * x.Span
+			if (hi-1)%x.Span != 0 && hi-1 < 0 {
+				last -= x.Span
+			}
 		}
 		var names []string
 		for s := range series {

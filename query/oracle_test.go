@@ -73,6 +73,8 @@ func TestOracle(t *testing.T) {
 		"user=bob | stats count by user", "NOT status=200 | top status", "err* | timechart span=30m count",
 		"earliest=-4h latest=-3h | stats count", "| stats dc(clientip) dc(user) dc(status)",
 		"192.168 | stats count", "\"upstream error\" | stats count by status",
+		"splunk_server=p1 | stats count", "_bkt=web* | stats count by index", "NOT _cd>100 | stats count",
+		"bytes=1.50 OR score=5e2 | stats count", "| stats count by host, index, sourcetype",
 	}
 	for i := 0; i < n+len(fixed); i++ {
 		var q string

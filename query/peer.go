@@ -18,6 +18,15 @@ type FieldPresence interface {
 	FieldEvents(field string) (*roaring.Bitmap, error)
 }
 
+// FieldCounter is an optional extra a Segment may implement: the number of
+// events holding each value of an indexed field, in ascending byte order of
+// value, read from the dictionary without materialising postings (a
+// Lucene-style docFreq). Counting queries over all events (`| top path`,
+// `| stats count by host`) use it when present.
+type FieldCounter interface {
+	FieldValueCounts(field string, fn func(value string, events uint64) bool) error
+}
+
 // bset is a set of ordinals; all means every ordinal of the segment.
 type bset struct {
 	all bool
@@ -252,7 +261,7 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 	if !x.idx[c.field] {
 		// Not indexed here: the value's atoms, when it has some and must
 		// appear in _raw, narrow the events to extract from.
-		if c.op == "=" && !c.wild {
+		if c.op == "=" && !c.wild && !isDefaultField(c.field) {
 			tc := compileNode(TermNode{Text: c.text})
 			if tc.kind == 't' {
 				m := bset{all: true}
@@ -505,6 +514,16 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 			return err
 		}
 		last := i == len(keys)-1
+		if fc, ok := x.seg.(FieldCounter); ok && last && b.all {
+			return fc.FieldValueCounts(keys[i], func(v string, c uint64) bool {
+				if c > 0 {
+					key = append(key, v)
+					agg.addCount(key, int64(c))
+					key = key[:i]
+				}
+				return true
+			})
+		}
 		var werr error
 		err := x.seg.FieldValues(keys[i], func(v string, vb *roaring.Bitmap) bool {
 			if last {

@@ -331,10 +331,11 @@ func runQuerySet(size, mode string, s searcher, file string) error {
 	return nil
 }
 
-// diffResults compares a search's results with the oracle's, as JSON values.
+// diffResults compares a search's results with the oracle's, as JSON
+// values, and describes the first difference.
 func diffResults(got, want []map[string]any) string {
-	norm := func(rs []map[string]any) string {
-		b, _ := json.Marshal(rs)
+	norm := func(m map[string]any) string {
+		b, _ := json.Marshal(m)
 		var v any
 		d := json.NewDecoder(bytes.NewReader(b))
 		d.UseNumber()
@@ -342,17 +343,15 @@ func diffResults(got, want []map[string]any) string {
 		out, _ := json.Marshal(v)
 		return string(out)
 	}
-	g, w := norm(got), norm(want)
-	if g == w {
-		return ""
+	for i := 0; i < len(got) && i < len(want); i++ {
+		if g, w := norm(got[i]), norm(want[i]); g != w {
+			return fmt.Sprintf("row %d: got %s, oracle %s", i, g, w)
+		}
 	}
-	if len(g) > 300 {
-		g = g[:300] + "…"
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d rows, oracle %d", len(got), len(want))
 	}
-	if len(w) > 300 {
-		w = w[:300] + "…"
-	}
-	return fmt.Sprintf("got %s, oracle %s", g, w)
+	return ""
 }
 
 func ensureHEC(cfg Config, size string, n int) (string, error) {

@@ -388,6 +388,17 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		}
 		decode = or(rest, c.maybe)
 	}
+	if agg == nil && verify.isEmpty() && !decode.isEmpty() {
+		// head N / tail N over sure events: pick the N newest (oldest) by
+		// Times and decode only those, when nothing before can drop rows.
+		if n, oldest, ok := p.timeLimit(); ok && decode.card(x.n) > uint64(n) {
+			b, err := x.pickByTime(decode, n, oldest)
+			if err != nil {
+				return nil, fmt.Errorf("search bucket %s: times: %w", seg.BucketID(), err)
+			}
+			decode = bset{b: b}
+		}
+	}
 	var rows []Row
 	env := &evalEnv{now: p.now}
 	if !decode.isEmpty() {
@@ -442,6 +453,73 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 	return part, nil
 }
 
+// timeLimit reports a head/tail split whose streaming prefix keeps every row.
+func (p *Plan) timeLimit() (int, bool, bool) {
+	for _, c := range p.pre {
+		switch c.(type) {
+		case SearchCmd, WhereCmd:
+			return 0, false, false
+		}
+	}
+	switch c := p.split.(type) {
+	case HeadCmd:
+		return c.N, false, true
+	case TailCmd:
+		return c.N, true, true
+	}
+	return 0, false, false
+}
+
+// pickByTime returns the n newest (or oldest) ordinals of s in the order
+// rowLess uses within a bucket: _time, then ordinal.
+func (x *segExec) pickByTime(s bset, n int, oldest bool) (*roaring.Bitmap, error) {
+	if n <= 0 {
+		return roaring.New(), nil
+	}
+	ts, err := x.seg.Times()
+	if err != nil {
+		return nil, err
+	}
+	type pick struct {
+		t int64
+		o uint32
+	}
+	better := func(a, b pick) bool { // a comes before b in the result order
+		if a.t != b.t {
+			return (a.t > b.t) != oldest
+		}
+		return (a.o > b.o) != oldest
+	}
+	best := make([]pick, 0, n+1)
+	consider := func(o uint32) {
+		c := pick{ts[o], o}
+		if len(best) == n && !better(c, best[n-1]) {
+			return
+		}
+		i := sort.Search(len(best), func(i int) bool { return better(c, best[i]) })
+		if len(best) < n {
+			best = append(best, pick{})
+		}
+		copy(best[i+1:], best[i:len(best)-1])
+		best[i] = c
+	}
+	if s.all {
+		for o := uint32(0); o < x.n; o++ {
+			consider(o)
+		}
+	} else {
+		it := s.b.Iterator()
+		for it.HasNext() {
+			consider(it.Next())
+		}
+	}
+	out := roaring.New()
+	for _, b := range best {
+		out.Add(b.o)
+	}
+	return out, nil
+}
+
 // countFromPostings answers count aggregates over the sure events from
 // postings: with no key the cardinality, with indexed keys the value
 // postings intersected, with timechart the Times array. It returns the sure
@@ -449,44 +527,32 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 // search-time extraction may still supply), to be decoded.
 func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 	keys := agg.keys
+	if sure.isEmpty() {
+		return none(), nil
+	}
 	if len(keys) == 0 {
 		agg.addCount(nil, int64(sure.card(x.n)))
 		return none(), nil
 	}
-	if keys[0] == spanKey {
-		if len(keys) > 1 || sure.isEmpty() {
-			if sure.isEmpty() {
-				return none(), nil
-			}
-			return sure, nil
-		}
-		ts, err := x.seg.Times()
-		if err != nil {
-			return bset{}, err
-		}
-		counts := map[int64]int64{}
-		if sure.all {
-			for _, t := range ts {
-				counts[floorSpan(t, agg.span)]++
-			}
-		} else {
-			it := sure.b.Iterator()
-			for it.HasNext() {
-				counts[floorSpan(ts[it.Next()], agg.span)]++
-			}
-		}
-		for t, c := range counts {
-			agg.addCount([]string{strconv.FormatInt(t, 10)}, c)
-		}
-		return none(), nil
+	hasSpan := keys[0] == spanKey
+	fkeys := keys
+	if hasSpan {
+		fkeys = keys[1:]
 	}
-	for _, k := range keys {
+	for _, k := range fkeys {
 		if k != "index" && !x.idx[k] {
 			return sure, nil // a key that is not indexed here: scan
 		}
 	}
+	var ts []int64
+	if hasSpan {
+		var err error
+		if ts, err = x.seg.Times(); err != nil {
+			return bset{}, err
+		}
+	}
 	covered := sure
-	for _, k := range keys {
+	for _, k := range fkeys {
 		if k == "index" {
 			continue
 		}
@@ -501,31 +567,57 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 		return rest, nil
 	}
 	key := make([]string, 0, len(keys))
+	if hasSpan {
+		key = append(key, "")
+	}
+	base := len(key)
+	// leaf counts the events of b under key (with their time buckets).
+	leaf := func(b bset) {
+		if !hasSpan {
+			agg.addCount(key, int64(b.card(x.n)))
+			return
+		}
+		counts := map[int64]int64{}
+		if b.all {
+			for _, t := range ts {
+				counts[floorSpan(t, agg.span)]++
+			}
+		} else {
+			it := b.b.Iterator()
+			for it.HasNext() {
+				counts[floorSpan(ts[it.Next()], agg.span)]++
+			}
+		}
+		for t, c := range counts {
+			key[0] = strconv.FormatInt(t, 10)
+			agg.addCount(key, c)
+		}
+	}
 	var walk func(i int, b bset) error
 	walk = func(i int, b bset) error {
-		if i == len(keys) {
-			agg.addCount(key, int64(b.card(x.n)))
+		if i == len(fkeys) {
+			leaf(b)
 			return nil
 		}
-		if keys[i] == "index" {
+		if fkeys[i] == "index" {
 			key = append(key, x.seg.Index())
 			err := walk(i+1, b)
-			key = key[:i]
+			key = key[:base+i]
 			return err
 		}
-		last := i == len(keys)-1
+		last := i == len(fkeys)-1 && !hasSpan
 		if fc, ok := x.seg.(FieldCounter); ok && last && b.all {
-			return fc.FieldValueCounts(keys[i], func(v string, c uint64) bool {
+			return fc.FieldValueCounts(fkeys[i], func(v string, c uint64) bool {
 				if c > 0 {
 					key = append(key, v)
 					agg.addCount(key, int64(c))
-					key = key[:i]
+					key = key[:base+i]
 				}
 				return true
 			})
 		}
 		var werr error
-		err := x.seg.FieldValues(keys[i], func(v string, vb *roaring.Bitmap) bool {
+		err := x.seg.FieldValues(fkeys[i], func(v string, vb *roaring.Bitmap) bool {
 			if last {
 				var c uint64
 				if b.all {
@@ -536,7 +628,7 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 				if c > 0 {
 					key = append(key, v)
 					agg.addCount(key, int64(c))
-					key = key[:i]
+					key = key[:base+i]
 				}
 				return true
 			}
@@ -546,7 +638,7 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 			}
 			key = append(key, v)
 			werr = walk(i+1, nb)
-			key = key[:i]
+			key = key[:base+i]
 			return werr == nil
 		})
 		if err == nil {

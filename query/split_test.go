@@ -132,6 +132,7 @@ func TestPostingsOnly(t *testing.T) {
 		"zqxjk | stats count",
 		"| stats count by index, sourcetype",
 		"error OR timeout | timechart span=1h count",
+		"error | timechart span=30m count by sourcetype", "earliest=2026-01-01T01:10:00Z latest=2026-01-01T02:00:00Z | timechart span=7m count by status",
 		"host=web-0* NOT status=200 | rare method",
 	} {
 		n = 0
@@ -192,5 +193,35 @@ func TestSearchSummaryAndErrors(t *testing.T) {
 	}
 	if _, err := Search(context.Background(), Request{Query: "error", Earliest: "-3q"}, segs); err == nil {
 		t.Errorf("a bad earliest was accepted")
+	}
+}
+
+// TestHeadDecodesOnlyN: head/tail over events the index proves pick their
+// events by Times and decode only those.
+func TestHeadDecodesOnlyN(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	evs := genEvents(r, 2000)
+	for i := range evs {
+		evs[i].Index = "main"
+	}
+	n := 0
+	segs := []Segment{decodeCounter{NewMemSegment("main~1~p", "main", evs[:1000]), &n}, decodeCounter{NewMemSegment("main~2~p", "main", evs[1000:]), &n}}
+	for _, c := range []struct {
+		q   string
+		max int
+	}{{"error | head 3", 6}, {"| head 5", 10}, {"timeout | eval x=1 | tail 4", 8}, {"| head 0", 0}, {"error | where 1=1 | head 2", 2000}} {
+		n = 0
+		req := Request{Query: c.q, Now: genBase}
+		resp, err := Search(context.Background(), req, segs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > c.max {
+			t.Errorf("query %q decoded %d events, want at most %d", c.q, n, c.max)
+		}
+		want := oracleSearch(t, req, segs)
+		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {
+			t.Errorf("query %q: %s", c.q, diff)
+		}
 	}
 }

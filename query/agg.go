@@ -1,6 +1,7 @@
 package query
 
 import (
+	"container/heap"
 	"math"
 	"sort"
 	"strconv"
@@ -248,6 +249,83 @@ type aggregator struct {
 	// count per joined key: postings answers add millions of groups.
 	countOnly bool
 	counts    map[string]int64
+	// runs are sorted (key, count) lists straight from value postings of a
+	// single-key count; merged without hashing when top/rare finalize.
+	runs [][]keyCount
+}
+
+type keyCount struct {
+	k string
+	n int64
+}
+
+// addRun adds a list of distinct keys with counts (sorted or not).
+func (a *aggregator) addRun(run []keyCount) {
+	if !sort.SliceIsSorted(run, func(i, j int) bool { return run[i].k < run[j].k }) {
+		sort.Slice(run, func(i, j int) bool { return run[i].k < run[j].k })
+	}
+	a.runs = append(a.runs, run)
+}
+
+// foldRuns moves runs into the counts map.
+func (a *aggregator) foldRuns() {
+	for _, r := range a.runs {
+		for _, kc := range r {
+			a.counts[kc.k] += kc.n
+		}
+	}
+	a.runs = nil
+}
+
+type runHead struct {
+	run []keyCount
+	i   int
+}
+
+type runHeap []*runHead
+
+func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Less(i, j int) bool { return h[i].run[h[i].i].k < h[j].run[h[j].i].k }
+func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*runHead)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// mergedRuns merges the sorted runs, summing equal keys.
+func (a *aggregator) mergedRuns() []keyCount {
+	if len(a.runs) == 1 {
+		return a.runs[0]
+	}
+	total := 0
+	h := runHeap{}
+	for _, r := range a.runs {
+		total += len(r)
+		if len(r) > 0 {
+			h = append(h, &runHead{run: r})
+		}
+	}
+	heap.Init(&h)
+	out := make([]keyCount, 0, total)
+	for h.Len() > 0 {
+		top := h[0]
+		kc := top.run[top.i]
+		if n := len(out); n > 0 && out[n-1].k == kc.k {
+			out[n-1].n += kc.n
+		} else {
+			out = append(out, kc)
+		}
+		top.i++
+		if top.i == len(top.run) {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return out
 }
 
 const spanKey = "\x00span"
@@ -288,6 +366,7 @@ func (a *aggregator) materialize() {
 	if !a.countOnly {
 		return
 	}
+	a.foldRuns()
 	for jk, n := range a.counts {
 		g := a.groupForJK(jk, a.splitKey(jk))
 		for _, s := range g.States {
@@ -419,6 +498,8 @@ func (a *aggregator) wireGroups() []group {
 // mergeAggregator folds another aggregator of the same plan into a.
 func (a *aggregator) mergeAggregator(o *aggregator) {
 	if a.countOnly && o.countOnly {
+		a.runs = append(a.runs, o.runs...)
+		o.runs = nil
 		if len(a.counts) == 0 {
 			a.counts, o.counts = o.counts, map[string]int64{}
 			return
@@ -518,7 +599,14 @@ func (t TopCmd) finalize(a *aggregator) ([]Row, []string) {
 		n   int64
 	}
 	var store []entry
-	if a.countOnly {
+	if a.countOnly && len(a.counts) == 0 && len(a.runs) > 0 {
+		m := a.mergedRuns()
+		store = make([]entry, len(m))
+		for i, kc := range m {
+			store[i] = entry{jk: kc.k, n: kc.n}
+		}
+	} else if a.countOnly {
+		a.foldRuns()
 		store = make([]entry, 0, len(a.counts))
 		for jk, n := range a.counts {
 			store = append(store, entry{jk: jk, n: n})

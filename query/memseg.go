@@ -19,6 +19,7 @@ type MemSegment struct {
 	sorted    []string
 	fields    map[string]map[string]*roaring.Bitmap
 	fsorted   map[string][]string
+	fcounts   map[string][]uint64
 	fnames    []string
 	lo, hi    int64
 }
@@ -27,7 +28,7 @@ type MemSegment struct {
 func NewMemSegment(id, index string, events []Event) *MemSegment {
 	m := &MemSegment{id: id, index: index, events: events,
 		terms: map[string]*roaring.Bitmap{}, fields: map[string]map[string]*roaring.Bitmap{},
-		fsorted: map[string][]string{}, lo: math.MaxInt64, hi: math.MinInt64}
+		fsorted: map[string][]string{}, fcounts: map[string][]uint64{}, lo: math.MaxInt64, hi: math.MinInt64}
 	var tk Tokenizer
 	addField := func(name, val string, ord uint32) {
 		vm := m.fields[name]
@@ -81,6 +82,11 @@ func NewMemSegment(id, index string, events []Event) *MemSegment {
 		}
 		sort.Strings(vs)
 		m.fsorted[f] = vs
+		cs := make([]uint64, len(vs))
+		for i, v := range vs {
+			cs[i] = vm[v].GetCardinality()
+		}
+		m.fcounts[f] = cs
 	}
 	sort.Strings(m.fnames)
 	return m
@@ -122,9 +128,9 @@ func (m *MemSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) 
 
 // FieldValueCounts implements FieldCounter.
 func (m *MemSegment) FieldValueCounts(field string, fn func(string, uint64) bool) error {
-	vm := m.fields[field]
-	for _, v := range m.fsorted[field] {
-		if !fn(v, vm[v].GetCardinality()) {
+	cs := m.fcounts[field]
+	for i, v := range m.fsorted[field] {
+		if !fn(v, cs[i]) {
 			break
 		}
 	}

@@ -606,29 +606,38 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 			return err
 		}
 		last := i == len(fkeys)-1 && !hasSpan
+		// A single key's counts go to the aggregator as one sorted run.
+		var run []keyCount
+		single := last && len(keys) == 1
+		count := func(v string, c uint64) {
+			if c == 0 {
+				return
+			}
+			if single {
+				run = append(run, keyCount{v, int64(c)})
+				return
+			}
+			key = append(key, v)
+			agg.addCount(key, int64(c))
+			key = key[:base+i]
+		}
 		if fc, ok := x.seg.(FieldCounter); ok && last && b.all {
-			return fc.FieldValueCounts(fkeys[i], func(v string, c uint64) bool {
-				if c > 0 {
-					key = append(key, v)
-					agg.addCount(key, int64(c))
-					key = key[:base+i]
-				}
+			err := fc.FieldValueCounts(fkeys[i], func(v string, c uint64) bool {
+				count(v, c)
 				return true
 			})
+			if single && err == nil {
+				agg.addRun(run)
+			}
+			return err
 		}
 		var werr error
 		err := x.seg.FieldValues(fkeys[i], func(v string, vb *roaring.Bitmap) bool {
 			if last {
-				var c uint64
 				if b.all {
-					c = vb.GetCardinality()
+					count(v, vb.GetCardinality())
 				} else {
-					c = b.b.AndCardinality(vb)
-				}
-				if c > 0 {
-					key = append(key, v)
-					agg.addCount(key, int64(c))
-					key = key[:base+i]
+					count(v, b.b.AndCardinality(vb))
 				}
 				return true
 			}
@@ -643,6 +652,9 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 		})
 		if err == nil {
 			err = werr
+		}
+		if single && err == nil {
+			agg.addRun(run)
 		}
 		return err
 	}

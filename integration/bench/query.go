@@ -160,7 +160,7 @@ var benchVariants = []string{
 	"NOT method=GET | rare limit=3 user_agent",
 	"rt=1999ms | stats count",
 	"/api/v1/cart earliest=2026-01-01T20:00:00Z | stats avg(bytes) max(bytes) perc95(bytes)",
-	"host=web-07 zqxjkcanary OR trace_id=zqxjkcanary | stats count by host",
+	"trace_id=zqxjkcanary OR nosuchword | stats count by host",
 	"earliest=2026-01-01T03:00:00Z latest=2026-01-01T03:10:00Z | timechart span=1m count",
 }
 

@@ -93,6 +93,7 @@ type segExec struct {
 	n     uint32
 	idx   map[string]bool
 	cache map[string]bset
+	ts    []int64
 }
 
 var presenceCache sync.Map // presenceKey -> *roaring.Bitmap
@@ -313,13 +314,28 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 	return cands{sure: sure, maybe: lacking}, nil
 }
 
+// times reads the segment's Times once per search.
+func (x *segExec) times() ([]int64, error) {
+	if x.ts == nil {
+		ts, err := x.seg.Times()
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) < int(x.n) {
+			return nil, fmt.Errorf("times: %d entries for %d events", len(ts), x.n)
+		}
+		x.ts = ts[:x.n]
+	}
+	return x.ts, nil
+}
+
 // timeSet is the set of events inside the search's time range, or all.
 func (x *segExec) timeSet() (bset, error) {
 	lo, hi := x.seg.Bounds()
 	if lo >= x.p.earliest && hi < x.p.latest {
 		return bset{all: true}, nil
 	}
-	ts, err := x.seg.Times()
+	ts, err := x.times()
 	if err != nil {
 		return bset{}, err
 	}
@@ -476,7 +492,7 @@ func (x *segExec) pickByTime(s bset, n int, oldest bool) (*roaring.Bitmap, error
 	if n <= 0 {
 		return roaring.New(), nil
 	}
-	ts, err := x.seg.Times()
+	ts, err := x.times()
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +563,7 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 	var ts []int64
 	if hasSpan {
 		var err error
-		if ts, err = x.seg.Times(); err != nil {
+		if ts, err = x.times(); err != nil {
 			return bset{}, err
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -454,6 +455,9 @@ func startInproc(file string) (searcher, func(), error) {
 		return nil, nil, err
 	}
 	flush()
+	// Settle the heap the load built, as a restarted peer would not carry a
+	// pending collection of gigabytes into its first queries.
+	runtime.GC()
 	fmt.Printf("loaded %s into %d in-memory segments in %.1fs\n", file, len(segs), time.Since(start).Seconds())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -62,8 +62,8 @@ func TestOracle(t *testing.T) {
 	events := genEvents(r, 3000)
 	segs := segmentsByIndex(events, 3)
 	n := 450
-	if testing.Short() {
-		n = 100
+	if testing.Short() || raceEnabled {
+		n = 150
 	}
 	now := genBase.Add(5 * time.Hour)
 	fixed := []string{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,7 +66,11 @@ func runSplit(t *testing.T, req Request, segs []Segment) []map[string]any {
 // result.
 func TestSplitExecution(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
-	events := genEvents(r, 1500)
+	nev := 1500
+	if raceEnabled {
+		nev = 600
+	}
+	events := genEvents(r, nev)
 	one := []Segment{NewMemSegment("all~0~p", "main", events)}
 	now := genBase.Add(5 * time.Hour)
 	for _, q := range splitQueries {
@@ -98,12 +103,12 @@ func TestDecodePartialRefusesOtherVersions(t *testing.T) {
 // from postings alone.
 type decodeCounter struct {
 	Segment
-	n *int
+	n *atomic.Int64
 }
 
 func (d decodeCounter) Events(ords *roaring.Bitmap, fn func(uint32, *Event) bool) error {
 	return d.Segment.Events(ords, func(o uint32, ev *Event) bool {
-		*d.n++
+		d.n.Add(1)
 		return fn(o, ev)
 	})
 }
@@ -121,7 +126,7 @@ func TestPostingsOnly(t *testing.T) {
 		e.Index = "main"
 		evs = append(evs, e)
 	}
-	n := 0
+	var n atomic.Int64
 	segs := []Segment{decodeCounter{NewMemSegment("main~1~p", "main", evs[:len(evs)/2]), &n}, decodeCounter{NewMemSegment("main~2~p", "main", evs[len(evs)/2:]), &n}}
 	now := genBase.Add(5 * time.Hour)
 	for _, q := range []string{
@@ -135,14 +140,14 @@ func TestPostingsOnly(t *testing.T) {
 		"error | timechart span=30m count by sourcetype", "earliest=2026-01-01T01:10:00Z latest=2026-01-01T02:00:00Z | timechart span=7m count by status",
 		"host=web-0* NOT status=200 | rare method",
 	} {
-		n = 0
+		n.Store(0)
 		req := Request{Query: q, Now: now}
 		resp, err := Search(context.Background(), req, segs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 0 {
-			t.Errorf("query %q decoded %d events, want 0 (postings only)", q, n)
+		if n.Load() != 0 {
+			t.Errorf("query %q decoded %d events, want 0 (postings only)", q, n.Load())
 		}
 		want := oracleSearch(t, req, segs)
 		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {
@@ -204,20 +209,20 @@ func TestHeadDecodesOnlyN(t *testing.T) {
 	for i := range evs {
 		evs[i].Index = "main"
 	}
-	n := 0
+	var n atomic.Int64
 	segs := []Segment{decodeCounter{NewMemSegment("main~1~p", "main", evs[:1000]), &n}, decodeCounter{NewMemSegment("main~2~p", "main", evs[1000:]), &n}}
 	for _, c := range []struct {
 		q   string
 		max int
 	}{{"error | head 3", 6}, {"| head 5", 10}, {"timeout | eval x=1 | tail 4", 8}, {"| head 0", 0}, {"error | where 1=1 | head 2", 2000}} {
-		n = 0
+		n.Store(0)
 		req := Request{Query: c.q, Now: genBase}
 		resp, err := Search(context.Background(), req, segs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > c.max {
-			t.Errorf("query %q decoded %d events, want at most %d", c.q, n, c.max)
+		if int(n.Load()) > c.max {
+			t.Errorf("query %q decoded %d events, want at most %d", c.q, n.Load(), c.max)
 		}
 		want := oracleSearch(t, req, segs)
 		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {

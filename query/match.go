@@ -36,6 +36,7 @@ type cnode struct {
 	isNum       bool
 	hasLetters  bool
 	exactTokens bool // term: postings answer it without verification
+	wholeToken  bool // term: no major breaker, so it can be a whole segment
 }
 
 func isBreaker(c byte) bool { return breakerClass[c] != 0 }
@@ -85,6 +86,12 @@ func compileNode(n Node) *cnode {
 			}
 		}
 		c.exactTokens = len(c.atoms) == 1 && c.atoms[0] == t && len(t) < MaxTokenLen
+		c.wholeToken = !c.exactTokens && len(t) < MaxTokenLen
+		for i := 0; i < len(t); i++ {
+			if IsMajorBreaker(t[i]) {
+				c.wholeToken = false
+			}
+		}
 		if t == "" {
 			return &cnode{kind: '*'}
 		}

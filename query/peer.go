@@ -223,7 +223,17 @@ func (x *segExec) candidates(c *cnode) (cands, error) {
 				break
 			}
 		}
-		return cands{sure: none(), maybe: m}, nil
+		sure := none()
+		if c.wholeToken && !m.isEmpty() {
+			// An event whose whole major segment is the term holds it at
+			// token boundaries: sure without verification.
+			s, err := x.term(c.text)
+			if err != nil {
+				return cands{}, err
+			}
+			sure = and(s, m)
+		}
+		return cands{sure: sure, maybe: andNot(m, sure, x.n)}, nil
 	case 'g':
 		prefix := c.text
 		for i := 0; i < len(prefix); i++ {

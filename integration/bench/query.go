@@ -40,7 +40,7 @@ import (
 
 func init() { register("query", runQueryBench) }
 
-type benchQuery struct {
+type qbQuery struct {
 	id, spl  string
 	check    func(size string, r *query.Response) error
 	postings bool // target ≤ 0.5× baseline (answered from postings)
@@ -53,16 +53,16 @@ var queryBaselines = map[string]map[string][2]float64{
 	"1m": {"a": {0.009, 0.009}, "b": {0.154, 0.154}, "c": {0.024, 0.024}, "d": {0.092, 0.092}, "e": {0.009, 0.009}},
 }
 
-var sizeEvents = map[string]int{"1m": 1_000_000, "5m": 5_000_000}
+var qbSizeEvents = map[string]int{"1m": 1_000_000, "5m": 5_000_000}
 
-func countOf(r *query.Response) (int64, error) {
+func qbCountOf(r *query.Response) (int64, error) {
 	if len(r.Results) != 1 {
 		return 0, fmt.Errorf("want 1 result row, got %d", len(r.Results))
 	}
-	return asInt(r.Results[0]["count"])
+	return qbInt(r.Results[0]["count"])
 }
 
-func asInt(v any) (int64, error) {
+func qbInt(v any) (int64, error) {
 	switch x := v.(type) {
 	case json.Number:
 		return x.Int64()
@@ -74,9 +74,9 @@ func asInt(v any) (int64, error) {
 	return 0, fmt.Errorf("not a number: %v", v)
 }
 
-func wantCount(want map[string]int64) func(string, *query.Response) error {
+func qbWantCount(want map[string]int64) func(string, *query.Response) error {
 	return func(size string, r *query.Response) error {
-		n, err := countOf(r)
+		n, err := qbCountOf(r)
 		if err != nil {
 			return err
 		}
@@ -87,11 +87,11 @@ func wantCount(want map[string]int64) func(string, *query.Response) error {
 	}
 }
 
-var benchQueries = []benchQuery{
+var qbQueries = []qbQuery{
 	{id: "a", spl: "earliest=2026-01-01T05:00:00Z latest=2026-01-01T06:00:00Z | stats count",
-		check: wantCount(map[string]int64{"1m": 41663, "5m": 208332})},
+		check: qbWantCount(map[string]int64{"1m": 41663, "5m": 208332})},
 	{id: "b", spl: "error | stats count", postings: true,
-		check: wantCount(map[string]int64{"1m": 24803, "5m": 124933})},
+		check: qbWantCount(map[string]int64{"1m": 24803, "5m": 124933})},
 	{id: "c", spl: "status=5* | stats count by host", check: func(size string, r *query.Response) error {
 		want := map[string]int64{"1m": 19971, "5m": 100083}[size]
 		if len(r.Results) != 50 {
@@ -99,7 +99,7 @@ var benchQueries = []benchQuery{
 		}
 		var sum int64
 		for _, row := range r.Results {
-			n, err := asInt(row["count"])
+			n, err := qbInt(row["count"])
 			if err != nil {
 				return err
 			}
@@ -136,7 +136,7 @@ var benchQueries = []benchQuery{
 			if size == "1m" && i == 1 {
 				row = r.Results[9]
 			}
-			n, err := asInt(row["count"])
+			n, err := qbInt(row["count"])
 			if err != nil {
 				return err
 			}
@@ -146,11 +146,11 @@ var benchQueries = []benchQuery{
 		}
 		return nil
 	}},
-	{id: "e", spl: "zqxjkcanary | stats count", check: wantCount(map[string]int64{"1m": 10, "5m": 10})},
+	{id: "e", spl: "zqxjkcanary | stats count", check: qbWantCount(map[string]int64{"1m": 10, "5m": 10})},
 }
 
 // Variants the engine was not tuned for; each is checked against the oracle.
-var benchVariants = []string{
+var qbVariants = []string{
 	`"timed out" | stats count`,
 	"method=POST | stats count by host",
 	"earliest=2026-01-01T12:30:00Z latest=2026-01-01T14:00:00Z | stats count by sourcetype",
@@ -165,13 +165,13 @@ var benchVariants = []string{
 	"earliest=2026-01-01T03:00:00Z latest=2026-01-01T03:10:00Z | timechart span=1m count",
 }
 
-type searcher interface {
+type qbSearcher interface {
 	search(ctx context.Context, spl string) (*query.Response, time.Duration, error)
 }
 
-type httpSearcher struct{ url string }
+type qbHTTPSearcher struct{ url string }
 
-func (h httpSearcher) search(ctx context.Context, spl string) (*query.Response, time.Duration, error) {
+func (h qbHTTPSearcher) search(ctx context.Context, spl string) (*query.Response, time.Duration, error) {
 	body, _ := json.Marshal(query.Request{Query: spl})
 	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
@@ -210,7 +210,7 @@ func runQueryBench(cfg Config) error {
 	}
 	failed := false
 	for _, size := range cfg.Sizes {
-		n, ok := sizeEvents[size]
+		n, ok := qbSizeEvents[size]
 		if !ok {
 			return fmt.Errorf("unknown size %q", size)
 		}
@@ -218,24 +218,24 @@ func runQueryBench(cfg Config) error {
 			fmt.Printf("query bench %s: skipped in inproc mode (in-memory segments of the 5M set would not fit beside the other engineers; set QUARRY_BENCH_QUERY_INPROC_ALL=1)\n", size)
 			continue
 		}
-		file, err := ensureHEC(cfg, size, n)
+		file, err := qbEnsureHEC(cfg, size, n)
 		if err != nil {
 			return err
 		}
-		var s searcher
+		var s qbSearcher
 		var stop func()
 		switch mode {
 		case "peer":
-			s, stop, err = startBenchPeer(cfg, size, file, n)
+			s, stop, err = qbStartPeerWithData(cfg, size, file, n)
 		case "inproc":
-			s, stop, err = startInproc(file)
+			s, stop, err = qbStartInproc(file)
 		default:
 			return fmt.Errorf("QUARRY_BENCH_QUERY_MODE=%q: want auto, peer or inproc", mode)
 		}
 		if err != nil {
 			return err
 		}
-		err = runQuerySet(size, mode, s, file)
+		err = qbRunSet(size, mode, s, file)
 		stop()
 		if err != nil {
 			fmt.Printf("query bench %s: FAILED: %v\n", size, err)
@@ -248,12 +248,12 @@ func runQueryBench(cfg Config) error {
 	return nil
 }
 
-func runQuerySet(size, mode string, s searcher, file string) error {
+func qbRunSet(size, mode string, s qbSearcher, file string) error {
 	ctx := context.Background()
 	fmt.Printf("\nquery bench, %s set, %s (seconds, HTTP round trip on loopback)\n", size, map[string]string{"peer": "standalone peer", "inproc": "in-process memory segments behind HTTP (no standalone peer yet)"}[mode])
 	fmt.Printf("%-3s %-72s %9s %9s %13s %7s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "target", "answer")
 	var errs []string
-	for _, q := range benchQueries {
+	for _, q := range qbQueries {
 		var times []float64
 		var answerErr error
 		for i := 0; i < 5; i++ {
@@ -293,8 +293,8 @@ func runQuerySet(size, mode string, s searcher, file string) error {
 		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans)
 	}
 	fmt.Printf("\nvariants checked against the oracle (query.Reference, one naive pass over %s):\n", filepath.Base(file))
-	refs := make([]*query.Reference, len(benchVariants))
-	for i, v := range benchVariants {
+	refs := make([]*query.Reference, len(qbVariants))
+	for i, v := range qbVariants {
 		ref, err := query.NewReference(query.Request{Query: v})
 		if err != nil {
 			return fmt.Errorf("variant %q: %w", v, err)
@@ -303,7 +303,7 @@ func runQuerySet(size, mode string, s searcher, file string) error {
 	}
 	ostart := time.Now()
 	var ord uint32
-	if err := scanHEC(file, func(ev *query.Event) bool {
+	if err := qbScanHEC(file, func(ev *query.Event) bool {
 		ord++
 		row := query.EventRow(ev, "oracle", ord, "oracle")
 		for _, r := range refs {
@@ -314,13 +314,13 @@ func runQuerySet(size, mode string, s searcher, file string) error {
 		return fmt.Errorf("oracle: %w", err)
 	}
 	fmt.Printf("  (oracle pass: %.1fs)\n", time.Since(ostart).Seconds())
-	for i, v := range benchVariants {
+	for i, v := range qbVariants {
 		r, took, err := s.search(ctx, v)
 		if err != nil {
 			return fmt.Errorf("variant %q: %w", v, err)
 		}
 		verdict := "ok"
-		if d := diffResults(r.Results, refs[i].Results()); d != "" {
+		if d := qbDiff(r.Results, refs[i].Results()); d != "" {
 			verdict = "WRONG: " + d
 			errs = append(errs, fmt.Sprintf("variant %q: %s", v, d))
 		}
@@ -332,9 +332,9 @@ func runQuerySet(size, mode string, s searcher, file string) error {
 	return nil
 }
 
-// diffResults compares a search's results with the oracle's, as JSON
+// qbDiff compares a search's results with the oracle's, as JSON
 // values, and describes the first difference.
-func diffResults(got, want []map[string]any) string {
+func qbDiff(got, want []map[string]any) string {
 	norm := func(m map[string]any) string {
 		b, _ := json.Marshal(m)
 		var v any
@@ -355,7 +355,7 @@ func diffResults(got, want []map[string]any) string {
 	return ""
 }
 
-func ensureHEC(cfg Config, size string, n int) (string, error) {
+func qbEnsureHEC(cfg Config, size string, n int) (string, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return "", err
 	}
@@ -373,8 +373,8 @@ func ensureHEC(cfg Config, size string, n int) (string, error) {
 	return file, os.Rename(tmp, file)
 }
 
-// scanHEC parses a HEC envelope file into events.
-func scanHEC(file string, fn func(ev *query.Event) bool) error {
+// qbScanHEC parses a HEC envelope file into events.
+func qbScanHEC(file string, fn func(ev *query.Event) bool) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -396,7 +396,7 @@ func scanHEC(file string, fn func(ev *query.Event) bool) error {
 			return fmt.Errorf("%s:%d: no time", file, line)
 		}
 		ev = query.Event{
-			Time:       hecTime(ts.String()),
+			Time:       qbHECTime(ts.String()),
 			Raw:        string(v.GetStringBytes("event")),
 			Host:       string(v.GetStringBytes("host")),
 			Source:     string(v.GetStringBytes("source")),
@@ -416,8 +416,8 @@ func scanHEC(file string, fn func(ev *query.Event) bool) error {
 	return sc.Err()
 }
 
-// hecTime turns "1767225600.465" into unix ns exactly.
-func hecTime(s string) int64 {
+// qbHECTime turns "1767225600.465" into unix ns exactly.
+func qbHECTime(s string) int64 {
 	sec, frac, _ := strings.Cut(s, ".")
 	n, _ := strconv.ParseInt(sec, 10, 64)
 	ns := n * 1e9
@@ -429,9 +429,9 @@ func hecTime(s string) int64 {
 	return ns
 }
 
-// startInproc loads the file into in-memory segments of 250k events (like a
+// qbStartInproc loads the file into in-memory segments of 250k events (like a
 // peer's warm buckets) and serves /v1/search on loopback.
-func startInproc(file string) (searcher, func(), error) {
+func qbStartInproc(file string) (qbSearcher, func(), error) {
 	const bucket = 250_000
 	var segs []query.Segment
 	var cur []query.Event
@@ -442,7 +442,7 @@ func startInproc(file string) (searcher, func(), error) {
 		}
 	}
 	start := time.Now()
-	err := scanHEC(file, func(ev *query.Event) bool {
+	err := qbScanHEC(file, func(ev *query.Event) bool {
 		e := *ev
 		e.Fields = append([]query.Field(nil), ev.Fields...)
 		cur = append(cur, e)
@@ -484,10 +484,15 @@ func startInproc(file string) (searcher, func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}
-	return httpSearcher{url: "http://" + ln.Addr().String()}, stop, nil
+	return qbHTTPSearcher{url: "http://" + ln.Addr().String()}, stop, nil
 }
 
-func freePort() (string, error) {
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func qbFreePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -497,13 +502,13 @@ func freePort() (string, error) {
 	return addr, nil
 }
 
-type benchPeer struct {
+type qbPeer struct {
 	cmd  *exec.Cmd
 	addr string
 }
 
-func startPeerProcess(cfg Config, dir, token string) (*benchPeer, error) {
-	addr, err := freePort()
+func qbStartPeer(cfg Config, dir, token string) (*qbPeer, error) {
+	addr, err := qbFreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +522,7 @@ func startPeerProcess(cfg Config, dir, token string) (*benchPeer, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &benchPeer{cmd: cmd, addr: addr}
+	p := &qbPeer{cmd: cmd, addr: addr}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		c := http.Client{Timeout: time.Second}
@@ -533,7 +538,7 @@ func startPeerProcess(cfg Config, dir, token string) (*benchPeer, error) {
 	return nil, fmt.Errorf("peer on %s not healthy within 60s (log: %s)", addr, logf.Name())
 }
 
-func (p *benchPeer) stop() {
+func (p *qbPeer) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(done) }()
@@ -545,23 +550,29 @@ func (p *benchPeer) stop() {
 	}
 }
 
-// startBenchPeer brings up a standalone peer holding the whole set: it
+// qbStartPeerWithData brings up a standalone peer holding the whole set: it
 // reuses benchdata/peer-<size> when it already answers the full count,
 // else ingests the file into a fresh folder; then restarts the peer so the
 // queries run after a restart with a warm page cache (the protocol).
-func startBenchPeer(cfg Config, size, file string, n int) (searcher, func(), error) {
+func qbStartPeerWithData(cfg Config, size, file string, n int) (qbSearcher, func(), error) {
 	dir := filepath.Join(cfg.DataDir, "peer-"+size)
+	if _, err := os.Stat(dir); err != nil {
+		// The ingest part's searchable single-stream folder holds the set.
+		if alt := filepath.Join(cfg.DataDir, "peer-ingest-"+size+"-1-true"); dirExists(alt) {
+			dir = alt
+		}
+	}
 	const token = "bench-token"
 	countAll := func(url string) int64 {
-		r, _, err := httpSearcher{url: url}.search(context.Background(), "| stats count")
+		r, _, err := qbHTTPSearcher{url: url}.search(context.Background(), "| stats count")
 		if err != nil {
 			return -1
 		}
-		c, _ := countOf(r)
+		c, _ := qbCountOf(r)
 		return c
 	}
 	if _, err := os.Stat(dir); err == nil {
-		p, err := startPeerProcess(cfg, dir, token)
+		p, err := qbStartPeer(cfg, dir, token)
 		if err == nil {
 			got := countAll("http://" + p.addr)
 			p.stop()
@@ -576,7 +587,7 @@ func startBenchPeer(cfg Config, size, file string, n int) (searcher, func(), err
 		}
 	}
 	{
-		p, err := startPeerProcess(cfg, dir, token)
+		p, err := qbStartPeer(cfg, dir, token)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -598,12 +609,12 @@ func startBenchPeer(cfg Config, size, file string, n int) (searcher, func(), err
 		p.stop()
 	}
 restart:
-	p, err := startPeerProcess(cfg, dir, token)
+	p, err := qbStartPeer(cfg, dir, token)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Warm the page cache as the protocol asks (the first timed run still
 	// pays the peer's own cold structures).
 	_ = countAll("http://" + p.addr)
-	return httpSearcher{url: "http://" + p.addr}, p.stop, nil
+	return qbHTTPSearcher{url: "http://" + p.addr}, p.stop, nil
 }

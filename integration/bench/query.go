@@ -592,7 +592,7 @@ func qbStartPeerWithData(cfg Config, size, file string, n int) (qbSearcher, func
 			return nil, nil, err
 		}
 		fmt.Printf("ingesting %s into a standalone peer …\n", file)
-		cmd := exec.Command(cfg.Bin, "ingest", file, "--hec", "http://"+p.addr, "--token", token)
+		cmd := exec.Command(cfg.Bin, "ingest", "--hec", "http://"+p.addr, "--token", token, "--quiet", file)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
 			p.stop()

@@ -25,7 +25,7 @@ func FuzzParse(f *testing.F) {
 		"| eval x=((1)", "| where", `| rex "(?<a>"`, "| stats count by", "| sort - - x", "| head -1", "\x00|\xff"} {
 		f.Add(s)
 	}
-	segs := []Segment{NewMemSegment("main~0~p", "main", []Event{
+	segs := []Segment{NewMemSegment(uniq("main~0~p"), "main", []Event{
 		{Time: fixedNow.UnixNano(), Raw: `a=1 error GET /api/v1/cart status=500 {"x":1}`, Host: "h", Source: "s", Sourcetype: "st", Index: "main", Fields: []Field{{"path", "/api/v1/cart"}}},
 		{Time: fixedNow.UnixNano() + 1, Raw: `{"user":"bob","n":[1,2]}`, Host: "h2", Index: "main"},
 	})}

@@ -6,9 +6,13 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// segSerial keeps test bucket ids unique: the executor caches per bucket id.
+var segSerial atomic.Int64
 
 var genBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -218,7 +222,7 @@ func partition(r *rand.Rand, events []Event, k int) []Segment {
 	})
 	segs := make([]Segment, 0, len(keys))
 	for _, kk := range keys {
-		segs = append(segs, NewMemSegment(fmt.Sprintf("%s~%d~peer%d", kk.idx, kk.i, kk.i%3), kk.idx, parts[kk]))
+		segs = append(segs, NewMemSegment(fmt.Sprintf("%s~%d~peer%d-%d", kk.idx, kk.i, kk.i%3, segSerial.Add(1)), kk.idx, parts[kk]))
 	}
 	return segs
 }
@@ -240,8 +244,11 @@ func segmentsByIndex(events []Event, perIndex int) []Segment {
 		size := (len(evs) + perIndex - 1) / perIndex
 		for i := 0; i*size < len(evs); i++ {
 			end := min((i+1)*size, len(evs))
-			segs = append(segs, NewMemSegment(fmt.Sprintf("%s~%d~p1", idx, i), idx, evs[i*size:end]))
+			segs = append(segs, NewMemSegment(fmt.Sprintf("%s~%d~p1-%d", idx, i, segSerial.Add(1)), idx, evs[i*size:end]))
 		}
 	}
 	return segs
 }
+
+// uniq makes a test bucket id unique.
+func uniq(id string) string { return fmt.Sprintf("%s-%d", id, segSerial.Add(1)) }

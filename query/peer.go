@@ -3,7 +3,6 @@ package query
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"sync"
@@ -98,10 +97,14 @@ type segExec struct {
 
 var presenceCache sync.Map // presenceKey -> *roaring.Bitmap
 
+// presenceKey names a bucket snapshot: a bucket's first n events never
+// change (journals are append-only and every copy holds the same events),
+// so the union of a field's postings can be reused across searches.
 type presenceKey struct {
-	seg   any
-	n     uint32
-	field string
+	bucket string
+	n      uint32
+	lo, hi int64
+	field  string
 }
 
 var presenceCount int64
@@ -123,10 +126,10 @@ func (x *segExec) hasField(f string) (bset, error) {
 		}
 		out = bset{b: b}
 	} else {
-		var key presenceKey
-		cacheable := reflect.TypeOf(x.seg).Comparable()
+		lo, hi := x.seg.Bounds()
+		key := presenceKey{x.seg.BucketID(), x.n, lo, hi, f}
+		cacheable := key.bucket != ""
 		if cacheable {
-			key = presenceKey{x.seg, x.n, f}
 			if v, ok := presenceCache.Load(key); ok {
 				out = bset{b: v.(*roaring.Bitmap)}
 				if out.b.GetCardinality() == uint64(x.n) {

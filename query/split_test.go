@@ -71,7 +71,7 @@ func TestSplitExecution(t *testing.T) {
 		nev = 600
 	}
 	events := genEvents(r, nev)
-	one := []Segment{NewMemSegment("all~0~p", "main", events)}
+	one := []Segment{NewMemSegment(uniq("all~0~p"), "main", events)}
 	now := genBase.Add(5 * time.Hour)
 	for _, q := range splitQueries {
 		req := Request{Query: q, Now: now, Server: "p1"}
@@ -127,7 +127,7 @@ func TestPostingsOnly(t *testing.T) {
 		evs = append(evs, e)
 	}
 	var n atomic.Int64
-	segs := []Segment{decodeCounter{NewMemSegment("main~1~p", "main", evs[:len(evs)/2]), &n}, decodeCounter{NewMemSegment("main~2~p", "main", evs[len(evs)/2:]), &n}}
+	segs := []Segment{decodeCounter{NewMemSegment(uniq("main~1~p"), "main", evs[:len(evs)/2]), &n}, decodeCounter{NewMemSegment(uniq("main~2~p"), "main", evs[len(evs)/2:]), &n}}
 	now := genBase.Add(5 * time.Hour)
 	for _, q := range []string{
 		"earliest=2026-01-01T01:00:00Z latest=2026-01-01T02:00:00Z | stats count",
@@ -162,7 +162,7 @@ func TestPostingsOnly(t *testing.T) {
 func TestSearchSummaryAndErrors(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	evs := genEvents(r, 300)
-	segs := []Segment{NewMemSegment("main~1~p", "main", evs[:150]), NewMemSegment("main~2~p", "main", evs[150:])}
+	segs := []Segment{NewMemSegment(uniq("main~1~p"), "main", evs[:150]), NewMemSegment(uniq("main~2~p"), "main", evs[150:])}
 	// A time range that only touches the second segment skips the first.
 	lo, _ := segs[1].Bounds()
 	req := Request{Query: "| stats count", Earliest: time.Unix(0, lo).UTC().Format(time.RFC3339Nano), Latest: "2026-02-01T00:00:00Z", Server: "p9"}
@@ -210,7 +210,7 @@ func TestHeadDecodesOnlyN(t *testing.T) {
 		evs[i].Index = "main"
 	}
 	var n atomic.Int64
-	segs := []Segment{decodeCounter{NewMemSegment("main~1~p", "main", evs[:1000]), &n}, decodeCounter{NewMemSegment("main~2~p", "main", evs[1000:]), &n}}
+	segs := []Segment{decodeCounter{NewMemSegment(uniq("main~1~p"), "main", evs[:1000]), &n}, decodeCounter{NewMemSegment(uniq("main~2~p"), "main", evs[1000:]), &n}}
 	for _, c := range []struct {
 		q   string
 		max int

@@ -295,6 +295,73 @@ func (h *runHeap) Pop() any {
 	return x
 }
 
+// topCandidates finds, without merging every run, a set of keys with their
+// exact total counts that contains every key whose total is among the k
+// largest (ties included), and the sum of all counts. A key whose total
+// reaches T over R runs has at least T/R in one run (pigeonhole); T is the
+// k-th largest exact total among each run's own top k. ok is false when
+// the bound does not help (fewer than k candidates).
+func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
+	runs := a.runs
+	R := int64(len(runs))
+	var total int64
+	exact := func(key string) int64 {
+		var n int64
+		for _, r := range runs {
+			i := sort.Search(len(r), func(i int) bool { return r[i].k >= key })
+			if i < len(r) && r[i].k == key {
+				n += r[i].n
+			}
+		}
+		return n
+	}
+	seed := map[string]bool{}
+	for _, r := range runs {
+		// this run's k largest counts
+		var top []keyCount
+		for _, kc := range r {
+			total += kc.n
+			if len(top) == k && kc.n <= top[k-1].n {
+				continue
+			}
+			i := sort.Search(len(top), func(i int) bool { return kc.n > top[i].n })
+			if len(top) < k {
+				top = append(top, keyCount{})
+			}
+			copy(top[i+1:], top[i:len(top)-1])
+			top[i] = kc
+		}
+		for _, kc := range top {
+			seed[kc.k] = true
+		}
+	}
+	if len(seed) < k {
+		return nil, 0, false
+	}
+	totals := make([]int64, 0, len(seed))
+	for key := range seed {
+		totals = append(totals, exact(key))
+	}
+	sort.Slice(totals, func(i, j int) bool { return totals[i] > totals[j] })
+	T := totals[k-1]
+	if T <= 0 {
+		return nil, 0, false
+	}
+	cand := map[string]bool{}
+	for _, r := range runs {
+		for _, kc := range r {
+			if kc.n*R >= T {
+				cand[kc.k] = true
+			}
+		}
+	}
+	out := make([]keyCount, 0, len(cand))
+	for key := range cand {
+		out = append(out, keyCount{key, exact(key)})
+	}
+	return out, total, true
+}
+
 // mergedRuns merges the sorted runs, summing equal keys.
 func (a *aggregator) mergedRuns() []keyCount {
 	if len(a.runs) == 1 {
@@ -599,19 +666,33 @@ func (t TopCmd) finalize(a *aggregator) ([]Row, []string) {
 		n   int64
 	}
 	var store []entry
-	if a.countOnly && len(a.counts) == 0 && len(a.runs) > 0 {
+	var pruned bool
+	var prunedTotal int64
+	if !t.Rare && t.Limit > 0 && nb == 0 && a.countOnly && len(a.counts) == 0 && len(a.runs) > 1 {
+		var cand []keyCount
+		cand, prunedTotal, pruned = a.topCandidates(t.Limit)
+		if pruned {
+			store = make([]entry, len(cand))
+			for i, kc := range cand {
+				store[i] = entry{jk: kc.k, n: kc.n}
+			}
+		}
+	}
+	switch {
+	case pruned:
+	case a.countOnly && len(a.counts) == 0 && len(a.runs) > 0:
 		m := a.mergedRuns()
 		store = make([]entry, len(m))
 		for i, kc := range m {
 			store[i] = entry{jk: kc.k, n: kc.n}
 		}
-	} else if a.countOnly {
+	case a.countOnly:
 		a.foldRuns()
 		store = make([]entry, 0, len(a.counts))
 		for jk, n := range a.counts {
 			store = append(store, entry{jk: jk, n: n})
 		}
-	} else {
+	default:
 		store = make([]entry, 0, len(a.groups))
 		for _, g := range a.groups {
 			store = append(store, entry{key: g.Key, n: g.States[0].N})
@@ -654,6 +735,9 @@ func (t TopCmd) finalize(a *aggregator) ([]Row, []string) {
 		var total int64
 		for _, e := range es {
 			total += e.n
+		}
+		if pruned {
+			total = prunedTotal
 		}
 		var best []*entry
 		if t.Limit > 0 && len(es) > t.Limit {

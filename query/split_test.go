@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -227,6 +228,40 @@ func TestHeadDecodesOnlyN(t *testing.T) {
 		want := oracleSearch(t, req, segs)
 		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {
 			t.Errorf("query %q: %s", c.q, diff)
+		}
+	}
+}
+
+// TestTopPruningMatchesFullMerge: top-N over many buckets' runs, pruned by
+// the pigeonhole bound, equals top-N over the fully merged counts, ties at
+// the threshold included.
+func TestTopPruningMatchesFullMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 1))
+	for it := 0; it < 400; it++ {
+		nruns := 2 + r.IntN(6)
+		keys := 3 + r.IntN(30)
+		build := func() *aggregator {
+			a := newAggregator([]AggSpec{{Func: "count"}}, []string{"path"}, 0, false)
+			rr := rand.New(rand.NewPCG(uint64(it), 2))
+			for i := 0; i < nruns; i++ {
+				var run []keyCount
+				for k := 0; k < keys; k++ {
+					if rr.IntN(3) > 0 {
+						run = append(run, keyCount{fmt.Sprintf("/p%02d", k), int64(1 + rr.IntN(4)*rr.IntN(4))})
+					}
+				}
+				a.addRun(run)
+			}
+			return a
+		}
+		limit := 1 + r.IntN(8)
+		top := TopCmd{Limit: limit, Fields: []string{"path"}, CountField: "count", PercentField: "percent", ShowCount: true, ShowPerc: true}
+		got, _ := top.finalize(build())
+		full := build()
+		full.foldRuns() // forces the unpruned path
+		want, _ := top.finalize(full)
+		if ok, diff := sameResults(canon(t, Results(got)), canon(t, Results(want))); !ok {
+			t.Fatalf("iteration %d (limit %d, %d runs): %s", it, limit, nruns, diff)
 		}
 	}
 }

@@ -695,8 +695,12 @@ func parseCommand(q string, s pipeSeg) (Command, error) {
 		if n == nil {
 			return nil, &SyntaxError{Query: q, Pos: a.end, Expected: "a search expression after search", Found: "end of command"}
 		}
-		if _, err := liftTimeMods(q, n, &Query{}); err != nil {
+		var tq Query
+		if _, err := liftTimeMods(q, n, &tq); err != nil {
 			return nil, err
+		}
+		if tq.Earliest != "" || tq.Latest != "" {
+			return nil, &SyntaxError{Query: q, Pos: restPos, Expected: "earliest=/latest= only in the first search, before any pipe", Found: describe(strings.TrimSpace(rest))}
 		}
 		return SearchCmd{Expr: n, compiled: compileNode(n)}, nil
 	case "where":

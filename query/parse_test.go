@@ -206,6 +206,7 @@ func TestParseErrors(t *testing.T) {
 		{"| dedup", 7, "a field name"},
 		{"| fields", 8, "a list of field names"},
 		{"| search", 8, "a search expression"},
+		{"x | search earliest=-1h", 10, "earliest=/latest= only in the first search"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.q)

@@ -43,7 +43,8 @@ type Tokenizer struct {
 // Tokenize calls fn with every term of raw: each major segment and, where a
 // major segment contains minor breakers, each non-empty minor part, all
 // lowercased (ASCII) and cut to MaxTokenLen. The same term may be passed more
-// than once; tok is only valid during the call.
+// than once; tok is only valid during the call and must not be modified (it
+// may point into raw).
 func (t *Tokenizer) Tokenize(raw []byte, fn func(tok []byte)) {
 	n := len(raw)
 	i := 0
@@ -106,9 +107,21 @@ func (t *Tokenizer) emit(tok []byte, fn func([]byte)) {
 	if len(tok) > MaxTokenLen {
 		tok = tok[:MaxTokenLen]
 	}
+	// Fast path: most tokens are already lower case and need no copy.
+	upper := -1
+	for k, c := range tok {
+		if c-'A' < 26 {
+			upper = k
+			break
+		}
+	}
+	if upper < 0 {
+		fn(tok)
+		return
+	}
 	t.buf = append(t.buf[:0], tok...)
-	for k, c := range t.buf {
-		if c >= 'A' && c <= 'Z' {
+	for k := upper; k < len(t.buf); k++ {
+		if c := t.buf[k]; c-'A' < 26 {
 			t.buf[k] = c + ('a' - 'A')
 		}
 	}

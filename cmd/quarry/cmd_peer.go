@@ -1,13 +1,132 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-// peerCommand is a placeholder until its issue lands.
+	"github.com/quarry-dev/quarry/peer"
+	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/urfave/cli/v2"
+)
+
+// peerCommand runs an indexer peer (SPEC §8). Without --nats it runs
+// standalone (RF=1) with its HEC tokens from --hec-token. Additions to SPEC
+// §8, all optional: --searchable (false keeps journal-only copies),
+// --max-hot-bytes, --max-hot-span, --max-hot-buckets (roll limits; in a
+// cluster they come from the managers' config).
 func peerCommand() *cli.Command {
-	c := notYet("peer")
-	c.Subcommands = peerAdminSubcommands()
-	return c
+	return &cli.Command{
+		Name:  "peer",
+		Usage: "run an indexer peer (standalone without --nats)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Usage: "peer id", EnvVars: envVars("id")},
+			&cli.StringFlag{Name: "site", Value: "site1", Usage: "the peer's site", EnvVars: envVars("site")},
+			&cli.StringFlag{Name: "data-dir", Usage: "data folder (buckets, identity)", EnvVars: envVars("data-dir")},
+			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8088", Usage: "HTTP listen address (HEC and API)", EnvVars: envVars("http-addr")},
+			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
+			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
+			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token T[=index,index…] (repeatable; acknowledging)", EnvVars: envVars("hec-token")},
+			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
+			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
+			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
+			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most", EnvVars: envVars("max-hot-buckets")},
+		},
+		Subcommands: peerAdminSubcommands(),
+		Action:      runPeer,
+	}
 }
 
-// ingestCommand is a placeholder until its issue lands.
-func ingestCommand() *cli.Command { return notYet("ingest") }
+func runPeer(c *cli.Context) error {
+	if c.String("nats") != "" {
+		return errors.New("peer: cluster mode (--nats) comes with the data-path issue; run without --nats for a standalone peer")
+	}
+	cfg := peer.Config{
+		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"), HTTPAddr: c.String("http-addr"),
+		Searchable: c.Bool("searchable"), MaxHotBytes: c.Int64("max-hot-bytes"), MaxHotSpan: c.Duration("max-hot-span"),
+		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	for _, a := range c.Generic("attr").(*repeatable).values {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("peer: --attr %q: want key=value", a)
+		}
+		cfg.Attrs[k] = v
+	}
+	tokens := c.Generic("hec-token").(*repeatable).values
+	if len(tokens) == 0 {
+		return errors.New("peer: a standalone peer needs at least one --hec-token")
+	}
+	for _, s := range tokens {
+		t, err := hec.ParseTokenFlag(s)
+		if err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		cfg.Tokens = append(cfg.Tokens, t)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	p, err := peer.Start(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("peer %s (guid %s, standalone) listening on http://%s\n", cfg.ID, p.GUID(), p.Addr())
+	select {
+	case s := <-sig:
+		cfg.Logger.Info("stopping", "signal", s.String())
+	case err := <-p.Done():
+		cfg.Logger.Error("http server stopped", "err", err)
+	}
+	return p.Close()
+}
+
+// ingestCommand is the HEC client (SPEC §8): batches of --batch events, N
+// concurrent streams each with its own channel, acks, retries on the same
+// channel, a progress bar on stderr.
+func ingestCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ingest",
+		Usage:     "send files to a HEC endpoint (envelope files to /event, other files line by line to /raw)",
+		ArgsUsage: "FILE…",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "hec", Usage: "HEC base URL, e.g. http://127.0.0.1:8088", EnvVars: envVars("hec"), Required: true},
+			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: envVars("token"), Required: true},
+			&cli.StringFlag{Name: "index", Usage: "index of events that name none", EnvVars: envVars("index")},
+			&cli.StringFlag{Name: "sourcetype", Usage: "sourcetype of events that name none", EnvVars: envVars("sourcetype")},
+			&cli.StringFlag{Name: "host", Usage: "host of events that name none", EnvVars: envVars("host")},
+			&cli.StringFlag{Name: "source", Usage: "source of events that name none", EnvVars: envVars("source")},
+			&cli.IntFlag{Name: "streams", Value: 1, Usage: "concurrent streams (channels)", EnvVars: envVars("streams")},
+			&cli.IntFlag{Name: "batch", Value: 1000, Usage: "events per request", EnvVars: envVars("batch")},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar", EnvVars: envVars("quiet")},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return errors.New("ingest: name at least one FILE")
+			}
+			cfg := hec.ClientConfig{URL: c.String("hec"), Token: c.String("token"), Index: c.String("index"),
+				Sourcetype: c.String("sourcetype"), Host: c.String("host"), Source: c.String("source"),
+				Streams: c.Int("streams"), Batch: c.Int("batch")}
+			if !c.Bool("quiet") {
+				cfg.Progress = os.Stderr
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			res, err := hec.Ingest(ctx, cfg, c.Args().Slice())
+			if err != nil {
+				return fmt.Errorf("ingest: %w (%d events acknowledged)", err, res.Events)
+			}
+			secs := res.Elapsed.Seconds()
+			fmt.Printf("ingested %d events (%.1f MB) in %.2fs: %.0f events/s, %.1f MB/s, %d requests, %d retries\n",
+				res.Events, float64(res.Bytes)/1e6, secs, float64(res.Events)/secs, float64(res.Bytes)/1e6/secs, res.Requests, res.Retries)
+			return nil
+		},
+	}
+}

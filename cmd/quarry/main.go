@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -51,3 +52,19 @@ func envVars(flag string) []string {
 	}
 	return []string{string(b)}
 }
+
+// repeatable is a flag value that appends one entry per occurrence without
+// splitting on commas (a HEC token's index list has commas). From the
+// environment, entries are separated by spaces or ';'.
+type repeatable struct {
+	values []string
+}
+
+func (r *repeatable) Set(v string) error {
+	for _, e := range strings.FieldsFunc(v, func(c rune) bool { return c == ';' || c == ' ' || c == '\t' || c == '\n' }) {
+		r.values = append(r.values, e)
+	}
+	return nil
+}
+
+func (r *repeatable) String() string { return strings.Join(r.values, ";") }

@@ -1,0 +1,231 @@
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Role is what a NATS user is allowed to do on the bus (SPEC §11).
+type Role string
+
+// The roles. The permission table is in DESIGN.md and in rolePermissions.
+const (
+	RoleAdmin      Role = "admin"      // everything (operators, the bus's own credentials)
+	RoleManager    Role = "manager"    // serves mgr ops, publishes gen and fixup tasks
+	RolePeer       Role = "peer"       // replication, manager ops; never fixup tasks
+	RoleSearchHead Role = "searchhead" // searches, results; never replication or fixup
+)
+
+// InboxPrefix is the prefix of every reply inbox (nats.go's default). Every
+// role may subscribe and publish under it: replies, stream chunks and
+// credits travel there. Inbox names carry 22 random base62 characters, so
+// they are not guessable.
+const InboxPrefix = "_INBOX"
+
+// User is one NATS user of a role. For RolePeer, Site and Peer (both or
+// neither) narrow its subscriptions to that one peer's subjects.
+type User struct {
+	Name     string
+	Password string
+	Role     Role
+	Site     string
+	Peer     string
+}
+
+// ParseRoleUser parses a `--role-user` value:
+//
+//	ROLE=NAME:PASSWORD            manager=mgr:s3cret
+//	peer/SITE/PEER=NAME:PASSWORD  peer/site1/p1=p1:s3cret
+//
+// The password is everything after the first ':' of the right-hand side.
+func ParseRoleUser(v string) (User, error) {
+	spec, cred, ok := strings.Cut(v, "=")
+	if !ok {
+		return User{}, fmt.Errorf("role user %q: want ROLE=NAME:PASSWORD", v)
+	}
+	name, pass, ok := strings.Cut(cred, ":")
+	if !ok || name == "" || pass == "" {
+		return User{}, fmt.Errorf("role user %q: want ROLE=NAME:PASSWORD with a non-empty name and password", spec)
+	}
+	u := User{Name: name, Password: pass}
+	parts := strings.Split(spec, "/")
+	u.Role = Role(parts[0])
+	switch {
+	case len(parts) == 1:
+	case len(parts) == 3 && u.Role == RolePeer:
+		u.Site, u.Peer = parts[1], parts[2]
+	default:
+		return User{}, fmt.Errorf("role user %q: role is ROLE or peer/SITE/PEER", spec)
+	}
+	if err := u.validate(); err != nil {
+		return User{}, err
+	}
+	return u, nil
+}
+
+func (u User) validate() error {
+	switch u.Role {
+	case RoleAdmin, RoleManager, RolePeer, RoleSearchHead:
+	default:
+		return fmt.Errorf("user %q: unknown role %q (want admin, manager, peer or searchhead)", u.Name, u.Role)
+	}
+	if u.Name == "" || u.Password == "" {
+		return fmt.Errorf("user %q of role %s: name and password are required", u.Name, u.Role)
+	}
+	if (u.Site == "") != (u.Peer == "") {
+		return fmt.Errorf("user %q: site and peer go together", u.Name)
+	}
+	if u.Site != "" {
+		if u.Role != RolePeer {
+			return fmt.Errorf("user %q: only a peer user is narrowed to a site and peer", u.Name)
+		}
+		if err := validTokens("site", u.Site, "peer", u.Peer); err != nil {
+			return fmt.Errorf("user %q: %w", u.Name, err)
+		}
+	}
+	return nil
+}
+
+// Permissions are the publish / subscribe allow and deny lists of a role.
+type Permissions struct {
+	PubAllow, PubDeny, SubAllow, SubDeny []string
+}
+
+// RolePermissions returns the permissions of a role under the subject scheme
+// s. site and peer narrow a peer to its own subjects ("" for any peer).
+// RoleAdmin has no lists: it may do everything.
+func RolePermissions(s Subjects, role Role, site, peer string) (Permissions, error) {
+	inbox := InboxPrefix + ".>"
+	switch role {
+	case RoleAdmin:
+		return Permissions{}, nil
+	case RoleManager:
+		return Permissions{
+			PubAllow: []string{s.Gen(), s.All("fixup"), s.All("mgr"), inbox},
+			PubDeny:  []string{s.All("repl"), s.All("search")},
+			SubAllow: []string{s.All("mgr"), s.Gen(), inbox},
+		}, nil
+	case RolePeer:
+		sub := []string{s.Gen(), s.All("search"), s.All("repl"), s.All("fixup"), inbox}
+		if site != "" || peer != "" {
+			search, err := s.Search(site)
+			if err != nil {
+				return Permissions{}, err
+			}
+			searchPeer, _ := s.SearchPeer(site, peer)
+			repl, err := s.Repl(site, peer)
+			if err != nil {
+				return Permissions{}, err
+			}
+			fixup, _ := s.Fixup(site, peer)
+			sub = []string{s.Gen(), search, searchPeer, repl, fixup, inbox}
+		}
+		return Permissions{
+			PubAllow: []string{s.All("mgr"), s.All("repl"), s.All("bundle"), inbox},
+			PubDeny:  []string{s.All("fixup"), s.Gen(), s.All("search"), s.All("results")},
+			SubAllow: sub,
+		}, nil
+	case RoleSearchHead:
+		return Permissions{
+			PubAllow: []string{s.All("mgr"), s.All("search"), s.All("results"), inbox},
+			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.Gen()},
+			SubAllow: []string{s.Gen(), s.All("bundle"), s.All("results"), inbox},
+		}, nil
+	}
+	return Permissions{}, fmt.Errorf("unknown role %q", role)
+}
+
+func (p Permissions) server() *server.Permissions {
+	if p.PubAllow == nil && p.PubDeny == nil && p.SubAllow == nil && p.SubDeny == nil {
+		return nil
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: p.PubAllow, Deny: p.PubDeny},
+		Subscribe: &server.SubjectPermission{Allow: p.SubAllow, Deny: p.SubDeny},
+	}
+}
+
+// buildUsers turns the admin credentials and role users into nats-server
+// users, refusing duplicates and invalid users.
+func buildUsers(s Subjects, adminUser, adminPass string, users []User) ([]*server.User, error) {
+	all := append([]User(nil), users...)
+	if adminUser != "" {
+		all = append(all, User{Name: adminUser, Password: adminPass, Role: RoleAdmin})
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	out := make([]*server.User, 0, len(all))
+	for i, u := range all {
+		if err := u.validate(); err != nil {
+			return nil, err
+		}
+		if i > 0 && all[i-1].Name == u.Name {
+			return nil, fmt.Errorf("user %q is defined twice", u.Name)
+		}
+		p, err := RolePermissions(s, u.Role, u.Site, u.Peer)
+		if err != nil {
+			return nil, fmt.Errorf("user %q: %w", u.Name, err)
+		}
+		out = append(out, &server.User{Username: u.Name, Password: u.Password, Permissions: p.server()})
+	}
+	return out, nil
+}
+
+// AuthorizationConfig renders the users and role permissions as the
+// `authorization` block of a nats-server configuration file (JSON, which
+// nats-server's config parser accepts), for deployments that run their own
+// NATS instead of `quarry bus`. adminUser/adminPass may be empty.
+func AuthorizationConfig(s Subjects, adminUser, adminPass string, users []User) ([]byte, error) {
+	built, err := buildUsers(s, adminUser, adminPass, users)
+	if err != nil {
+		return nil, err
+	}
+	type subjPerm struct {
+		Allow []string `json:"allow,omitempty"`
+		Deny  []string `json:"deny,omitempty"`
+	}
+	type perms struct {
+		Publish   subjPerm `json:"publish"`
+		Subscribe subjPerm `json:"subscribe"`
+	}
+	type user struct {
+		User        string `json:"user"`
+		Password    string `json:"password"`
+		Permissions *perms `json:"permissions,omitempty"`
+	}
+	out := struct {
+		Authorization struct {
+			Users []user `json:"users"`
+		} `json:"authorization"`
+	}{}
+	for _, u := range built {
+		cu := user{User: u.Username, Password: u.Password}
+		if p := u.Permissions; p != nil {
+			cu.Permissions = &perms{
+				Publish:   subjPerm{Allow: p.Publish.Allow, Deny: p.Publish.Deny},
+				Subscribe: subjPerm{Allow: p.Subscribe.Allow, Deny: p.Subscribe.Deny},
+			}
+		}
+		out.Authorization.Users = append(out.Authorization.Users, cu)
+	}
+	// nats-server's parser knows no \uXXXX escapes: keep '>' and friends
+	// literal, and refuse control characters (which JSON would escape so).
+	for _, u := range out.Authorization.Users {
+		if strings.ContainsFunc(u.User+u.Password, unicode.IsControl) {
+			return nil, fmt.Errorf("user %q: control characters in a name or password cannot be written to a nats-server config", u.User)
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

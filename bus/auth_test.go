@@ -1,0 +1,278 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// asyncErrors collects a connection's asynchronous errors.
+type asyncErrors struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (a *asyncErrors) add(err error) { a.mu.Lock(); a.errs = append(a.errs, err); a.mu.Unlock() }
+
+func (a *asyncErrors) violation(subject string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.errs {
+		if errors.Is(e, nats.ErrPermissionViolation) && strings.Contains(e.Error(), subject) {
+			return nil
+		}
+	}
+	return errors.New("no permissions violation for " + subject + " yet")
+}
+
+var testUsers = []User{
+	{Name: "mgr", Password: "mgr-secret", Role: RoleManager},
+	{Name: "peer", Password: "peer-secret", Role: RolePeer},
+	{Name: "p1", Password: "p1-secret", Role: RolePeer, Site: "site1", Peer: "p1"},
+	{Name: "sh", Password: "sh-secret", Role: RoleSearchHead},
+}
+
+func TestPeerCannotPublishFixupTask(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", User: "admin", Password: "admin-secret", Users: testUsers})
+	url := s.ClientURL()
+	p1 := mustConnect(t, url, ConnectOptions{User: "p1", Password: "p1-secret"})
+	fixups, err := p1.SubscribeSync("quarry.fixup.site1.p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	var peerErrs asyncErrors
+	peer := mustConnect(t, url, ConnectOptions{User: "peer", Password: "peer-secret", OnAsyncError: peerErrs.add})
+	if err := peer.Publish("quarry.fixup.site1.p1", []byte(`{"task":"remove copy"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = peer.Flush()
+	waitFor(t, 5*time.Second, func() error { return peerErrs.violation("quarry.fixup.site1.p1") })
+
+	// The manager may: its task is the first and only message p1 gets.
+	mgr := mustConnect(t, url, ConnectOptions{User: "mgr", Password: "mgr-secret"})
+	if err := mgr.Publish("quarry.fixup.site1.p1", []byte("from manager")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := fixups.NextMsg(2 * time.Second)
+	if err != nil {
+		t.Fatalf("manager's fixup task not delivered: %v", err)
+	}
+	if string(m.Data) != "from manager" {
+		t.Fatalf("p1 received %q: the peer's forbidden task got through", m.Data)
+	}
+	if m, err := fixups.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("p1 received a second fixup message %q", m.Data)
+	}
+}
+
+func TestRolePermissionsTable(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", User: "admin", Password: "admin-secret", Users: testUsers})
+	url := s.ClientURL()
+	admin := mustConnect(t, url, ConnectOptions{User: "admin", Password: "admin-secret"})
+	// The admin sees every message that gets through.
+	seen, err := admin.SubscribeSync("quarry.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Flush()
+
+	type conn struct {
+		nc   *nats.Conn
+		errs *asyncErrors
+	}
+	conns := map[string]conn{}
+	for _, u := range testUsers {
+		e := &asyncErrors{}
+		conns[u.Name] = conn{mustConnect(t, url, ConnectOptions{User: u.Name, Password: u.Password, OnAsyncError: e.add}), e}
+	}
+	pubs := []struct {
+		user, subject string
+		allowed       bool
+	}{
+		{"peer", "quarry.fixup.site1.p2", false},
+		{"p1", "quarry.fixup.site1.p2", false},
+		{"peer", "quarry.gen", false},
+		{"peer", "quarry.results.x", false},
+		{"peer", "quarry.search.site1", false},
+		{"peer", "quarry.repl.site2.p4", true},
+		{"peer", "quarry.mgr.heartbeat", true},
+		{"peer", "quarry.bundle.abc", true},
+		{"sh", "quarry.repl.site1.p1", false},
+		{"sh", "quarry.fixup.site1.p1", false},
+		{"sh", "quarry.gen", false},
+		{"sh", "quarry.search.site1", true},
+		{"sh", "quarry.results.errors", true},
+		{"sh", "quarry.mgr.generation", true},
+		{"mgr", "quarry.fixup.site2.p4", true},
+		{"mgr", "quarry.gen", true},
+		{"mgr", "quarry.repl.site1.p1", false},
+		{"mgr", "quarry.search.site1", false},
+	}
+	for _, p := range pubs {
+		c := conns[p.user]
+		if err := c.nc.Publish(p.subject, []byte(p.user+" "+p.subject)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.nc.Flush()
+		if p.allowed {
+			m, err := seen.NextMsg(2 * time.Second)
+			if err != nil || string(m.Data) != p.user+" "+p.subject {
+				t.Fatalf("%s publishing %s: allowed, but admin saw %v, %v", p.user, p.subject, m, err)
+			}
+			if err := c.errs.violation(p.subject); err == nil {
+				t.Fatalf("%s publishing %s: allowed, but got a violation", p.user, p.subject)
+			}
+		} else {
+			waitFor(t, 2*time.Second, func() error { return c.errs.violation(p.subject) })
+		}
+	}
+	if m, err := seen.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("a forbidden message got through: %q on %s", m.Data, m.Subject)
+	}
+
+	// A peer narrowed to site1/p1 cannot listen to another peer's tasks.
+	p1 := conns["p1"]
+	if _, err := p1.nc.Subscribe("quarry.fixup.site1.p2", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.nc.Flush()
+	waitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.fixup.site1.p2") })
+	// Nor a search head to fixup tasks at all.
+	sh := conns["sh"]
+	if _, err := sh.nc.Subscribe("quarry.fixup.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sh.nc.Flush()
+	waitFor(t, 2*time.Second, func() error { return sh.errs.violation("quarry.fixup.>") })
+}
+
+func TestRolesRequestReplyThroughInboxes(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", Users: testUsers})
+	mgr := mustConnect(t, s.ClientURL(), ConnectOptions{User: "mgr", Password: "mgr-secret"})
+	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret"})
+	mustServe(t, mgr, "quarry.mgr.register", ServeOptions{}, echo("leader"))
+	resp, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.register", echoReq{Text: "p1"})
+	if err != nil || resp.Server != "leader" {
+		t.Fatalf("peer → manager request: %+v, %v", resp, err)
+	}
+}
+
+func TestBadCredentialsFailFast(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", Users: testUsers})
+	start := time.Now()
+	_, err := Connect(ctxTimeout(t, 5*time.Second), s.ClientURL(), ConnectOptions{User: "peer", Password: "wrong", Logger: quiet})
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("got %v, want an authorization error", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("bad credentials took %s to fail", time.Since(start))
+	}
+	if strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+func TestGatewayWithAuthCarriesFixupAcrossSites(t *testing.T) {
+	s1, s2 := twoSites(t, "admin", "admin-secret", []User{
+		{Name: "mgr", Password: "m", Role: RoleManager},
+		{Name: "p4", Password: "p", Role: RolePeer, Site: "site2", Peer: "p4"},
+	})
+	p4 := mustConnect(t, s2.ClientURL(), ConnectOptions{User: "p4", Password: "p"})
+	mgr := mustConnect(t, s1.ClientURL(), ConnectOptions{User: "mgr", Password: "m"})
+	got := make(chan string, 16)
+	if _, err := p4.Subscribe("quarry.fixup.site2.p4", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = p4.Flush()
+	waitFor(t, 5*time.Second, func() error {
+		_ = mgr.Publish("quarry.fixup.site2.p4", []byte("task"))
+		_ = mgr.Flush()
+		select {
+		case <-got:
+			return nil
+		case <-time.After(100 * time.Millisecond):
+			return errors.New("fixup task not delivered across the gateway")
+		}
+	})
+}
+
+func TestRequestOnForbiddenSubjectIsDeniedFast(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", Users: testUsers})
+	mgr := mustConnect(t, s.ClientURL(), ConnectOptions{User: "mgr", Password: "mgr-secret"})
+	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret"})
+	peer := mustConnect(t, s.ClientURL(), ConnectOptions{User: "peer", Password: "peer-secret"})
+	// Someone serves the subject: without the permission check the request
+	// would be answered.
+	handled := make(chan struct{}, 1)
+	mustServe(t, p1, "quarry.fixup.site1.p1", ServeOptions{}, func(ctx context.Context, r echoReq) (echoResp, error) {
+		handled <- struct{}{}
+		return echoResp{Text: "done"}, nil
+	})
+	start := time.Now()
+	_, err := Request[echoReq, echoResp](ctxTimeout(t, 5*time.Second), peer, "quarry.fixup.site1.p1", echoReq{Text: "remove copy"})
+	if !errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrPermissionDenied", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("denial took %s with a 5s deadline", took)
+	}
+	if !strings.Contains(err.Error(), "quarry.fixup.site1.p1") {
+		t.Fatalf("error %q does not name the subject", err)
+	}
+	select {
+	case <-handled:
+		t.Fatal("the forbidden fixup task reached the peer")
+	default:
+	}
+	// The manager's request goes through.
+	if r, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), mgr, "quarry.fixup.site1.p1", echoReq{}); err != nil || r.Text != "done" {
+		t.Fatalf("manager's fixup request: %+v, %v", r, err)
+	}
+}
+
+func TestViolationSubject(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+		ok   bool
+	}{
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "quarry.fixup.s.p"`), "quarry.fixup.s.p", true},
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Subscription to "quarry.fixup.>"`), "", false},
+		{errors.New(`Permissions Violation for Publish to "x"`), "", false},
+		{fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to ""`), "", false},
+	} {
+		got, ok := violationSubject(c.err)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%v: got %q %v, want %q %v", c.err, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseRoleUser(f *testing.F) {
+	for _, s := range []string{"manager=m:pw", "peer/site1/p1=p1:pw", "peer=p", "=x:y", "boss=a:b", "peer/a.b/c=x:y", "searchhead=sh:p:w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseRoleUser(s)
+		if err != nil {
+			return
+		}
+		// Whatever parses is a valid user with buildable permissions.
+		if err := u.validate(); err != nil {
+			t.Fatalf("%q parsed to invalid %+v: %v", s, u, err)
+		}
+		if _, err := RolePermissions(Subjects{}, u.Role, u.Site, u.Peer); err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// DefaultPrefix is the first subject token of every quarry subject.
+const DefaultPrefix = "quarry"
+
+// ErrInvalidToken is returned when a name that becomes a subject token (a
+// site, a peer id, an op, a bundle hash, a results name, a prefix token) is
+// empty or contains '.', '*', '>', whitespace or a control character.
+var ErrInvalidToken = errors.New("invalid subject token")
+
+// Subjects builds the subjects of SPEC §6 under a prefix. The zero value
+// uses DefaultPrefix.
+//
+//	<p>.mgr.<op>               peers, search heads → the Raft leader
+//	<p>.gen                    manager → all: generation or table changed
+//	<p>.search.<site>          search head → peers of a site
+//	<p>.search.<site>.<peer>   search head → one peer
+//	<p>.repl.<site>.<peer>     origin → target: blocks, rolls, warm chunks
+//	<p>.fixup.<site>.<peer>    manager → peer: fixup tasks
+//	<p>.bundle.<hash>          peer → search head: knowledge bundle fetch
+//	<p>.results.<name>         search head → anyone: published results
+type Subjects struct {
+	prefix string
+}
+
+// NewSubjects returns the subject scheme under prefix; "" means
+// DefaultPrefix. A prefix may have several tokens ("prod.quarry"), each
+// valid on its own.
+func NewSubjects(prefix string) (Subjects, error) {
+	if prefix == "" {
+		return Subjects{}, nil
+	}
+	for _, tok := range strings.Split(prefix, ".") {
+		if err := ValidToken("prefix", tok); err != nil {
+			return Subjects{}, fmt.Errorf("subject prefix %q: %w", prefix, err)
+		}
+	}
+	return Subjects{prefix: prefix}, nil
+}
+
+// Prefix returns the prefix in use.
+func (s Subjects) Prefix() string {
+	if s.prefix == "" {
+		return DefaultPrefix
+	}
+	return s.prefix
+}
+
+// ValidToken reports whether name can be one subject token; kind names what
+// the token is ("site", "peer", …) in the error.
+func ValidToken(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidToken)
+	}
+	for _, r := range name {
+		switch {
+		case r == '.' || r == '*' || r == '>':
+			return fmt.Errorf("%s name %q contains %q: %w", kind, name, r, ErrInvalidToken)
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Errorf("%s name %q contains whitespace or a control character: %w", kind, name, ErrInvalidToken)
+		}
+	}
+	return nil
+}
+
+func (s Subjects) join(toks ...string) string {
+	return s.Prefix() + "." + strings.Join(toks, ".")
+}
+
+func validTokens(kv ...string) error {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := ValidToken(kv[i], kv[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MgrOp is the subject of a manager operation (register, heartbeat, …).
+func (s Subjects) MgrOp(op string) (string, error) {
+	if err := ValidToken("op", op); err != nil {
+		return "", err
+	}
+	return s.join("mgr", op), nil
+}
+
+// Gen is the subject of generation / table change notices.
+func (s Subjects) Gen() string { return s.join("gen") }
+
+// Search is the subject of default-plan searches to the peers of site.
+func (s Subjects) Search(site string) (string, error) {
+	if err := ValidToken("site", site); err != nil {
+		return "", err
+	}
+	return s.join("search", site), nil
+}
+
+// SearchPeer is the subject of explicit-bucket searches to one peer.
+func (s Subjects) SearchPeer(site, peer string) (string, error) {
+	if err := validTokens("site", site, "peer", peer); err != nil {
+		return "", err
+	}
+	return s.join("search", site, peer), nil
+}
+
+// Repl is the replication subject of a target peer.
+func (s Subjects) Repl(site, peer string) (string, error) {
+	if err := validTokens("site", site, "peer", peer); err != nil {
+		return "", err
+	}
+	return s.join("repl", site, peer), nil
+}
+
+// Fixup is the fixup-task subject of a peer.
+func (s Subjects) Fixup(site, peer string) (string, error) {
+	if err := validTokens("site", site, "peer", peer); err != nil {
+		return "", err
+	}
+	return s.join("fixup", site, peer), nil
+}
+
+// Bundle is the subject a knowledge bundle is fetched on.
+func (s Subjects) Bundle(hash string) (string, error) {
+	if err := ValidToken("bundle hash", hash); err != nil {
+		return "", err
+	}
+	return s.join("bundle", hash), nil
+}
+
+// Results is the subject search results are published on.
+func (s Subjects) Results(name string) (string, error) {
+	if err := ValidToken("results", name); err != nil {
+		return "", err
+	}
+	return s.join("results", name), nil
+}
+
+// All is the wildcard subject of one family ("mgr", "search", "repl",
+// "fixup", "bundle", "results"): <prefix>.<family>.>. Used by permissions and
+// by monitoring subscribers.
+func (s Subjects) All(family string) string { return s.join(family, ">") }

@@ -1,0 +1,925 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// The dispatch table: one handler per command type, registered once.
+func init() {
+	register(CmdSetConfig, "set_config", (*State).applySetConfig)
+	register(CmdRegisterPeer, "register_peer", (*State).applyRegisterPeer)
+	register(CmdPeerDown, "peer_down", (*State).applyPeerDown)
+	register(CmdSetPeerState, "set_peer_state", (*State).applySetPeerState)
+	register(CmdAddBucket, "add_bucket", (*State).applyAddBucket)
+	register(CmdAddCopy, "add_copy", (*State).applyAddCopy)
+	register(CmdCopySearchable, "copy_searchable", (*State).applyCopySearchable)
+	register(CmdRemoveCopy, "remove_copy", (*State).applyRemoveCopy)
+	register(CmdRollBucket, "roll_bucket", (*State).applyRollBucket)
+	register(CmdSealBucket, "seal_bucket", (*State).applySealBucket)
+	register(CmdCreateFixup, "create_fixup", (*State).applyCreateFixup)
+	register(CmdFixupDone, "fixup_done", (*State).applyFixupDone)
+	register(CmdSetMaintenance, "set_maintenance", (*State).applySetMaintenance)
+	register(CmdRebalancePrimaries, "rebalance_primaries", (*State).applyRebalancePrimaries)
+	register(CmdPeerOffline, "peer_offline", (*State).applyPeerOffline)
+	register(CmdMarkCorrupt, "mark_corrupt", (*State).applyMarkCorrupt)
+}
+
+// change tracks what one entry changed, so the generation rule is applied
+// once at its end: a new generation begins exactly when an existing bucket's
+// primary changed (any table) or the set of serving peers changed.
+type change struct {
+	idx    uint64
+	moved  bool    // an existing bucket's primary changed
+	deltas []Delta // Generation filled at commit
+	table  bool    // something visible in the generation table changed
+}
+
+// begin starts tracking an entry's changes.
+func (s *State) begin(idx uint64) *change { return &change{idx: idx} }
+
+// commit applies the generation rule and records the deltas.
+func (s *State) commit(ch *change) {
+	up := s.servingSet()
+	if ch.moved || !slices.Equal(up, s.d.UpSet) {
+		s.d.Generation = ch.idx
+		s.d.UpSet = up
+		ch.table = true
+	}
+	if len(ch.deltas) > 0 {
+		ch.table = true
+	}
+	if ch.table {
+		s.d.TableVersion = ch.idx
+	}
+	for i := range ch.deltas {
+		ch.deltas[i].Generation = s.d.Generation
+	}
+	s.d.History = append(s.d.History, ch.deltas...)
+	s.trimHistory()
+}
+
+// trimHistory keeps the deltas of the last HistoryGenerations generations,
+// and at most maxHistoryDeltas deltas; HistoryFloor remembers the newest
+// version dropped, below which a since-query gets the full table.
+func (s *State) trimHistory() {
+	h := s.d.History
+	cut := 0
+	gens := 0
+	var last uint64
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Generation != last {
+			gens++
+			last = h[i].Generation
+			if gens > HistoryGenerations {
+				cut = i + 1
+				break
+			}
+		}
+	}
+	if len(h)-cut > maxHistoryDeltas {
+		cut = len(h) - maxHistoryDeltas
+	}
+	if cut > 0 {
+		s.d.HistoryFloor = max(s.d.HistoryFloor, h[cut-1].Version)
+		s.d.History = append([]Delta(nil), h[cut:]...)
+	}
+}
+
+// maxHistoryDeltas bounds the delta history however long a generation lives.
+const maxHistoryDeltas = 200000
+
+func (s *State) servingSet() []string {
+	var out []string
+	for _, id := range sortedKeys(s.d.Peers) {
+		if s.d.Peers[id].State.Serving() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// tables lists the primary tables: every site (DefaultSite when single-site)
+// and Site0.
+func (s *State) tables() []string {
+	return append(s.d.Config.SiteNames(), Site0)
+}
+
+func (s *State) bucketIDs() []string { return sortedKeys(s.d.Buckets) }
+
+// setPrimary changes one table entry and records the delta.
+func (s *State) setPrimary(ch *change, b *Bucket, table, peer string) {
+	old := b.Primary[table]
+	if old == peer {
+		return
+	}
+	if old != "" {
+		s.incPrimary(table, old, -1)
+	}
+	if peer == "" {
+		delete(b.Primary, table)
+	} else {
+		b.Primary[table] = peer
+		s.incPrimary(table, peer, 1)
+	}
+	if b.Created != ch.idx {
+		ch.moved = true
+	}
+	ch.deltas = append(ch.deltas, Delta{Version: ch.idx, Site: table, Bucket: b.ID, Peer: peer, Old: old})
+}
+
+// bucketChanged records a change of a bucket's generation-table entry.
+func (s *State) bucketChanged(ch *change, b *Bucket) {
+	b.Version = ch.idx
+	ch.deltas = append(ch.deltas, Delta{Version: ch.idx, Bucket: b.ID})
+}
+
+// healthy reports whether a copy counts: not corrupt, on a serving peer.
+func (s *State) healthy(c *Copy) bool { return !c.Corrupt && s.serving(c.Peer) }
+
+// candidates are the copies that may be primary: searchable, not corrupt,
+// on a serving peer; sorted by peer id.
+func (s *State) candidates(b *Bucket) []string {
+	var out []string
+	for _, p := range sortedKeys(b.Copies) {
+		c := b.Copies[p]
+		if c.Searchable && s.healthy(c) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *State) siteOf(peer string) string {
+	p, ok := s.d.Peers[peer]
+	if !ok {
+		return ""
+	}
+	return s.peerSite(p)
+}
+
+// pinned reports whether a hot bucket's primary in table is pinned to its
+// origin: the origin site's table and site0, while hot.
+func (s *State) pinned(b *Bucket, table string) bool {
+	return b.Hot && (table == Site0 || table == b.OriginSite)
+}
+
+// choosePrimary is rule 2. Pinned hot buckets: the origin copy when it is a
+// candidate. Otherwise the current primary stays while it is a local
+// candidate (primaries move only when they must). A lost primary, or a
+// remote fill-in once the table's site has a candidate again, is replaced
+// by the local candidate with the fewest primaries in this table, ties by
+// peer id; with no local candidate, a remote fill-in chosen the same way
+// among all candidates (kept while it stays a candidate).
+func (s *State) choosePrimary(b *Bucket, table string) string {
+	cands := s.candidates(b)
+	if len(cands) == 0 {
+		return ""
+	}
+	if s.pinned(b, table) && slices.Contains(cands, b.Origin) {
+		return b.Origin
+	}
+	local := cands
+	if table != Site0 {
+		local = nil
+		for _, p := range cands {
+			if s.siteOf(p) == table {
+				local = append(local, p)
+			}
+		}
+	}
+	cur := b.Primary[table]
+	pool := local
+	if len(local) == 0 {
+		pool = cands
+	}
+	if cur != "" && slices.Contains(pool, cur) {
+		return cur
+	}
+	return s.fewestPrimaries(table, pool)
+}
+
+// fewestPrimaries picks from sorted peers the one with the fewest primaries
+// in table; ties go to the lowest peer id.
+func (s *State) fewestPrimaries(table string, peers []string) string {
+	best, bestN := "", 0
+	for _, p := range peers {
+		n := s.primaryCount[table][p]
+		if best == "" || n < bestN {
+			best, bestN = p, n
+		}
+	}
+	return best
+}
+
+// reassign recomputes a bucket's primaries in every table, dropping tables
+// that no longer exist.
+func (s *State) reassign(ch *change, b *Bucket) {
+	tabs := s.tables()
+	for _, t := range sortedKeys(b.Primary) {
+		if !slices.Contains(tabs, t) {
+			s.setPrimary(ch, b, t, "")
+		}
+	}
+	for _, t := range tabs {
+		s.setPrimary(ch, b, t, s.choosePrimary(b, t))
+	}
+}
+
+// reassignPeer recomputes the primaries of every bucket with a copy on peer,
+// in bucket-id order.
+func (s *State) reassignPeer(ch *change, peer string) {
+	for _, id := range s.bucketIDs() {
+		b := s.d.Buckets[id]
+		if _, ok := b.Copies[peer]; ok {
+			s.reassign(ch, b)
+		}
+	}
+}
+
+func (s *State) reassignAll(ch *change) {
+	for _, id := range s.bucketIDs() {
+		s.reassign(ch, s.d.Buckets[id])
+	}
+}
+
+// searchableSet is the bucket's searchable_on list (non-corrupt searchable
+// copies, any peer state); a change of it is a table change.
+func searchableSet(b *Bucket) []string {
+	var out []string
+	for _, p := range sortedKeys(b.Copies) {
+		if c := b.Copies[p]; c.Searchable && !c.Corrupt {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// mutateBucket runs fn on a bucket and then records a table change if its
+// searchable set changed, and recomputes its primaries.
+func (s *State) mutateBucket(ch *change, b *Bucket, fn func()) {
+	before := searchableSet(b)
+	fn()
+	if !slices.Equal(before, searchableSet(b)) {
+		s.bucketChanged(ch, b)
+	}
+	s.reassign(ch, b)
+}
+
+func (s *State) addCopy(b *Bucket, c *Copy) {
+	b.Copies[c.Peer] = c
+	s.copyCount[c.Peer]++
+}
+
+func (s *State) dropCopy(b *Bucket, peer string) {
+	if _, ok := b.Copies[peer]; !ok {
+		return
+	}
+	delete(b.Copies, peer)
+	s.copyCount[peer]--
+	if s.copyCount[peer] == 0 {
+		delete(s.copyCount, peer)
+	}
+}
+
+// removeBucket deletes a bucket (frozen) and its open tasks.
+func (s *State) removeBucket(ch *change, b *Bucket) {
+	for _, t := range sortedKeys(b.Primary) {
+		s.incPrimary(t, b.Primary[t], -1)
+		// Kept so PrimariesAt can undo the removal; not a primary move.
+		ch.deltas = append(ch.deltas, Delta{Version: ch.idx, Site: t, Bucket: b.ID, Old: b.Primary[t]})
+	}
+	for _, p := range sortedKeys(b.Copies) {
+		s.dropCopy(b, p)
+	}
+	delete(s.d.Buckets, b.ID)
+	for _, id := range sortedTaskIDs(s.d.Tasks) {
+		if s.d.Tasks[id].Bucket == b.ID {
+			delete(s.d.Tasks, id)
+		}
+	}
+	ch.deltas = append(ch.deltas, Delta{Version: ch.idx, Bucket: b.ID, Removed: true})
+}
+
+func (s *State) peer(id string) (*Peer, error) {
+	p, ok := s.d.Peers[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownPeer, id)
+	}
+	return p, nil
+}
+
+func (s *State) bucket(id string) (*Bucket, error) {
+	b, ok := s.d.Buckets[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownBucket, id)
+	}
+	return b, nil
+}
+
+func (s *State) copyOf(bucket, peer string) (*Bucket, *Copy, error) {
+	b, err := s.bucket(bucket)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, ok := b.Copies[peer]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: bucket %q on peer %q", ErrUnknownCopy, bucket, peer)
+	}
+	return b, c, nil
+}
+
+func (s *State) indexKnown(name string) bool {
+	_, ok := slices.BinarySearch(s.d.Indexes, name)
+	return ok
+}
+
+func (s *State) addIndex(name string) {
+	if i, ok := slices.BinarySearch(s.d.Indexes, name); !ok {
+		s.d.Indexes = slices.Insert(s.d.Indexes, i, name)
+	}
+}
+
+// ---- handlers ----
+
+func (s *State) applySetConfig(idx uint64, c *SetConfig) (any, error) {
+	cfg := c.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Multisite() {
+		for _, id := range sortedKeys(s.d.Peers) {
+			p := s.d.Peers[id]
+			if p.State != StateRemoved && !slices.Contains(cfg.Sites, p.Site) {
+				return nil, badConfig("sites %v: peer %s is on site %q, which is not among them", cfg.Sites, id, p.Site)
+			}
+		}
+	}
+	ch := s.begin(idx)
+	s.d.Config = cfg
+	s.d.Config.Sites = slices.Clone(cfg.Sites)
+	sort.Strings(s.d.Config.Sites)
+	for _, ic := range cfg.Indexes {
+		s.addIndex(ic.Name)
+	}
+	for _, id := range s.bucketIDs() {
+		b := s.d.Buckets[id]
+		if o, ok := s.d.Peers[b.Origin]; ok {
+			b.OriginSite = s.peerSite(o)
+		} else if !cfg.Multisite() {
+			b.OriginSite = DefaultSite
+		}
+	}
+	// The tables may have changed (sites added or gone): recount and reassign.
+	s.reassignAll(ch)
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
+	if c.ID == "" || c.GUID == "" {
+		return nil, fmt.Errorf("register peer %q guid %q: id and guid are required", c.ID, c.GUID)
+	}
+	if c.Site == Site0 {
+		return nil, fmt.Errorf("%w: register peer %s: site0 is the all-sites search affinity, not a peer's site", ErrBadSite, c.ID)
+	}
+	if s.d.Config.Multisite() && !slices.Contains(s.d.Config.Sites, c.Site) {
+		return nil, fmt.Errorf("%w: register peer %s: site %q is not among the configured sites %v", ErrBadSite, c.ID, c.Site, s.d.Config.Sites)
+	}
+	for _, id := range sortedKeys(s.d.Peers) {
+		if p := s.d.Peers[id]; id != c.ID && p.GUID == c.GUID {
+			return nil, fmt.Errorf("%w: register peer %s: guid %s belongs to peer %s", ErrGUIDInUse, c.ID, c.GUID, id)
+		}
+	}
+	inv := map[string]CopyInfo{}
+	for _, ci := range c.Inventory {
+		if _, dup := inv[ci.Bucket]; dup {
+			return nil, fmt.Errorf("register peer %s: bucket %q twice in inventory", c.ID, ci.Bucket)
+		}
+		if _, ok := s.d.Buckets[ci.Bucket]; !ok {
+			index, _, _, err := ParseBucketID(ci.Bucket)
+			if err != nil {
+				return nil, fmt.Errorf("register peer %s: inventory: %w", c.ID, err)
+			}
+			if ci.Index != "" && ci.Index != index {
+				return nil, fmt.Errorf("%w: register peer %s: inventory bucket %q says index %q", ErrBadBucketID, c.ID, ci.Bucket, ci.Index)
+			}
+		}
+		inv[ci.Bucket] = ci
+	}
+
+	ch := s.begin(idx)
+	p, returning := s.d.Peers[c.ID]
+	if !returning {
+		p = &Peer{ID: c.ID}
+		s.d.Peers[c.ID] = p
+	}
+	p.GUID, p.Site, p.Host = c.GUID, c.Site, c.Host
+	p.Attrs = maps.Clone(c.Attrs)
+	if len(p.Attrs) == 0 {
+		p.Attrs = nil
+	}
+	p.State = StateUp
+	p.Since = c.At.UnixNano()
+	p.Registered = idx
+	// A new GUID under a known id means a new disk: the inventory is all it
+	// holds, like any other registration.
+
+	// Copies the peer no longer reports are gone.
+	for _, id := range s.bucketIDs() {
+		b := s.d.Buckets[id]
+		if _, ok := b.Copies[c.ID]; ok {
+			if _, still := inv[id]; !still {
+				// Also the origin's copy of a hot bucket: it can no longer
+				// be the pinned primary, and streaming fixup seals the
+				// bucket from the surviving copies.
+				s.mutateBucket(ch, b, func() { s.dropCopy(b, c.ID) })
+			}
+		}
+	}
+	// Copies it reports count again; unknown buckets join the table warm.
+	for _, bid := range sortedKeys(inv) {
+		ci := inv[bid]
+		b, ok := s.d.Buckets[bid]
+		if !ok {
+			index, _, guid, _ := ParseBucketID(bid)
+			s.addIndex(index)
+			origin := ""
+			for _, id := range sortedKeys(s.d.Peers) {
+				if s.d.Peers[id].GUID == guid {
+					origin = id
+				}
+			}
+			b = &Bucket{ID: bid, Index: index, Origin: origin, Earliest: ci.Earliest, Latest: ci.Latest,
+				Size: ci.Size, Events: ci.Events, Created: idx, Version: idx,
+				Copies: map[string]*Copy{}, Primary: map[string]string{}}
+			if o, ok := s.d.Peers[origin]; ok {
+				b.OriginSite = s.peerSite(o)
+			} else {
+				b.OriginSite = s.peerSite(p)
+			}
+			s.d.Buckets[bid] = b
+			s.addCopy(b, &Copy{Peer: c.ID, Searchable: ci.Searchable, Blocks: ci.Blocks, Corrupt: ci.Corrupt})
+			s.bucketChanged(ch, b)
+			s.reassign(ch, b)
+			continue
+		}
+		s.mutateBucket(ch, b, func() {
+			cp, ok := b.Copies[c.ID]
+			if !ok {
+				cp = &Copy{Peer: c.ID}
+				s.addCopy(b, cp)
+			}
+			cp.Searchable = ci.Searchable || (b.Hot && b.Origin == c.ID)
+			cp.Blocks = ci.Blocks
+			cp.Corrupt = ci.Corrupt
+		})
+	}
+	// The peer is Up again: its buckets' primaries are recomputed (fill-ins
+	// move back, hot primaries return to their origin), then rebalanced once.
+	s.reassignPeer(ch, c.ID)
+	if returning {
+		s.rebalance(ch)
+	}
+	ch.table = true
+	s.commit(ch)
+	return nil, nil
+}
+
+// setState changes a peer's state and recomputes its buckets' primaries.
+func (s *State) setState(ch *change, p *Peer, st PeerState, at int64) {
+	if p.State == st {
+		return
+	}
+	p.State = st
+	p.Since = at
+	ch.table = true
+	if st == StateRemoved {
+		for _, id := range s.bucketIDs() {
+			b := s.d.Buckets[id]
+			if _, ok := b.Copies[p.ID]; ok {
+				s.mutateBucket(ch, b, func() { s.dropCopy(b, p.ID) })
+			}
+		}
+		return
+	}
+	s.reassignPeer(ch, p.ID)
+}
+
+func (s *State) applyPeerDown(idx uint64, c *PeerDown) (any, error) {
+	p, err := s.peer(c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if p.State == StateRemoved {
+		return nil, fmt.Errorf("%w: peer down %s: the peer was removed", ErrBadState, c.ID)
+	}
+	ch := s.begin(idx)
+	s.setState(ch, p, StateDown, c.At.UnixNano())
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applySetPeerState(idx uint64, c *SetPeerState) (any, error) {
+	p, err := s.peer(c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !c.State.Valid() {
+		return nil, fmt.Errorf("%w: set peer %s state %q", ErrBadState, c.ID, c.State)
+	}
+	if p.State == StateRemoved && c.State != StateRemoved {
+		return nil, fmt.Errorf("%w: set peer %s state %s: a removed peer comes back only by registering", ErrBadState, c.ID, c.State)
+	}
+	ch := s.begin(idx)
+	s.setState(ch, p, c.State, c.At.UnixNano())
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyAddBucket(idx uint64, c *AddBucket) (any, error) {
+	index, _, guid, err := ParseBucketID(c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("add bucket: %w", err)
+	}
+	if _, ok := s.d.Buckets[c.ID]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrBucketExists, c.ID)
+	}
+	if c.Index != index {
+		return nil, fmt.Errorf("%w: bucket %q is not of index %q", ErrBadBucketID, c.ID, c.Index)
+	}
+	o, err := s.peer(c.Origin)
+	if err != nil {
+		return nil, fmt.Errorf("add bucket %q: origin: %w", c.ID, err)
+	}
+	if o.GUID != guid {
+		return nil, fmt.Errorf("%w: bucket %q does not carry origin %s's guid %s", ErrBadBucketID, c.ID, o.ID, o.GUID)
+	}
+	if o.State != StateUp {
+		return nil, fmt.Errorf("%w: add bucket %q: origin %s is %s", ErrPeerNotUp, c.ID, o.ID, o.State)
+	}
+	if !s.indexKnown(index) && !s.d.Config.AutoCreateIndexes {
+		return nil, fmt.Errorf("%w: add bucket %q: index %q", ErrUnknownIndex, c.ID, index)
+	}
+	seen := map[string]bool{c.Origin: true}
+	for _, t := range c.Targets {
+		tp, err := s.peer(t.Peer)
+		if err != nil {
+			return nil, fmt.Errorf("add bucket %q: target: %w", c.ID, err)
+		}
+		if seen[t.Peer] {
+			return nil, fmt.Errorf("%w: add bucket %q: two copies on peer %s", ErrCopyExists, c.ID, t.Peer)
+		}
+		seen[t.Peer] = true
+		if tp.State != StateUp {
+			return nil, fmt.Errorf("%w: add bucket %q: target %s is %s", ErrPeerNotUp, c.ID, t.Peer, tp.State)
+		}
+	}
+	ch := s.begin(idx)
+	s.addIndex(index)
+	b := &Bucket{ID: c.ID, Index: index, Origin: c.Origin, OriginSite: s.peerSite(o), Hot: true,
+		Earliest: c.Earliest, Latest: c.Earliest, Degraded: c.Degraded, Created: idx,
+		Copies: map[string]*Copy{}, Primary: map[string]string{}}
+	s.d.Buckets[c.ID] = b
+	s.addCopy(b, &Copy{Peer: c.Origin, Searchable: true})
+	for _, t := range c.Targets {
+		s.addCopy(b, &Copy{Peer: t.Peer, Searchable: t.Searchable})
+	}
+	s.bucketChanged(ch, b)
+	s.reassign(ch, b)
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyAddCopy(idx uint64, c *AddCopy) (any, error) {
+	b, err := s.bucket(c.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.peer(c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if p.State == StateRemoved {
+		return nil, fmt.Errorf("%w: add copy of %q on %s: the peer was removed", ErrPeerNotUp, c.Bucket, c.Peer)
+	}
+	if _, ok := b.Copies[c.Peer]; ok {
+		return nil, fmt.Errorf("%w: bucket %q on peer %s", ErrCopyExists, c.Bucket, c.Peer)
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() {
+		s.addCopy(b, &Copy{Peer: c.Peer, Searchable: c.Searchable, Blocks: c.Blocks})
+	})
+	ch.table = true
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyCopySearchable(idx uint64, c *CopySearchable) (any, error) {
+	b, cp, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Searchable && b.Hot && b.Origin == c.Peer {
+		return nil, fmt.Errorf("%w: make %q on %s non-searchable", ErrHotOrigin, c.Bucket, c.Peer)
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() { cp.Searchable = c.Searchable })
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyRemoveCopy(idx uint64, c *RemoveCopy) (any, error) {
+	b, _, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if b.Hot && b.Origin == c.Peer {
+		return nil, fmt.Errorf("%w: remove %q from %s", ErrHotOrigin, c.Bucket, c.Peer)
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() { s.dropCopy(b, c.Peer) })
+	ch.table = true
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyRollBucket(idx uint64, c *RollBucket) (any, error) {
+	b, err := s.bucket(c.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Hot {
+		return nil, fmt.Errorf("%w: roll %q", ErrBucketNotHot, c.Bucket)
+	}
+	if c.Latest < c.Earliest {
+		return nil, fmt.Errorf("roll %q: latest %d before earliest %d", c.Bucket, c.Latest, c.Earliest)
+	}
+	ch := s.begin(idx)
+	b.Hot = false
+	b.Earliest, b.Latest, b.Size, b.Events = c.Earliest, c.Latest, c.Size, c.Events
+	if c.Blocks > 0 {
+		b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
+		if oc, ok := b.Copies[b.Origin]; ok {
+			oc.Blocks = c.Blocks
+		}
+	}
+	s.bucketChanged(ch, b)
+	// Unpinned now; primaries stay where they are unless they must move.
+	s.reassign(ch, b)
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
+	b, err := s.bucket(c.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	if c.Blocks < 0 {
+		return nil, fmt.Errorf("seal %q: %d blocks", c.Bucket, c.Blocks)
+	}
+	if b.Sealed && (b.Blocks != c.Blocks || b.LastChecksum != c.LastChecksum) {
+		return nil, fmt.Errorf("%w: seal %q at %d blocks: already sealed at %d", ErrBucketNotHot, c.Bucket, c.Blocks, b.Blocks)
+	}
+	ch := s.begin(idx)
+	b.Hot = false
+	b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
+	if c.Latest != 0 || c.Earliest != 0 {
+		b.Earliest, b.Latest = c.Earliest, c.Latest
+	}
+	if c.Size != 0 {
+		b.Size = c.Size
+	}
+	if c.Events != 0 {
+		b.Events = c.Events
+	}
+	s.bucketChanged(ch, b)
+	s.reassign(ch, b)
+	s.commit(ch)
+	return nil, nil
+}
+
+// taskKey identifies the work of a task, so the same work is never open twice.
+func sameWork(t *Task, kind TaskKind, bucket, target string) bool {
+	return t.Kind == kind && t.Bucket == bucket && t.Target == target
+}
+
+func (s *State) applyCreateFixup(idx uint64, c *CreateFixup) (any, error) {
+	b, err := s.bucket(c.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("create fixup: %w", err)
+	}
+	if _, ok := levelNames[c.Level]; !ok {
+		return nil, fmt.Errorf("%w: level %d", ErrBadTask, c.Level)
+	}
+	needTarget, needSource := false, false
+	switch c.Kind {
+	case TaskSeal, TaskFreeze:
+	case TaskReplicate, TaskFetch:
+		needTarget, needSource = true, true
+	case TaskMakeSearchable, TaskRemoveCopy, TaskTruncate:
+		needTarget = true
+	default:
+		return nil, fmt.Errorf("%w: kind %q", ErrBadTask, c.Kind)
+	}
+	if needTarget {
+		if _, err := s.peer(c.Target); err != nil {
+			return nil, fmt.Errorf("create %s fixup of %q: target: %w", c.Kind, c.Bucket, err)
+		}
+	}
+	if needSource {
+		if _, _, err := s.copyOf(c.Bucket, c.Source); err != nil {
+			return nil, fmt.Errorf("create %s fixup: source: %w", c.Kind, err)
+		}
+	}
+	switch c.Kind {
+	case TaskReplicate:
+		if _, ok := b.Copies[c.Target]; ok {
+			return nil, fmt.Errorf("%w: replicate %q to %s: it holds a copy", ErrBadTask, c.Bucket, c.Target)
+		}
+	case TaskMakeSearchable, TaskRemoveCopy, TaskTruncate:
+		if _, _, err := s.copyOf(c.Bucket, c.Target); err != nil {
+			return nil, fmt.Errorf("create %s fixup: %w", c.Kind, err)
+		}
+		if c.Kind == TaskRemoveCopy && b.Hot && b.Origin == c.Target {
+			return nil, fmt.Errorf("%w: remove %q from %s", ErrHotOrigin, c.Bucket, c.Target)
+		}
+	}
+	for _, id := range sortedTaskIDs(s.d.Tasks) {
+		if sameWork(s.d.Tasks[id], c.Kind, c.Bucket, c.Target) {
+			return nil, fmt.Errorf("%w: task %d already does %s of %q on %q", ErrTaskExists, id, c.Kind, c.Bucket, c.Target)
+		}
+	}
+	s.d.Tasks[idx] = &Task{ID: idx, Kind: c.Kind, Level: c.Level, Bucket: c.Bucket, Source: c.Source,
+		Target: c.Target, Searchable: c.Searchable, Destructive: c.Kind.Destructive(), Reason: c.Reason,
+		Created: c.At.UnixNano()}
+	return Result{Index: idx, Generation: s.d.Generation}, nil
+}
+
+func (s *State) applyFixupDone(idx uint64, c *FixupDone) (any, error) {
+	t, ok := s.d.Tasks[c.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownTask, c.ID)
+	}
+	ch := s.begin(idx)
+	delete(s.d.Tasks, c.ID)
+	if !c.Failed {
+		if b, ok := s.d.Buckets[t.Bucket]; ok {
+			s.taskEffect(ch, t, b)
+		}
+	}
+	s.commit(ch)
+	return nil, nil
+}
+
+// taskEffect applies a finished task's effect, idempotently.
+func (s *State) taskEffect(ch *change, t *Task, b *Bucket) {
+	switch t.Kind {
+	case TaskReplicate:
+		p, ok := s.d.Peers[t.Target]
+		if !ok || p.State == StateRemoved {
+			return
+		}
+		s.mutateBucket(ch, b, func() {
+			cp, ok := b.Copies[t.Target]
+			if !ok {
+				cp = &Copy{Peer: t.Target, Blocks: b.Blocks}
+				s.addCopy(b, cp)
+			}
+			cp.Searchable = cp.Searchable || t.Searchable
+		})
+		ch.table = true
+	case TaskMakeSearchable:
+		if cp, ok := b.Copies[t.Target]; ok {
+			s.mutateBucket(ch, b, func() { cp.Searchable = true })
+		}
+	case TaskRemoveCopy:
+		if _, ok := b.Copies[t.Target]; ok && !(b.Hot && b.Origin == t.Target) {
+			s.mutateBucket(ch, b, func() { s.dropCopy(b, t.Target) })
+			ch.table = true
+		}
+	case TaskTruncate, TaskFetch:
+		if cp, ok := b.Copies[t.Target]; ok && b.Sealed {
+			cp.Blocks = b.Blocks
+		}
+	case TaskFreeze:
+		s.removeBucket(ch, b)
+	case TaskSeal:
+		// SealBucket commits the length; nothing more.
+	}
+}
+
+func (s *State) applySetMaintenance(idx uint64, c *SetMaintenance) (any, error) {
+	s.d.Maintenance = c.Enabled
+	return nil, nil
+}
+
+func (s *State) applyRebalancePrimaries(idx uint64, c *RebalancePrimaries) (any, error) {
+	ch := s.begin(idx)
+	s.rebalance(ch)
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyPeerOffline(idx uint64, c *PeerOffline) (any, error) {
+	p, err := s.peer(c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !p.State.Serving() && !(c.EnforceCounts && p.State == StateRestarting) {
+		return nil, fmt.Errorf("%w: offline %s: the peer is %s", ErrBadState, c.ID, p.State)
+	}
+	st := StateRestarting
+	if c.EnforceCounts {
+		st = StateDecommissioning
+	}
+	ch := s.begin(idx)
+	s.setState(ch, p, st, c.At.UnixNano())
+	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyMarkCorrupt(idx uint64, c *MarkCorrupt) (any, error) {
+	b, cp, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() { cp.Corrupt = true })
+	ch.table = true
+	s.commit(ch)
+	return nil, nil
+}
+
+// rebalance evens out primaries per peer within each site's table (site0:
+// across all serving peers) without changing coverage: a local primary moves
+// only to another local searchable copy, a remote fill-in is not touched,
+// and a pinned hot primary stays. It repeatedly moves one primary from the
+// most loaded peer to the least loaded holder of a candidate copy whose
+// count is at least two lower, so every move lowers the spread; buckets and
+// peers are visited in sorted order, ties broken by peer id.
+func (s *State) rebalance(ch *change) {
+	for _, table := range s.tables() {
+		s.rebalanceTable(ch, table)
+	}
+}
+
+func (s *State) rebalanceTable(ch *change, table string) {
+	eligible := func(p string) bool {
+		return s.serving(p) && (table == Site0 || s.siteOf(p) == table)
+	}
+	count := map[string]int{}
+	held := map[string][]string{} // peer -> movable buckets, sorted
+	for _, id := range sortedKeys(s.d.Peers) {
+		if eligible(id) {
+			count[id] = s.primaryCount[table][id]
+		}
+	}
+	for _, id := range s.bucketIDs() {
+		b := s.d.Buckets[id]
+		p := b.Primary[table]
+		if p == "" || !eligible(p) || s.pinned(b, table) && p == b.Origin {
+			continue
+		}
+		held[p] = append(held[p], id)
+	}
+	for {
+		peers := sortedKeys(count)
+		sort.SliceStable(peers, func(i, j int) bool { return count[peers[i]] > count[peers[j]] })
+		moved := false
+		for _, from := range peers {
+			for i, bid := range held[from] {
+				b := s.d.Buckets[bid]
+				to, toN := "", 0
+				for _, q := range s.candidates(b) {
+					if q == from || !eligible(q) {
+						continue
+					}
+					if n := count[q]; n <= count[from]-2 && (to == "" || n < toN) {
+						to, toN = q, n
+					}
+				}
+				if to == "" {
+					continue
+				}
+				s.setPrimary(ch, b, table, to)
+				count[from]--
+				count[to]++
+				held[from] = slices.Delete(held[from], i, i+1)
+				j, _ := slices.BinarySearch(held[to], bid)
+				held[to] = slices.Insert(held[to], j, bid)
+				moved = true
+				break
+			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+}

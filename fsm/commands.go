@@ -1,0 +1,333 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// CommandType is the first byte of an encoded command (an iota+1 enum; 0 is
+// never valid). Values are part of the log format: append, never renumber.
+type CommandType byte
+
+// Command types.
+const (
+	CmdSetConfig CommandType = iota + 1
+	CmdRegisterPeer
+	CmdPeerDown
+	CmdSetPeerState
+	CmdAddBucket
+	CmdAddCopy
+	CmdCopySearchable
+	CmdRemoveCopy
+	CmdRollBucket
+	CmdSealBucket
+	CmdCreateFixup
+	CmdFixupDone
+	CmdSetMaintenance
+	CmdRebalancePrimaries
+	CmdPeerOffline
+	CmdMarkCorrupt
+)
+
+// bodyVersion is the version byte written after the type byte. Decoding a
+// newer version panics: a follower must not apply what it cannot read.
+const bodyVersion byte = 1
+
+// Command is one FSM command. Every command type of this package
+// implements it; the manager encodes one with Encode and proposes the bytes.
+type Command interface {
+	// Type is the command's type byte.
+	Type() CommandType
+	// Request is the command's request id ("" for none). A command whose
+	// non-empty request id was applied before is not applied again: Apply
+	// answers Result{Duplicate: true} with the first index.
+	Request() string
+}
+
+// Result is Apply's response for a command that succeeded. A business error
+// is returned as an error value instead.
+type Result struct {
+	// Index is the Raft index that applied the command; for CreateFixup it
+	// is the new task's id, for AddBucket the bucket's creation index.
+	Index uint64 `json:"index"`
+	// Generation is the generation after the command.
+	Generation uint64 `json:"generation"`
+	// Duplicate is set when the request id was applied before; Index is
+	// then the first application's.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Encode writes a command as the bytes the manager proposes to Raft: the
+// type byte, the body version byte, then the JSON body.
+func Encode(c Command) ([]byte, error) {
+	if _, ok := registry[c.Type()]; !ok {
+		return nil, fmt.Errorf("encode command type %d: not registered", c.Type())
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode command type %d: %w", c.Type(), err)
+	}
+	out := make([]byte, 0, len(body)+2)
+	out = append(out, byte(c.Type()), bodyVersion)
+	return append(out, body...), nil
+}
+
+// Decode reads a command written by Encode. It returns an error for an
+// unknown type or a body it cannot read; Apply turns that into a panic.
+func Decode(b []byte) (Command, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("decode command: %d bytes, want at least 2", len(b))
+	}
+	h, ok := registry[CommandType(b[0])]
+	if !ok {
+		return nil, fmt.Errorf("decode command: unknown type %d", b[0])
+	}
+	if b[1] == 0 || b[1] > bodyVersion {
+		return nil, fmt.Errorf("decode command type %d: body version %d, this build reads up to %d", b[0], b[1], bodyVersion)
+	}
+	c := h.new()
+	dec := json.NewDecoder(bytes.NewReader(b[2:]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return nil, fmt.Errorf("decode command type %d: %w", b[0], err)
+	}
+	return c, nil
+}
+
+// handler is one entry of the dispatch table.
+type handler struct {
+	name  string
+	new   func() Command
+	apply func(s *State, idx uint64, c Command) (any, error)
+}
+
+var registry = map[CommandType]handler{}
+
+// register adds a command type to the dispatch table; a duplicate panics.
+func register[T any, PT interface {
+	*T
+	Command
+}](t CommandType, name string, apply func(s *State, idx uint64, c PT) (any, error)) {
+	if _, dup := registry[t]; dup {
+		panic(fmt.Sprintf("fsm: command type %d registered twice", t))
+	}
+	registry[t] = handler{
+		name:  name,
+		new:   func() Command { return PT(new(T)) },
+		apply: func(s *State, idx uint64, c Command) (any, error) { return apply(s, idx, c.(PT)) },
+	}
+}
+
+// ReqID is embedded in every command: the request id that makes a retried
+// Apply harmless.
+type ReqID struct {
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Request returns the request id.
+func (r ReqID) Request() string { return r.RequestID }
+
+// SetConfig replaces the cluster config. Refused (ErrBadConfig) when the
+// config cannot be met; the state is then unchanged.
+type SetConfig struct {
+	ReqID
+	Config Config `json:"config"`
+}
+
+// CopyInfo is one copy in a peer's inventory.
+type CopyInfo struct {
+	Bucket     string `json:"bucket"`
+	Searchable bool   `json:"searchable"`
+	Hot        bool   `json:"hot,omitempty"`
+	Blocks     int64  `json:"blocks,omitempty"`
+	Corrupt    bool   `json:"corrupt,omitempty"`
+	// Index, Earliest, Latest, Size, Events describe a bucket the FSM does
+	// not know (rebuilding the table from inventories after quorum loss).
+	Index    string `json:"index,omitempty"`
+	Earliest int64  `json:"earliest,omitempty"`
+	Latest   int64  `json:"latest,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Events   int64  `json:"events,omitempty"`
+}
+
+// RegisterPeer registers a peer or brings one back: state Up, its inventory
+// reconciled (copies it still holds count again, copies it lost are
+// dropped, buckets nobody knew are added warm), primaries rebalanced once.
+type RegisterPeer struct {
+	ReqID
+	ID        string            `json:"id"`
+	GUID      string            `json:"guid"`
+	Site      string            `json:"site"`
+	Host      string            `json:"host,omitempty"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+	Inventory []CopyInfo        `json:"inventory,omitempty"`
+	At        time.Time         `json:"at"`
+}
+
+// PeerDown marks a peer Down (no heartbeat for heartbeat_timeout); its
+// primaries move to other copies.
+type PeerDown struct {
+	ReqID
+	ID     string    `json:"id"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// SetPeerState sets a peer's state directly (Detention, Removed,
+// GracefulShutdown, Restarting, Decommissioning, Pending, Up, Down).
+// Removed drops the peer's copies from the table.
+type SetPeerState struct {
+	ReqID
+	ID    string    `json:"id"`
+	State PeerState `json:"state"`
+	At    time.Time `json:"at"`
+}
+
+// CopySpec is one copy of a new bucket.
+type CopySpec struct {
+	Peer       string `json:"peer"`
+	Searchable bool   `json:"searchable"`
+}
+
+// AddBucket records a new hot bucket with its origin copy and its targets'
+// copies. The bucket joins the current generation.
+type AddBucket struct {
+	ReqID
+	ID       string `json:"id"`
+	Index    string `json:"index"`
+	Origin   string `json:"origin"`
+	Earliest int64  `json:"earliest,omitempty"`
+	// Targets are the replication targets (the origin's copy is implied,
+	// searchable).
+	Targets []CopySpec `json:"targets"`
+	// Degraded: the targets could not meet the policy; fixup restores it.
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// AddCopy records a new copy of a bucket on a peer.
+type AddCopy struct {
+	ReqID
+	Bucket     string `json:"bucket"`
+	Peer       string `json:"peer"`
+	Searchable bool   `json:"searchable"`
+	Blocks     int64  `json:"blocks,omitempty"`
+}
+
+// CopySearchable marks a copy searchable (its index rebuilt) or, with
+// Searchable false, rawdata-only.
+type CopySearchable struct {
+	ReqID
+	Bucket     string `json:"bucket"`
+	Peer       string `json:"peer"`
+	Searchable bool   `json:"searchable"`
+}
+
+// RemoveCopy drops a copy from the table.
+type RemoveCopy struct {
+	ReqID
+	Bucket string `json:"bucket"`
+	Peer   string `json:"peer"`
+}
+
+// RollBucket records that the origin rolled a hot bucket to warm.
+type RollBucket struct {
+	ReqID
+	Bucket       string `json:"bucket"`
+	Earliest     int64  `json:"earliest"`
+	Latest       int64  `json:"latest"`
+	Size         int64  `json:"size"`
+	Events       int64  `json:"events"`
+	Blocks       int64  `json:"blocks,omitempty"`
+	LastChecksum string `json:"last_checksum,omitempty"`
+}
+
+// SealBucket fixes a bucket's length after its origin went away: the
+// longest surviving copy's blocks and its last block's checksum. The bucket
+// becomes warm.
+type SealBucket struct {
+	ReqID
+	Bucket       string `json:"bucket"`
+	Blocks       int64  `json:"blocks"`
+	LastChecksum string `json:"last_checksum"`
+	Earliest     int64  `json:"earliest,omitempty"`
+	Latest       int64  `json:"latest,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+	Events       int64  `json:"events,omitempty"`
+}
+
+// CreateFixup records a fixup task; its id is this entry's Raft index.
+type CreateFixup struct {
+	ReqID
+	Kind       TaskKind  `json:"kind"`
+	Level      Level     `json:"level"`
+	Bucket     string    `json:"bucket"`
+	Source     string    `json:"source,omitempty"`
+	Target     string    `json:"target,omitempty"`
+	Searchable bool      `json:"searchable,omitempty"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+}
+
+// FixupDone closes a task. On success its effect is applied in the same
+// entry (replicate: the copy exists; make-searchable: the copy is
+// searchable; remove/freeze: the copy or bucket is gone; fetch/truncate:
+// the copy has the sealed length), so no window exists where the work is
+// done but the task open. Failed closes it without effect.
+type FixupDone struct {
+	ReqID
+	ID     uint64 `json:"id"`
+	Failed bool   `json:"failed,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// SetMaintenance turns maintenance mode on or off.
+type SetMaintenance struct {
+	ReqID
+	Enabled bool `json:"enabled"`
+}
+
+// RebalancePrimaries evens out primaries per peer within each site (site0
+// across all peers) without changing coverage.
+type RebalancePrimaries struct {
+	ReqID
+}
+
+// PeerOffline takes a peer offline. Without EnforceCounts its primaries move
+// and it enters Restarting (it may stop; no fixup beyond primaries for
+// restart_timeout). With EnforceCounts it enters Decommissioning: its
+// primaries move, its copies stop counting, and the planner decommissions it
+// (Removed) once every bucket meets RF/SF without it.
+type PeerOffline struct {
+	ReqID
+	ID            string    `json:"id"`
+	EnforceCounts bool      `json:"enforce_counts"`
+	At            time.Time `json:"at"`
+}
+
+// MarkCorrupt records that a copy failed its checksums; the copy counts for
+// nothing until the corruption fixup replaces it.
+type MarkCorrupt struct {
+	ReqID
+	Bucket string `json:"bucket"`
+	Peer   string `json:"peer"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (SetConfig) Type() CommandType          { return CmdSetConfig }
+func (RegisterPeer) Type() CommandType       { return CmdRegisterPeer }
+func (PeerDown) Type() CommandType           { return CmdPeerDown }
+func (SetPeerState) Type() CommandType       { return CmdSetPeerState }
+func (AddBucket) Type() CommandType          { return CmdAddBucket }
+func (AddCopy) Type() CommandType            { return CmdAddCopy }
+func (CopySearchable) Type() CommandType     { return CmdCopySearchable }
+func (RemoveCopy) Type() CommandType         { return CmdRemoveCopy }
+func (RollBucket) Type() CommandType         { return CmdRollBucket }
+func (SealBucket) Type() CommandType         { return CmdSealBucket }
+func (CreateFixup) Type() CommandType        { return CmdCreateFixup }
+func (FixupDone) Type() CommandType          { return CmdFixupDone }
+func (SetMaintenance) Type() CommandType     { return CmdSetMaintenance }
+func (RebalancePrimaries) Type() CommandType { return CmdRebalancePrimaries }
+func (PeerOffline) Type() CommandType        { return CmdPeerOffline }
+func (MarkCorrupt) Type() CommandType        { return CmdMarkCorrupt }

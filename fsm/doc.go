@@ -1,0 +1,12 @@
+// Package fsm owns quarry's cluster state: the deterministic state machine
+// every manager applies from the Raft log (config, sites, peers, indexes,
+// buckets, copies, the primary tables per site and for site0, the generation
+// history, fixup task records), the read-only views the manager serves
+// (/v1/status, /v1/generation, /v1/peers, /v1/buckets), replication-target
+// choice, and the fixup planner, whose decisions are plain commands.
+//
+// The package imports hashicorp/raft for the raft.FSM types only and nothing
+// of quarry's. Apply never reads the clock, draws random numbers, does I/O or
+// iterates a map without sorting its keys: the same log gives byte-identical
+// state on every manager (see DESIGN.md).
+package fsm

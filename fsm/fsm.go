@@ -1,0 +1,202 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM is the raft.FSM adapter over State: Apply decodes and dispatches under
+// a write lock; reads run under a read lock through Read.
+type FSM struct {
+	mu    sync.RWMutex
+	state *State
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an FSM holding the empty state with DefaultConfig.
+func New() *FSM { return &FSM{state: newState()} }
+
+// Read runs fn with the state under a read lock. fn must not keep s, or
+// anything reached through it, after it returns.
+func (f *FSM) Read(fn func(s *State)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.state)
+}
+
+// Apply applies one committed log entry. Raft hands only LogCommand entries
+// to an FSM. The response is a Result, or the business error (ErrUnknownPeer,
+// ErrBadConfig wrapping the reason, …) when the command changed nothing. An
+// entry that cannot be decoded panics: the log is corrupt or versions are
+// skewed, and diverging silently is worse.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.apply(l.Index, l.Data)
+}
+
+// Snapshot encodes the state under the read lock (the encoded bytes are the
+// immutable copy); Persist writes them.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.state.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+// Restore reads a snapshot into fresh state and swaps it in.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("restore fsm snapshot: %w", err)
+	}
+	s, err := Unmarshal(b)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+	return nil
+}
+
+// Marshal returns the state's deterministic encoding: the same state gives
+// the same bytes on every manager (the determinism test compares them).
+func (f *FSM) Marshal() ([]byte, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Marshal()
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist fsm snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}
+
+// snapshotMagic starts every snapshot, so a foreign file is refused.
+const snapshotMagic = "quarry-fsm\n"
+
+// Marshal encodes the state deterministically: encoding/json writes struct
+// fields in declaration order and map keys sorted; no field is a float.
+func (s *State) Marshal() ([]byte, error) {
+	b, err := json.Marshal(&s.d)
+	if err != nil {
+		return nil, fmt.Errorf("encode fsm state: %w", err)
+	}
+	return append([]byte(snapshotMagic), b...), nil
+}
+
+// Unmarshal decodes a state written by Marshal.
+func Unmarshal(b []byte) (*State, error) {
+	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, fmt.Errorf("decode fsm state: not a quarry fsm snapshot")
+	}
+	s := &State{}
+	if err := json.Unmarshal(b[len(snapshotMagic):], &s.d); err != nil {
+		return nil, fmt.Errorf("decode fsm state: %w", err)
+	}
+	if s.d.Version != 1 {
+		return nil, fmt.Errorf("decode fsm state: version %d, this build reads 1", s.d.Version)
+	}
+	if s.d.Peers == nil {
+		s.d.Peers = map[string]*Peer{}
+	}
+	if s.d.Buckets == nil {
+		s.d.Buckets = map[string]*Bucket{}
+	}
+	if s.d.Tasks == nil {
+		s.d.Tasks = map[uint64]*Task{}
+	}
+	for _, b := range s.d.Buckets {
+		if b.Copies == nil {
+			b.Copies = map[string]*Copy{}
+		}
+		if b.Primary == nil {
+			b.Primary = map[string]string{}
+		}
+	}
+	s.rebuildDerived()
+	return s, nil
+}
+
+// Clone returns a deep copy of the state (through its encoding). Tests and
+// the planner's what-if checks use it.
+func (s *State) Clone() *State {
+	b, err := s.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	c, err := Unmarshal(b)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// ApplyCommand applies a command at a Raft index directly, without Raft:
+// tests and replay tools use it. It encodes and decodes the command, so it
+// exercises the same path as a log entry.
+func (s *State) ApplyCommand(idx uint64, c Command) any {
+	b, err := Encode(c)
+	if err != nil {
+		panic(err)
+	}
+	return s.apply(idx, b)
+}
+
+// NewState returns an empty state with DefaultConfig, for use without Raft.
+func NewState() *State { return newState() }
+
+// apply decodes and dispatches one entry.
+func (s *State) apply(idx uint64, data []byte) any {
+	c, err := Decode(data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: apply index %d: %v", idx, err))
+	}
+	h := registry[c.Type()]
+	if idx > s.d.Applied {
+		s.d.Applied = idx
+	}
+	if rid := c.Request(); rid != "" {
+		if first, ok := s.requests[rid]; ok {
+			return Result{Index: first, Generation: s.d.Generation, Duplicate: true}
+		}
+	}
+	res, err := h.apply(s, idx, c)
+	if err != nil {
+		return err
+	}
+	if rid := c.Request(); rid != "" {
+		s.d.Requests = append(s.d.Requests, RequestRecord{ID: rid, Index: idx})
+		s.requests[rid] = idx
+		if n := len(s.d.Requests) - maxRequests; n > 0 {
+			for _, r := range s.d.Requests[:n] {
+				delete(s.requests, r.ID)
+			}
+			s.d.Requests = append([]RequestRecord(nil), s.d.Requests[n:]...)
+		}
+	}
+	if res == nil {
+		res = Result{Index: idx, Generation: s.d.Generation}
+	}
+	return res
+}

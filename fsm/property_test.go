@@ -1,0 +1,285 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// model drives a State with rapid-chosen commands and checks the invariants
+// of SPEC §3 after every step.
+type model struct {
+	s     *State
+	idx   uint64
+	now   time.Time
+	peers []string
+	local int
+}
+
+func (m *model) apply(t *rapid.T, c Command) any {
+	m.idx++
+	m.now = m.now.Add(time.Second)
+	before := m.s.Clone()
+	r := m.s.ApplyCommand(m.idx, c)
+	if _, failed := r.(error); failed {
+		// A refused command changes nothing (but the applied index).
+		before.d.Applied = m.idx
+		b1, _ := before.Marshal()
+		b2, _ := m.s.Marshal()
+		if string(b1) != string(b2) {
+			t.Fatalf("refused %T (%v) changed the state", c, r)
+		}
+	}
+	m.checkGeneration(t, before, c)
+	m.checkInvariants(t)
+	return r
+}
+
+// checkGeneration: rule 1 — the generation changes exactly when an existing
+// bucket's primary changed in any table or the set of serving peers
+// changed, and then it is this entry's index.
+func (m *model) checkGeneration(t *rapid.T, before *State, c Command) {
+	moved := !slices.Equal(before.servingSet(), m.s.servingSet())
+	for _, id := range before.bucketIDs() {
+		b0 := before.d.Buckets[id]
+		b1, ok := m.s.d.Buckets[id]
+		if ok && !maps.Equal(b0.Primary, b1.Primary) {
+			moved = true
+		}
+	}
+	changed := before.d.Generation != m.s.d.Generation
+	if moved != changed {
+		t.Fatalf("%T: primaries/serving set changed=%v but generation changed=%v (%d -> %d)", c, moved, changed, before.d.Generation, m.s.d.Generation)
+	}
+	if changed && m.s.d.Generation != m.idx {
+		t.Fatalf("%T: generation %d, want the entry's index %d", c, m.s.d.Generation, m.idx)
+	}
+}
+
+func (m *model) checkInvariants(t *rapid.T) {
+	s := m.s
+	copies := map[string]int{}
+	for _, id := range s.bucketIDs() {
+		b := s.d.Buckets[id]
+		cands := s.candidates(b)
+		for _, table := range s.tables() {
+			p := b.Primary[table]
+			if len(cands) > 0 && p == "" {
+				t.Fatalf("bucket %s has searchable copies on %v but no primary for %s", id, cands, table)
+			}
+			if p == "" {
+				continue
+			}
+			if !slices.Contains(cands, p) {
+				t.Fatalf("bucket %s: primary for %s is %s, not a searchable copy on an Up peer (%v)", id, table, p, cands)
+			}
+			// A remote fill-in only when the site has no candidate.
+			if table != Site0 && s.siteOf(p) != table {
+				for _, c := range cands {
+					if s.siteOf(c) == table {
+						t.Fatalf("bucket %s: fill-in %s for %s although %s is there", id, p, table, c)
+					}
+				}
+			}
+		}
+		for table := range b.Primary {
+			if !slices.Contains(s.tables(), table) {
+				t.Fatalf("bucket %s: primary for unknown table %s", id, table)
+			}
+		}
+		if b.Hot && slices.Contains(cands, b.Origin) {
+			for _, table := range []string{b.OriginSite, Site0} {
+				if b.Primary[table] != b.Origin {
+					t.Fatalf("hot bucket %s: primary for %s is %s, not its Up origin %s", id, table, b.Primary[table], b.Origin)
+				}
+			}
+		}
+		for p, c := range b.Copies {
+			if c.Peer != p {
+				t.Fatalf("bucket %s: copy keyed %s names %s", id, p, c.Peer)
+			}
+			copies[p]++
+		}
+	}
+	// Derived counters agree with a rebuild (no copy counted twice).
+	c := s.Clone()
+	if !maps.Equal(copies, s.copyCount) || !maps.Equal(c.copyCount, s.copyCount) {
+		t.Fatalf("copy counts %v, rebuilt %v", s.copyCount, copies)
+	}
+	for _, table := range s.tables() {
+		if !maps.Equal(c.primaryCount[table], s.primaryCount[table]) {
+			t.Fatalf("primary counts of %s drifted: %v vs %v", table, s.primaryCount[table], c.primaryCount[table])
+		}
+	}
+}
+
+// checkTargets: targets are distinct Up peers other than the origin; when
+// not degraded, the bucket they make meets RF, SF and the site policy.
+func (m *model) checkTargets(t *rapid.T, origin string, tc TargetChoice) {
+	s := m.s
+	seen := map[string]bool{origin: true}
+	for _, x := range tc.Targets {
+		if seen[x.Peer] {
+			t.Fatalf("targets %v: two copies on %s", tc.Targets, x.Peer)
+		}
+		seen[x.Peer] = true
+		if s.stateOf(x.Peer) != StateUp {
+			t.Fatalf("target %s is %s", x.Peer, s.stateOf(x.Peer))
+		}
+	}
+	b := &Bucket{OriginSite: s.siteOf(origin), Copies: map[string]*Copy{origin: {Peer: origin, Searchable: true}}}
+	for _, x := range tc.Targets {
+		b.Copies[x.Peer] = &Copy{Peer: x.Peer, Searchable: x.Searchable}
+	}
+	n, tl := s.needsOf(b), s.tallyOf(b)
+	if !tc.Degraded && (!n.rfMet(tl) || !n.sfMet(tl)) {
+		t.Fatalf("targets %+v from %s do not meet the policy %+v (tally %+v)", tc, origin, n, tl)
+	}
+	if tl.total > n.rfTotal || tl.totalSrch > n.sfTotal {
+		t.Fatalf("targets %+v: more copies than the policy asks", tc)
+	}
+	up := 0
+	for _, id := range sortedKeys(s.d.Peers) {
+		if s.d.Peers[id].State == StateUp {
+			up++
+		}
+	}
+	if tl.total < min(n.rfTotal, up) {
+		t.Fatalf("targets %+v: %d copies with %d peers Up", tc, tl.total, up)
+	}
+}
+
+func TestProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &model{s: NewState(), now: epoch}
+		var cfg Config
+		switch rapid.IntRange(0, 3).Draw(t, "layout") {
+		case 0:
+			rf := rapid.IntRange(1, 3).Draw(t, "rf")
+			cfg = singleSite(rf, rapid.IntRange(1, rf).Draw(t, "sf"))
+		case 1:
+			cfg = multiSite("origin:2,total:3", "origin:1,total:2", "site1", "site2")
+		case 2:
+			cfg = multiSite("origin:1,site1:2,total:3", "origin:1,site1:1,total:2", "site1", "site2")
+		case 3:
+			cfg = multiSite("origin:2,site3:1,total:4", "origin:1,total:2", "site1", "site2", "site3")
+		}
+		m.apply(t, &SetConfig{Config: cfg})
+		sites := cfg.SiteNames()
+		n := rapid.IntRange(3, 8).Draw(t, "peers")
+		for i := range n {
+			id := fmt.Sprintf("p%d", i+1)
+			m.peers = append(m.peers, id)
+			site := sites[i%len(sites)]
+			if !cfg.Multisite() {
+				site = ""
+			}
+			m.apply(t, &RegisterPeer{ID: id, GUID: guid(id), Site: site, Attrs: map[string]string{"n": id}, At: m.now})
+		}
+		peer := func(t *rapid.T) string { return rapid.SampledFrom(m.peers).Draw(t, "peer") }
+		bucket := func(t *rapid.T) (*Bucket, bool) {
+			ids := m.s.bucketIDs()
+			if len(ids) == 0 {
+				return nil, false
+			}
+			return m.s.d.Buckets[rapid.SampledFrom(ids).Draw(t, "bucket")], true
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"addBucket": func(t *rapid.T) {
+				origin := peer(t)
+				tc, err := m.s.ChooseTargets(origin, "main")
+				if err != nil {
+					return
+				}
+				m.checkTargets(t, origin, tc)
+				m.local++
+				id := BucketID("main", fmt.Sprint(m.local), guid(origin))
+				if _, failed := m.apply(t, &AddBucket{ID: id, Index: "main", Origin: origin, Targets: tc.Targets, Degraded: tc.Degraded}).(error); failed {
+					t.Fatalf("chosen targets refused")
+				}
+			},
+			"downPrimaryHolder": func(t *rapid.T) {
+				var holders []string
+				for _, id := range m.s.bucketIDs() {
+					for _, tb := range sortedKeys(m.s.d.Buckets[id].Primary) {
+						holders = append(holders, m.s.d.Buckets[id].Primary[tb])
+					}
+				}
+				if len(holders) == 0 {
+					return
+				}
+				m.apply(t, &PeerDown{ID: rapid.SampledFrom(holders).Draw(t, "holder"), At: m.now})
+			},
+			"down": func(t *rapid.T) { m.apply(t, &PeerDown{ID: peer(t), At: m.now}) },
+			"comeBack": func(t *rapid.T) {
+				p := peer(t)
+				var inv []CopyInfo
+				for _, id := range m.s.bucketIDs() {
+					if c, ok := m.s.d.Buckets[id].Copies[p]; ok && rapid.IntRange(0, 5).Draw(t, "keep") > 0 {
+						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable})
+					}
+				}
+				site := ""
+				if pp, ok := m.s.d.Peers[p]; ok {
+					site = pp.Site
+				}
+				m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
+			},
+			"addCopy": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					m.apply(t, &AddCopy{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
+				}
+			},
+			"searchable": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					m.apply(t, &CopySearchable{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
+				}
+			},
+			"removeCopy": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					m.apply(t, &RemoveCopy{Bucket: b.ID, Peer: peer(t)})
+				}
+			},
+			"roll": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: 2, Size: 10, Events: 1, Blocks: 3, LastChecksum: "c"})
+				}
+			},
+			"rebalance":   func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
+			"maintenance": func(t *rapid.T) { m.apply(t, &SetMaintenance{Enabled: rapid.Bool().Draw(t, "on")}) },
+			"offline": func(t *rapid.T) {
+				m.apply(t, &PeerOffline{ID: peer(t), EnforceCounts: rapid.Bool().Draw(t, "enforce"), At: m.now})
+			},
+			"detention": func(t *rapid.T) {
+				m.apply(t, &SetPeerState{ID: peer(t), State: StateDetention, At: m.now})
+			},
+			"corrupt": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					m.apply(t, &MarkCorrupt{Bucket: b.ID, Peer: peer(t)})
+				}
+			},
+			"plan": func(t *rapid.T) {
+				hb := map[string]time.Time{}
+				for _, p := range m.peers {
+					if rapid.IntRange(0, 9).Draw(t, "alive") > 0 {
+						hb[p] = m.now
+					}
+				}
+				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
+					if _, failed := m.apply(t, c).(error); failed {
+						t.Fatalf("planned %T %+v refused", c, c)
+					}
+				}
+			},
+			"finishTasks": func(t *rapid.T) {
+				for _, id := range sortedTaskIDs(m.s.d.Tasks) {
+					m.apply(t, &FixupDone{ID: id, Failed: rapid.IntRange(0, 4).Draw(t, "fail") == 0})
+				}
+			},
+		})
+	})
+}

@@ -1,0 +1,232 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// Server is one voter of the bootstrap member list: `--bootstrap m1=addr,…`.
+type Server struct {
+	ID       string
+	RaftAddr string
+}
+
+// Config is what a manager needs to start. Zero durations take the defaults
+// of DefaultConfig; only ID, DataDir, RaftAddr, HTTPAddr and AdminToken are
+// required.
+type Config struct {
+	ID       string // manager id, unique in the group (the Raft server id)
+	Site     string // the failure domain this manager lives in (informational)
+	DataDir  string // Raft log, stable store and snapshots live under DataDir/raft
+	RaftAddr string // host:port the Raft TCP transport binds and advertises
+	HTTPAddr string // host:port of the admin HTTP API; port 0 picks one
+	// NATS is the bus URL; accepted and kept for the data-path issue, which
+	// moves heartbeats, registrations and fixup delivery onto NATS.
+	NATS       string
+	AdminToken string // bearer token every write must carry
+
+	// Bootstrap is the initial member list. It is used only when the data
+	// directory holds no Raft state; otherwise it is ignored.
+	Bootstrap []Server
+	// Join is the HTTP URL of any running manager; used only when the data
+	// directory holds no Raft state. The join is retried until JoinTimeout.
+	Join        string
+	JoinTimeout time.Duration
+
+	// Seed is the cluster config the first leader commits after bootstrap
+	// (nil: fsm.DefaultConfig()). Later changes go through the admin API.
+	Seed *fsm.Config
+
+	// Raft tuning; defaults suit a LAN (DESIGN.md, "Timeouts").
+	RaftHeartbeatTimeout   time.Duration
+	RaftElectionTimeout    time.Duration
+	RaftLeaderLeaseTimeout time.Duration
+	RaftCommitTimeout      time.Duration
+	// SnapshotThreshold (entries since the last snapshot before the next) and
+	// TrailingLogs (entries kept behind a snapshot); 0 keeps hashicorp/raft's
+	// defaults (8192 and 10240). Low values make a lagging follower catch up
+	// from a snapshot rather than from the log.
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration // how often Raft checks the threshold (default 120s)
+	RaftLogLevel      string        // hclog level for hashicorp/raft's own log (default "info")
+
+	// LoopInterval is how often the leader runs the fixup planner, liveness
+	// included (default 500ms).
+	LoopInterval time.Duration
+	// FixupTaskTimeout fails an open fixup task older than this so it can be
+	// planned again (default 10m; negative: never).
+	FixupTaskTimeout time.Duration
+
+	Logger    *slog.Logger
+	LogOutput io.Writer // where hashicorp/raft writes; default os.Stderr
+
+	// Now is the clock of the leader loops (liveness, fixup timestamps);
+	// tests replace it. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults for a LAN; see DESIGN.md, "Timeouts".
+const (
+	DefaultRaftHeartbeatTimeout   = 400 * time.Millisecond
+	DefaultRaftElectionTimeout    = 400 * time.Millisecond
+	DefaultRaftLeaderLeaseTimeout = 400 * time.Millisecond
+	DefaultRaftCommitTimeout      = 25 * time.Millisecond
+	DefaultJoinTimeout            = 60 * time.Second
+	DefaultLoopInterval           = 500 * time.Millisecond
+	DefaultFixupTaskTimeout       = 10 * time.Minute
+)
+
+// ErrInvalidConfig is wrapped by every refusal of a manager Config.
+var ErrInvalidConfig = errors.New("invalid manager config")
+
+func (c *Config) setDefaults() {
+	if c.RaftHeartbeatTimeout == 0 {
+		c.RaftHeartbeatTimeout = DefaultRaftHeartbeatTimeout
+	}
+	if c.RaftElectionTimeout == 0 {
+		c.RaftElectionTimeout = DefaultRaftElectionTimeout
+	}
+	if c.RaftLeaderLeaseTimeout == 0 {
+		c.RaftLeaderLeaseTimeout = DefaultRaftLeaderLeaseTimeout
+	}
+	if c.RaftCommitTimeout == 0 {
+		c.RaftCommitTimeout = DefaultRaftCommitTimeout
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultJoinTimeout
+	}
+	if c.LoopInterval == 0 {
+		c.LoopInterval = DefaultLoopInterval
+	}
+	if c.FixupTaskTimeout == 0 {
+		c.FixupTaskTimeout = DefaultFixupTaskTimeout
+	} else if c.FixupTaskTimeout < 0 {
+		c.FixupTaskTimeout = 0
+	}
+	if c.RaftLogLevel == "" {
+		c.RaftLogLevel = "info"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+func (c *Config) logOutput() io.Writer {
+	if c.LogOutput != nil {
+		return c.LogOutput
+	}
+	return os.Stderr
+}
+
+// validate refuses a config the manager cannot start with.
+func (c *Config) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	if c.ID == "" {
+		return bad("--id is required")
+	}
+	if strings.ContainsAny(c.ID, " /\t\n") {
+		return bad("--id %q: no spaces or slashes", c.ID)
+	}
+	if c.DataDir == "" {
+		return bad("--data-dir is required")
+	}
+	if c.AdminToken == "" {
+		return bad("--admin-token is required (writes need it)")
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		return bad("--raft-addr %q: %v", c.RaftAddr, err)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return bad("--http-addr %q: %v", c.HTTPAddr, err)
+	}
+	if len(c.Bootstrap) > 0 && c.Join != "" {
+		return bad("--bootstrap and --join exclude each other")
+	}
+	seen := map[string]bool{}
+	self := false
+	for _, s := range c.Bootstrap {
+		if s.ID == "" || s.RaftAddr == "" {
+			return bad("--bootstrap entry %q=%q: want id=host:port", s.ID, s.RaftAddr)
+		}
+		if seen[s.ID] {
+			return bad("--bootstrap names %q twice", s.ID)
+		}
+		seen[s.ID] = true
+		if s.ID == c.ID {
+			self = true
+		}
+	}
+	if len(c.Bootstrap) > 0 && !self {
+		return bad("--bootstrap does not name this manager (%q)", c.ID)
+	}
+	if c.Join != "" {
+		u, err := url.Parse(c.Join)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("--join %q: want http://host:port", c.Join)
+		}
+	}
+	if c.Seed != nil {
+		if err := c.Seed.Validate(); err != nil {
+			return bad("cluster config: %v", err)
+		}
+	}
+	return nil
+}
+
+// ParseBootstrap parses `m1=127.0.0.1:7001,m2=…` into a member list.
+func ParseBootstrap(s string) ([]Server, error) {
+	var out []Server
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("parse --bootstrap %q: entry %q is not id=host:port", s, part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("parse --bootstrap %q: entry %q: %v", s, part, err)
+		}
+		out = append(out, Server{ID: id, RaftAddr: addr})
+	}
+	return out, nil
+}
+
+// ParseHECToken parses `--hec-token T[=index,…]`: the token, the indexes it
+// may write (none listed: any index) with the first as its default. Tokens
+// from the manager's flags acknowledge (SPEC §4 acks); an operator turns
+// that off through the config API.
+func ParseHECToken(s string) (fsm.HECToken, error) {
+	tok, list, hasList := strings.Cut(strings.TrimSpace(s), "=")
+	if tok == "" || strings.ContainsAny(tok, " \t,;") {
+		return fsm.HECToken{}, fmt.Errorf("parse --hec-token %q: want T[=index,…] with a non-empty token", s)
+	}
+	t := fsm.HECToken{Token: tok, Ack: true}
+	if hasList {
+		for _, ix := range strings.Split(list, ",") {
+			ix = strings.TrimSpace(ix)
+			if ix == "" {
+				return fsm.HECToken{}, fmt.Errorf("parse --hec-token %q: empty index name in %q", s, list)
+			}
+			t.Indexes = append(t.Indexes, ix)
+		}
+		t.DefaultIndex = t.Indexes[0]
+	}
+	return t, nil
+}

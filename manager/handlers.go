@@ -1,0 +1,465 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// handleStatus is GET /v1/status: the FSM's status with the leader filled in.
+func (m *Manager) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, m.Status())
+}
+
+// Status is /v1/status as this manager sees it: the committed cluster status
+// with the leader's id filled in ("" while none is known).
+func (m *Manager) Status() fsm.Status {
+	var st fsm.Status
+	m.state.Read(func(s *fsm.State) { st = s.Status() })
+	st.Leader, _, _ = m.Leader()
+	return st
+}
+
+// handleGeneration is GET /v1/generation?site=&since=.
+func (m *Manager) handleGeneration(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	site := q.Get("site")
+	if site == "" {
+		site = fsm.Site0
+	}
+	var since uint64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("since=%q: want a table version (unsigned integer)", v)})
+			return
+		}
+		since = n
+	}
+	var (
+		view fsm.GenerationView
+		err  error
+	)
+	m.state.Read(func(s *fsm.State) { view, err = s.Generation(site, since) })
+	if err != nil {
+		writeError(w, toAPIError(fmt.Errorf("generation for site %q: %w", site, err)))
+		return
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// handlePeers is GET /v1/peers.
+func (m *Manager) handlePeers(w http.ResponseWriter, r *http.Request) {
+	var peers []fsm.PeerView
+	m.state.Read(func(s *fsm.State) { peers = s.PeerList() })
+	if peers == nil {
+		peers = []fsm.PeerView{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peers": peers})
+}
+
+// handleBuckets is GET /v1/buckets[?index=&peer=].
+func (m *Manager) handleBuckets(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var buckets []fsm.BucketView
+	m.state.Read(func(s *fsm.State) { buckets = s.BucketList(q.Get("index"), q.Get("peer")) })
+	if buckets == nil {
+		buckets = []fsm.BucketView{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"buckets": buckets})
+}
+
+// handleHealthz answers 200 while Raft runs and a leader is known, 503
+// otherwise (a manager without quorum is not healthy).
+func (m *Manager) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	state := m.node.raft.State()
+	leader, _, err := m.Leader()
+	body := map[string]any{"id": m.cfg.ID, "raft_state": state.String(), "leader": leader}
+	if state == raft.Shutdown || err != nil {
+		body["error"] = "no raft leader known"
+		body["code"] = "no_leader"
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body["status"] = "ok"
+	writeJSON(w, http.StatusOK, body)
+}
+
+// handleOffline is POST /v1/peers/{id}/offline[?enforce_counts=true].
+func (m *Manager) handleOffline(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	enforce := false
+	if v := r.URL.Query().Get("enforce_counts"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("enforce_counts=%q: want true or false", v)})
+			return
+		}
+		enforce = b
+	}
+	res, ok := m.applyHTTP(w, r, &fsm.PeerOffline{ReqID: requestID(r), ID: id, EnforceCounts: enforce, At: m.cfg.Now().UTC()})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "enforce_counts": enforce, "result": res})
+}
+
+// MaintenanceRequest is the body of POST /v1/maintenance.
+type MaintenanceRequest struct {
+	Enabled *bool `json:"enabled"`
+}
+
+// handleMaintenance is POST /v1/maintenance {"enabled": true}.
+func (m *Manager) handleMaintenance(w http.ResponseWriter, r *http.Request) {
+	var req MaintenanceRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	if req.Enabled == nil {
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: `POST /v1/maintenance: body needs "enabled": true or false`})
+		return
+	}
+	res, ok := m.applyHTTP(w, r, &fsm.SetMaintenance{ReqID: requestID(r), Enabled: *req.Enabled})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"maintenance": *req.Enabled, "result": res})
+}
+
+// handleRebalance is POST /v1/rebalance.
+func (m *Manager) handleRebalance(w http.ResponseWriter, r *http.Request) {
+	res, ok := m.applyHTTP(w, r, &fsm.RebalancePrimaries{ReqID: requestID(r)})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rebalanced": true, "result": res})
+}
+
+// FixupView is one fixup task record in GET /v1/fixups and /v1/fixups/{id}.
+type FixupView struct {
+	fsm.Task
+	// Confirmed is set only on ?confirm=true answers: the answering manager
+	// verified with a quorum that it is the leader, and the task is open in
+	// its committed state, so a destructive task may run.
+	Confirmed bool   `json:"confirmed,omitempty"`
+	Leader    string `json:"leader,omitempty"`
+	Applied   uint64 `json:"applied_index"`
+}
+
+// handleFixups is GET /v1/fixups: the open fixup task records.
+func (m *Manager) handleFixups(w http.ResponseWriter, r *http.Request) {
+	var (
+		tasks   []fsm.Task
+		applied uint64
+	)
+	m.state.Read(func(s *fsm.State) { tasks = s.Tasks(); applied = s.AppliedIndex() })
+	out := make([]FixupView, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, FixupView{Task: t, Applied: applied})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"fixups": out})
+}
+
+// handleFixup is GET /v1/fixups/{id}[?confirm=true]. Without confirm any
+// manager answers from its own state. With confirm=true the answer comes
+// only from the leader, after it verified its leadership with a quorum
+// (raft VerifyLeader): a peer confirms a destructive task (remove, truncate,
+// freeze) this way before acting, so a deposed leader cannot destroy data.
+// A follower redirects a confirm (307) to the leader.
+func (m *Manager) handleFixup(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("fixup id %q: want the task's Raft index", r.PathValue("id"))})
+		return
+	}
+	confirm := r.URL.Query().Get("confirm") == "true"
+	if confirm {
+		if !m.IsLeader() {
+			m.redirectToLeader(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		err := m.verifyLeader(ctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrNotLeader) {
+				m.redirectToLeader(w, r)
+				return
+			}
+			writeError(w, toAPIError(err))
+			return
+		}
+	}
+	view, ok := m.Fixup(id)
+	if !ok {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: "unknown_task", Message: fmt.Sprintf("fixup task %d: not open (done, failed or never created)", id)})
+		return
+	}
+	if confirm {
+		view.Confirmed = true
+		view.Leader = m.cfg.ID
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// Fixup returns the open fixup task id from this manager's committed state.
+func (m *Manager) Fixup(id uint64) (FixupView, bool) {
+	var (
+		view  FixupView
+		found bool
+	)
+	m.state.Read(func(s *fsm.State) {
+		for _, t := range s.Tasks() {
+			if t.ID == id {
+				view, found = FixupView{Task: t, Applied: s.AppliedIndex()}, true
+			}
+		}
+	})
+	return view, found
+}
+
+// verifyLeader checks with a quorum that this manager is still the leader.
+func (m *Manager) verifyLeader(ctx context.Context) error {
+	if err := waitFuture(ctx, m.node.raft.VerifyLeader()); err != nil {
+		return raftError(err)
+	}
+	return nil
+}
+
+// waitFuture waits for a Raft future or the end of ctx. The goroutine ends
+// when Raft resolves the future (at the latest when Raft shuts down).
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ManagersView is GET /v1/managers: the Raft configuration joined with the
+// member table, and the leader.
+type ManagersView struct {
+	Leader   string        `json:"leader"`
+	Self     string        `json:"self"`
+	Term     uint64        `json:"term"`
+	Managers []ManagerView `json:"managers"`
+}
+
+// ManagerView is one manager of the group.
+type ManagerView struct {
+	ID       string `json:"id"`
+	Site     string `json:"site,omitempty"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// Managers returns the group as this manager knows it.
+func (m *Manager) Managers() ManagersView {
+	leader, _, _ := m.Leader()
+	v := ManagersView{Leader: leader, Self: m.cfg.ID, Term: m.node.raft.CurrentTerm()}
+	cf := m.node.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return v
+	}
+	for _, s := range cf.Configuration().Servers {
+		mem, _ := m.mux.member(string(s.ID))
+		v.Managers = append(v.Managers, ManagerView{
+			ID: string(s.ID), Site: mem.Site, RaftAddr: string(s.Address), HTTPAddr: mem.HTTPAddr,
+			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader,
+		})
+	}
+	return v
+}
+
+func (m *Manager) handleManagers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, m.Managers())
+}
+
+// handleJoin is POST /v1/managers/join (leader only; followers redirect).
+func (m *Manager) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req JoinRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	if err := m.addMember(ctx, req); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			m.redirectToLeader(w, r)
+			return
+		}
+		writeError(w, toAPIError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, m.Managers())
+}
+
+// RegisterRequest is the body of POST /v1/peers/{id}/register, the HTTP
+// form of a peer's registration until the NATS transport carries it.
+type RegisterRequest struct {
+	GUID      string            `json:"guid"`
+	Site      string            `json:"site"`
+	Host      string            `json:"host,omitempty"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+	Inventory []fsm.CopyInfo    `json:"inventory,omitempty"`
+}
+
+// handleRegister is POST /v1/peers/{id}/register: commits RegisterPeer and
+// counts as the peer's first heartbeat.
+func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req RegisterRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	now := m.cfg.Now().UTC()
+	res, ok := m.applyHTTP(w, r, &fsm.RegisterPeer{
+		ReqID: requestID(r), ID: id, GUID: req.GUID, Site: req.Site, Host: req.Host,
+		Attrs: req.Attrs, Inventory: req.Inventory, At: now,
+	})
+	if !ok {
+		return
+	}
+	m.Heartbeat(id, now)
+	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "result": res})
+}
+
+// handleHeartbeat is POST /v1/peers/{id}/heartbeat: records the heartbeat
+// in the leader's memory (no Raft entry). A peer the FSM does not know, or
+// knows as Down or Removed, is told to register (409 register_first):
+// a heartbeat never brings a peer back, registration with its inventory does.
+func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var (
+		p     fsm.Peer
+		known bool
+	)
+	m.state.Read(func(s *fsm.State) { p, known = s.Peer(id) })
+	if !known || p.State == fsm.StateDown || p.State == fsm.StateRemoved {
+		state := "unknown"
+		if known {
+			state = string(p.State)
+		}
+		writeError(w, &APIError{Status: http.StatusConflict, Code: "register_first", Message: fmt.Sprintf("peer %q is %s: register with POST /v1/peers/%s/register", id, state, id)})
+		return
+	}
+	m.Heartbeat(id, m.cfg.Now())
+	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "state": p.State})
+}
+
+// handleGetConfig is GET /v1/config: the committed cluster config.
+func (m *Manager) handleGetConfig(w http.ResponseWriter, r *http.Request) {
+	var cfg fsm.Config
+	m.state.Read(func(s *fsm.State) { cfg = s.Config() })
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+// handleSetConfig is POST /v1/config: replaces the cluster config with the
+// body (a whole config, as GET /v1/config returns it). A config that cannot
+// be met is refused (400 bad_config) and changes nothing.
+func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
+	var cfg fsm.Config
+	if err := decodeBody(r, &cfg, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	if err := cfg.Validate(); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	res, ok := m.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"config": cfg, "result": res})
+}
+
+// StartBucketRequest is the body of POST /v1/buckets: an origin peer starting
+// a hot bucket asks for its replication targets (SPEC §3 rule 4), the HTTP
+// form of that call until the NATS transport carries it.
+type StartBucketRequest struct {
+	Index    string `json:"index"`
+	LocalID  string `json:"local_id"`
+	Origin   string `json:"origin"`
+	Earliest int64  `json:"earliest,omitempty"`
+}
+
+// StartBucketResponse answers POST /v1/buckets: the bucket id, its targets
+// (which must be searchable), and whether the policy could not be met.
+type StartBucketResponse struct {
+	Bucket string `json:"bucket"`
+	fsm.TargetChoice
+	Result any `json:"result"`
+}
+
+// handleStartBucket is POST /v1/buckets: the leader chooses targets from its
+// committed state and commits AddBucket with them. If the state moved
+// between the choice and the commit (a target went down), it chooses again,
+// up to three times.
+func (m *Manager) handleStartBucket(w http.ResponseWriter, r *http.Request) {
+	var req StartBucketRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	if req.Index == "" || req.LocalID == "" || req.Origin == "" {
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("POST /v1/buckets: index, local_id and origin are required, got %+v", req)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		var (
+			choice fsm.TargetChoice
+			origin fsm.Peer
+			known  bool
+			err    error
+		)
+		m.state.Read(func(s *fsm.State) {
+			origin, known = s.Peer(req.Origin)
+			if known {
+				choice, err = s.ChooseTargets(req.Origin, req.Index)
+			}
+		})
+		if !known {
+			writeError(w, toAPIError(fmt.Errorf("%w: origin %q", fsm.ErrUnknownPeer, req.Origin)))
+			return
+		}
+		if err != nil {
+			writeError(w, toAPIError(err))
+			return
+		}
+		id := fsm.BucketID(req.Index, req.LocalID, origin.GUID)
+		res, err := m.Apply(ctx, &fsm.AddBucket{ReqID: requestID(r), ID: id, Index: req.Index, Origin: req.Origin,
+			Earliest: req.Earliest, Targets: choice.Targets, Degraded: choice.Degraded})
+		if err == nil {
+			writeJSON(w, http.StatusOK, StartBucketResponse{Bucket: id, TargetChoice: choice, Result: res})
+			return
+		}
+		lastErr = err
+		if !errors.Is(err, fsm.ErrPeerNotUp) {
+			break
+		}
+	}
+	if errors.Is(lastErr, ErrNotLeader) {
+		m.redirectToLeader(w, r)
+		return
+	}
+	writeError(w, toAPIError(lastErr))
+}

@@ -1,0 +1,258 @@
+package manager
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// APIError is the JSON body of every error the manager's HTTP API answers
+// (SPEC §7): what failed, with the input, and a stable code.
+type APIError struct {
+	Status  int    `json:"-"`
+	Message string `json:"error"`
+	Code    string `json:"code"`
+}
+
+func (e *APIError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s (HTTP %d, %s)", e.Message, e.Status, e.Code)
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// errBadRequest marks a request the manager refuses as malformed.
+var errBadRequest = errors.New("bad request")
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// writeTimeout bounds the Raft proposal of one HTTP write.
+const writeTimeout = 10 * time.Second
+
+// routes is the manager's HTTP API. Reads are answered by any manager from
+// its committed state; writes need the admin token and run on the leader (a
+// follower answers 307 to the leader's HTTP address).
+func (m *Manager) routes() http.Handler {
+	mux := http.NewServeMux()
+	// SPEC §7.
+	mux.HandleFunc("/v1/status", m.read(m.handleStatus))
+	mux.HandleFunc("/v1/generation", m.read(m.handleGeneration))
+	mux.HandleFunc("/v1/peers", m.read(m.handlePeers))
+	mux.HandleFunc("GET /v1/buckets", m.read(m.handleBuckets))
+	mux.HandleFunc("POST /v1/buckets", m.write(m.handleStartBucket))
+	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets)) // other methods: 405 JSON
+	mux.HandleFunc("/v1/peers/{id}/offline", m.write(m.handleOffline))
+	mux.HandleFunc("/v1/maintenance", m.write(m.handleMaintenance))
+	mux.HandleFunc("/v1/rebalance", m.write(m.handleRebalance))
+	mux.Handle("/metrics", m.metricsHandler())
+	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
+	// Additions (named in DESIGN.md): fixup task records, the manager group,
+	// joining it, and the peer-facing calls until the NATS transport lands.
+	mux.HandleFunc("GET /v1/config", m.read(m.handleGetConfig))
+	mux.HandleFunc("POST /v1/config", m.write(m.handleSetConfig))
+	mux.HandleFunc("/v1/config", m.read(m.handleGetConfig)) // other methods: 405 JSON
+	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
+	mux.HandleFunc("/v1/fixups/{id}", m.read(m.handleFixup))
+	mux.HandleFunc("/v1/managers", m.read(m.handleManagers))
+	mux.HandleFunc("/v1/managers/join", m.write(m.handleJoin))
+	mux.HandleFunc("/v1/peers/{id}/register", m.write(m.handleRegister))
+	mux.HandleFunc("/v1/peers/{id}/heartbeat", m.write(m.handleHeartbeat))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	mux.HandleFunc("/{$}", m.read(m.handlePage))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such page: %s", r.URL.Path)})
+	})
+	return mux
+}
+
+func (m *Manager) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(m.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil})
+}
+
+// read wraps a read handler: GET or HEAD only, answered locally.
+func (m *Manager) read(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only GET", r.Method, r.URL.Path)})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// write wraps a write handler: POST only, admin token checked here (every
+// manager knows it), then run on the leader or redirected to it.
+func (m *Manager) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only POST", r.Method, r.URL.Path)})
+			return
+		}
+		if !m.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="quarry-manager"`)
+			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("%s %s: missing or wrong admin token (Authorization: Bearer <token>)", r.Method, r.URL.Path)})
+			return
+		}
+		if !m.IsLeader() {
+			m.redirectToLeader(w, r)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h(w, r)
+	}
+}
+
+func (m *Manager) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(m.cfg.AdminToken)) == 1
+}
+
+// redirectToLeader answers 307 to the same path on the leader, or 503 when
+// no leader (or its HTTP address) is known yet.
+func (m *Manager) redirectToLeader(w http.ResponseWriter, r *http.Request) {
+	id, addr, err := m.Leader()
+	if err != nil || addr == "" || id == m.cfg.ID {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: "no_leader", Message: fmt.Sprintf("%s %s: no leader known to manager %s; retry shortly", r.Method, r.URL.Path, m.cfg.ID)})
+		return
+	}
+	m.metrics.redirects.Inc()
+	http.Redirect(w, r, "http://"+addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+}
+
+// applyHTTP proposes cmd for an HTTP write and writes the answer. A lost
+// leadership becomes a redirect, business errors a 4xx.
+func (m *Manager) applyHTTP(w http.ResponseWriter, r *http.Request, cmd fsm.Command) (any, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	resp, err := m.Apply(ctx, cmd)
+	if err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			m.redirectToLeader(w, r)
+			return nil, false
+		}
+		writeError(w, toAPIError(err))
+		return nil, false
+	}
+	return resp, true
+}
+
+// requestID takes a client's idempotency key (X-Request-Id), so a retried
+// write is applied once.
+func requestID(r *http.Request) fsm.ReqID {
+	return fsm.ReqID{RequestID: r.Header.Get("X-Request-Id")}
+}
+
+// toAPIError maps an error to its HTTP status and stable code.
+func toAPIError(err error) *APIError {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	type rule struct {
+		target error
+		status int
+		code   string
+	}
+	rules := []rule{
+		{errBadRequest, http.StatusBadRequest, "bad_request"},
+		{fsm.ErrBadConfig, http.StatusBadRequest, "bad_config"},
+		{fsm.ErrBadSite, http.StatusBadRequest, "bad_site"},
+		{fsm.ErrBadBucketID, http.StatusBadRequest, "bad_bucket_id"},
+		{fsm.ErrUnknownIndex, http.StatusBadRequest, "unknown_index"},
+		{fsm.ErrUnknownPeer, http.StatusNotFound, "unknown_peer"},
+		{fsm.ErrUnknownBucket, http.StatusNotFound, "unknown_bucket"},
+		{fsm.ErrUnknownCopy, http.StatusNotFound, "unknown_copy"},
+		{fsm.ErrUnknownTask, http.StatusNotFound, "unknown_task"},
+		{fsm.ErrBucketExists, http.StatusConflict, "bucket_exists"},
+		{fsm.ErrCopyExists, http.StatusConflict, "copy_exists"},
+		{fsm.ErrPeerNotUp, http.StatusConflict, "peer_not_up"},
+		{fsm.ErrGUIDInUse, http.StatusConflict, "guid_in_use"},
+		{fsm.ErrBadState, http.StatusConflict, "bad_state"},
+		{fsm.ErrBucketNotHot, http.StatusConflict, "bucket_not_hot"},
+		{fsm.ErrHotOrigin, http.StatusConflict, "hot_origin"},
+		{fsm.ErrTaskExists, http.StatusConflict, "task_exists"},
+		{fsm.ErrBadTask, http.StatusConflict, "bad_task"},
+		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
+		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
+		{ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+		{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},
+		{context.Canceled, http.StatusServiceUnavailable, "canceled"},
+	}
+	for _, rl := range rules {
+		if errors.Is(err, rl.target) {
+			return &APIError{Status: rl.status, Code: rl.code, Message: err.Error()}
+		}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
+}
+
+func writeError(w http.ResponseWriter, e *APIError) {
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	writeJSON(w, e.Status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// decodeBody reads a JSON body into v; an empty body leaves v as it is
+// when allowEmpty.
+func decodeBody(r *http.Request, v any, allowEmpty bool) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("%w: read body: %v", errBadRequest, err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return fmt.Errorf("%w: %s %s needs a JSON body", errBadRequest, r.Method, r.URL.Path)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body of %s %s: %v", errBadRequest, r.Method, r.URL.Path, err)
+	}
+	return nil
+}
+
+// decodeAPIError reads an error answer into an *APIError.
+func decodeAPIError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	ae := &APIError{Status: resp.StatusCode}
+	if err := json.Unmarshal(body, ae); err != nil || ae.Message == "" {
+		ae.Message = strings.TrimSpace(string(body))
+		if ae.Message == "" {
+			ae.Message = resp.Status
+		}
+		ae.Code = "http_" + strconv.Itoa(resp.StatusCode)
+	}
+	return ae
+}

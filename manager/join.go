@@ -1,0 +1,187 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// JoinRequest is the body of POST /v1/managers/join: a manager asking the
+// leader to add it as a voter (or just to record its addresses in the member
+// table). Joining is idempotent: a member already present with the same
+// address is left as it is.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	Site     string `json:"site,omitempty"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// addMember is the leader's side of a join: AddVoter unless the server is
+// already a voter at that address, then record its addresses in the member
+// table. Safe to repeat.
+func (m *Manager) addMember(ctx context.Context, req JoinRequest) error {
+	if req.ID == "" || req.RaftAddr == "" || req.HTTPAddr == "" {
+		return fmt.Errorf("%w: join needs id, raft_addr and http_addr, got %+v", errBadRequest, req)
+	}
+	if !m.IsLeader() {
+		return ErrNotLeader
+	}
+	timeout := timeoutOf(ctx)
+	cf := m.node.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return raftError(err)
+	}
+	present := false
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(req.ID) && s.Address == raft.ServerAddress(req.RaftAddr) && s.Suffrage == raft.Voter {
+			present = true
+		}
+	}
+	if !present {
+		// AddVoter with a known id updates its address.
+		if err := m.node.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, timeout).Error(); err != nil {
+			return raftError(err)
+		}
+		m.log.Info("added manager as voter", "id", req.ID, "raft_addr", req.RaftAddr)
+	}
+	return m.setMember(ctx, Member(req))
+}
+
+// setMember commits a member-table entry unless the table already says so.
+func (m *Manager) setMember(ctx context.Context, mem Member) error {
+	if cur, ok := m.mux.member(mem.ID); ok && cur == mem {
+		return nil
+	}
+	data, err := json.Marshal(memberCommand{Op: "set", Member: mem})
+	if err != nil {
+		return err
+	}
+	_, err = m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension})
+	return err
+}
+
+// self is this manager's member-table entry.
+func (m *Manager) self() Member {
+	return Member{ID: m.cfg.ID, Site: m.cfg.Site, RaftAddr: m.cfg.RaftAddr, HTTPAddr: m.cfg.HTTPAddr}
+}
+
+// join asks the manager at cfg.Join (which redirects to the leader) to add
+// this one, retrying until it succeeds, ctx ends or JoinTimeout passes.
+func (m *Manager) join(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.JoinTimeout)
+	defer cancel()
+	body, _ := json.Marshal(JoinRequest(m.self()))
+	url := strings.TrimSuffix(m.cfg.Join, "/") + "/v1/managers/join"
+	var last error
+	for attempt := 1; ; attempt++ {
+		last = m.postJoin(ctx, url, body)
+		if last == nil {
+			m.log.Info("joined the manager group", "via", m.cfg.Join, "attempts", attempt)
+			return nil
+		}
+		m.log.Warn("join attempt failed; retrying", "via", m.cfg.Join, "attempt", attempt, "err", last)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join through %s: gave up after %d attempts: %w", m.cfg.Join, attempt, last)
+		case <-m.closing:
+			return ErrClosed
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// postJoin sends one join request; redirects to the leader are followed by
+// the client (the token is re-sent, see redirectClient).
+func (m *Manager) postJoin(ctx context.Context, url string, body []byte) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+m.cfg.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := redirectClient(10 * time.Second).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return nil
+	}
+	return decodeAPIError(resp)
+}
+
+// registerSelf keeps this manager's entry in the member table current: when
+// the table lacks it (a bootstrap member, or a restart on a new HTTP
+// address), it asks the leader to record it. The leader records its own
+// entry when it gains leadership.
+func (m *Manager) registerSelf() {
+	defer m.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.closing:
+			return
+		case <-t.C:
+		}
+		if cur, ok := m.mux.member(m.cfg.ID); ok && cur == m.self() {
+			continue
+		}
+		if m.IsLeader() {
+			continue // the leader loop records the leader's own entry
+		}
+		_, leaderHTTP, err := m.Leader()
+		if err != nil || leaderHTTP == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		body, _ := json.Marshal(JoinRequest(m.self()))
+		err = m.postJoin(ctx, "http://"+leaderHTTP+"/v1/managers/join", body)
+		cancel()
+		if err != nil {
+			m.log.Debug("publishing own address to the leader failed; will retry", "err", err)
+		}
+	}
+}
+
+// redirectClient is an HTTP client with a timeout that follows a manager's
+// 307 redirects to the leader and re-sends the Authorization header (Go drops
+// it when the host changes; the redirect comes from a manager we trust with
+// the token already). At most 3 redirects.
+func redirectClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > 3 {
+				return errors.New("more than 3 redirects")
+			}
+			if a := via[0].Header.Get("Authorization"); a != "" {
+				req.Header.Set("Authorization", a)
+			}
+			return nil
+		},
+	}
+}
+
+// timeoutOf turns a context's deadline into a duration for hashicorp/raft.
+func timeoutOf(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 {
+			return d
+		}
+		return time.Millisecond
+	}
+	return defaultApplyTimeout
+}

@@ -1,0 +1,199 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// watchLeadership owns the leader loops: it starts them when Raft says this
+// manager gained leadership and stops them when it lost it or the manager
+// closes. It reads the buffered NotifyCh (not LeaderCh, which drops
+// transitions).
+func (m *Manager) watchLeadership() {
+	defer m.wg.Done()
+	var stop func()
+	for {
+		select {
+		case <-m.closing:
+			if stop != nil {
+				stop()
+			}
+			return
+		case leader := <-m.node.notify:
+			m.metrics.leaderChanges.Inc()
+			switch {
+			case leader && stop == nil:
+				m.log.Info("gained raft leadership")
+				stop = m.startLeading()
+			case !leader && stop != nil:
+				m.log.Info("lost raft leadership")
+				stop()
+				stop = nil
+			}
+		}
+	}
+}
+
+// startLeading runs lead in a goroutine and returns the function that stops
+// it and waits for it.
+func (m *Manager) startLeading() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.lead(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		m.leadMu.Lock()
+		m.term = leaderInfo{}
+		m.leadMu.Unlock()
+	}
+}
+
+// lead is one leadership term: a Barrier (so the FSM holds every entry
+// committed by earlier leaders), the grace start, this manager's own
+// member-table entry and the bootstrap config, then the loop.
+func (m *Manager) lead(ctx context.Context) {
+	for {
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := waitFuture(bctx, m.node.raft.Barrier(5*time.Second))
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		m.log.Warn("leader barrier failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var hbTimeout time.Duration
+	m.state.Read(func(s *fsm.State) { hbTimeout = s.Config().HeartbeatTimeout })
+	now := m.cfg.Now()
+	m.leadMu.Lock()
+	m.term = leaderInfo{active: true, since: now, graceUntil: now.Add(hbTimeout)}
+	m.leadMu.Unlock()
+	m.log.Info("leader loops started", "grace_until", now.Add(hbTimeout).UTC().Format(time.RFC3339Nano))
+
+	if err := m.setMember(ctx, m.self()); err != nil && ctx.Err() == nil {
+		m.log.Warn("recording own address in the member table failed", "err", err)
+	}
+	if err := m.seedConfig(ctx); err != nil && ctx.Err() == nil {
+		m.log.Error("committing the bootstrap config failed", "err", err)
+	}
+
+	t := time.NewTicker(m.cfg.LoopInterval)
+	defer t.Stop()
+	for {
+		m.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// seedConfig commits the bootstrap config flags once per cluster: the first
+// leader whose member table says "not seeded" and that was started with a
+// seed commits it, then marks the table seeded. A crash between the two
+// re-applies the same seed, which is harmless.
+func (m *Manager) seedConfig(ctx context.Context) error {
+	if m.mux.seeded() || m.cfg.Seed == nil {
+		return nil
+	}
+	if _, err := m.Apply(ctx, &fsm.SetConfig{Config: *m.cfg.Seed}); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(memberCommand{Op: "seeded"})
+	if _, err := m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension}); err != nil {
+		return err
+	}
+	m.log.Info("committed the bootstrap cluster config")
+	return nil
+}
+
+// tick is one pass of the leader loop: the fixup planner (fsm.Plan), whose
+// first decisions are liveness (PeerDown after heartbeat_timeout without a
+// heartbeat, once the grace period is over), then Splunk's fixup levels.
+// Every decision is a command committed through Raft, in the planner's
+// order; a business error from the FSM (the state moved on) is logged and
+// the next tick plans again from the committed state.
+func (m *Manager) tick(ctx context.Context) {
+	now := m.cfg.Now()
+	m.leadMu.Lock()
+	m.term.ticks++
+	lead := m.term
+	m.leadMu.Unlock()
+	m.metrics.ticks.Inc()
+
+	// Plan on a private copy so the FSM lock is held only for the copy,
+	// not for the planning (Raft applies keep flowing meanwhile).
+	var snap *fsm.State
+	m.state.Read(func(s *fsm.State) { snap = s.Clone() })
+	m.pruneHeartbeats(snap)
+	plan := fsm.Plan(snap, fsm.PlanInput{
+		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
+	})
+	for _, c := range plan {
+		if ctx.Err() != nil {
+			return
+		}
+		if id, down := peerDownID(c); down && now.Before(lead.graceUntil) {
+			// The grace rule is the manager's promise; never break it
+			// whatever the planner says.
+			m.log.Error("planner proposed a peer down inside the grace period; dropped", "peer", id, "grace_until", lead.graceUntil)
+			continue
+		}
+		if _, err := m.Apply(ctx, c); err != nil {
+			if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			m.log.Debug("planned command refused", "type", c.Type(), "err", err)
+			continue
+		}
+		m.metrics.planned.Inc()
+		if id, down := peerDownID(c); down {
+			m.metrics.peersDown.Inc()
+			m.log.Warn("peer declared down", "peer", id)
+		}
+	}
+}
+
+// peerDownID reports whether c is a PeerDown command, and for which peer.
+func peerDownID(c fsm.Command) (string, bool) {
+	switch x := c.(type) {
+	case fsm.PeerDown:
+		return x.ID, true
+	case *fsm.PeerDown:
+		return x.ID, true
+	}
+	return "", false
+}
+
+// pruneHeartbeats forgets heartbeats of peers the state does not know (or
+// knows as Removed), so the in-memory table does not grow without bound.
+func (m *Manager) pruneHeartbeats(s *fsm.State) {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	for id := range m.heartbeats {
+		if p, ok := s.Peer(id); !ok || p.State == fsm.StateRemoved {
+			delete(m.heartbeats, id)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// Sentinel errors of the manager.
+var (
+	// ErrNotLeader: the call needs the Raft leader and this manager is not it.
+	ErrNotLeader = errors.New("not the raft leader")
+	// ErrNoLeader: no leader is known right now (an election is under way or
+	// quorum is lost).
+	ErrNoLeader = errors.New("no raft leader known")
+	// ErrClosed: the manager is shutting down.
+	ErrClosed = errors.New("manager closed")
+)
+
+// defaultApplyTimeout bounds a proposal whose context has no deadline.
+const defaultApplyTimeout = 10 * time.Second
+
+// Manager is one member of the Raft group of managers: it applies the
+// cluster FSM, serves the admin HTTP API, and, while it is the leader, runs
+// the leader loops (peer liveness, fixup planner). Close stops everything it
+// started.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	state *fsm.FSM
+	mux   *muxFSM
+	node  *raftNode
+
+	httpLn  net.Listener
+	httpSrv *http.Server
+	metrics *metrics
+
+	hbMu       sync.Mutex
+	heartbeats map[string]time.Time // peer id → last heartbeat (in memory only)
+
+	leadMu sync.Mutex
+	term   leaderInfo // zero unless this manager's leader loops run
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// leaderInfo describes the current leadership term of this manager.
+type leaderInfo struct {
+	active     bool      // the leader loops run (after the Barrier)
+	since      time.Time // when the Barrier completed
+	graceUntil time.Time // no peer is declared Down before this instant
+	ticks      uint64    // leader loop iterations in this term
+}
+
+// New starts a manager: opens (or creates) its Raft state under
+// cfg.DataDir, bootstraps or joins when there is no state, and serves the
+// HTTP API. ctx bounds the start-up (the join in particular).
+func New(ctx context.Context, cfg Config) (*Manager, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:        cfg,
+		log:        cfg.Logger.With("manager", cfg.ID),
+		state:      fsm.New(),
+		heartbeats: map[string]time.Time{},
+		closing:    make(chan struct{}),
+	}
+	m.mux = newMuxFSM(m.state)
+	m.metrics = newMetrics(m)
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err)
+	}
+	m.httpLn = ln
+	m.cfg.HTTPAddr = ln.Addr().String()
+
+	node, err := openRaft(&m.cfg, m.mux, func() raft.FSM { return newMuxFSM(fsm.New()) }, m.log)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m.node = node
+	m.cfg.RaftAddr = string(node.trans.LocalAddr())
+
+	m.httpSrv = &http.Server{
+		Handler:           m.routes(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	m.wg.Add(3)
+	go m.serveHTTP()
+	go m.watchLeadership()
+	go m.registerSelf()
+
+	if cfg.Join != "" && m.node.raft.LastIndex() == 0 {
+		if err := m.join(ctx); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	m.log.Info("manager started", "raft_addr", m.cfg.RaftAddr, "http_addr", m.cfg.HTTPAddr, "site", cfg.Site)
+	return m, nil
+}
+
+func (m *Manager) serveHTTP() {
+	defer m.wg.Done()
+	if err := m.httpSrv.Serve(m.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		m.log.Error("http server stopped", "err", err)
+	}
+}
+
+// Close stops the HTTP server, the leader loops and Raft, and releases the
+// data directory. It is safe to call more than once.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.closing)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.httpSrv.Shutdown(ctx); err != nil {
+			m.httpSrv.Close()
+		}
+		cancel()
+		m.wg.Wait()
+		m.closeErr = m.node.shutdown()
+		m.log.Info("manager stopped")
+	})
+	return m.closeErr
+}
+
+// ID is the manager's id.
+func (m *Manager) ID() string { return m.cfg.ID }
+
+// HTTPAddr is the address the HTTP API listens on.
+func (m *Manager) HTTPAddr() string { return m.cfg.HTTPAddr }
+
+// RaftAddr is the address of the Raft transport.
+func (m *Manager) RaftAddr() string { return m.cfg.RaftAddr }
+
+// IsLeader reports whether this manager is the Raft leader.
+func (m *Manager) IsLeader() bool { return m.node.raft.State() == raft.Leader }
+
+// Leader returns the id and HTTP address of the current leader, as far as
+// this manager knows. httpAddr is empty when the leader has not yet
+// published it in the member table.
+func (m *Manager) Leader() (id, httpAddr string, err error) {
+	_, lid := m.node.raft.LeaderWithID()
+	if lid == "" {
+		return "", "", ErrNoLeader
+	}
+	mem, _ := m.mux.member(string(lid))
+	return string(lid), mem.HTTPAddr, nil
+}
+
+// Members returns the member table (every manager that published its
+// addresses), sorted by id.
+func (m *Manager) Members() []Member { return m.mux.memberList() }
+
+// Read runs fn with the committed cluster state; fn must not keep s.
+func (m *Manager) Read(fn func(s *fsm.State)) { m.state.Read(fn) }
+
+// Raft exposes the Raft node for tests and tools (stats, snapshots).
+func (m *Manager) Raft() *raft.Raft { return m.node.raft }
+
+// Apply proposes cmd through Raft and waits until it is applied. The
+// context's deadline is the Raft timeout. It returns the FSM's value, or the
+// FSM's business error, or ErrNotLeader / ErrClosed / the context's error.
+func (m *Manager) Apply(ctx context.Context, cmd fsm.Command) (any, error) {
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	return m.applyLog(ctx, raft.Log{Data: data})
+}
+
+func (m *Manager) applyLog(ctx context.Context, l raft.Log) (any, error) {
+	timeout := defaultApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	f := m.node.raft.ApplyLog(l, timeout)
+	done := make(chan error, 1)
+	// The future resolves when the entry is applied, leadership is lost or
+	// Raft shuts down; this goroutine ends then.
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, raftError(err)
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-m.closing:
+		return nil, ErrClosed
+	}
+	resp := f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	m.metrics.applied.Inc()
+	return resp, nil
+}
+
+// raftError maps hashicorp/raft's errors to the manager's sentinels.
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+// Heartbeat records that peer peerID was heard from at at. Heartbeats live
+// in memory only (SPEC §3); the leader's liveness loop reads them. A
+// heartbeat older than the one recorded is ignored.
+func (m *Manager) Heartbeat(peerID string, at time.Time) {
+	m.hbMu.Lock()
+	if prev, ok := m.heartbeats[peerID]; !ok || at.After(prev) {
+		m.heartbeats[peerID] = at
+	}
+	m.hbMu.Unlock()
+	m.metrics.heartbeats.Inc()
+}
+
+// heartbeatsCopy returns a copy of the heartbeat table.
+func (m *Manager) heartbeatsCopy() map[string]time.Time {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	out := make(map[string]time.Time, len(m.heartbeats))
+	for k, v := range m.heartbeats {
+		out[k] = v
+	}
+	return out
+}
+
+// LeaderState reports this manager's leadership term: whether its leader
+// loops run, since when, the end of the grace period, and how many loop
+// iterations ran. Tests use it to reason about the grace rule.
+func (m *Manager) LeaderState() (active bool, since, graceUntil time.Time, ticks uint64) {
+	m.leadMu.Lock()
+	defer m.leadMu.Unlock()
+	return m.term.active, m.term.since, m.term.graceUntil, m.term.ticks
+}
+
+// Snapshot asks Raft for a snapshot now (tools and tests).
+func (m *Manager) Snapshot() error { return m.node.raft.Snapshot().Error() }

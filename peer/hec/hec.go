@@ -1,0 +1,607 @@
+// Package hec is quarry's HTTP Event Collector: Splunk's HEC protocol
+// (SPEC §4) in front of a peer's store — /services/collector/event
+// (concatenated JSON envelopes), /raw (line breaking), /health and /ack,
+// tokens with allowed indexes, a default index and an ack switch, channels
+// with ack ids from 0, Splunk's replies and codes for every bad input, all or
+// nothing per request, and back-pressure answered with 503 code 9 rather
+// than buffered without bound.
+package hec
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"github.com/klauspost/compress/gzip"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quarry-dev/quarry/peer/store"
+)
+
+// Token is a HEC token as the cluster config (or --hec-token) defines it.
+type Token struct {
+	Value string
+	// Indexes the token may write to; empty means any index. The first is
+	// the default index when DefaultIndex is empty.
+	Indexes      []string
+	DefaultIndex string
+	// Ack: requests get ack ids and /ack answers; Splunk's useACK.
+	Ack      bool
+	Disabled bool
+}
+
+func (t *Token) defaultIndex() string {
+	if t.DefaultIndex != "" {
+		return t.DefaultIndex
+	}
+	if len(t.Indexes) > 0 {
+		return t.Indexes[0]
+	}
+	return "main"
+}
+
+func (t *Token) allows(index string) bool {
+	if len(t.Indexes) == 0 {
+		return true
+	}
+	for _, i := range t.Indexes {
+		if i == index {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTokenFlag parses --hec-token T[=index,index…]: the token, its allowed
+// indexes (the first is the default), acknowledging.
+func ParseTokenFlag(s string) (Token, error) {
+	val, idx, has := strings.Cut(s, "=")
+	t := Token{Value: val, Ack: true}
+	if val == "" {
+		return t, fmt.Errorf("hec token %q: empty token", s)
+	}
+	if has {
+		for _, i := range strings.Split(idx, ",") {
+			i = strings.TrimSpace(i)
+			if !store.ValidIndexName(i) {
+				return t, fmt.Errorf("hec token %q: invalid index name %q", s, i)
+			}
+			t.Indexes = append(t.Indexes, i)
+		}
+	}
+	return t, nil
+}
+
+// Appender is what HEC needs of the store.
+type Appender interface {
+	AppendRelease(evs []store.Event, release func()) (*store.Ack, error)
+	Busy() bool
+	Err() error
+}
+
+// Config configures a Handler.
+type Config struct {
+	Tokens []Token
+	Store  Appender
+	// DefaultHost is the host of events that name none (the peer's host).
+	DefaultHost string
+	// MaxBodyBytes bounds a request body (default 64 MiB); larger bodies get
+	// 413. MaxEventBytes bounds one event's _raw (default 1 MiB); a larger
+	// event gets 400 code 6 with its invalid-event-number.
+	MaxBodyBytes  int64
+	MaxEventBytes int
+	// MaxChannels (default 10,000), MaxPendingAcks per channel (default
+	// 100,000) and MaxTotalPendingAcks over all channels (default 1,000,000)
+	// bound the ack bookkeeping; beyond them requests get code 9.
+	MaxChannels         int
+	MaxPendingAcks      int
+	MaxTotalPendingAcks int64
+	// ChannelIdle: a channel with no request for this long is forgotten
+	// (default 10 minutes), as Splunk forgets idle channels.
+	ChannelIdle time.Duration
+	// BusyWait: a data request that finds the store busy waits up to this
+	// long (default 500 ms, before its body is read) for the queues to
+	// drain, then answers 503 code 9. Memory stays bounded: a waiting
+	// request holds no body.
+	BusyWait   time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Handler serves the HEC endpoints.
+type Handler struct {
+	cfg    Config
+	tokens map[string]*Token
+	pool   sync.Pool // *decoder
+	bodies sync.Pool // *[]byte
+
+	mu       sync.Mutex
+	channels map[string]*channel
+	pending  atomic.Int64 // unread acks over all channels
+
+	requests *prometheus.CounterVec
+	events   prometheus.Counter
+	busyWait prometheus.Counter
+}
+
+type channel struct {
+	mu       sync.Mutex
+	next     int64
+	pending  map[int64]*store.Ack
+	lastUsed time.Time
+}
+
+// New builds a handler.
+func New(cfg Config) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = 1 << 20
+	}
+	if cfg.MaxChannels <= 0 {
+		cfg.MaxChannels = 10000
+	}
+	if cfg.MaxPendingAcks <= 0 {
+		cfg.MaxPendingAcks = 100000
+	}
+	if cfg.MaxTotalPendingAcks <= 0 {
+		cfg.MaxTotalPendingAcks = 1000000
+	}
+	if cfg.ChannelIdle <= 0 {
+		cfg.ChannelIdle = 10 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BusyWait == 0 {
+		cfg.BusyWait = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DefaultHost == "" {
+		cfg.DefaultHost = "localhost"
+	}
+	h := &Handler{cfg: cfg, tokens: map[string]*Token{}, channels: map[string]*channel{}}
+	for i := range cfg.Tokens {
+		t := cfg.Tokens[i]
+		h.tokens[t.Value] = &t
+	}
+	h.pool.New = func() any { return &decoder{} }
+	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_requests_total", Help: "HEC requests by reply code.",
+	}, []string{"code"})
+	h.events = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_events_total", Help: "Events accepted over HEC.",
+	})
+	h.busyWait = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_busy_wait_seconds_total", Help: "Time HEC requests waited for a busy store.",
+	})
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(h.requests, h.events, h.busyWait)
+	}
+	return h
+}
+
+// Register mounts the HEC endpoints on mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	for _, p := range []string{"/services/collector", "/services/collector/event", "/services/collector/event/1.0"} {
+		mux.HandleFunc("POST "+p, h.serveEvent)
+	}
+	for _, p := range []string{"/services/collector/raw", "/services/collector/raw/1.0"} {
+		mux.HandleFunc("POST "+p, h.serveRaw)
+	}
+	for _, p := range []string{"/services/collector/ack", "/services/collector/ack/1.0"} {
+		mux.HandleFunc("POST "+p, h.serveAck)
+	}
+	for _, p := range []string{"/services/collector/health", "/services/collector/health/1.0"} {
+		mux.HandleFunc("GET "+p, h.serveHealth)
+	}
+}
+
+func (h *Handler) reply(w http.ResponseWriter, r Reply) {
+	h.requests.WithLabelValues(strconv.Itoa(r.Code)).Inc()
+	var buf [128]byte
+	b := r.appendJSON(buf[:0])
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(r.Status)
+	w.Write(b)
+}
+
+func plain(r Reply) Reply {
+	r.InvalidEvent = -1
+	r.AckID = -1
+	return r
+}
+
+// auth finds the request's token: "Authorization: Splunk <token>", or basic
+// auth with the token as password.
+func (h *Handler) auth(r *http.Request) (*Token, *Reply) {
+	a := r.Header.Get("Authorization")
+	if a == "" {
+		rp := plain(replyTokenRequired)
+		return nil, &rp
+	}
+	var tok string
+	scheme, rest, _ := strings.Cut(a, " ")
+	rest = strings.TrimSpace(rest)
+	switch strings.ToLower(scheme) {
+	case "splunk":
+		tok = rest
+	case "basic":
+		raw, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			rp := plain(replyInvalidAuth)
+			return nil, &rp
+		}
+		_, pw, ok := strings.Cut(string(raw), ":")
+		if !ok {
+			rp := plain(replyInvalidAuth)
+			return nil, &rp
+		}
+		tok = pw
+	default:
+		rp := plain(replyInvalidAuth)
+		return nil, &rp
+	}
+	if tok == "" {
+		rp := plain(replyInvalidAuth)
+		return nil, &rp
+	}
+	t := h.tokens[tok]
+	if t == nil {
+		rp := plain(replyInvalidToken)
+		return nil, &rp
+	}
+	if t.Disabled {
+		rp := plain(replyTokenDisabled)
+		return nil, &rp
+	}
+	return t, nil
+}
+
+var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// channelOf returns the request's channel id ("" when none) or a reply.
+func channelOf(r *http.Request, required bool) (string, *Reply) {
+	c := r.Header.Get("X-Splunk-Request-Channel")
+	if c == "" {
+		c = r.URL.Query().Get("channel")
+	}
+	if c == "" {
+		if required {
+			rp := plain(replyNoChannel)
+			return "", &rp
+		}
+		return "", nil
+	}
+	if !guidRE.MatchString(c) {
+		rp := plain(replyBadChannel)
+		return "", &rp
+	}
+	return c, nil
+}
+
+// readBody reads a bounded body into a pooled buffer; a gzip body
+// (Content-Encoding: gzip, as Splunk's HEC accepts) is inflated, and the
+// bound applies to the inflated bytes.
+func (h *Handler) readBody(r *http.Request) (*[]byte, *Reply) {
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		rp := plain(replyTooLarge)
+		return nil, &rp
+	}
+	bp, _ := h.bodies.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 0, 1<<20)
+		bp = &b
+	}
+	var body io.Reader = r.Body
+	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			h.bodies.Put(bp)
+			rp := plain(replyInvalidFormat)
+			return nil, &rp
+		}
+		defer zr.Close()
+		body = zr
+	}
+	buf := bytes.NewBuffer((*bp)[:0])
+	n, err := buf.ReadFrom(io.LimitReader(body, h.cfg.MaxBodyBytes+1))
+	*bp = buf.Bytes()
+	if err != nil {
+		h.bodies.Put(bp)
+		rp := plain(replyInvalidFormat)
+		return nil, &rp
+	}
+	if n > h.cfg.MaxBodyBytes {
+		h.bodies.Put(bp)
+		rp := plain(replyTooLarge)
+		return nil, &rp
+	}
+	return bp, nil
+}
+
+func (h *Handler) defaults(r *http.Request, t *Token, now int64) (Defaults, *Reply) {
+	q := r.URL.Query()
+	d := Defaults{Index: t.defaultIndex(), Host: h.cfg.DefaultHost, Source: "http:hec", Sourcetype: "httpevent", Now: now}
+	if v := q.Get("index"); v != "" {
+		d.Index = v
+	}
+	if v := q.Get("host"); v != "" {
+		d.Host = v
+	}
+	if v := q.Get("source"); v != "" {
+		d.Source = v
+	}
+	if v := q.Get("sourcetype"); v != "" {
+		d.Sourcetype = v
+	}
+	return d, nil
+}
+
+// precheck runs the checks every data request shares, in Splunk's order:
+// authorization, back-pressure, channel.
+func (h *Handler) precheck(r *http.Request, raw bool) (*Token, string, *Reply) {
+	t, rp := h.auth(r)
+	if rp != nil {
+		return nil, "", rp
+	}
+	if h.cfg.Store.Busy() && !h.waitNotBusy(r.Context()) {
+		rp := plain(replyBusy)
+		return nil, "", &rp
+	}
+	if err := h.cfg.Store.Err(); err != nil {
+		rp := plain(replyInternal)
+		return nil, "", &rp
+	}
+	ch, rp := channelOf(r, t.Ack || raw)
+	if rp != nil {
+		return nil, "", rp
+	}
+	return t, ch, nil
+}
+
+// waitNotBusy waits up to BusyWait for the store to stop being busy.
+func (h *Handler) waitNotBusy(ctx context.Context) bool {
+	if h.cfg.BusyWait <= 0 {
+		return false
+	}
+	start := time.Now()
+	defer func() { h.busyWait.Add(time.Since(start).Seconds()) }()
+	deadline := time.NewTimer(h.cfg.BusyWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if !h.cfg.Store.Busy() {
+				return true
+			}
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
+	t, ch, rp := h.precheck(r, false)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	bp, rp := h.readBody(r)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	if len(bytes.TrimSpace(*bp)) == 0 {
+		h.bodies.Put(bp)
+		h.reply(w, plain(replyNoData))
+		return
+	}
+	def, _ := h.defaults(r, t, h.cfg.Now().UnixNano())
+	d := h.pool.Get().(*decoder)
+	evs, res := d.decodeEnvelopes(*bp, def, t.allows, h.cfg.MaxEventBytes)
+	h.bodies.Put(bp) // the scanner holds its own copy
+	if res.Code != 0 {
+		h.pool.Put(d)
+		res.AckID = -1
+		if res.Code == replyNoData.Code {
+			res.InvalidEvent = -1
+		}
+		h.reply(w, res)
+		return
+	}
+	h.commit(w, t, ch, evs, func() { h.pool.Put(d) })
+}
+
+// commit appends a request's validated events and answers it.
+func (h *Handler) commit(w http.ResponseWriter, t *Token, chID string, evs []store.Event, release func()) {
+	var c *channel
+	if t.Ack {
+		var rp *Reply
+		if c, rp = h.channel(chID); rp != nil {
+			release()
+			h.reply(w, *rp)
+			return
+		}
+	}
+	n := len(evs)
+	ack, err := h.cfg.Store.AppendRelease(evs, release)
+	if err != nil {
+		h.cfg.Logger.Error("hec append failed", "err", err)
+		h.reply(w, plain(replyInternal))
+		return
+	}
+	h.events.Add(float64(n))
+	res := plain(replySuccess)
+	if c != nil {
+		c.mu.Lock()
+		res.AckID = c.next
+		c.next++
+		c.pending[res.AckID] = ack
+		h.pending.Add(1)
+		c.lastUsed = h.cfg.Now()
+		c.mu.Unlock()
+	}
+	h.reply(w, res)
+}
+
+// channel returns (creating) an ack channel, enforcing the bounds.
+func (h *Handler) channel(id string) (*channel, *Reply) {
+	now := h.cfg.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pending.Load() >= h.cfg.MaxTotalPendingAcks {
+		rp := plain(replyBusy)
+		return nil, &rp
+	}
+	c := h.channels[id]
+	if c == nil {
+		if len(h.channels) >= h.cfg.MaxChannels || len(h.channels)%1024 == 1023 {
+			// forget idle channels (and their unread acks), as Splunk does
+			for k, old := range h.channels {
+				old.mu.Lock()
+				idle := now.Sub(old.lastUsed) > h.cfg.ChannelIdle
+				n := len(old.pending)
+				old.mu.Unlock()
+				if idle {
+					delete(h.channels, k)
+					h.pending.Add(-int64(n))
+				}
+			}
+			if len(h.channels) >= h.cfg.MaxChannels {
+				rp := plain(replyBusy)
+				return nil, &rp
+			}
+		}
+		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now}
+		h.channels[id] = c
+	}
+	c.mu.Lock()
+	full := len(c.pending) >= h.cfg.MaxPendingAcks
+	c.mu.Unlock()
+	if full {
+		rp := plain(replyBusy)
+		return nil, &rp
+	}
+	return c, nil
+}
+
+func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
+	t, ch, rp := h.precheck(r, true)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	bp, rp := h.readBody(r)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	def, _ := h.defaults(r, t, h.cfg.Now().UnixNano())
+	if !store.ValidIndexName(def.Index) || !t.allows(def.Index) {
+		h.bodies.Put(bp)
+		h.reply(w, plain(replyIncorrectIdx))
+		return
+	}
+	// The body buffer is owned by the request until the store lets go.
+	body := *bp
+	var evs []store.Event
+	host, src, st := []byte(def.Host), []byte(def.Source), []byte(def.Sourcetype)
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if len(line) > h.cfg.MaxEventBytes {
+			h.bodies.Put(bp)
+			h.reply(w, replyInvalidFormat.at(len(evs)))
+			return
+		}
+		evs = append(evs, store.Event{Index: def.Index, Time: def.Now, Raw: line, Host: host, Source: src, Sourcetype: st})
+	}
+	if len(evs) == 0 {
+		h.bodies.Put(bp)
+		h.reply(w, plain(replyNoData))
+		return
+	}
+	h.commit(w, t, ch, evs, func() { h.bodies.Put(bp) })
+}
+
+func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
+	t, rp := h.auth(r)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	if !t.Ack {
+		h.reply(w, plain(replyAckDisabled))
+		return
+	}
+	chID, rp := channelOf(r, true)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	var req struct {
+		Acks []int64 `json:"acks"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil || json.Unmarshal(body, &req) != nil || req.Acks == nil {
+		h.reply(w, plain(replyInvalidFormat))
+		return
+	}
+	h.mu.Lock()
+	c := h.channels[chID]
+	h.mu.Unlock()
+	out := make(map[string]bool, len(req.Acks))
+	for _, id := range req.Acks {
+		done := false
+		if c != nil {
+			c.mu.Lock()
+			if a := c.pending[id]; a != nil && a.Durable() {
+				done = true
+				delete(c.pending, id) // read as true once, then forgotten
+				h.pending.Add(-1)
+			}
+			c.lastUsed = h.cfg.Now()
+			c.mu.Unlock()
+		}
+		out[strconv.FormatInt(id, 10)] = done
+	}
+	h.requests.WithLabelValues("0").Inc()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"acks": out})
+}
+
+func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Store.Busy() || h.cfg.Store.Err() != nil {
+		h.reply(w, plain(replyUnhealthy))
+		return
+	}
+	h.reply(w, plain(replyHealthy))
+}

@@ -1,0 +1,334 @@
+package store
+
+import (
+	"bytes"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/quarry-dev/quarry/query"
+)
+
+// termTable maps keys to posting lists while a bucket is hot: an open
+// addressing hash table over an append-only arena of keys (COSTS.md lever
+// 3), so a term costs its bytes plus ~30 bytes, not a Go map entry and a
+// string header. A key's first event is kept inline, so the ~88 % of terms
+// that occur once cost no postings slice; later events go to a slice of
+// their own. Ordinals are appended in ascending order, so every list is
+// sorted and a reader can take the prefix below a snapshot's length.
+type termTable struct {
+	slots []uint64 // 0 empty, else hash32<<32 | id+1
+	n     int
+	arena []byte
+	off   []uint32 // key i is arena[off[i]:off[i+1]]
+	first []uint32
+	last  []uint32
+	more  []int32 // index into lists, -1 for a singleton
+	lists []chunkList
+	pool  *postingPool
+}
+
+// postingPool holds the second and later ordinals of every list of a hot
+// index in chunks (4, 8, 16, 32, then 64 entries, the first entry linking to
+// the next chunk) carved from 64 Ki-entry slabs. It holds no pointers but the
+// slabs', so the garbage collector does not walk half a million slices, and
+// a list wastes at most part of its last chunk instead of an append's
+// doubling.
+type postingPool struct {
+	slabs [][]uint32
+	used  int // entries used in the last slab
+}
+
+const (
+	slabBits     = 16
+	slabEntries  = 1 << slabBits
+	firstChunk   = 4
+	maxChunkSize = 64
+)
+
+type chunkList struct {
+	head, tail uint32 // chunk positions in the pool
+	used, size uint16 // entries used in the tail chunk (link included), its size
+}
+
+func (p *postingPool) alloc(n int) uint32 {
+	if len(p.slabs) == 0 || p.used+n > slabEntries {
+		p.slabs = append(p.slabs, make([]uint32, slabEntries))
+		p.used = 0
+	}
+	pos := uint32(len(p.slabs)-1)<<slabBits | uint32(p.used)
+	p.used += n
+	return pos
+}
+
+func (p *postingPool) at(pos uint32) *uint32 {
+	return &p.slabs[pos>>slabBits][pos&(slabEntries-1)]
+}
+
+var tableSeed = maphash.MakeSeed()
+
+func newTermTable(hint int, pool *postingPool) *termTable {
+	size := 16
+	for size*3 < hint*4 {
+		size *= 2
+	}
+	return &termTable{slots: make([]uint64, size), off: []uint32{0}, pool: pool}
+}
+
+func (t *termTable) key(id uint32) []byte { return t.arena[t.off[id]:t.off[id+1]] }
+
+func (t *termTable) len() int { return t.n }
+
+// find returns the key's id, or the slot where it would go.
+func (t *termTable) find(key []byte) (id uint32, slot int, h32 uint32, ok bool) {
+	h32 = uint32(maphash.Bytes(tableSeed, key))
+	mask := len(t.slots) - 1
+	i := int(h32) & mask
+	for {
+		v := t.slots[i]
+		if v == 0 {
+			return 0, i, h32, false
+		}
+		if uint32(v>>32) == h32 {
+			id := uint32(v) - 1
+			if bytes.Equal(t.key(id), key) {
+				return id, i, h32, true
+			}
+		}
+		i = (i + 1) & mask
+	}
+}
+
+func (t *termTable) lookup(key []byte) (uint32, bool) {
+	id, _, _, ok := t.find(key)
+	return id, ok
+}
+
+func (t *termTable) grow() {
+	old := t.slots
+	t.slots = make([]uint64, len(old)*2)
+	mask := len(t.slots) - 1
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		i := int(uint32(v>>32)) & mask
+		for t.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = v
+	}
+}
+
+// insert adds a new key at slot (from find) and returns its id.
+func (t *termTable) insert(key []byte, slot int, h32 uint32, ord uint32) uint32 {
+	id := uint32(t.n)
+	t.n++
+	t.arena = append(t.arena, key...)
+	t.off = append(t.off, uint32(len(t.arena)))
+	t.first = append(t.first, ord)
+	t.last = append(t.last, ord)
+	t.more = append(t.more, -1)
+	t.slots[slot] = uint64(h32)<<32 | uint64(id+1)
+	if t.n*4 >= len(t.slots)*3 {
+		t.grow()
+	}
+	return id
+}
+
+func (t *termTable) add(key []byte, ord uint32) {
+	id, slot, h32, ok := t.find(key)
+	if !ok {
+		t.insert(key, slot, h32, ord)
+		return
+	}
+	t.addID(id, ord)
+}
+
+func (t *termTable) addID(id uint32, ord uint32) {
+	if t.last[id] == ord {
+		return
+	}
+	t.last[id] = ord
+	m := t.more[id]
+	if m < 0 {
+		m = int32(len(t.lists))
+		t.more[id] = m
+		c := t.pool.alloc(firstChunk)
+		t.lists = append(t.lists, chunkList{head: c, tail: c, used: 1, size: firstChunk})
+	}
+	l := &t.lists[m]
+	if l.used == l.size {
+		size := min(l.size*2, maxChunkSize)
+		c := t.pool.alloc(int(size))
+		*t.pool.at(l.tail) = c + 1
+		l.tail, l.used, l.size = c, 1, size
+	}
+	*t.pool.at(l.tail + uint32(l.used)) = ord
+	l.used++
+}
+
+// postings appends the key's events below n to dst.
+func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
+	if t.first[id] >= n {
+		return dst
+	}
+	dst = append(dst, t.first[id])
+	m := t.more[id]
+	if m < 0 {
+		return dst
+	}
+	l := t.lists[m]
+	pos, size := l.head, uint16(firstChunk)
+	for {
+		used := size
+		if pos == l.tail {
+			used = l.used
+		}
+		slab := t.pool.slabs[pos>>slabBits]
+		off := pos & (slabEntries - 1)
+		chunk := slab[off+1 : off+uint32(used)]
+		if len(chunk) > 0 && chunk[len(chunk)-1] < n {
+			dst = append(dst, chunk...)
+		} else {
+			for _, o := range chunk {
+				if o >= n {
+					return dst
+				}
+				dst = append(dst, o)
+			}
+		}
+		if pos == l.tail {
+			return dst
+		}
+		pos = slab[off] - 1
+		size = min(size*2, maxChunkSize)
+	}
+}
+
+// sortedIDs returns the ids in ascending byte order of their keys. Keys
+// are compared by their first 8 bytes as one integer first, so most
+// comparisons touch no key bytes.
+func (t *termTable) sortedIDs() []uint32 {
+	type entry struct {
+		pfx uint64
+		id  uint32
+	}
+	es := make([]entry, t.n)
+	for i := range es {
+		k := t.key(uint32(i))
+		var p uint64
+		for j := 0; j < 8; j++ {
+			p <<= 8
+			if j < len(k) {
+				p |= uint64(k[j])
+			}
+		}
+		es[i] = entry{pfx: p, id: uint32(i)}
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		if a.pfx != b.pfx {
+			if a.pfx < b.pfx {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(t.key(a.id), t.key(b.id))
+	})
+	ids := make([]uint32, t.n)
+	for i, e := range es {
+		ids[i] = e.id
+	}
+	return ids
+}
+
+// fieldTable is a termTable for one indexed field; values are case-sensitive.
+type fieldTable struct {
+	*termTable
+	lastVal []byte
+	lastID  uint32
+	hasLast bool
+}
+
+func (f *fieldTable) addValue(v []byte, ord uint32) {
+	if f.hasLast && bytes.Equal(v, f.lastVal) {
+		f.addID(f.lastID, ord) // same value as the previous event: no map lookup
+		return
+	}
+	id, slot, h32, ok := f.find(v)
+	if !ok {
+		id = f.insert(v, slot, h32, ord)
+	} else {
+		f.addID(id, ord)
+	}
+	f.lastID = id
+	f.lastVal = append(f.lastVal[:0], v...)
+	f.hasLast = true
+}
+
+// hotIndex is the in-memory index of a hot searchable bucket. One writer
+// (the store's indexer) adds events; readers take snapshots. It is bounded
+// by the bucket's roll limits: a bucket that reaches max_hot_bytes rolls and
+// its hotIndex is serialised and dropped.
+type hotIndex struct {
+	mu     sync.RWMutex
+	pool   *postingPool
+	n      uint32
+	times  []int64
+	terms  *termTable
+	fields map[string]*fieldTable
+	tok    query.Tokenizer
+}
+
+func newHotIndex() *hotIndex {
+	pool := &postingPool{}
+	return &hotIndex{pool: pool, terms: newTermTable(1<<14, pool), fields: make(map[string]*fieldTable)}
+}
+
+func (h *hotIndex) field(name []byte) *fieldTable {
+	f, ok := h.fields[string(name)]
+	if !ok {
+		f = &fieldTable{termTable: newTermTable(64, h.pool)}
+		h.fields[string(name)] = f
+	}
+	return f
+}
+
+// Names of the metadata fields with postings.
+const (
+	fieldHost       = "host"
+	fieldSource     = "source"
+	fieldSourcetype = "sourcetype"
+)
+
+// addLocked indexes one event as the next ordinal; the caller holds mu.
+func (h *hotIndex) addLocked(e *decodedEvent) {
+	ord := h.n
+	h.times = append(h.times, e.Time)
+	terms := h.terms
+	h.tok.Tokenize(e.Raw, func(tok []byte) { terms.add(tok, ord) })
+	h.field([]byte(fieldHost)).addValue(e.Host, ord)
+	h.field([]byte(fieldSource)).addValue(e.Source, ord)
+	h.field([]byte(fieldSourcetype)).addValue(e.Sourcetype, ord)
+	for _, f := range e.Fields {
+		h.field(f.Name).addValue(f.Value, ord)
+	}
+	h.n = ord + 1
+}
+
+// snapshot returns the current length.
+func (h *hotIndex) length() uint32 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.n
+}
+
+// fieldNames returns the indexed field names, sorted.
+func (h *hotIndex) fieldNamesLocked() []string {
+	names := make([]string, 0, len(h.fields))
+	for n := range h.fields {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

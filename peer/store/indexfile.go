@@ -1,0 +1,614 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+// Index file (index.qi), format version 1. Written once, when a bucket rolls
+// or a journal-only copy becomes searchable, atomically (temp file, fsync,
+// rename, directory fsync); never modified.
+//
+//	header   "QIDX", version byte 1, 3 reserved bytes
+//	sections in this order (offsets and lengths in the footer):
+//	  0 times       zstd of n zigzag varints (first absolute, then deltas)
+//	  1 blocks      per journal block: uvarint off, frameLen, events;
+//	                varint minT, maxT; uvarint crc
+//	  2 term dict   dictionary blocks (below) of the _raw terms
+//	  3 term sparse per dictionary block: uvarint len+first key, uvarint
+//	                offset, compressed length, entries; uvarint crc32c
+//	  4 field dict  dictionary blocks of the keys field + 0x00 + value
+//	  5 field sparse
+//	  6 postings    serialized roaring bitmaps of lists longer than inlineMax
+//	  7 bloom       bits-and-blooms/bloom binary form, over the _raw terms
+//	  8 field names uvarint count, then uvarint len + name, sorted
+//	footer   9 × (uint64 offset, uint64 length), uint32 events, int64
+//	         earliest, int64 latest, uint32 CRC-32C of every byte before it,
+//	         "QIDXEND1"
+//
+// A dictionary block is zstd of its entries, keys in ascending byte order,
+// front-coded: uvarint shared prefix, uvarint suffix length, suffix, uvarint
+// count; then for count <= inlineMax a uvarint byte length and the ordinals
+// as delta uvarints (first absolute), else uvarint offset and length of a
+// roaring bitmap in the postings section. Blocks close at dictBlockBytes.
+const (
+	indexVersion   = 1
+	numSections    = 9
+	footerLen      = numSections*16 + 4 + 8 + 8 + 4 + 8
+	inlineMax      = 24
+	dictBlockBytes = 16 << 10
+	bloomFP        = 0.02
+)
+
+const (
+	secTimes = iota
+	secBlocks
+	secTermDict
+	secTermSparse
+	secFieldDict
+	secFieldSparse
+	secPostings
+	secBloom
+	secFieldNames
+)
+
+var (
+	indexMagic  = [5]byte{'Q', 'I', 'D', 'X', indexVersion}
+	footerMagic = [8]byte{'Q', 'I', 'D', 'X', 'E', 'N', 'D', '1'}
+)
+
+// dictWriter builds one dictionary (terms or fields).
+type dictWriter struct {
+	out      []byte // compressed blocks
+	sparse   []byte
+	cur      []byte
+	curFirst []byte
+	curN     int
+	prev     []byte
+	postings *[]byte
+	scratch  []byte
+	bm       *roaring.Bitmap
+}
+
+func (d *dictWriter) add(key []byte, ords []uint32) {
+	if d.curN == 0 {
+		d.curFirst = append(d.curFirst[:0], key...)
+		d.prev = d.prev[:0]
+	}
+	p := 0
+	for p < len(key) && p < len(d.prev) && key[p] == d.prev[p] {
+		p++
+	}
+	d.cur = binary.AppendUvarint(d.cur, uint64(p))
+	d.cur = binary.AppendUvarint(d.cur, uint64(len(key)-p))
+	d.cur = append(d.cur, key[p:]...)
+	d.cur = binary.AppendUvarint(d.cur, uint64(len(ords)))
+	if len(ords) <= inlineMax {
+		d.scratch = d.scratch[:0]
+		prev := uint32(0)
+		for _, o := range ords {
+			d.scratch = binary.AppendUvarint(d.scratch, uint64(o-prev))
+			prev = o
+		}
+		d.cur = binary.AppendUvarint(d.cur, uint64(len(d.scratch)))
+		d.cur = append(d.cur, d.scratch...)
+	} else {
+		if d.bm == nil {
+			d.bm = roaring.New()
+		}
+		d.bm.Clear()
+		d.bm.AddMany(ords)
+		d.bm.RunOptimize()
+		off := len(*d.postings)
+		b, _ := d.bm.ToBytes()
+		*d.postings = append(*d.postings, b...)
+		d.cur = binary.AppendUvarint(d.cur, uint64(off))
+		d.cur = binary.AppendUvarint(d.cur, uint64(len(b)))
+	}
+	d.prev = append(d.prev[:0], key...)
+	d.curN++
+	if len(d.cur) >= dictBlockBytes {
+		d.flush()
+	}
+}
+
+func (d *dictWriter) flush() {
+	if d.curN == 0 {
+		return
+	}
+	off := len(d.out)
+	d.out = encoder().EncodeAll(d.cur, d.out)
+	comp := d.out[off:]
+	d.sparse = binary.AppendUvarint(d.sparse, uint64(len(d.curFirst)))
+	d.sparse = append(d.sparse, d.curFirst...)
+	d.sparse = binary.AppendUvarint(d.sparse, uint64(off))
+	d.sparse = binary.AppendUvarint(d.sparse, uint64(len(comp)))
+	d.sparse = binary.AppendUvarint(d.sparse, uint64(d.curN))
+	d.sparse = binary.AppendUvarint(d.sparse, uint64(crc32.Checksum(comp, castagnoli)))
+	d.cur = d.cur[:0]
+	d.curN = 0
+}
+
+// buildIndex serialises a (frozen) hot index of n events and the bucket's
+// blocks into the bytes of an index file. The output depends only on the
+// events, so an index rebuilt from the journal is byte-identical to the one
+// built while ingesting.
+func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := h.n
+	var secs [numSections][]byte
+	// times
+	var tb []byte
+	var earliest, latest int64 = 0, -1
+	prev := int64(0)
+	for i, t := range h.times[:n] {
+		tb = binary.AppendVarint(tb, t-prev)
+		prev = t
+		if i == 0 || t < earliest {
+			earliest = t
+		}
+		if i == 0 || t > latest {
+			latest = t
+		}
+	}
+	secs[secTimes] = encoder().EncodeAll(tb, nil)
+	// blocks
+	var bb []byte
+	for _, b := range blocks {
+		bb = binary.AppendUvarint(bb, uint64(b.off))
+		bb = binary.AppendUvarint(bb, uint64(b.frameLen))
+		bb = binary.AppendUvarint(bb, uint64(b.events))
+		bb = binary.AppendVarint(bb, b.minT)
+		bb = binary.AppendVarint(bb, b.maxT)
+		bb = binary.AppendUvarint(bb, uint64(b.crc))
+	}
+	secs[secBlocks] = bb
+	var postings []byte
+	var ords []uint32
+	// terms + bloom
+	ids := h.terms.sortedIDs()
+	live := 0
+	for _, id := range ids {
+		if h.terms.first[id] < n {
+			live++
+		}
+	}
+	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
+	td := &dictWriter{postings: &postings}
+	for _, id := range ids {
+		ords = h.terms.postings(id, n, ords[:0])
+		if len(ords) == 0 {
+			continue
+		}
+		kb := h.terms.key(id)
+		td.add(kb, ords)
+		bf.Add(kb)
+	}
+	td.flush()
+	secs[secTermDict], secs[secTermSparse] = td.out, td.sparse
+	// fields
+	names := h.fieldNamesLocked()
+	fd := &dictWriter{postings: &postings}
+	var key []byte
+	var nb []byte
+	var usedNames []string
+	for _, name := range names {
+		ft := h.fields[name]
+		used := false
+		for _, id := range ft.sortedIDs() {
+			ords = ft.postings(id, n, ords[:0])
+			if len(ords) == 0 {
+				continue
+			}
+			key = append(append(append(key[:0], name...), 0), ft.key(id)...)
+			fd.add(key, ords)
+			used = true
+		}
+		if used {
+			usedNames = append(usedNames, name)
+		}
+	}
+	fd.flush()
+	secs[secFieldDict], secs[secFieldSparse] = fd.out, fd.sparse
+	secs[secPostings] = postings
+	bloomBytes, _ := bf.MarshalBinary()
+	secs[secBloom] = bloomBytes
+	nb = binary.AppendUvarint(nb, uint64(len(usedNames)))
+	for _, name := range usedNames {
+		nb = binary.AppendUvarint(nb, uint64(len(name)))
+		nb = append(nb, name...)
+	}
+	secs[secFieldNames] = nb
+
+	size := 8 + footerLen
+	for _, s := range secs {
+		size += len(s)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, indexMagic[:]...)
+	out = append(out, 0, 0, 0)
+	var offs [numSections][2]uint64
+	for i, s := range secs {
+		offs[i] = [2]uint64{uint64(len(out)), uint64(len(s))}
+		out = append(out, s...)
+	}
+	for _, o := range offs {
+		out = binary.LittleEndian.AppendUint64(out, o[0])
+		out = binary.LittleEndian.AppendUint64(out, o[1])
+	}
+	out = binary.LittleEndian.AppendUint32(out, n)
+	out = binary.LittleEndian.AppendUint64(out, uint64(earliest))
+	out = binary.LittleEndian.AppendUint64(out, uint64(latest))
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+	out = append(out, footerMagic[:]...)
+	return out
+}
+
+type sparseEntry struct {
+	first string
+	off   uint64
+	clen  uint64
+	n     uint64
+	crc   uint32
+}
+
+// indexReader reads an index file through pread; it keeps only the small
+// sparse dictionaries (and, once asked, the bloom filter) in memory.
+type indexReader struct {
+	f        *os.File
+	size     int64
+	secs     [numSections][2]uint64
+	events   uint32
+	earliest int64
+	latest   int64
+	crc      uint32
+
+	termSparse  []sparseEntry
+	fieldSparse []sparseEntry
+	fieldNames  []string
+	blocks      []blockInfo
+
+	bloomOnce sync.Once
+	bloom     *bloom.BloomFilter
+	bloomErr  error
+}
+
+func openIndex(path string) (*indexReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := readIndex(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("index %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func readIndex(f *os.File) (*indexReader, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size < int64(8+footerLen) {
+		return nil, fmt.Errorf("%w: index file of %d bytes", ErrCorrupt, size)
+	}
+	head := make([]byte, 8)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return nil, err
+	}
+	if [5]byte(head[:5]) != indexMagic {
+		return nil, fmt.Errorf("%w: bad index magic %q", ErrCorrupt, head[:5])
+	}
+	foot := make([]byte, footerLen)
+	if _, err := f.ReadAt(foot, size-footerLen); err != nil {
+		return nil, err
+	}
+	if [8]byte(foot[footerLen-8:]) != footerMagic {
+		return nil, fmt.Errorf("%w: bad index footer", ErrCorrupt)
+	}
+	r := &indexReader{f: f, size: size}
+	p := foot
+	for i := range r.secs {
+		r.secs[i] = [2]uint64{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:])}
+		if r.secs[i][0]+r.secs[i][1] > uint64(size) {
+			return nil, fmt.Errorf("%w: index section %d out of the file", ErrCorrupt, i)
+		}
+		p = p[16:]
+	}
+	r.events = binary.LittleEndian.Uint32(p)
+	r.earliest = int64(binary.LittleEndian.Uint64(p[4:]))
+	r.latest = int64(binary.LittleEndian.Uint64(p[12:]))
+	r.crc = binary.LittleEndian.Uint32(p[20:])
+	if r.termSparse, err = r.readSparse(secTermSparse); err != nil {
+		return nil, err
+	}
+	if r.fieldSparse, err = r.readSparse(secFieldSparse); err != nil {
+		return nil, err
+	}
+	nb, err := r.section(secFieldNames)
+	if err != nil {
+		return nil, err
+	}
+	pr := &payloadReader{b: nb}
+	k := pr.uvarint()
+	for i := uint64(0); i < k && pr.err == nil; i++ {
+		r.fieldNames = append(r.fieldNames, string(pr.bytes(pr.uvarint())))
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	bb, err := r.section(secBlocks)
+	if err != nil {
+		return nil, err
+	}
+	pr = &payloadReader{b: bb}
+	ord := uint32(0)
+	for len(pr.b) > 0 && pr.err == nil {
+		b := blockInfo{off: int64(pr.uvarint()), frameLen: int64(pr.uvarint()), events: uint32(pr.uvarint()), firstOrd: ord}
+		b.minT, b.maxT = pr.varint(), pr.varint()
+		b.crc = uint32(pr.uvarint())
+		ord += b.events
+		r.blocks = append(r.blocks, b)
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	if ord != r.events {
+		return nil, fmt.Errorf("%w: index blocks hold %d events, footer says %d", ErrCorrupt, ord, r.events)
+	}
+	return r, nil
+}
+
+// verify checks the whole-file checksum.
+func (r *indexReader) verify() error {
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, io.NewSectionReader(r.f, 0, r.size-12)); err != nil {
+		return err
+	}
+	if h.Sum32() != r.crc {
+		return fmt.Errorf("%w: index checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, r.crc, h.Sum32())
+	}
+	return nil
+}
+
+func (r *indexReader) section(i int) ([]byte, error) {
+	b := make([]byte, r.secs[i][1])
+	if _, err := r.f.ReadAt(b, int64(r.secs[i][0])); err != nil {
+		return nil, fmt.Errorf("read index section %d: %w", i, err)
+	}
+	return b, nil
+}
+
+func (r *indexReader) readSparse(sec int) ([]sparseEntry, error) {
+	b, err := r.section(sec)
+	if err != nil {
+		return nil, err
+	}
+	pr := &payloadReader{b: b}
+	var out []sparseEntry
+	for len(pr.b) > 0 && pr.err == nil {
+		e := sparseEntry{first: string(pr.bytes(pr.uvarint()))}
+		e.off, e.clen, e.n = pr.uvarint(), pr.uvarint(), pr.uvarint()
+		e.crc = uint32(pr.uvarint())
+		out = append(out, e)
+	}
+	return out, pr.err
+}
+
+func (r *indexReader) close() error { return r.f.Close() }
+
+func (r *indexReader) times() ([]int64, error) {
+	b, err := r.section(secTimes)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := decoder().DecodeAll(b, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: times: %v", ErrCorrupt, err)
+	}
+	out := make([]int64, 0, r.events)
+	pr := &payloadReader{b: raw}
+	t := int64(0)
+	for i := uint32(0); i < r.events; i++ {
+		t += pr.varint()
+		out = append(out, t)
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	return out, nil
+}
+
+func (r *indexReader) getBloom() (*bloom.BloomFilter, error) {
+	r.bloomOnce.Do(func() {
+		b, err := r.section(secBloom)
+		if err != nil {
+			r.bloomErr = err
+			return
+		}
+		bf := &bloom.BloomFilter{}
+		if err := bf.UnmarshalBinary(b); err != nil {
+			r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
+			return
+		}
+		r.bloom = bf
+	})
+	return r.bloom, r.bloomErr
+}
+
+// dictEntry is one decoded dictionary entry; key and inline are only valid
+// until the next entry.
+type dictEntry struct {
+	key    []byte
+	count  uint64
+	inline []byte // delta uvarints when count <= inlineMax
+	off    uint64 // roaring bitmap in the postings section otherwise
+	blen   uint64
+}
+
+func (r *indexReader) dictSection(sparse int) int {
+	if sparse == secTermSparse {
+		return secTermDict
+	}
+	return secFieldDict
+}
+
+// scanDict calls fn for each entry starting at the block that may hold
+// from, in key order, until fn returns false.
+func (r *indexReader) scanDict(sparseSec int, sparse []sparseEntry, from string, fn func(e *dictEntry) bool) error {
+	i := sort.Search(len(sparse), func(i int) bool { return sparse[i].first > from }) - 1
+	if i < 0 {
+		i = 0
+	}
+	base := r.secs[r.dictSection(sparseSec)][0]
+	var e dictEntry
+	var comp, raw []byte
+	for ; i < len(sparse); i++ {
+		s := sparse[i]
+		if uint64(cap(comp)) < s.clen {
+			comp = make([]byte, s.clen)
+		}
+		comp = comp[:s.clen]
+		if _, err := r.f.ReadAt(comp, int64(base+s.off)); err != nil {
+			return fmt.Errorf("read dictionary block: %w", err)
+		}
+		if crc32.Checksum(comp, castagnoli) != s.crc {
+			return fmt.Errorf("%w: dictionary block %d checksum mismatch", ErrCorrupt, i)
+		}
+		var err error
+		raw, err = decoder().DecodeAll(comp, raw[:0])
+		if err != nil {
+			return fmt.Errorf("%w: dictionary block %d: %v", ErrCorrupt, i, err)
+		}
+		pr := &payloadReader{b: raw}
+		e.key = e.key[:0]
+		for j := uint64(0); j < s.n; j++ {
+			p := pr.uvarint()
+			suf := pr.bytes(pr.uvarint())
+			if pr.err != nil || p > uint64(len(e.key)) {
+				return fmt.Errorf("%w: dictionary entry", ErrCorrupt)
+			}
+			e.key = append(e.key[:p], suf...)
+			e.count = pr.uvarint()
+			if e.count <= inlineMax {
+				e.inline = pr.bytes(pr.uvarint())
+			} else {
+				e.inline = nil
+				e.off, e.blen = pr.uvarint(), pr.uvarint()
+			}
+			if pr.err != nil {
+				return pr.err
+			}
+			if string(e.key) < from {
+				continue
+			}
+			if !fn(&e) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// bitmap materialises an entry's postings.
+func (r *indexReader) bitmap(e *dictEntry) (*roaring.Bitmap, error) {
+	if e.inline != nil || e.count <= inlineMax {
+		pr := &payloadReader{b: e.inline}
+		var ords [inlineMax]uint32
+		o := uint32(0)
+		for i := uint64(0); i < e.count; i++ {
+			o += uint32(pr.uvarint())
+			ords[i] = o
+		}
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		return roaring.BitmapOf(ords[:e.count]...), nil
+	}
+	b := make([]byte, e.blen)
+	if _, err := r.f.ReadAt(b, int64(r.secs[secPostings][0]+e.off)); err != nil {
+		return nil, fmt.Errorf("read postings: %w", err)
+	}
+	bm := roaring.New()
+	if err := bm.UnmarshalBinary(b); err != nil {
+		return nil, fmt.Errorf("%w: postings: %v", ErrCorrupt, err)
+	}
+	return bm, nil
+}
+
+// lookup returns the postings of key, nil when absent.
+func (r *indexReader) lookup(sparseSec int, sparse []sparseEntry, key string) (*roaring.Bitmap, error) {
+	var out *roaring.Bitmap
+	var ierr error
+	err := r.scanDict(sparseSec, sparse, key, func(e *dictEntry) bool {
+		if string(e.key) == key {
+			out, ierr = r.bitmap(e)
+		}
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, ierr
+}
+
+// prefix calls fn for every key with the prefix.
+func (r *indexReader) prefix(sparseSec int, sparse []sparseEntry, prefix string, fn func(key string, bm *roaring.Bitmap) bool) error {
+	var ierr error
+	err := r.scanDict(sparseSec, sparse, prefix, func(e *dictEntry) bool {
+		if !bytes.HasPrefix(e.key, []byte(prefix)) {
+			return false
+		}
+		bm, err := r.bitmap(e)
+		if err != nil {
+			ierr = err
+			return false
+		}
+		return fn(string(e.key), bm)
+	})
+	if err != nil {
+		return err
+	}
+	return ierr
+}
+
+func fieldKey(field, value string) string { return field + "\x00" + value }
+
+func (r *indexReader) term(t string) (*roaring.Bitmap, error) {
+	return r.lookup(secTermSparse, r.termSparse, t)
+}
+
+func (r *indexReader) termsWithPrefix(p string, fn func(string, *roaring.Bitmap) bool) error {
+	return r.prefix(secTermSparse, r.termSparse, p, fn)
+}
+
+func (r *indexReader) fieldValue(f, v string) (*roaring.Bitmap, error) {
+	if strings.IndexByte(f, 0) >= 0 {
+		return nil, nil
+	}
+	return r.lookup(secFieldSparse, r.fieldSparse, fieldKey(f, v))
+}
+
+func (r *indexReader) fieldValues(f string, fn func(string, *roaring.Bitmap) bool) error {
+	if strings.IndexByte(f, 0) >= 0 {
+		return nil
+	}
+	p := f + "\x00"
+	return r.prefix(secFieldSparse, r.fieldSparse, p, func(k string, bm *roaring.Bitmap) bool {
+		return fn(k[len(p):], bm)
+	})
+}

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Journal frame, format version 1. A journal is a sequence of frames, one
+// per sealed block, numbered from 0:
+//
+//	off  size
+//	0    4   magic "QJB" + version byte 0x01
+//	4    1   codec (1 = zstd)
+//	5    3   reserved, zero
+//	8    4   block number (uint32 LE)
+//	12   4   events in the block
+//	16   4   payload length before compression
+//	20   4   payload length after compression (the bytes that follow)
+//	24   8   earliest _time of the block (int64 unix ns)
+//	32   8   latest _time of the block
+//	40   4   CRC-32C of bytes 0..39 and the compressed payload
+//	44   …   compressed payload (see block.go)
+const (
+	frameHeaderLen = 44
+	codecZstd      = 1
+	maxBlockRaw    = 64 << 20 // refuse absurd lengths when scanning
+)
+
+var frameMagic = [4]byte{'Q', 'J', 'B', 1}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameHeader is a decoded frame header.
+type frameHeader struct {
+	block   uint32
+	events  uint32
+	rawLen  uint32
+	compLen uint32
+	minT    int64
+	maxT    int64
+	crc     uint32
+}
+
+var (
+	zencOnce sync.Once
+	zenc     *zstd.Encoder
+	zdecOnce sync.Once
+	zdec     *zstd.Decoder
+)
+
+func encoder() *zstd.Encoder {
+	zencOnce.Do(func() {
+		var err error
+		zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true),
+			zstd.WithWindowSize(1<<20), zstd.WithEncoderCRC(false))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return zenc
+}
+
+func decoder() *zstd.Decoder {
+	zdecOnce.Do(func() {
+		var err error
+		zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(256<<20))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return zdec
+}
+
+// appendFrame compresses payload and appends a whole frame to dst.
+func appendFrame(dst []byte, block, events uint32, minT, maxT int64, payload []byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHeaderLen)...)
+	dst = encoder().EncodeAll(payload, dst)
+	h := dst[start : start+frameHeaderLen]
+	copy(h[0:4], frameMagic[:])
+	h[4] = codecZstd
+	binary.LittleEndian.PutUint32(h[8:], block)
+	binary.LittleEndian.PutUint32(h[12:], events)
+	binary.LittleEndian.PutUint32(h[16:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(h[20:], uint32(len(dst)-start-frameHeaderLen))
+	binary.LittleEndian.PutUint64(h[24:], uint64(minT))
+	binary.LittleEndian.PutUint64(h[32:], uint64(maxT))
+	crc := crc32.Update(crc32.Checksum(h[:40], castagnoli), castagnoli, dst[start+frameHeaderLen:])
+	binary.LittleEndian.PutUint32(h[40:], crc)
+	return dst
+}
+
+// parseFrameHeader checks the fixed part of a frame header.
+func parseFrameHeader(h []byte) (frameHeader, error) {
+	var fh frameHeader
+	if len(h) < frameHeaderLen {
+		return fh, fmt.Errorf("%w: frame header cut short (%d bytes)", ErrCorrupt, len(h))
+	}
+	if [4]byte(h[0:4]) != frameMagic {
+		return fh, fmt.Errorf("%w: bad frame magic %q", ErrCorrupt, h[0:4])
+	}
+	if h[4] != codecZstd {
+		return fh, fmt.Errorf("%w: unknown codec %d", ErrCorrupt, h[4])
+	}
+	fh.block = binary.LittleEndian.Uint32(h[8:])
+	fh.events = binary.LittleEndian.Uint32(h[12:])
+	fh.rawLen = binary.LittleEndian.Uint32(h[16:])
+	fh.compLen = binary.LittleEndian.Uint32(h[20:])
+	fh.minT = int64(binary.LittleEndian.Uint64(h[24:]))
+	fh.maxT = int64(binary.LittleEndian.Uint64(h[32:]))
+	fh.crc = binary.LittleEndian.Uint32(h[40:])
+	if fh.rawLen > maxBlockRaw || fh.compLen > maxBlockRaw {
+		return fh, fmt.Errorf("%w: frame lengths %d/%d out of range", ErrCorrupt, fh.rawLen, fh.compLen)
+	}
+	return fh, nil
+}
+
+// checkFrame verifies a whole frame (header + payload) against its CRC.
+func checkFrame(frame []byte) (frameHeader, error) {
+	fh, err := parseFrameHeader(frame)
+	if err != nil {
+		return fh, err
+	}
+	if len(frame) != frameHeaderLen+int(fh.compLen) {
+		return fh, fmt.Errorf("%w: frame of block %d cut short", ErrCorrupt, fh.block)
+	}
+	crc := crc32.Update(crc32.Checksum(frame[:40], castagnoli), castagnoli, frame[frameHeaderLen:])
+	if crc != fh.crc {
+		return fh, fmt.Errorf("%w: block %d checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, fh.block, fh.crc, crc)
+	}
+	return fh, nil
+}
+
+// decodeFrame verifies a frame and returns its decompressed payload.
+func decodeFrame(frame []byte, dst []byte) (frameHeader, []byte, error) {
+	fh, err := checkFrame(frame)
+	if err != nil {
+		return fh, nil, err
+	}
+	p, err := decoder().DecodeAll(frame[frameHeaderLen:], dst[:0])
+	if err != nil {
+		return fh, nil, fmt.Errorf("%w: block %d does not decompress: %v", ErrCorrupt, fh.block, err)
+	}
+	if len(p) != int(fh.rawLen) {
+		return fh, nil, fmt.Errorf("%w: block %d decompressed to %d bytes, header says %d", ErrCorrupt, fh.block, len(p), fh.rawLen)
+	}
+	return fh, p, nil
+}
+
+// blockInfo locates one sealed block of a bucket.
+type blockInfo struct {
+	off      int64 // frame offset in the journal
+	frameLen int64
+	firstOrd uint32
+	events   uint32
+	minT     int64
+	maxT     int64
+	crc      uint32
+}
+
+// scanResult is what a journal scan found.
+type scanResult struct {
+	blocks   []blockInfo
+	validLen int64 // bytes of whole, valid frames
+	fileLen  int64
+	problem  error // why the scan stopped before fileLen (nil when it did not)
+}
+
+// scanJournal reads a journal front to back, verifying every frame, and
+// stops at the first frame that is cut short or fails its checksum.
+func scanJournal(f io.ReaderAt, size int64) scanResult {
+	res := scanResult{fileLen: size}
+	var off int64
+	var ord uint32
+	hdr := make([]byte, frameHeaderLen)
+	var buf []byte
+	for off < size {
+		if size-off < frameHeaderLen {
+			res.problem = fmt.Errorf("%w: %d trailing bytes at offset %d (torn header)", ErrCorrupt, size-off, off)
+			break
+		}
+		if _, err := f.ReadAt(hdr, off); err != nil {
+			res.problem = fmt.Errorf("read journal at %d: %w", off, err)
+			break
+		}
+		fh, err := parseFrameHeader(hdr)
+		if err != nil {
+			res.problem = fmt.Errorf("offset %d: %w", off, err)
+			break
+		}
+		if fh.block != uint32(len(res.blocks)) {
+			res.problem = fmt.Errorf("%w: offset %d holds block %d, want %d", ErrCorrupt, off, fh.block, len(res.blocks))
+			break
+		}
+		flen := int64(frameHeaderLen) + int64(fh.compLen)
+		if off+flen > size {
+			res.problem = fmt.Errorf("%w: block %d at offset %d cut short (%d of %d bytes)", ErrCorrupt, fh.block, off, size-off, flen)
+			break
+		}
+		if cap(buf) < int(flen) {
+			buf = make([]byte, flen)
+		}
+		buf = buf[:flen]
+		if _, err := f.ReadAt(buf, off); err != nil {
+			res.problem = fmt.Errorf("read journal at %d: %w", off, err)
+			break
+		}
+		if _, err := checkFrame(buf); err != nil {
+			res.problem = fmt.Errorf("offset %d: %w", off, err)
+			break
+		}
+		res.blocks = append(res.blocks, blockInfo{off: off, frameLen: flen, firstOrd: ord, events: fh.events, minT: fh.minT, maxT: fh.maxT, crc: fh.crc})
+		ord += fh.events
+		off += flen
+	}
+	res.validLen = off
+	return res
+}
+
+// readBlock reads and decodes one block of a journal.
+func readBlock(f io.ReaderAt, b blockInfo, dst []byte) ([]byte, error) {
+	frame := make([]byte, b.frameLen)
+	if _, err := f.ReadAt(frame, b.off); err != nil {
+		return nil, fmt.Errorf("read block at %d: %w", b.off, err)
+	}
+	fh, p, err := decodeFrame(frame, dst)
+	if err != nil {
+		return nil, err
+	}
+	if fh.events != b.events {
+		return nil, fmt.Errorf("%w: block at %d holds %d events, want %d", ErrCorrupt, b.off, fh.events, b.events)
+	}
+	return p, nil
+}
+
+// truncateFile cuts a file to length and makes that durable.
+func truncateFile(path string, length int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(length); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", path, length, err)
+	}
+	return f.Sync()
+}

@@ -1,0 +1,338 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Report is what recovery did when the store opened.
+type Report struct {
+	Opened       int      // copies opened as they were
+	Rolled       int      // hot copies rolled (their index rebuilt from the journal)
+	TornTails    int      // journals cut back to their last whole block
+	DroppedBytes int64    // bytes cut off torn tails
+	Rebuilt      int      // warm indexes rebuilt (missing or damaged)
+	Removed      int      // folders with no block ever written, removed
+	Corrupt      []string // copies that could not be opened, with why
+}
+
+// Clean reports whether recovery found nothing to repair.
+func (r Report) Clean() bool {
+	return r.Rolled == 0 && r.TornTails == 0 && r.Rebuilt == 0 && r.Removed == 0 && len(r.Corrupt) == 0
+}
+
+// LastRecovery returns what the last Open repaired.
+func (s *Store) LastRecovery() Report { return s.report }
+
+func (s *Store) recover() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		path := filepath.Join(s.dir, name)
+		if !e.IsDir() {
+			if strings.HasSuffix(name, tmpSuffix) {
+				os.Remove(path)
+			}
+			continue
+		}
+		index, localID, guid, ok := parseBucketDir(name)
+		if !ok {
+			s.log.Warn("ignoring a folder that is not a bucket", "dir", path)
+			continue
+		}
+		_ = guid
+		removeTemps(path)
+		var ci copyInfo
+		if err := readJSON(filepath.Join(path, copyFile), &ci); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				// copy.json is made durable before the first block is
+				// written, so no event was ever stored here.
+				s.log.Info("removing a bucket folder that never held a block", "dir", path)
+				if err := os.RemoveAll(path); err != nil {
+					return err
+				}
+				s.report.Removed++
+				continue
+			}
+			s.addCorrupt(&Bucket{s: s, id: name, index: index, localID: localID, dir: path}, err)
+			continue
+		}
+		b := &Bucket{s: s, id: ci.ID, index: ci.Index, localID: ci.LocalID, dir: path, searchable: ci.Searchable,
+			journalClosed: make(chan struct{})}
+		close(b.journalClosed)
+		if b.id != name {
+			s.addCorrupt(b, fmt.Errorf("%w: copy.json names %q", ErrCorrupt, ci.ID))
+			continue
+		}
+		rd, err := os.Open(filepath.Join(path, journalFile))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				os.RemoveAll(path)
+				s.report.Removed++
+				continue
+			}
+			return err
+		}
+		b.rd = rd
+		var m metaInfo
+		merr := readJSON(filepath.Join(path, metaFile), &m)
+		switch {
+		case merr == nil:
+			err = s.openWarm(b, m)
+		case errors.Is(merr, fs.ErrNotExist):
+			err = s.recoverHot(b)
+		default:
+			s.log.Warn("metadata unreadable; rebuilding the bucket from its journal", "bucket", b.id, "err", merr)
+			err = s.recoverHot(b)
+		}
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				s.addCorrupt(b, err)
+				continue
+			}
+			return fmt.Errorf("open bucket %s: %w", b.id, err)
+		}
+		if b.state == StateRemoved {
+			continue
+		}
+		s.bmu.Lock()
+		s.buckets[b.id] = b
+		s.bmu.Unlock()
+	}
+	return nil
+}
+
+func removeTemps(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), tmpSuffix) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func (s *Store) addCorrupt(b *Bucket, err error) {
+	s.log.Error("bucket copy is corrupt; it is kept but not served", "bucket", b.id, "err", err)
+	b.state = StateCorrupt
+	b.problem = err.Error()
+	s.report.Corrupt = append(s.report.Corrupt, b.id+": "+err.Error())
+	s.bmu.Lock()
+	s.buckets[b.id] = b
+	s.bmu.Unlock()
+}
+
+func contentHash(blocks []blockInfo) string {
+	h := sha256.New()
+	var c [4]byte
+	for _, b := range blocks {
+		binary.LittleEndian.PutUint32(c[:], b.crc)
+		h.Write(c[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func sumEvents(blocks []blockInfo) uint32 {
+	n := uint32(0)
+	for _, b := range blocks {
+		n += b.events
+	}
+	return n
+}
+
+// scanAndRepair scans a copy's journal and cuts a torn tail.
+func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
+	st, err := b.rd.Stat()
+	if err != nil {
+		return scanResult{}, err
+	}
+	res := scanJournal(b.rd, st.Size())
+	if res.problem != nil {
+		s.log.Warn("journal tail is torn; cutting it back to the last whole block", "bucket", b.id,
+			"valid_bytes", res.validLen, "file_bytes", res.fileLen, "why", res.problem)
+		if err := truncateFile(filepath.Join(b.dir, journalFile), res.validLen); err != nil {
+			return res, err
+		}
+		s.report.TornTails++
+		s.report.DroppedBytes += res.fileLen - res.validLen
+		s.Stats.Repairs.Add(1)
+	}
+	return res, nil
+}
+
+// recoverHot recovers a copy that was hot when the peer stopped: cut the
+// torn tail, then roll it (its index is rebuilt from the journal).
+func (s *Store) recoverHot(b *Bucket) error {
+	res, err := s.scanAndRepair(b)
+	if err != nil {
+		return err
+	}
+	if len(res.blocks) == 0 {
+		b.rd.Close()
+		b.state = StateRemoved
+		s.report.Removed++
+		return os.RemoveAll(b.dir)
+	}
+	s.report.Rolled++
+	return s.makeWarm(b, nil, res.blocks, sumEvents(res.blocks), res.validLen, contentHash(res.blocks), b.searchable)
+}
+
+// openWarm opens a warm copy, finishing an interrupted truncation and
+// rebuilding a missing or damaged index.
+func (s *Store) openWarm(b *Bucket, m metaInfo) error {
+	if m.PendingTruncate >= 0 {
+		return s.finishTruncate(b, m)
+	}
+	st, err := b.rd.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < m.JournalBytes {
+		return fmt.Errorf("%w: journal holds %d bytes, metadata says %d", ErrCorrupt, st.Size(), m.JournalBytes)
+	}
+	if st.Size() > m.JournalBytes {
+		if err := truncateFile(filepath.Join(b.dir, journalFile), m.JournalBytes); err != nil {
+			return err
+		}
+		s.report.TornTails++
+	}
+	b.meta = m
+	b.searchable = m.Searchable
+	b.events = m.Events
+	b.journalBytes = m.JournalBytes
+	b.contentHash = m.ContentHash
+	b.state = StateWarm
+	if m.Searchable {
+		r, err := openIndex(filepath.Join(b.dir, indexFile))
+		if err == nil && (r.events != m.Events || r.size != m.IndexBytes || len(r.blocks) != m.Blocks) {
+			r.close()
+			err = fmt.Errorf("%w: index does not match the metadata", ErrCorrupt)
+		}
+		if err == nil {
+			b.widx = r
+			b.blocks = r.blocks
+			s.report.Opened++
+			return nil
+		}
+		s.log.Warn("index missing or damaged; rebuilding it from the journal", "bucket", b.id, "err", err)
+		s.report.Rebuilt++
+	}
+	res := scanJournal(b.rd, m.JournalBytes)
+	if res.problem != nil || len(res.blocks) != m.Blocks {
+		return fmt.Errorf("%w: warm journal: %v (%d of %d blocks)", ErrCorrupt, res.problem, len(res.blocks), m.Blocks)
+	}
+	if !m.Searchable {
+		// An index left by a make-searchable that crashed before its
+		// metadata was written is not trusted: the copy is journal-only.
+		os.Remove(filepath.Join(b.dir, indexFile))
+		b.blocks = res.blocks
+		s.report.Opened++
+		return nil
+	}
+	return s.makeWarm(b, nil, res.blocks, m.Events, m.JournalBytes, m.ContentHash, true)
+}
+
+// MakeSearchable turns a journal-only warm copy into a searchable one by
+// rebuilding its index from the journal (no network copy).
+func (s *Store) MakeSearchable(id string) error {
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	state, searchable := b.state, b.searchable
+	blocks, events, jb, hash := b.blocks, b.events, b.journalBytes, b.contentHash
+	b.mu.RUnlock()
+	if state != StateWarm {
+		return fmt.Errorf("%w: %s is %s; only a warm copy can be made searchable", ErrBucketState, id, state)
+	}
+	if searchable {
+		return nil
+	}
+	return s.makeWarm(b, nil, blocks, events, jb, hash, true)
+}
+
+// Truncate cuts a warm copy to its first n blocks (SPEC §4's
+// PendingTruncate), rebuilding its index and metadata. The decision is made
+// durable first, so a crash half-way is finished by the next Open.
+func (s *Store) Truncate(id string, n int) error {
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	state, m, nb := b.state, b.meta, len(b.blocks)
+	b.mu.RUnlock()
+	if state != StateWarm {
+		return fmt.Errorf("%w: %s is %s; roll it before truncating", ErrBucketState, id, state)
+	}
+	if n < 0 || n > nb {
+		return fmt.Errorf("truncate %s to %d blocks: it has %d", id, n, nb)
+	}
+	if n == nb {
+		return nil
+	}
+	m.PendingTruncate = n
+	if err := writeJSONAtomic(b.dir, metaFile, m, "meta"); err != nil {
+		return err
+	}
+	return s.finishTruncate(b, m)
+}
+
+func (s *Store) finishTruncate(b *Bucket, m metaInfo) error {
+	st, err := b.rd.Stat()
+	if err != nil {
+		return err
+	}
+	res := scanJournal(b.rd, st.Size())
+	if len(res.blocks) < m.PendingTruncate {
+		return fmt.Errorf("%w: truncating to %d blocks but only %d are whole", ErrCorrupt, m.PendingTruncate, len(res.blocks))
+	}
+	blocks := res.blocks[:m.PendingTruncate]
+	length := int64(0)
+	if len(blocks) > 0 {
+		last := blocks[len(blocks)-1]
+		length = last.off + last.frameLen
+	}
+	if err := truncateFile(filepath.Join(b.dir, journalFile), length); err != nil {
+		return err
+	}
+	b.state = StateWarm
+	return s.makeWarm(b, nil, blocks, sumEvents(blocks), length, contentHash(blocks), m.Searchable)
+}
+
+// Verify reads a copy whole and checks every checksum: each journal block
+// and, for a searchable copy, the index file. It reports the first problem.
+func (s *Store) Verify(id string) error {
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.state == StateCorrupt {
+		return fmt.Errorf("%w: %s", ErrCorrupt, b.problem)
+	}
+	res := scanJournal(b.rd, b.journalBytes)
+	if res.problem != nil {
+		return fmt.Errorf("bucket %s journal: %w", id, res.problem)
+	}
+	if len(res.blocks) != len(b.blocks) {
+		return fmt.Errorf("%w: bucket %s journal holds %d blocks, want %d", ErrCorrupt, id, len(res.blocks), len(b.blocks))
+	}
+	if b.widx != nil {
+		if err := b.widx.verify(); err != nil {
+			return fmt.Errorf("bucket %s index: %w", id, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"bytes"
+	"sort"
+	"unsafe"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/quarry-dev/quarry/query"
+)
+
+// warmSegment reads a warm copy's index file and journal.
+type warmSegment struct {
+	b *Bucket
+	r *indexReader
+}
+
+var _ query.Segment = (*warmSegment)(nil)
+
+func (w *warmSegment) BucketID() string { return w.b.id }
+func (w *warmSegment) Index() string    { return w.b.index }
+func (w *warmSegment) Len() uint32      { return w.r.events }
+func (w *warmSegment) Bounds() (int64, int64) {
+	if w.r.events == 0 {
+		return 0, -1
+	}
+	return w.r.earliest, w.r.latest
+}
+func (w *warmSegment) Times() ([]int64, error) { return w.r.times() }
+func (w *warmSegment) MayContain(term string) bool {
+	bf, err := w.r.getBloom()
+	if err != nil {
+		return true // cannot rule it out
+	}
+	return bf.TestString(term)
+}
+func (w *warmSegment) Term(term string) (*roaring.Bitmap, error) { return w.r.term(term) }
+func (w *warmSegment) TermsWithPrefix(prefix string, fn func(string, *roaring.Bitmap) bool) error {
+	return w.r.termsWithPrefix(prefix, fn)
+}
+func (w *warmSegment) IndexedFields() []string { return append([]string(nil), w.r.fieldNames...) }
+func (w *warmSegment) FieldValue(field, value string) (*roaring.Bitmap, error) {
+	return w.r.fieldValue(field, value)
+}
+func (w *warmSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) bool) error {
+	return w.r.fieldValues(field, fn)
+}
+func (w *warmSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+	units := make([]eventUnit, len(w.r.blocks))
+	for i, bl := range w.r.blocks {
+		units[i] = eventUnit{block: bl}
+	}
+	return readEvents(w.b, units, w.r.events, ords, fn)
+}
+
+// eventUnit is a run of events to decode: a block on disk, or a payload in
+// memory (sealed but unwritten, or a copy of the open block).
+type eventUnit struct {
+	block   blockInfo
+	payload []byte
+	mem     bool
+}
+
+func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+	var buf []byte
+	var qe query.Event
+	qe.Index = b.index
+	it := (roaring.IntPeekable)(nil)
+	if ords != nil {
+		it = ords.Iterator()
+	}
+	for _, u := range units {
+		first, cnt := u.block.firstOrd, u.block.events
+		if first >= n {
+			break
+		}
+		if it != nil {
+			if !it.HasNext() {
+				return nil
+			}
+			it.AdvanceIfNeeded(first)
+			if !it.HasNext() {
+				return nil
+			}
+			if it.PeekNext() >= first+cnt {
+				continue
+			}
+		}
+		p := u.payload
+		if !u.mem {
+			var err error
+			p, err = readBlock(b.rd, u.block, buf)
+			if err != nil {
+				return err
+			}
+			buf = p
+		}
+		stop := false
+		err := decodePayload(p, func(i int, e *decodedEvent) bool {
+			ord := first + uint32(i)
+			if ord >= n {
+				stop = true
+				return false
+			}
+			if it != nil {
+				if !it.HasNext() {
+					stop = true
+					return false
+				}
+				if it.PeekNext() != ord {
+					return true
+				}
+				it.Next()
+			}
+			qe.Time = e.Time
+			qe.Raw = string(e.Raw)
+			qe.Host = string(e.Host)
+			qe.Source = string(e.Source)
+			qe.Sourcetype = string(e.Sourcetype)
+			qe.Fields = qe.Fields[:0]
+			for _, f := range e.Fields {
+				qe.Fields = append(qe.Fields, query.Field{Name: string(f.Name), Value: string(f.Value)})
+			}
+			if !fn(ord, &qe) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+// hotSegment is a consistent snapshot of a hot copy: the first n events.
+type hotSegment struct {
+	b     *Bucket
+	h     *hotIndex
+	n     uint32
+	times []int64
+}
+
+var _ query.Segment = (*hotSegment)(nil)
+
+func (h *hotSegment) BucketID() string { return h.b.id }
+func (h *hotSegment) Index() string    { return h.b.index }
+func (h *hotSegment) Len() uint32      { return h.n }
+func (h *hotSegment) Bounds() (int64, int64) {
+	if h.n == 0 {
+		return 0, -1
+	}
+	lo, hi := h.times[0], h.times[0]
+	for _, t := range h.times {
+		lo, hi = min(lo, t), max(hi, t)
+	}
+	return lo, hi
+}
+func (h *hotSegment) Times() ([]int64, error) { return append([]int64(nil), h.times...), nil }
+
+func (h *hotSegment) lookup(t *termTable, key string) *roaring.Bitmap {
+	id, ok := t.lookup(unsafe.Slice(unsafe.StringData(key), len(key)))
+	if !ok {
+		return nil
+	}
+	ords := t.postings(id, h.n, nil)
+	if len(ords) == 0 {
+		return nil
+	}
+	return roaring.BitmapOf(ords...)
+}
+
+func (h *hotSegment) MayContain(term string) bool {
+	h.h.mu.RLock()
+	defer h.h.mu.RUnlock()
+	id, ok := h.h.terms.lookup(unsafe.Slice(unsafe.StringData(term), len(term)))
+	return ok && h.h.terms.first[id] < h.n
+}
+
+func (h *hotSegment) Term(term string) (*roaring.Bitmap, error) {
+	h.h.mu.RLock()
+	defer h.h.mu.RUnlock()
+	return h.lookup(h.h.terms, term), nil
+}
+
+// sortedMatches returns the bitmaps of keys with prefix, sorted by key.
+func (h *hotSegment) sortedMatches(t *termTable, prefix string) ([]string, []*roaring.Bitmap) {
+	h.h.mu.RLock()
+	var ids []uint32
+	for id := 0; id < t.len(); id++ {
+		if bytes.HasPrefix(t.key(uint32(id)), []byte(prefix)) && t.first[id] < h.n {
+			ids = append(ids, uint32(id))
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return bytes.Compare(t.key(ids[a]), t.key(ids[b])) < 0 })
+	out := make([]string, 0, len(ids))
+	bms := make([]*roaring.Bitmap, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, string(t.key(id)))
+		bms = append(bms, roaring.BitmapOf(t.postings(id, h.n, nil)...))
+	}
+	h.h.mu.RUnlock()
+	return out, bms
+}
+
+func (h *hotSegment) TermsWithPrefix(prefix string, fn func(string, *roaring.Bitmap) bool) error {
+	keys, bms := h.sortedMatches(h.h.terms, prefix)
+	for i, k := range keys {
+		if !fn(k, bms[i]) {
+			break
+		}
+	}
+	return nil
+}
+
+func (h *hotSegment) IndexedFields() []string {
+	h.h.mu.RLock()
+	defer h.h.mu.RUnlock()
+	var out []string
+	for _, name := range h.h.fieldNamesLocked() {
+		ft := h.h.fields[name]
+		if len(ft.first) > 0 && ft.first[0] < h.n {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (h *hotSegment) FieldValue(field, value string) (*roaring.Bitmap, error) {
+	h.h.mu.RLock()
+	defer h.h.mu.RUnlock()
+	ft := h.h.fields[field]
+	if ft == nil {
+		return nil, nil
+	}
+	return h.lookup(ft.termTable, value), nil
+}
+
+func (h *hotSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) bool) error {
+	h.h.mu.RLock()
+	ft := h.h.fields[field]
+	h.h.mu.RUnlock()
+	if ft == nil {
+		return nil
+	}
+	keys, bms := h.sortedMatches(ft.termTable, "")
+	for i, k := range keys {
+		if !fn(k, bms[i]) {
+			break
+		}
+	}
+	return nil
+}
+
+func (h *hotSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+	b := h.b
+	s := b.s
+	// Snapshot the blocks in one consistent cut: durable blocks, sealed ones
+	// waiting for the writer, and a copy of the open block.
+	s.mu.Lock()
+	b.mu.RLock()
+	var units []eventUnit
+	for _, bl := range b.blocks {
+		units = append(units, eventUnit{block: bl})
+	}
+	for _, sb := range b.pending {
+		units = append(units, eventUnit{block: blockInfo{firstOrd: sb.firstOrd, events: sb.events, minT: sb.minT}, payload: sb.payload, mem: true})
+	}
+	if b.open != nil && b.open.n > 0 && (b.state == StateHot) {
+		units = append(units, eventUnit{block: blockInfo{firstOrd: b.openFirstOrd, events: uint32(b.open.n), minT: b.open.minT},
+			payload: b.open.payload(nil), mem: true})
+	}
+	b.mu.RUnlock()
+	s.mu.Unlock()
+	return readEvents(b, units, h.n, ords, fn)
+}

@@ -1,0 +1,1088 @@
+// Package store owns a peer's bucket storage: hot buckets whose journal is a
+// sequence of compressed, checksummed, numbered blocks with group-committed
+// fsyncs; rolls to warm; the searchable index of a bucket (term dictionary,
+// postings, field postings, per-block time ranges, bloom filter, metadata);
+// journal-only copies and their rebuild into searchable ones; truncation;
+// and crash recovery. See DESIGN.md in the parent folder for the formats and
+// the crash-safety argument.
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quarry-dev/quarry/query"
+)
+
+// Options configure a Store. Zero values take the defaults noted.
+type Options struct {
+	Dir        string // data folder; buckets live in Dir/buckets
+	GUID       string // the peer's GUID, part of every bucket id
+	Searchable bool   // whether new buckets are searchable copies
+	// Roll limits (SPEC §3): a hot bucket rolls when its uncompressed event
+	// bytes reach MaxHotBytes (default 32 MiB), when an event would make it
+	// span more than MaxHotSpan (default 90 days), and the least recently
+	// written hot bucket of an index rolls when it would have more than
+	// MaxHotBuckets (default 3).
+	MaxHotBytes   int64
+	MaxHotSpan    time.Duration
+	MaxHotBuckets int
+	// Block sealing (SPEC §4): 128 KiB of payload or 200 ms.
+	BlockBytes    int
+	BlockInterval time.Duration
+	// Back-pressure: Busy reports true while more than MaxPendingBytes of
+	// sealed blocks wait for the disk or more than MaxUnindexed events wait
+	// for the indexer (defaults 32 MiB and 50,000).
+	MaxPendingBytes int64
+	MaxUnindexed    int64
+	Logger          *slog.Logger
+	// BeforeWrite, for tests, is called by the writer before each group of
+	// blocks is written (a test can hold the disk back with it).
+	BeforeWrite func()
+}
+
+func (o *Options) defaults() {
+	if o.MaxHotBytes <= 0 {
+		o.MaxHotBytes = 32 << 20
+	}
+	if o.MaxHotSpan <= 0 {
+		o.MaxHotSpan = 90 * 24 * time.Hour
+	}
+	if o.MaxHotBuckets <= 0 {
+		o.MaxHotBuckets = 3
+	}
+	if o.BlockBytes <= 0 {
+		o.BlockBytes = 128 << 10
+	}
+	if o.BlockInterval <= 0 {
+		o.BlockInterval = 200 * time.Millisecond
+	}
+	if o.MaxPendingBytes <= 0 {
+		o.MaxPendingBytes = 32 << 20
+	}
+	if o.MaxUnindexed <= 0 {
+		o.MaxUnindexed = 50_000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Errors of the store.
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("store is closed")
+	// ErrBadIndex is returned for an index name the store cannot hold.
+	ErrBadIndex = errors.New("invalid index name")
+	// ErrNoBucket is returned for an unknown bucket id.
+	ErrNoBucket = errors.New("no such bucket")
+	// ErrBucketState is returned when an operation does not fit the
+	// bucket's state (e.g. truncating a hot bucket).
+	ErrBucketState = errors.New("operation does not fit the bucket state")
+)
+
+var indexNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,79}$`)
+
+// ValidIndexName reports whether name can be an index: lower-case letters,
+// digits, '_' and '-', starting with a letter or digit, at most 80 bytes.
+func ValidIndexName(name string) bool { return indexNameRE.MatchString(name) }
+
+// Stats are counters for metrics.
+type Stats struct {
+	EventsAppended  atomic.Int64
+	BlocksWritten   atomic.Int64
+	BytesWritten    atomic.Int64
+	Fsyncs          atomic.Int64
+	Rolls           atomic.Int64
+	Repairs         atomic.Int64
+	FsyncNanos      atomic.Int64
+	PendingBytes    atomic.Int64
+	Unindexed       atomic.Int64
+	RollsInProgress atomic.Int64
+}
+
+// Store is a peer's bucket storage.
+type Store struct {
+	opts   Options
+	report Report
+	dir    string
+	log    *slog.Logger
+	Stats  Stats
+
+	mu      sync.Mutex // guards the append side: indexes, hot buckets' open blocks
+	indexes map[string]*indexState
+	buckets map[string]*Bucket // every copy, by id (guarded by bmu)
+	bmu     sync.RWMutex
+	closed  bool
+	failed  atomic.Pointer[error]
+
+	writeCh chan writeJob
+	indexCh chan indexJob
+	rollCh  chan *Bucket
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type indexState struct {
+	name   string
+	hot    []*Bucket // in creation order
+	nextID uint64
+}
+
+// Ack is the durability of one Append: done once every event it added is
+// fsynced.
+type Ack struct{ toks []*blockToken }
+
+// Durable reports whether every event of the Append is on disk.
+func (a *Ack) Durable() bool {
+	for _, t := range a.toks {
+		if !t.done.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+type blockToken struct{ done atomic.Bool }
+
+type writeJob struct {
+	blk   *sealedBlock
+	close *Bucket // close this bucket's journal (after its blocks)
+}
+
+type indexJob struct {
+	b    *Bucket
+	evs  []Event
+	roll bool
+	rel  *releaser
+}
+
+// releaser calls fn once every holder has let go of a batch's bytes.
+type releaser struct {
+	n  atomic.Int32
+	fn func()
+}
+
+func (r *releaser) done() {
+	if r != nil && r.n.Add(-1) == 0 && r.fn != nil {
+		r.fn()
+	}
+}
+
+type sealedBlock struct {
+	b        *Bucket
+	no       uint32
+	firstOrd uint32
+	events   uint32
+	minT     int64
+	maxT     int64
+	payload  []byte
+	tok      *blockToken
+}
+
+// Open opens (and recovers) the store in opts.Dir and starts its writer,
+// indexer, roller and sealer.
+func Open(opts Options) (*Store, error) {
+	opts.defaults()
+	if opts.GUID == "" {
+		return nil, errors.New("store: a peer GUID is required")
+	}
+	s := &Store{
+		opts:    opts,
+		dir:     filepath.Join(opts.Dir, "buckets"),
+		log:     opts.Logger,
+		indexes: map[string]*indexState{},
+		buckets: map[string]*Bucket{},
+		writeCh: make(chan writeJob, 256),
+		indexCh: make(chan indexJob, 64),
+		rollCh:  make(chan *Bucket, 1),
+		stop:    make(chan struct{}),
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.wg.Add(4)
+	go s.writer()
+	go s.indexer()
+	go s.roller()
+	go s.sealer()
+	return s, nil
+}
+
+// Options returns the store's options with defaults applied.
+func (s *Store) Options() Options { return s.opts }
+
+// Err returns the error that stopped the store from writing, if any.
+func (s *Store) Err() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Store) fail(err error) {
+	if s.failed.CompareAndSwap(nil, &err) {
+		s.log.Error("store failed; no more events are acknowledged", "err", err)
+	}
+}
+
+// Busy reports back-pressure: the disk or the indexer is behind by more than
+// the configured bounds, so new data should be refused for now.
+func (s *Store) Busy() bool {
+	return s.Stats.PendingBytes.Load() > s.opts.MaxPendingBytes ||
+		s.Stats.Unindexed.Load() > s.opts.MaxUnindexed ||
+		s.Stats.RollsInProgress.Load() > 2
+}
+
+// Append adds events (each with its Index) to hot buckets, in order, and
+// returns their durability. It either takes every event or none: the only
+// errors are a closed or failed store and an invalid index name, checked
+// before anything is added. The events' bytes must stay unchanged until the
+// indexer has read them; callers hand over ownership.
+func (s *Store) Append(evs []Event) (*Ack, error) {
+	return s.AppendRelease(evs, nil)
+}
+
+// AppendRelease is Append that calls release (when not nil) once the store
+// no longer reads the events' bytes, so the caller may reuse them. release
+// is called exactly once, also when AppendRelease fails.
+func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
+	rel := &releaser{fn: release}
+	rel.n.Store(1)
+	defer rel.done()
+	for i := range evs {
+		if !ValidIndexName(evs[i].Index) {
+			return nil, fmt.Errorf("%w: %q", ErrBadIndex, evs[i].Index)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	ack := &Ack{}
+	var cur *Bucket
+	start := 0
+	// flush hands evs[start:end] (all of cur) to the indexer; the slice is
+	// the caller's, released through rel once indexed.
+	flush := func(end int) {
+		if cur != nil && end > start && cur.searchable {
+			s.Stats.Unindexed.Add(int64(end - start))
+			rel.n.Add(1)
+			s.indexCh <- indexJob{b: cur, evs: evs[start:end:end], rel: rel}
+		}
+		start = end
+	}
+	for i := range evs {
+		e := &evs[i]
+		b, err := s.hotFor(e.Index, e.Time)
+		if err != nil {
+			s.fail(err)
+			return nil, err
+		}
+		if b != cur {
+			flush(i)
+			cur = b
+		}
+		if b.open.n == 0 {
+			b.openFirstOrd = b.appended
+			b.openSince = time.Now()
+			b.openTok = &blockToken{}
+		}
+		b.open.add(e)
+		b.appended++
+		b.rawBytes += int64(e.size())
+		if b.appended == 1 || e.Time < b.minT {
+			b.minT = e.Time
+		}
+		if b.appended == 1 || e.Time > b.maxT {
+			b.maxT = e.Time
+		}
+		b.lastUse = s.tick()
+		tok := b.openTok
+		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
+			ack.toks = append(ack.toks, tok)
+		}
+		if b.open.size() >= s.opts.BlockBytes {
+			s.sealLocked(b)
+		}
+		if b.rawBytes >= s.opts.MaxHotBytes {
+			flush(i + 1)
+			s.rollLocked(b)
+			cur = nil
+		}
+	}
+	flush(len(evs))
+	s.Stats.EventsAppended.Add(int64(len(evs)))
+	return ack, nil
+}
+
+var tickCounter atomic.Int64
+
+func (s *Store) tick() int64 { return tickCounter.Add(1) }
+
+// hotFor picks (or creates) the hot bucket of index that can take an event
+// at time t without spanning more than MaxHotSpan. s.mu is held.
+func (s *Store) hotFor(index string, t int64) (*Bucket, error) {
+	is := s.indexes[index]
+	if is == nil {
+		is = &indexState{name: index, nextID: s.nextLocalID(index)}
+		s.indexes[index] = is
+	}
+	span := int64(s.opts.MaxHotSpan)
+	var best *Bucket
+	for _, b := range is.hot {
+		lo, hi := min(b.minT, t), max(b.maxT, t)
+		if b.appended == 0 || hi-lo <= span {
+			if best == nil || b.lastUse > best.lastUse {
+				best = b
+			}
+		}
+	}
+	if best != nil {
+		return best, nil
+	}
+	if len(is.hot) >= s.opts.MaxHotBuckets {
+		lru := is.hot[0]
+		for _, b := range is.hot {
+			if b.lastUse < lru.lastUse {
+				lru = b
+			}
+		}
+		s.rollLocked(lru)
+	}
+	b, err := s.createBucket(is)
+	if err != nil {
+		return nil, err
+	}
+	is.hot = append(is.hot, b)
+	return b, nil
+}
+
+func (s *Store) nextLocalID(index string) uint64 {
+	s.bmu.RLock()
+	defer s.bmu.RUnlock()
+	next := uint64(0)
+	for _, b := range s.buckets {
+		if b.index == index && b.localID >= next {
+			next = b.localID + 1
+		}
+	}
+	return next
+}
+
+// BucketID builds a bucket id: <index>~<localid>~<guid>.
+func BucketID(index string, localID uint64, guid string) string {
+	return index + "~" + strconv.FormatUint(localID, 10) + "~" + guid
+}
+
+func (s *Store) createBucket(is *indexState) (*Bucket, error) {
+	id := BucketID(is.name, is.nextID, s.opts.GUID)
+	is.nextID++
+	dir := filepath.Join(s.dir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, err
+	}
+	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID - 1, Searchable: s.opts.Searchable}
+	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
+		return nil, err
+	}
+	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(dir); err != nil {
+		jf.Close()
+		return nil, err
+	}
+	rd, err := os.Open(filepath.Join(dir, journalFile))
+	if err != nil {
+		jf.Close()
+		return nil, err
+	}
+	b := &Bucket{
+		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable,
+		state: StateHot, open: newBlockBuilder(), jf: jf, rd: rd, hash: sha256.New(),
+		journalClosed: make(chan struct{}),
+	}
+	if b.searchable {
+		b.hidx = newHotIndex()
+	}
+	s.bmu.Lock()
+	s.buckets[id] = b
+	s.bmu.Unlock()
+	return b, nil
+}
+
+// sealLocked seals b's open block and queues it for the writer. s.mu held.
+func (s *Store) sealLocked(b *Bucket) {
+	if b.open.n == 0 {
+		return
+	}
+	crashPoint("seal")
+	p := b.open.payload(make([]byte, 0, b.open.size()+64))
+	sb := &sealedBlock{b: b, no: b.nextBlock, firstOrd: b.openFirstOrd, events: uint32(b.open.n),
+		minT: b.open.minT, maxT: b.open.maxT, payload: p, tok: b.openTok}
+	b.nextBlock++
+	b.mu.Lock()
+	b.pending = append(b.pending, sb)
+	b.mu.Unlock()
+	b.open.reset()
+	b.openTok = nil
+	s.Stats.PendingBytes.Add(int64(len(p)))
+	s.writeCh <- writeJob{blk: sb}
+}
+
+// rollLocked starts rolling a hot bucket: its last block is sealed, its
+// journal closed after the writer has fsynced every block, its index frozen
+// after the indexer has indexed every event, and the roller writes the
+// index and metadata. s.mu held.
+func (s *Store) rollLocked(b *Bucket) {
+	if b.state != StateHot {
+		return
+	}
+	s.sealLocked(b)
+	is := s.indexes[b.index]
+	for i, h := range is.hot {
+		if h == b {
+			is.hot = append(is.hot[:i:i], is.hot[i+1:]...)
+			break
+		}
+	}
+	b.mu.Lock()
+	b.state = StateRolling
+	b.mu.Unlock()
+	s.Stats.RollsInProgress.Add(1)
+	s.writeCh <- writeJob{close: b}
+	s.indexCh <- indexJob{b: b, roll: true}
+}
+
+// Roll rolls a hot bucket now (on demand). Rolling a bucket that is not hot
+// is a no-op.
+func (s *Store) Roll(id string) error {
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.rollLocked(b)
+	return nil
+}
+
+// RollAll rolls every hot bucket.
+func (s *Store) RollAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, is := range s.indexes {
+		for _, b := range append([]*Bucket(nil), is.hot...) {
+			s.rollLocked(b)
+		}
+	}
+}
+
+// sealer seals open blocks older than BlockInterval.
+func (s *Store) sealer() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.opts.BlockInterval/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			for _, is := range s.indexes {
+				for _, b := range is.hot {
+					if b.open.n > 0 && now.Sub(b.openSince) >= s.opts.BlockInterval {
+						s.sealLocked(b)
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// writer appends sealed blocks to journals and fsyncs them in groups: every
+// block queued while one fsync runs is covered by the next.
+func (s *Store) writer() {
+	defer s.wg.Done()
+	var frame []byte
+	for {
+		var group []writeJob
+		select {
+		case j, ok := <-s.writeCh:
+			if !ok {
+				return
+			}
+			group = append(group, j)
+		case <-s.stop:
+			return
+		}
+	drain:
+		for len(group) < 512 {
+			select {
+			case j := <-s.writeCh:
+				group = append(group, j)
+			default:
+				break drain
+			}
+		}
+		if s.opts.BeforeWrite != nil {
+			s.opts.BeforeWrite()
+		}
+		if s.Err() != nil {
+			continue // failed: nothing more becomes durable
+		}
+		touched := map[*Bucket]bool{}
+		var order []*Bucket
+		for _, j := range group {
+			if sb := j.blk; sb != nil {
+				b := sb.b
+				frame = appendFrame(frame[:0], sb.no, sb.events, sb.minT, sb.maxT, sb.payload)
+				half := len(frame) / 2
+				if _, err := b.jf.WriteAt(frame[:half], b.jsize); err != nil {
+					s.fail(fmt.Errorf("write journal of %s: %w", b.id, err))
+					break
+				}
+				crashPoint("block-write")
+				if _, err := b.jf.WriteAt(frame[half:], b.jsize+int64(half)); err != nil {
+					s.fail(fmt.Errorf("write journal of %s: %w", b.id, err))
+					break
+				}
+				crc := binary.LittleEndian.Uint32(frame[40:44])
+				b.written = append(b.written, blockInfo{off: b.jsize, frameLen: int64(len(frame)), firstOrd: sb.firstOrd,
+					events: sb.events, minT: sb.minT, maxT: sb.maxT, crc: crc})
+				b.jsize += int64(len(frame))
+				s.Stats.BytesWritten.Add(int64(len(frame)))
+				if !touched[b] {
+					touched[b] = true
+					order = append(order, b)
+				}
+			}
+		}
+		if s.Err() != nil {
+			continue
+		}
+		crashPoint("fsync")
+		start := time.Now()
+		for _, b := range order {
+			if err := b.jf.Sync(); err != nil {
+				s.fail(fmt.Errorf("fsync journal of %s: %w", b.id, err))
+				break
+			}
+			s.Stats.Fsyncs.Add(1)
+		}
+		s.Stats.FsyncNanos.Add(int64(time.Since(start)))
+		if s.Err() != nil {
+			continue
+		}
+		// Publish: the blocks are durable.
+		for _, b := range order {
+			b.mu.Lock()
+			for _, w := range b.written {
+				b.blocks = append(b.blocks, w)
+				b.events += w.events
+				b.journalBytes = w.off + w.frameLen
+				var c [4]byte
+				binary.LittleEndian.PutUint32(c[:], w.crc)
+				b.hash.Write(c[:])
+				if len(b.pending) > 0 {
+					s.Stats.PendingBytes.Add(-int64(len(b.pending[0].payload)))
+					b.pending[0] = nil
+					b.pending = b.pending[1:]
+				}
+			}
+			b.written = b.written[:0]
+			b.mu.Unlock()
+		}
+		for _, j := range group {
+			if j.blk != nil {
+				j.blk.tok.done.Store(true)
+				s.Stats.BlocksWritten.Add(1)
+			}
+			if b := j.close; b != nil {
+				if err := b.jf.Close(); err != nil {
+					s.fail(fmt.Errorf("close journal of %s: %w", b.id, err))
+				}
+				b.jf = nil
+				close(b.journalClosed)
+			}
+		}
+	}
+}
+
+// indexer indexes events of searchable hot buckets in append order and
+// hands rolled buckets to the roller once their last event is indexed.
+func (s *Store) indexer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case j := <-s.indexCh:
+			if j.roll {
+				select {
+				case s.rollCh <- j.b:
+				case <-s.stop:
+					return
+				}
+				continue
+			}
+			h := j.b.hidx
+			h.mu.Lock()
+			for i := range j.evs {
+				h.addLocked(&j.evs[i])
+			}
+			h.mu.Unlock()
+			s.Stats.Unindexed.Add(-int64(len(j.evs)))
+			j.rel.done()
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// roller finishes rolls: waits for the journal to be closed, writes the
+// index (searchable copies) and the metadata, and makes the bucket warm.
+func (s *Store) roller() {
+	defer s.wg.Done()
+	for {
+		select {
+		case b := <-s.rollCh:
+			select {
+			case <-b.journalClosed:
+			case <-s.stop:
+				return
+			}
+			if s.Err() == nil {
+				if err := s.finishRoll(b); err != nil {
+					s.fail(fmt.Errorf("roll %s: %w", b.id, err))
+				} else {
+					s.Stats.Rolls.Add(1)
+				}
+			}
+			s.Stats.RollsInProgress.Add(-1)
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+func (s *Store) finishRoll(b *Bucket) error {
+	crashPoint("roll")
+	b.mu.RLock()
+	blocks := append([]blockInfo(nil), b.blocks...)
+	events, jbytes := b.events, b.journalBytes
+	hashHex := hex.EncodeToString(b.hash.Sum(nil))
+	b.mu.RUnlock()
+	if events == 0 {
+		// Nothing was ever written: the bucket goes away.
+		b.mu.Lock()
+		b.state = StateRemoved
+		b.mu.Unlock()
+		s.bmu.Lock()
+		delete(s.buckets, b.id)
+		s.bmu.Unlock()
+		b.rd.Close()
+		return os.RemoveAll(b.dir)
+	}
+	return s.makeWarm(b, b.hidx, blocks, events, jbytes, hashHex, b.searchable)
+}
+
+// makeWarm writes the index (when searchable) and the metadata of a bucket
+// whose journal is complete and durable, then switches it to warm.
+func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint32, jbytes int64, hashHex string, searchable bool) error {
+	var err error
+	if searchable && h == nil {
+		if h, err = indexJournal(b.rd, blocks); err != nil {
+			return err
+		}
+	}
+	m := metaInfo{Version: 1, ID: b.id, Index: b.index, LocalID: b.localID, Searchable: searchable,
+		Events: events, Blocks: len(blocks), JournalBytes: jbytes, ContentHash: hashHex, PendingTruncate: -1,
+		Earliest: 0, Latest: -1}
+	for i, bl := range blocks {
+		if i == 0 || bl.minT < m.Earliest {
+			m.Earliest = bl.minT
+		}
+		if i == 0 || bl.maxT > m.Latest {
+			m.Latest = bl.maxT
+		}
+	}
+	var r *indexReader
+	if searchable {
+		data := buildIndex(h, blocks)
+		if err := writeFileAtomic(b.dir, indexFile, data, "index"); err != nil {
+			return err
+		}
+		m.IndexBytes = int64(len(data))
+		if r, err = openIndex(filepath.Join(b.dir, indexFile)); err != nil {
+			return err
+		}
+	}
+	if err := writeJSONAtomic(b.dir, metaFile, m, "meta"); err != nil {
+		if r != nil {
+			r.close()
+		}
+		return err
+	}
+	b.mu.Lock()
+	old := b.widx
+	b.meta = m
+	b.state = StateWarm
+	b.searchable = searchable
+	b.widx = r
+	b.hidx = nil
+	b.blocks = blocks
+	b.events = events
+	b.journalBytes = jbytes
+	b.contentHash = hashHex
+	b.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	return nil
+}
+
+// indexJournal builds a hot index by decoding every block of a journal.
+func indexJournal(rd *os.File, blocks []blockInfo) (*hotIndex, error) {
+	h := newHotIndex()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var buf []byte
+	for _, bl := range blocks {
+		p, err := readBlock(rd, bl, buf)
+		if err != nil {
+			return nil, err
+		}
+		buf = p
+		if err := decodePayload(p, func(_ int, e *decodedEvent) bool {
+			h.addLocked(e)
+			return true
+		}); err != nil {
+			return nil, fmt.Errorf("block at %d: %w", bl.off, err)
+		}
+	}
+	return h, nil
+}
+
+// Flush seals every open block and waits until all of them are durable.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	var toks []*blockToken
+	for _, is := range s.indexes {
+		for _, b := range is.hot {
+			if b.open.n > 0 {
+				toks = append(toks, b.openTok)
+				s.sealLocked(b)
+			}
+		}
+	}
+	s.mu.Unlock()
+	a := &Ack{toks: toks}
+	for !a.Durable() {
+		if err := s.Err(); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// WaitIdle waits until every roll in progress has finished and every
+// appended event is indexed (tests and benchmarks).
+func (s *Store) WaitIdle(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for s.Stats.RollsInProgress.Load() > 0 || s.Stats.Unindexed.Load() > 0 {
+		if err := s.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("store: not idle before the deadline")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// Close seals and flushes open blocks, waits for rolls in progress, stops
+// the store's goroutines and closes its files. Hot buckets stay hot on disk
+// and roll when the store opens next (SPEC §2: a bucket rolls when its
+// origin restarts).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var toks []*blockToken
+	for _, is := range s.indexes {
+		for _, b := range is.hot {
+			if b.open.n > 0 {
+				toks = append(toks, b.openTok)
+				s.sealLocked(b)
+			}
+		}
+	}
+	s.mu.Unlock()
+	a := &Ack{toks: toks}
+	var ferr error
+	for !a.Durable() {
+		if ferr = s.Err(); ferr != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.WaitIdle(time.Minute); err != nil && ferr == nil {
+		ferr = err
+	}
+	close(s.stop)
+	s.wg.Wait()
+	s.closeFiles()
+	return ferr
+}
+
+func (s *Store) closeFiles() {
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	for _, b := range s.buckets {
+		b.mu.Lock()
+		if b.jf != nil {
+			b.jf.Close()
+			b.jf = nil
+		}
+		if b.rd != nil {
+			b.rd.Close()
+		}
+		if b.widx != nil {
+			b.widx.close()
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (s *Store) bucket(id string) *Bucket {
+	s.bmu.RLock()
+	defer s.bmu.RUnlock()
+	return s.buckets[id]
+}
+
+func (s *Store) sortedBuckets() []*Bucket {
+	s.bmu.RLock()
+	out := make([]*Bucket, 0, len(s.buckets))
+	for _, b := range s.buckets {
+		out = append(out, b)
+	}
+	s.bmu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].index != out[j].index {
+			return out[i].index < out[j].index
+		}
+		return out[i].localID < out[j].localID
+	})
+	return out
+}
+
+// Segments returns a query.Segment for every searchable copy: warm ones
+// read their index files, hot ones are consistent snapshots.
+func (s *Store) Segments() []query.Segment {
+	var out []query.Segment
+	for _, b := range s.sortedBuckets() {
+		if seg := b.segment(); seg != nil {
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
+// Segment returns the segment of one bucket, nil when it is not searchable.
+func (s *Store) Segment(id string) query.Segment {
+	b := s.bucket(id)
+	if b == nil {
+		return nil
+	}
+	return b.segment()
+}
+
+// CopyInfo is one copy in the per-copy inventory (GET /v1/buckets).
+type CopyInfo struct {
+	ID               string `json:"id"`
+	Index            string `json:"index"`
+	State            string `json:"state"`
+	Searchable       bool   `json:"searchable"`
+	Events           uint32 `json:"events"`
+	SearchableEvents uint32 `json:"searchable_events"`
+	Blocks           int    `json:"blocks"`
+	JournalBytes     int64  `json:"journal_bytes"`
+	IndexBytes       int64  `json:"index_bytes"`
+	Earliest         int64  `json:"earliest"`
+	Latest           int64  `json:"latest"`
+	ContentHash      string `json:"content_hash"`
+	Problem          string `json:"problem,omitempty"`
+}
+
+// Inventory lists every copy: events and blocks count what is durable in
+// its journal; the content hash is SHA-256 over the blocks' checksums, so
+// two copies with the same blocks have the same hash.
+func (s *Store) Inventory() []CopyInfo {
+	var out []CopyInfo
+	for _, b := range s.sortedBuckets() {
+		out = append(out, b.info())
+	}
+	return out
+}
+
+// Bucket is one copy on this peer.
+type Bucket struct {
+	s       *Store
+	id      string
+	index   string
+	localID uint64
+	dir     string
+
+	mu            sync.RWMutex
+	state         State
+	searchable    bool
+	blocks        []blockInfo // durable blocks
+	pending       []*sealedBlock
+	events        uint32 // events in durable blocks
+	journalBytes  int64
+	hash          hash.Hash
+	contentHash   string
+	rd            *os.File
+	hidx          *hotIndex
+	widx          *indexReader
+	meta          metaInfo
+	problem       string
+	journalClosed chan struct{}
+
+	// append side, guarded by Store.mu
+	open         *blockBuilder
+	openTok      *blockToken
+	openFirstOrd uint32
+	openSince    time.Time
+	appended     uint32
+	rawBytes     int64
+	minT, maxT   int64
+	nextBlock    uint32
+	lastUse      int64
+
+	// writer side, owned by the writer goroutine
+	jf      *os.File
+	jsize   int64
+	written []blockInfo
+}
+
+// State of a copy.
+type State string
+
+// Copy states.
+const (
+	StateHot     State = "hot"
+	StateRolling State = "rolling"
+	StateWarm    State = "warm"
+	StateCorrupt State = "corrupt"
+	StateRemoved State = "removed"
+)
+
+func (b *Bucket) info() CopyInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ci := CopyInfo{ID: b.id, Index: b.index, State: string(b.state), Searchable: b.searchable,
+		Events: b.events, Blocks: len(b.blocks), JournalBytes: b.journalBytes, Problem: b.problem,
+		Earliest: 0, Latest: -1}
+	for i, bl := range b.blocks {
+		if i == 0 || bl.minT < ci.Earliest {
+			ci.Earliest = bl.minT
+		}
+		if i == 0 || bl.maxT > ci.Latest {
+			ci.Latest = bl.maxT
+		}
+	}
+	switch {
+	case b.state == StateWarm:
+		ci.ContentHash = b.contentHash
+		ci.IndexBytes = b.meta.IndexBytes
+		if b.searchable {
+			ci.SearchableEvents = b.events
+		}
+	case b.hash != nil:
+		ci.ContentHash = hex.EncodeToString(b.hash.Sum(nil))
+		if b.searchable && b.hidx != nil {
+			ci.SearchableEvents = b.hidx.length()
+		}
+	}
+	return ci
+}
+
+// ID is the bucket id.
+func (b *Bucket) ID() string { return b.id }
+
+func (b *Bucket) segment() query.Segment {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.searchable {
+		return nil
+	}
+	switch b.state {
+	case StateWarm:
+		if b.widx == nil {
+			return nil
+		}
+		return &warmSegment{b: b, r: b.widx}
+	case StateHot, StateRolling:
+		if b.hidx == nil {
+			return nil
+		}
+		h := b.hidx
+		h.mu.RLock()
+		seg := &hotSegment{b: b, h: h, n: h.n, times: h.times[:h.n:h.n]}
+		h.mu.RUnlock()
+		return seg
+	}
+	return nil
+}
+
+// helpers for ids on disk
+func parseBucketDir(name string) (index string, localID uint64, guid string, ok bool) {
+	parts := strings.Split(name, "~")
+	if len(parts) != 3 {
+		return "", 0, "", false
+	}
+	id, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return "", 0, "", false
+	}
+	return parts[0], id, parts[2], true
+}

@@ -661,12 +661,16 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 			return err
 		}
 		var werr error
+		var dense denseSet
+		if last && !b.all {
+			dense = newDenseSet(b.b, x.n)
+		}
 		err := x.seg.FieldValues(fkeys[i], func(v string, vb *roaring.Bitmap) bool {
 			if last {
 				if b.all {
 					count(v, vb.GetCardinality())
 				} else {
-					count(v, b.b.AndCardinality(vb))
+					count(v, dense.countIn(vb))
 				}
 				return true
 			}
@@ -691,6 +695,46 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 		return bset{}, err
 	}
 	return rest, nil
+}
+
+// denseSet is a bitset of ordinals: counting a value's events in it costs
+// one bit test per event of the value, whatever the size of the set.
+type denseSet struct {
+	words []uint64
+	buf   []uint32
+}
+
+func newDenseSet(b *roaring.Bitmap, n uint32) denseSet {
+	d := denseSet{words: make([]uint64, (n+64)/64), buf: make([]uint32, 256)}
+	it := b.ManyIterator()
+	for {
+		k := it.NextMany(d.buf)
+		if k == 0 {
+			break
+		}
+		for _, o := range d.buf[:k] {
+			if int(o>>6) < len(d.words) {
+				d.words[o>>6] |= 1 << (o & 63)
+			}
+		}
+	}
+	return d
+}
+
+func (d *denseSet) countIn(vb *roaring.Bitmap) uint64 {
+	var c uint64
+	it := vb.ManyIterator()
+	for {
+		k := it.NextMany(d.buf)
+		if k == 0 {
+			return c
+		}
+		for _, o := range d.buf[:k] {
+			if int(o>>6) < len(d.words) {
+				c += d.words[o>>6] >> (o & 63) & 1
+			}
+		}
+	}
 }
 
 // sortPartials orders partials by bucket id so merges are deterministic.

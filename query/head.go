@@ -79,10 +79,10 @@ func (p *Plan) columns(rows []Row, aggCols []string) []string {
 		case TableCmd:
 			return expandColumns(c.Fields, rows)
 		case StatsCmd, TopCmd, TimechartCmd:
-			return resultColumns(nil, rows, aggCols)
+			return resultColumns(aggCols, rows)
 		}
 	}
-	return resultColumns(nil, rows, nil)
+	return resultColumns(nil, rows)
 }
 
 // Results renders rows as response results.

@@ -114,27 +114,10 @@ func (p *Plan) countOnly() bool {
 	return p.aggSpecs != nil
 }
 
-// resultColumns is the Fields list of a response.
-func resultColumns(cmds []Command, rows []Row, aggCols []string) []string {
-	var cols []string
-	for i := len(cmds) - 1; i >= 0; i-- {
-		switch c := cmds[i].(type) {
-		case TableCmd:
-			return expandColumns(c.Fields, rows)
-		case FieldsCmd:
-			if !c.Remove {
-				if !hasWildcard(c.Fields) {
-					return c.Fields
-				}
-			}
-		}
-		if !isStreaming(cmds[i]) {
-			if aggCols != nil {
-				cols = aggCols
-			}
-			break
-		}
-	}
+// resultColumns lists cols first, then every other field of rows (default
+// fields first, the rest sorted).
+func resultColumns(cols []string, rows []Row) []string {
+	cols = append([]string(nil), cols...)
 	seen := map[string]bool{}
 	for _, c := range cols {
 		seen[c] = true

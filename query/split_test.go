@@ -265,3 +265,34 @@ func TestTopPruningMatchesFullMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseFields: the fields list names a table's columns, an
+// aggregate's columns in order, or the events' fields default ones first.
+func TestResponseFields(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	segs := []Segment{NewMemSegment(uniq("main~1~p"), "main", genEvents(r, 200))}
+	for _, c := range []struct {
+		q    string
+		want string
+	}{
+		{"| top limit=2 host", "host count percent"},
+		{"| rare user showperc=false countfield=n", "user n"},
+		{"| stats count, avg(bytes) by host, index", "host index count avg(bytes)"},
+		{"| stats count by host | eval x=1", "host count x"},
+		{"| table host _time", "host _time"},
+		{"| timechart span=1h count", "_time count"},
+		{"| head 1 | fields host", "_time _raw host _bkt _cd"},
+	} {
+		resp, err := Search(context.Background(), Request{Query: c.q, Now: genBase}, segs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(resp.Fields, " "); got != c.want {
+			t.Errorf("query %q fields = %q, want %q", c.q, got, c.want)
+		}
+	}
+	resp, _ := Search(context.Background(), Request{Query: "| head 1"}, segs)
+	if got := strings.Join(resp.Fields[:9], " "); got != "_time _raw host source sourcetype index splunk_server _bkt _cd" {
+		t.Errorf("event fields start %q", got)
+	}
+}

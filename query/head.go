@@ -102,6 +102,14 @@ func Results(rows []Row) []map[string]any {
 // goroutines and returns one Partial per segment that succeeded, with the
 // summary of the buckets covered.
 func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, BucketSummary) {
+	// Buckets of indexes the search does not target are not counted.
+	var targeted []Segment
+	for _, s := range segs {
+		if p.TargetsIndex(s.Index()) {
+			targeted = append(targeted, s)
+		}
+	}
+	segs = targeted
 	parts := make([]*Partial, len(segs))
 	errs := make([]error, len(segs))
 	work := make(chan int)
@@ -136,6 +144,24 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, Buc
 		ok = append(ok, pt)
 	}
 	return ok, sum
+}
+
+// TargetsIndex reports whether the search can match events of an index:
+// false when a top-level `index=` term (ANDed with the rest) excludes it.
+func (p *Plan) TargetsIndex(index string) bool {
+	var walk func(c *cnode) bool
+	walk = func(c *cnode) bool {
+		switch c.kind {
+		case '&':
+			return walk(c.l) && walk(c.r)
+		case 'f':
+			if c.field == "index" && c.op == "=" {
+				return c.fieldValueMatches(index)
+			}
+		}
+		return true
+	}
+	return walk(p.filter)
 }
 
 // Search runs a whole search — the peer half and the head half — over local

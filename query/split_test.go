@@ -178,6 +178,15 @@ func TestSearchSummaryAndErrors(t *testing.T) {
 	if got := resp.Results[0]["count"]; got != int64(150) {
 		t.Errorf("count = %v, want 150", got)
 	}
+	// Only the buckets of the targeted indexes are counted.
+	withWeb := append([]Segment{NewMemSegment(uniq("web~1~p"), "web", evs[:10])}, segs...)
+	resp, err = Search(context.Background(), Request{Query: "index=web | stats count"}, withWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := resp.Summary.Buckets; b.Total != 1 || resp.Results[0]["count"] != int64(10) {
+		t.Errorf("index=web: summary %+v, results %v; want 1 bucket, count 10", b, resp.Results)
+	}
 	// Event results carry their provenance.
 	resp, err = Search(context.Background(), Request{Query: "| head 1", Server: "p9"}, segs)
 	if err != nil {

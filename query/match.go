@@ -110,6 +110,49 @@ func compileNode(n Node) *cnode {
 	return &cnode{kind: '*'}
 }
 
+// rawOnly reports whether the expression looks at _raw alone (terms,
+// phrases, wildcards), so an event can be verified before its row is built.
+func (c *cnode) rawOnly() bool {
+	switch c.kind {
+	case '*', 't', 'g':
+		return true
+	case '&', '|':
+		return c.l.rawOnly() && c.r.rawOnly()
+	case '!':
+		return c.l.rawOnly()
+	}
+	return false
+}
+
+// matchRaw evaluates a raw-only expression on an event's _raw.
+func (c *cnode) matchRaw(raw string, lower *string) bool {
+	switch c.kind {
+	case '*':
+		return true
+	case '&':
+		return c.l.matchRaw(raw, lower) && c.r.matchRaw(raw, lower)
+	case '|':
+		return c.l.matchRaw(raw, lower) || c.r.matchRaw(raw, lower)
+	case '!':
+		return !c.l.matchRaw(raw, lower)
+	case 't':
+		if *lower == "" && raw != "" {
+			*lower = asciiLower(raw)
+		}
+		return phraseIn(*lower, c.text)
+	case 'g':
+		found := false
+		var tk Tokenizer
+		tk.Tokenize([]byte(raw), func(tok []byte) {
+			if !found && globMatch(c.text, string(tok)) {
+				found = true
+			}
+		})
+		return found
+	}
+	return false
+}
+
 // matchRow evaluates a compiled expression on a row.
 func (c *cnode) matchRow(r *Row) bool {
 	switch c.kind {

@@ -440,6 +440,10 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 			db = decode.b
 		}
 		var ferr error
+		rawOnly := p.filter.rawOnly()
+		// A plain count needs no row once the event is verified.
+		justCount := agg != nil && len(p.pre) == 0 && p.countOnly() && len(agg.keys) == 0 && rawOnly
+		var counted int64
 		err := seg.Events(db, func(ord uint32, ev *Event) bool {
 			part.Scanned++
 			if part.Scanned%4096 == 0 {
@@ -447,8 +451,20 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 					return false
 				}
 			}
+			check := vb != nil && vb.Contains(ord)
+			if check && rawOnly {
+				var lower string
+				if !p.filter.matchRaw(ev.Raw, &lower) {
+					return true
+				}
+				check = false
+			}
+			if justCount {
+				counted++
+				return true
+			}
 			r := eventRow(ev, part.Bucket, ord, p.server)
-			if vb != nil && vb.Contains(ord) && !p.filter.matchRow(&r) {
+			if check && !p.filter.matchRow(&r) {
 				return true
 			}
 			for _, cmd := range p.pre {
@@ -468,6 +484,9 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("search bucket %s: decode: %w", seg.BucketID(), err)
+		}
+		if counted > 0 {
+			agg.addCount(nil, counted)
 		}
 	}
 	if agg != nil {

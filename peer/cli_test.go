@@ -19,26 +19,9 @@ import (
 // streams into one of them, and `quarry peer --nats` refused.
 func TestCLIPeerAndIngest(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(quarryBin, "peer", "--id", "p9", "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0",
+	c := startPeerProcess(t, "", os.Stderr, "--id", "p9", "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0",
 		"--hec-token", "T=web,main", "--attr", "rack=r1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, exit: make(chan error, 1)}
-	go func() { c.exit <- cmd.Wait() }()
-	buf := make([]byte, 512)
-	n, _ := out.Read(buf)
-	line := string(buf[:n])
-	i := strings.Index(line, "listening on ")
-	if i < 0 {
-		t.Fatalf("peer said %q", line)
-	}
-	url := strings.TrimSpace(line[i+len("listening on "):])
+	cmd, url := c.cmd, c.url
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := <-c.exit; err != nil {

@@ -53,8 +53,14 @@ type child struct {
 // startChild starts `quarry peer` on dataDir and waits for its address.
 func startChild(t *testing.T, dataDir, crashpoint string, logw io.Writer) *child {
 	t.Helper()
-	cmd := exec.Command(quarryBin, "peer", "--id", "p1", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+	return startPeerProcess(t, crashpoint, logw, "--id", "p1", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
 		"--hec-token", "T", "--max-hot-bytes", "6000")
+}
+
+// startPeerProcess runs `quarry peer ARGS…` and waits for its address.
+func startPeerProcess(t *testing.T, crashpoint string, logw io.Writer, args ...string) *child {
+	t.Helper()
+	cmd := exec.Command(quarryBin, append([]string{"peer"}, args...)...)
 	cmd.Env = append(os.Environ(), "QUARRY_CRASHPOINT="+crashpoint)
 	cmd.Stderr = logw
 	out, err := cmd.StdoutPipe()

@@ -168,6 +168,16 @@ func TestIngestClientEnvelopesAndLinesThenEndpoints(t *testing.T) {
 	}
 }
 
+func TestIngestClientGivesUp(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "x.log")
+	os.WriteFile(f, []byte("a\n"), 0o644)
+	start := time.Now()
+	_, err := hec.Ingest(context.Background(), hec.ClientConfig{URL: "http://127.0.0.1:1", Token: "T", GiveUpAfter: 300 * time.Millisecond}, []string{f})
+	if err == nil || !strings.Contains(err.Error(), "unreachable") || time.Since(start) > 10*time.Second {
+		t.Fatalf("got %v after %v, want an unreachable error soon", err, time.Since(start))
+	}
+}
+
 func TestIngestClientReportsRefusal(t *testing.T) {
 	p := mustStartPeer(t, t.TempDir())
 	defer p.Close()

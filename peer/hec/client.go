@@ -37,7 +37,10 @@ type ClientConfig struct {
 	// on the same channel (default 2 minutes).
 	AckTimeout time.Duration
 	Timeout    time.Duration // per HTTP request (default 60 s)
-	Progress   io.Writer     // where the progress bar goes; nil for none
+	// GiveUpAfter: a request that keeps failing (network errors, 5xx) for
+	// this long ends the ingest with an error (default 5 minutes).
+	GiveUpAfter time.Duration
+	Progress    io.Writer // where the progress bar goes; nil for none
 }
 
 // Result sums up an ingest.
@@ -75,6 +78,9 @@ func Ingest(ctx context.Context, cfg ClientConfig, files []string) (Result, erro
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Minute
+	}
+	if cfg.GiveUpAfter <= 0 {
+		cfg.GiveUpAfter = 5 * time.Minute
 	}
 	var total int64
 	for _, f := range files {
@@ -284,6 +290,7 @@ func (s *stream) do(ctx context.Context, url string, body []byte) (int, []byte, 
 // channel after network errors and 5xx answers (busy included).
 func (s *stream) send(ctx context.Context, b *batch) (*int64, error) {
 	backoff := 20 * time.Millisecond
+	first := time.Now()
 	for {
 		s.requests++
 		status, body, err := s.do(ctx, s.endpoint(b.raw), b.body)
@@ -299,6 +306,12 @@ func (s *stream) send(ctx context.Context, b *batch) (*int64, error) {
 		}
 		if err == nil && status < 500 {
 			return nil, fmt.Errorf("hec refused a request: HTTP %d: %s", status, strings.TrimSpace(string(body)))
+		}
+		if time.Since(first) > s.cfg.GiveUpAfter {
+			if err != nil {
+				return nil, fmt.Errorf("hec unreachable for %v: %w", s.cfg.GiveUpAfter, err)
+			}
+			return nil, fmt.Errorf("hec kept answering HTTP %d for %v: %s", status, s.cfg.GiveUpAfter, strings.TrimSpace(string(body)))
 		}
 		s.retries++
 		wait := backoff

@@ -172,7 +172,7 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 					if bad.Code >= 0 {
 						return
 					}
-					if len(k) == 0 || bytes.IndexByte(k, 0) >= 0 {
+					if !validFieldName(k) {
 						bad = replyBadFields.at(n)
 						return
 					}
@@ -235,6 +235,20 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 		return nil, replyNoData
 	}
 	return d.evs, replySuccess
+}
+
+// validFieldName refuses empty names, NUL bytes, and names that would
+// shadow the event's own metadata in the field postings (host, source,
+// sourcetype, index, and Splunk's internal _ names such as _time, _raw).
+func validFieldName(k []byte) bool {
+	if len(k) == 0 || k[0] == '_' || bytes.IndexByte(k, 0) >= 0 {
+		return false
+	}
+	switch string(k) {
+	case "host", "source", "sourcetype", "index":
+		return false
+	}
+	return true
 }
 
 // fieldValue accepts a string or a number (its JSON text).

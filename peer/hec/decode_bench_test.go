@@ -21,6 +21,7 @@ import (
 
 	gojson "github.com/goccy/go-json"
 	"github.com/quarry-dev/quarry/peer/store"
+	"pgregory.net/rapid"
 )
 
 // envelope is the struct the reflection-based decoders fill.
@@ -194,4 +195,55 @@ func BenchmarkIngestPipeline(b *testing.B) {
 	}
 	st.WaitIdle(60e9)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+}
+
+// TestDecodersAgreeProperty: envelopes with arbitrary strings (quotes,
+// escapes, unicode) decode to the same events with fastjson as with
+// encoding/json.
+func TestDecodersAgreeProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(rt, "n")
+		var body bytes.Buffer
+		for i := 0; i < n; i++ {
+			fields := map[string]string{}
+			for j, k := 0, rapid.IntRange(0, 3).Draw(rt, "nf"); j < k; j++ {
+				fields[rapid.StringMatching(`f[a-z_]{0,7}`).Draw(rt, "fk")] = rapid.String().Draw(rt, "fv")
+			}
+			env := map[string]any{
+				"time":   stdjson.Number(fmt.Sprintf("%d.%03d", rapid.IntRange(0, 2000000000).Draw(rt, "s"), rapid.IntRange(0, 999).Draw(rt, "ms"))),
+				"host":   rapid.String().Draw(rt, "host"),
+				"event":  rapid.StringN(1, 40, -1).Draw(rt, "event"),
+				"fields": fields,
+			}
+			b, err := stdjson.Marshal(env)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			body.Write(b)
+			body.WriteString(rapid.SampledFrom([]string{"", "\n", " \r\n"}).Draw(rt, "sep"))
+		}
+		var d decoder
+		fast, r := d.decodeEnvelopes(body.Bytes(), Defaults{Index: "main"}, func(string) bool { return true }, 1<<20)
+		if r.Code != 0 {
+			rt.Fatalf("fastjson refused %q: %+v", body.Bytes(), r)
+		}
+		dec := stdjson.NewDecoder(bytes.NewReader(body.Bytes()))
+		dec.UseNumber()
+		for i := 0; i < n; i++ {
+			var e envelope
+			if err := dec.Decode(&e); err != nil {
+				rt.Fatal(err)
+			}
+			tm, _ := parseEpoch([]byte(e.Time))
+			f := fast[i]
+			if f.Time != tm || string(f.Raw) != e.Event || string(f.Host) != e.Host || len(f.Fields) != len(e.Fields) {
+				rt.Fatalf("event %d: fastjson %+v, encoding/json %+v", i, f, e)
+			}
+			for _, fl := range f.Fields {
+				if e.Fields[string(fl.Name)] != string(fl.Value) {
+					rt.Fatalf("event %d field %q: %q vs %q", i, fl.Name, fl.Value, e.Fields[string(fl.Name)])
+				}
+			}
+		}
+	})
 }

@@ -165,6 +165,8 @@ func TestSplunkCodeTable(t *testing.T) {
 		{"ack disabled", "/services/collector/ack", "Splunk noack", chanA, `{"acks":[0]}`, 400, 14, "ACK is disabled", nil, nil},
 		{"fields nested", "/services/collector/event", "Splunk ack", chanA, good + `{"event":"x","fields":{"a":{"b":1}}}`, 400, 15, "Error in handling indexed fields", intp(1), nil},
 		{"fields not object", "/services/collector/event", "Splunk ack", chanA, `{"event":"x","fields":[1]}`, 400, 15, "Error in handling indexed fields", intp(0), nil},
+		{"field shadows host", "/services/collector/event", "Splunk ack", chanA, good + `{"event":"x","fields":{"host":"h2"}}`, 400, 15, "Error in handling indexed fields", intp(1), nil},
+		{"field named _time", "/services/collector/event", "Splunk ack", chanA, `{"event":"x","fields":{"_time":"1"}}`, 400, 15, "Error in handling indexed fields", intp(0), nil},
 		{"field value bool", "/services/collector/event", "Splunk ack", chanA, `{"event":"x","fields":{"a":true}}`, 400, 15, "Error in handling indexed fields", intp(0), nil},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,15 @@ const (
 	metaFile    = "meta.json"  // written last when the bucket is warm
 	tmpSuffix   = ".tmp"
 )
+
+// formatVersion is the version of copy.json and meta.json this code writes
+// and reads; the journal frame and the index file carry their own version
+// bytes (QJB\x01, QIDX\x01).
+const formatVersion = 1
+
+// ErrUnsupported marks a copy written in a format version this peer does not
+// read (a newer peer wrote it): it is kept and listed, not served.
+var ErrUnsupported = errors.New("unsupported format version")
 
 // copyInfo is copy.json, format version 1.
 type copyInfo struct {

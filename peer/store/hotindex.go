@@ -21,9 +21,7 @@ type termTable struct {
 	n     int
 	arena []byte
 	off   []uint32 // key i is arena[off[i]:off[i+1]]
-	first []uint32
-	last  []uint32
-	more  []int32 // index into lists, -1 for a singleton
+	meta  []termMeta
 	lists []chunkList
 	pool  *postingPool
 }
@@ -45,6 +43,13 @@ const (
 	firstChunk   = 4
 	maxChunkSize = 64
 )
+
+// termMeta is what a term's update touches, in one cache line's worth.
+type termMeta struct {
+	first uint32 // first ordinal
+	last  uint32 // last ordinal added (per-event dedupe)
+	more  int32  // index into lists, -1 for a singleton
+}
 
 type chunkList struct {
 	head, tail uint32 // chunk positions in the pool
@@ -126,9 +131,7 @@ func (t *termTable) insert(key []byte, slot int, h32 uint32, ord uint32) uint32 
 	t.n++
 	t.arena = append(t.arena, key...)
 	t.off = append(t.off, uint32(len(t.arena)))
-	t.first = append(t.first, ord)
-	t.last = append(t.last, ord)
-	t.more = append(t.more, -1)
+	t.meta = append(t.meta, termMeta{first: ord, last: ord, more: -1})
 	t.slots[slot] = uint64(h32)<<32 | uint64(id+1)
 	if t.n*4 >= len(t.slots)*3 {
 		t.grow()
@@ -146,14 +149,15 @@ func (t *termTable) add(key []byte, ord uint32) {
 }
 
 func (t *termTable) addID(id uint32, ord uint32) {
-	if t.last[id] == ord {
+	tm := &t.meta[id]
+	if tm.last == ord {
 		return
 	}
-	t.last[id] = ord
-	m := t.more[id]
+	tm.last = ord
+	m := tm.more
 	if m < 0 {
 		m = int32(len(t.lists))
-		t.more[id] = m
+		tm.more = m
 		c := t.pool.alloc(firstChunk)
 		t.lists = append(t.lists, chunkList{head: c, tail: c, used: 1, size: firstChunk})
 	}
@@ -170,11 +174,12 @@ func (t *termTable) addID(id uint32, ord uint32) {
 
 // postings appends the key's events below n to dst.
 func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
-	if t.first[id] >= n {
+	tm := t.meta[id]
+	if tm.first >= n {
 		return dst
 	}
-	dst = append(dst, t.first[id])
-	m := t.more[id]
+	dst = append(dst, tm.first)
+	m := tm.more
 	if m < 0 {
 		return dst
 	}
@@ -206,17 +211,22 @@ func (t *termTable) postings(id uint32, n uint32, dst []uint32) []uint32 {
 	}
 }
 
-// sortedIDs returns the ids in ascending byte order of their keys. Keys
-// are compared by their first 8 bytes as one integer first, so most
-// comparisons touch no key bytes.
-func (t *termTable) sortedIDs() []uint32 {
-	type entry struct {
-		pfx uint64
-		id  uint32
-	}
-	es := make([]entry, t.n)
+// sortedTerm is one key of a termTable in sorted order, carrying what
+// serialisation needs so that it reads the table's arrays sequentially.
+type sortedTerm struct {
+	pfx   uint64 // the key's first 8 bytes, big-endian, zero-padded
+	id    uint32
+	first uint32
+	more  int32
+}
+
+// sorted returns the keys in ascending byte order. Keys are compared by
+// their first 8 bytes as one integer first, so most comparisons touch no
+// key bytes.
+func (t *termTable) sorted() []sortedTerm {
+	es := make([]sortedTerm, t.n)
 	for i := range es {
-		k := t.key(uint32(i))
+		k := t.arena[t.off[i]:t.off[i+1]]
 		var p uint64
 		for j := 0; j < 8; j++ {
 			p <<= 8
@@ -224,22 +234,68 @@ func (t *termTable) sortedIDs() []uint32 {
 				p |= uint64(k[j])
 			}
 		}
-		es[i] = entry{pfx: p, id: uint32(i)}
+		es[i] = sortedTerm{pfx: p, id: uint32(i), first: t.meta[i].first, more: t.meta[i].more}
 	}
-	slices.SortFunc(es, func(a, b entry) int {
-		if a.pfx != b.pfx {
-			if a.pfx < b.pfx {
-				return -1
-			}
-			return 1
+	radixSortTerms(es)
+	// Keys sharing their first 8 bytes are ordered by their whole bytes.
+	for i := 0; i < len(es); {
+		j := i + 1
+		for j < len(es) && es[j].pfx == es[i].pfx {
+			j++
 		}
-		return bytes.Compare(t.key(a.id), t.key(b.id))
-	})
-	ids := make([]uint32, t.n)
-	for i, e := range es {
-		ids[i] = e.id
+		if j-i > 1 {
+			run := es[i:j]
+			slices.SortFunc(run, func(a, b sortedTerm) int { return bytes.Compare(t.key(a.id), t.key(b.id)) })
+		}
+		i = j
 	}
-	return ids
+	return es
+}
+
+// radixSortTerms sorts by pfx: an LSD radix sort on 16-bit digits, several
+// times faster than a comparison sort on the ~500k keys of a bucket.
+func radixSortTerms(es []sortedTerm) {
+	if len(es) < 2 {
+		return
+	}
+	tmp := make([]sortedTerm, len(es))
+	count := make([]int, 1<<16)
+	src, dst := es, tmp
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count)
+		for i := range src {
+			count[(src[i].pfx>>shift)&0xffff]++
+		}
+		if count[(src[0].pfx>>shift)&0xffff] == len(src) {
+			continue // every key has this digit
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for i := range src {
+			d := (src[i].pfx >> shift) & 0xffff
+			dst[count[d]] = src[i]
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &es[0] {
+		copy(es, src)
+	}
+}
+
+// postingsOf is postings for a sortedTerm of a frozen table (every ordinal
+// below n).
+func (t *termTable) postingsOf(e *sortedTerm, n uint32, dst []uint32) []uint32 {
+	if e.more < 0 {
+		if e.first >= n {
+			return dst
+		}
+		return append(dst, e.first)
+	}
+	return t.postings(e.id, n, dst)
 }
 
 // fieldTable is a termTable for one indexed field; values are case-sensitive.

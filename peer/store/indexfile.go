@@ -19,7 +19,7 @@ import (
 // or a journal-only copy becomes searchable, atomically (temp file, fsync,
 // rename, directory fsync); never modified.
 //
-//	header   "QIDX", version byte 1, 3 reserved bytes
+//	header   "QIDX", version byte 1, the inline limit (byte), 2 reserved bytes
 //	sections in this order (offsets and lengths in the footer):
 //	  0 times       zstd of n zigzag varints (first absolute, then deltas)
 //	  1 blocks      per journal block: uvarint off, frameLen, events;
@@ -38,14 +38,15 @@ import (
 //
 // A dictionary block is zstd of its entries, keys in ascending byte order,
 // front-coded: uvarint shared prefix, uvarint suffix length, suffix, uvarint
-// count; then for count <= inlineMax a uvarint byte length and the ordinals
+// count; then for count <= the header's inline limit (inlineMax when
+// written) a uvarint byte length and the ordinals
 // as delta uvarints (first absolute), else uvarint offset and length of a
 // roaring bitmap in the postings section. Blocks close at dictBlockBytes.
 const (
 	indexVersion   = 1
 	numSections    = 9
 	footerLen      = numSections*16 + 4 + 8 + 8 + 4 + 8
-	inlineMax      = 24
+	inlineMax      = 96
 	dictBlockBytes = 16 << 10
 	bloomFP        = 0.02
 )
@@ -177,21 +178,21 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	var postings []byte
 	var ords []uint32
 	// terms + bloom
-	ids := h.terms.sortedIDs()
+	terms := h.terms.sorted()
 	live := 0
-	for _, id := range ids {
-		if h.terms.first[id] < n {
+	for i := range terms {
+		if terms[i].first < n {
 			live++
 		}
 	}
 	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
 	td := &dictWriter{postings: &postings}
-	for _, id := range ids {
-		ords = h.terms.postings(id, n, ords[:0])
+	for i := range terms {
+		ords = h.terms.postingsOf(&terms[i], n, ords[:0])
 		if len(ords) == 0 {
 			continue
 		}
-		kb := h.terms.key(id)
+		kb := h.terms.key(terms[i].id)
 		td.add(kb, ords)
 		bf.Add(kb)
 	}
@@ -206,12 +207,13 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	for _, name := range names {
 		ft := h.fields[name]
 		used := false
-		for _, id := range ft.sortedIDs() {
-			ords = ft.postings(id, n, ords[:0])
+		vals := ft.sorted()
+		for i := range vals {
+			ords = ft.postingsOf(&vals[i], n, ords[:0])
 			if len(ords) == 0 {
 				continue
 			}
-			key = append(append(append(key[:0], name...), 0), ft.key(id)...)
+			key = append(append(append(key[:0], name...), 0), ft.key(vals[i].id)...)
 			fd.add(key, ords)
 			used = true
 		}
@@ -237,7 +239,7 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	}
 	out := make([]byte, 0, size)
 	out = append(out, indexMagic[:]...)
-	out = append(out, 0, 0, 0)
+	out = append(out, inlineMax, 0, 0)
 	var offs [numSections][2]uint64
 	for i, s := range secs {
 		offs[i] = [2]uint64{uint64(len(out)), uint64(len(s))}
@@ -273,6 +275,7 @@ type indexReader struct {
 	earliest int64
 	latest   int64
 	crc      uint32
+	inline   uint64 // lists of at most this many ordinals are inline
 
 	termSparse  []sparseEntry
 	fieldSparse []sparseEntry
@@ -320,7 +323,10 @@ func readIndex(f *os.File) (*indexReader, error) {
 	if [8]byte(foot[footerLen-8:]) != footerMagic {
 		return nil, fmt.Errorf("%w: bad index footer", ErrCorrupt)
 	}
-	r := &indexReader{f: f, size: size}
+	r := &indexReader{f: f, size: size, inline: uint64(head[5])}
+	if r.inline == 0 || r.inline > inlineMax {
+		return nil, fmt.Errorf("%w: inline limit %d", ErrCorrupt, head[5])
+	}
 	p := foot
 	for i := range r.secs {
 		r.secs[i] = [2]uint64{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:])}
@@ -504,7 +510,7 @@ func (r *indexReader) scanDict(sparseSec int, sparse []sparseEntry, from string,
 			}
 			e.key = append(e.key[:p], suf...)
 			e.count = pr.uvarint()
-			if e.count <= inlineMax {
+			if e.count <= r.inline {
 				e.inline = pr.bytes(pr.uvarint())
 			} else {
 				e.inline = nil
@@ -526,7 +532,7 @@ func (r *indexReader) scanDict(sparseSec int, sparse []sparseEntry, from string,
 
 // bitmap materialises an entry's postings.
 func (r *indexReader) bitmap(e *dictEntry) (*roaring.Bitmap, error) {
-	if e.inline != nil || e.count <= inlineMax {
+	if e.count <= r.inline {
 		pr := &payloadReader{b: e.inline}
 		var ords [inlineMax]uint32
 		o := uint32(0)

@@ -70,6 +70,11 @@ func (s *Store) recover() error {
 		b := &Bucket{s: s, id: ci.ID, index: ci.Index, localID: ci.LocalID, dir: path, searchable: ci.Searchable,
 			journalClosed: make(chan struct{})}
 		close(b.journalClosed)
+		if ci.Version != formatVersion {
+			b.id = name
+			s.addCorrupt(b, fmt.Errorf("%w: copy.json format version %d (this peer reads %d)", ErrUnsupported, ci.Version, formatVersion))
+			continue
+		}
 		if b.id != name {
 			s.addCorrupt(b, fmt.Errorf("%w: copy.json names %q", ErrCorrupt, ci.ID))
 			continue
@@ -87,6 +92,8 @@ func (s *Store) recover() error {
 		var m metaInfo
 		merr := readJSON(filepath.Join(path, metaFile), &m)
 		switch {
+		case merr == nil && m.Version != formatVersion:
+			err = fmt.Errorf("%w: meta.json format version %d (this peer reads %d)", ErrUnsupported, m.Version, formatVersion)
 		case merr == nil:
 			err = s.openWarm(b, m)
 		case errors.Is(merr, fs.ErrNotExist):
@@ -96,7 +103,7 @@ func (s *Store) recover() error {
 			err = s.recoverHot(b)
 		}
 		if err != nil {
-			if errors.Is(err, ErrCorrupt) {
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupported) {
 				s.addCorrupt(b, err)
 				continue
 			}

@@ -178,7 +178,7 @@ func (h *hotSegment) MayContain(term string) bool {
 	h.h.mu.RLock()
 	defer h.h.mu.RUnlock()
 	id, ok := h.h.terms.lookup(unsafe.Slice(unsafe.StringData(term), len(term)))
-	return ok && h.h.terms.first[id] < h.n
+	return ok && h.h.terms.meta[id].first < h.n
 }
 
 func (h *hotSegment) Term(term string) (*roaring.Bitmap, error) {
@@ -192,7 +192,7 @@ func (h *hotSegment) sortedMatches(t *termTable, prefix string) ([]string, []*ro
 	h.h.mu.RLock()
 	var ids []uint32
 	for id := 0; id < t.len(); id++ {
-		if bytes.HasPrefix(t.key(uint32(id)), []byte(prefix)) && t.first[id] < h.n {
+		if bytes.HasPrefix(t.key(uint32(id)), []byte(prefix)) && t.meta[id].first < h.n {
 			ids = append(ids, uint32(id))
 		}
 	}
@@ -223,7 +223,7 @@ func (h *hotSegment) IndexedFields() []string {
 	var out []string
 	for _, name := range h.h.fieldNamesLocked() {
 		ft := h.h.fields[name]
-		if len(ft.first) > 0 && ft.first[0] < h.n {
+		if len(ft.meta) > 0 && ft.meta[0].first < h.n {
 			out = append(out, name)
 		}
 	}

@@ -298,6 +298,9 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		e := &evs[i]
 		b, err := s.hotFor(e.Index, e.Time)
 		if err != nil {
+			// A bucket could not be created (disk error): the store stops
+			// acknowledging; what was added keeps journal and index in step.
+			flush(i)
 			s.fail(err)
 			return nil, err
 		}

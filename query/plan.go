@@ -1,6 +1,7 @@
 package query
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -45,8 +46,20 @@ func isStreaming(c Command) bool {
 	return false
 }
 
+// ErrBadRequest marks every error of a request itself (a bad time range);
+// with *SyntaxError these are the caller's fault (HTTP 400), everything else
+// a search failure.
+var ErrBadRequest = errors.New("bad search request")
+
+// IsRequestError reports whether err is the request's fault: a syntax error
+// or a bad time range.
+func IsRequestError(err error) bool {
+	var se *SyntaxError
+	return errors.As(err, &se) || errors.Is(err, ErrBadRequest)
+}
+
 // Compile parses a request's query and plans it. Errors are *SyntaxError
-// for a bad query and plain errors for a bad time range.
+// for a bad query and ErrBadRequest-wrapped errors for a bad time range.
 func Compile(req Request) (*Plan, error) {
 	q, err := Parse(req.Query)
 	if err != nil {
@@ -68,14 +81,14 @@ func Compile(req Request) (*Plan, error) {
 	if e != "" {
 		t, err := ParseTime(e, p.now)
 		if err != nil {
-			return nil, fmt.Errorf("earliest: %w", err)
+			return nil, fmt.Errorf("%w: earliest: %w", ErrBadRequest, err)
 		}
 		p.earliest = t.UnixNano()
 	}
 	if l != "" {
 		t, err := ParseTime(l, p.now)
 		if err != nil {
-			return nil, fmt.Errorf("latest: %w", err)
+			return nil, fmt.Errorf("%w: latest: %w", ErrBadRequest, err)
 		}
 		p.latest = t.UnixNano()
 	}

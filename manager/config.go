@@ -48,7 +48,7 @@ type Config struct {
 	// acked within it leaves the set (SPEC §4; default 2s). It lives here,
 	// not in the FSM config, because only peers read it.
 	TargetTimeout time.Duration
-	AdminToken string // bearer token every write must carry
+	AdminToken    string // bearer token every write must carry
 
 	// Bootstrap is the initial member list. It is used only when the data
 	// directory holds no Raft state; otherwise it is ignored.

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -453,6 +454,10 @@ func sealedOf(s *fsm.State, id string) (int64, string) {
 	}
 	var d struct {
 		Buckets map[string]fsm.Bucket `json:"buckets"`
+	}
+	// Marshal writes a magic line before the JSON.
+	if i := bytes.IndexByte(raw, '{'); i >= 0 {
+		raw = raw[i:]
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return 0, ""

@@ -62,34 +62,63 @@ type fakePeer struct {
 	guid string
 	nc   *nats.Conn
 	cli  *api.ManagerClient
+	b    *testBus
+
+	sealBlocks   int64
+	sealChecksum string
 
 	mu        sync.Mutex
 	delivered map[uint64]int // task id → deliveries received
 	kinds     map[uint64]fsm.TaskKind
+	tasks     map[uint64]api.FixupTask
 
 	hbStop chan struct{}
 	hbDone chan struct{}
 }
 
 func newFakePeer(t *testing.T, b *testBus, id string) *fakePeer {
-	p := &fakePeer{t: t, id: id, guid: "guid-" + id, nc: b.connect(t, id, id+"-pw"),
-		delivered: map[uint64]int{}, kinds: map[uint64]fsm.TaskKind{}}
+	p := newIdlePeer(t, b, id)
+	p.serve()
+	return p
+}
+
+// newIdlePeer is a fake peer that does not yet listen for fixup tasks.
+func newIdlePeer(t *testing.T, b *testBus, id string) *fakePeer {
+	p := &fakePeer{t: t, id: id, guid: "guid-" + id, nc: b.connect(t, id, id+"-pw"), b: b,
+		delivered: map[uint64]int{}, kinds: map[uint64]fsm.TaskKind{}, tasks: map[uint64]api.FixupTask{}}
 	p.cli = api.NewManagerClient(p.nc, b.subj)
-	svc, err := api.ServeFixups(p.nc, b.subj, "site1", id, bus.ServeOptions{}, func(ctx context.Context, task api.FixupTask) (api.FixupAck, error) {
+	return p
+}
+
+// serve starts answering fixup tasks: accept each (again when repeated),
+// answering seals with sealBlocks/sealChecksum.
+func (p *fakePeer) serve() {
+	svc, err := api.ServeFixups(p.nc, p.b.subj, "site1", p.id, bus.ServeOptions{}, func(ctx context.Context, task api.FixupTask) (api.FixupAck, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if task.To != id {
+		if task.To != p.id {
 			return api.FixupAck{Reason: "addressed to " + task.To}, nil
 		}
 		p.delivered[task.ID]++
 		p.kinds[task.ID] = task.Kind
-		return api.FixupAck{Accepted: true, Done: p.delivered[task.ID] > 1}, nil
+		p.tasks[task.ID] = task
+		ack := api.FixupAck{Accepted: true, Done: p.delivered[task.ID] > 1}
+		if task.Kind == fsm.TaskSeal {
+			ack.Blocks, ack.LastBlockChecksum, ack.Events = p.sealBlocks, p.sealChecksum, 10*p.sealBlocks
+		}
+		return ack, nil
 	})
 	if err != nil {
-		t.Fatalf("peer %s: serve fixups: %v", id, err)
+		p.t.Fatalf("peer %s: serve fixups: %v", p.id, err)
 	}
-	t.Cleanup(func() { svc.Stop(context.Background()) })
-	return p
+	p.t.Cleanup(func() { svc.Stop(context.Background()) })
+}
+
+func (p *fakePeer) task(id uint64) (api.FixupTask, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.tasks[id]
+	return t, ok
 }
 
 func (p *fakePeer) deliveries() map[uint64]int {
@@ -436,4 +465,177 @@ func hasKind(n api.Notice, k api.NoticeKind) bool {
 		}
 	}
 	return false
+}
+
+// TestNATSSealConfirmAndRetry: an origin dies with a hot bucket; its
+// holders answer the seal delivery with their lengths and the bucket is
+// sealed at the longest; the shorter copy gets a fetch (delivered to the
+// source, with the sealed length) that its length report closes. A
+// destructive task is delivered to a peer that listens only later (retried
+// until then, then exactly once) and confirmed over NATS only for it.
+// Newer wire versions and incomplete requests are refused with their codes.
+func TestNATSSealConfirmAndRetry(t *testing.T) {
+	b := startTestBus(t, "p1", "p2", "p3", "p4")
+	g := newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	p1, p2, p4 := newFakePeer(t, b, "p1"), newFakePeer(t, b, "p2"), newFakePeer(t, b, "p4")
+	p3 := newIdlePeer(t, b, "p3")
+	p2.sealBlocks, p2.sealChecksum = 5, "c5"
+	p3.sealBlocks, p3.sealChecksum = 7, "c7"
+	for _, p := range []*fakePeer{p1, p2, p3, p4} {
+		p.register(ctx, nil)
+		p.startHeartbeats()
+	}
+
+	// Refusals: a newer wire version, a registration without a GUID.
+	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat)
+	if _, err := bus.Request[api.Heartbeat, api.HeartbeatReply](ctx, p1.nc, hbSubj, api.Heartbeat{V: api.WireVersion + 1, Peer: "p1"}); !bus.IsRemote(err, api.CodeVersion) {
+		t.Fatalf("heartbeat of wire version %d: %v, want %s", api.WireVersion+1, err, api.CodeVersion)
+	}
+	if _, err := p1.cli.Register(ctx, api.Register{Peer: "p9"}); !bus.IsRemote(err, api.CodeBadRequest) {
+		t.Fatalf("register without guid: %v, want bad_request", err)
+	}
+	var n int
+	g.leader().Read(func(s *fsm.State) { n = len(s.PeerList()) })
+	if n != 4 {
+		t.Fatalf("%d peers after a refused registration, want 4", n)
+	}
+
+	// The hot bucket goes to p2 and p3 (fewest copies, ties by id).
+	tr, err := p1.cli.Targets(ctx, api.TargetsRequest{RequestID: "t-h", Origin: "p1", Index: "main", LocalID: "7", Earliest: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Targets) != 2 || tr.Targets[0].Peer != "p2" || tr.Targets[1].Peer != "p3" {
+		t.Fatalf("targets %+v: want p2, p3", tr.Targets)
+	}
+	hot := tr.Bucket
+
+	// A destructive task for p3, which does not listen yet: deliveries
+	// find no responder and are retried.
+	res := g.apply(&fsm.CreateFixup{Kind: fsm.TaskRemoveCopy, Level: fsm.LevelExcess, Bucket: hot, Target: "p3", Reason: "test", At: time.Now()})
+	rm := res.(fsm.Result).Index
+	l := g.leader()
+	waitFor(t, 10*time.Second, func() error {
+		if n := testutilCounter(l, "no_responders"); n < 2 {
+			return fmt.Errorf("%v undelivered attempts so far", n)
+		}
+		return nil
+	})
+	p3.serve()
+	waitFor(t, 10*time.Second, func() error {
+		if !l.mux.marked("delivered", rm, "p3") {
+			return fmt.Errorf("task %d not yet delivered to p3", rm)
+		}
+		return nil
+	})
+	if tk, _ := p3.task(rm); !tk.Destructive || tk.Kind != fsm.TaskRemoveCopy || tk.Target != "p3" || tk.Bucket != hot {
+		t.Fatalf("delivered task %+v", tk)
+	}
+	cr, err := p3.cli.Confirm(ctx, rm, "p3")
+	if err != nil || !cr.Confirmed || cr.Task == nil || cr.Task.ID != rm || cr.Leader != l.ID() {
+		t.Fatalf("confirm by its target: %+v, %v", cr, err)
+	}
+	if cr, err := p2.cli.Confirm(ctx, rm, "p2"); err != nil || cr.Confirmed {
+		t.Fatalf("confirm by another peer: %+v, %v; want refused", cr, err)
+	}
+	// The peer decides not to do it: the task fails (and is not planned
+	// again by this test's state: the copy is not excess).
+	if r, err := p3.cli.FixupResult(ctx, api.FixupResult{ID: rm, Peer: "p3", OK: false, Reason: "changed my mind"}); err != nil || !r.Known {
+		t.Fatalf("failed result: %+v, %v", r, err)
+	}
+	if cr, err := p3.cli.Confirm(ctx, rm, "p3"); err != nil || cr.Confirmed {
+		t.Fatalf("confirm of a closed task: %+v, %v; want refused", cr, err)
+	}
+
+	// The origin dies: after heartbeat_timeout it is Down, the seal task
+	// goes to p2 and p3, and the bucket is sealed at p3's 7 blocks.
+	p1.stopHeartbeats()
+	var sealTask uint64
+	waitFor(t, 15*time.Second, func() error {
+		var bv fsm.BucketView
+		l.Read(func(s *fsm.State) { bv, _ = findBucket(s, hot) })
+		if bv.Hot || !bv.Sealed {
+			return fmt.Errorf("bucket %s hot=%v sealed=%v", hot, bv.Hot, bv.Sealed)
+		}
+		return nil
+	})
+	p2.mu.Lock()
+	for id, k := range p2.kinds {
+		if k == fsm.TaskSeal {
+			sealTask = id
+		}
+	}
+	p2.mu.Unlock()
+	l.Read(func(s *fsm.State) {
+		for _, tk := range s.Tasks() {
+			if tk.ID == sealTask {
+				t.Fatalf("seal task %d still open after the seal", sealTask)
+			}
+		}
+	})
+	if sealTask == 0 || p3.deliveries()[sealTask] == 0 {
+		t.Fatalf("seal task not delivered to both holders: p2 %v, p3 %v", p2.deliveries(), p3.deliveries())
+	}
+	var blocks int64
+	var cs string
+	l.Read(func(s *fsm.State) { blocks, cs = sealedOf(s, hot) })
+	if blocks != 7 || cs != "c7" {
+		t.Fatalf("sealed at %d blocks, checksum %q; want 7, c7", blocks, cs)
+	}
+	// p2 is shorter: a fetch from p3, delivered to p3 with the sealed
+	// length. (The planner plans fetches only for copies whose length the
+	// FSM knows, and SealBucket does not record the holders' lengths yet —
+	// an fsm gap named in the report — so the test opens the task.)
+	g.apply(&fsm.CreateFixup{Kind: fsm.TaskFetch, Level: fsm.LevelStreaming, Bucket: hot, Source: "p3", Target: "p2", Reason: "5 blocks, sealed at 7", At: time.Now()})
+	var fetch api.FixupTask
+	waitFor(t, 10*time.Second, func() error {
+		p3.mu.Lock()
+		defer p3.mu.Unlock()
+		for _, tk := range p3.tasks {
+			if tk.Kind == fsm.TaskFetch {
+				fetch = tk
+				return nil
+			}
+		}
+		return fmt.Errorf("no fetch task delivered to p3 (tasks %v)", p3.kinds)
+	})
+	if fetch.Source != "p3" || fetch.Target != "p2" || fetch.TargetSite != "site1" || fetch.SealedBlocks != 7 || fetch.LastBlockChecksum != "c7" {
+		t.Fatalf("fetch task %+v: want p3 → p2 up to 7 blocks, c7", fetch)
+	}
+	// p2 reports its copy has the sealed length: the fetch is done.
+	if _, err := p2.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "len-1", Kind: api.EventLength, Bucket: hot, Peer: "p2", Blocks: 7}); err != nil {
+		t.Fatal(err)
+	}
+	l.Read(func(s *fsm.State) {
+		for _, tk := range s.Tasks() {
+			if tk.ID == fetch.ID {
+				t.Fatalf("fetch task %d still open after the length report", tk.ID)
+			}
+		}
+	})
+}
+
+// testutilCounter reads the delivery counter of one outcome.
+func testutilCounter(m *Manager, outcome string) float64 {
+	mfs, err := m.metrics.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "quarry_manager_fixup_deliveries_total" {
+			continue
+		}
+		for _, x := range mf.GetMetric() {
+			for _, lp := range x.GetLabel() {
+				if lp.GetName() == "outcome" && lp.GetValue() == outcome {
+					return x.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

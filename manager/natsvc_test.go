@@ -570,12 +570,16 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 		}
 	}
 	p2.mu.Unlock()
-	l.Read(func(s *fsm.State) {
-		for _, tk := range s.Tasks() {
-			if tk.ID == sealTask {
-				t.Fatalf("seal task %d still open after the seal", sealTask)
+	waitFor(t, 5*time.Second, func() error {
+		var err error
+		l.Read(func(s *fsm.State) {
+			for _, tk := range s.Tasks() {
+				if tk.ID == sealTask {
+					err = fmt.Errorf("seal task %d still open after the seal", sealTask)
+				}
 			}
-		}
+		})
+		return err
 	})
 	if sealTask == 0 || p3.deliveries()[sealTask] == 0 {
 		t.Fatalf("seal task not delivered to both holders: p2 %v, p3 %v", p2.deliveries(), p3.deliveries())

@@ -63,9 +63,8 @@ func (m *Manager) signalApplied() {
 
 // natsTerm is the NATS side of one leadership term.
 type natsTerm struct {
-	m        *Manager
-	services []*bus.Service
-	wg       sync.WaitGroup
+	m  *Manager
+	wg sync.WaitGroup
 
 	mu    sync.Mutex
 	seals map[uint64]map[string]api.FixupAck // seal task → holder → its length
@@ -81,54 +80,86 @@ func (m *Manager) serveNATS(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	t := &natsTerm{m: m, seals: map[uint64]map[string]api.FixupAck{}}
-	stopAll := func() {
+	t.wg.Add(3)
+	go func() { defer t.wg.Done(); t.subscribe(ctx) }()
+	go func() { defer t.wg.Done(); t.publishNotices(ctx) }()
+	go func() { defer t.wg.Done(); t.deliverLoop(ctx) }()
+	return func() {
+		t.wg.Wait() // ctx is done: subscribe returned after stopping its services
+	}
+}
+
+// serveOp subscribes one manager operation.
+func (m *Manager) serveOp(op string) (*bus.Service, error) {
+	subj, err := m.subjects.MgrOp(op)
+	if err != nil {
+		return nil, err
+	}
+	o := bus.ServeOptions{Logger: m.log}
+	switch op {
+	case api.OpRegister:
+		return bus.Serve(m.nc, subj, o, guard(m, "register", m.natsRegister))
+	case api.OpHeartbeat:
+		return bus.Serve(m.nc, subj, o, guard(m, "heartbeat", m.natsHeartbeat))
+	case api.OpTargets:
+		return bus.Serve(m.nc, subj, o, guard(m, "targets", m.natsTargets))
+	case api.OpBucket:
+		return bus.Serve(m.nc, subj, o, guard(m, "bucket event", m.natsBucket))
+	case api.OpGeneration:
+		return bus.Serve(m.nc, subj, o, guard(m, "generation", m.natsGeneration))
+	case api.OpConfig:
+		return bus.Serve(m.nc, subj, o, guard(m, "config", m.natsConfig))
+	case api.OpConfirm:
+		return bus.Serve(m.nc, subj, o, guard(m, "confirm", m.natsConfirm))
+	case api.OpFixupResult:
+		return bus.Serve(m.nc, subj, o, guard(m, "fixup result", m.natsFixupResult))
+	}
+	return nil, fmt.Errorf("unknown manager operation %q", op)
+}
+
+// subscribe serves every manager operation for the term: it retries the
+// ones that could not subscribe (the connection is down: Serve's flush
+// fails) every 250 ms, and when the term ends it stops them all; Stop
+// unsubscribes and flushes, so the server forgets this manager's
+// subscribers before the term is over.
+func (t *natsTerm) subscribe(ctx context.Context) {
+	m := t.m
+	var services []*bus.Service
+	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		for _, s := range t.services {
+		for _, s := range services {
 			if err := s.Stop(sctx); err != nil {
 				m.log.Warn("stopping a manager subscription failed", "err", err)
 			}
 		}
-		t.wg.Wait()
-	}
-	o := bus.ServeOptions{Logger: m.log}
-	for _, op := range api.Ops {
-		subj, _ := m.subjects.MgrOp(op)
-		var (
-			svc *bus.Service
-			err error
-		)
-		switch op {
-		case api.OpRegister:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "register", m.natsRegister))
-		case api.OpHeartbeat:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "heartbeat", m.natsHeartbeat))
-		case api.OpTargets:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "targets", m.natsTargets))
-		case api.OpBucket:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "bucket event", m.natsBucket))
-		case api.OpGeneration:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "generation", m.natsGeneration))
-		case api.OpConfig:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "config", m.natsConfig))
-		case api.OpConfirm:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "confirm", m.natsConfirm))
-		case api.OpFixupResult:
-			svc, err = bus.Serve(m.nc, subj, o, guard(m, "fixup result", m.natsFixupResult))
+	}()
+	missing := append([]string(nil), api.Ops...)
+	for attempt := 0; ; attempt++ {
+		var still []string
+		for _, op := range missing {
+			svc, err := m.serveOp(op)
+			if err != nil {
+				if attempt == 0 {
+					m.log.Warn("subscribing a manager operation failed; retrying", "op", op, "err", err)
+				}
+				still = append(still, op)
+				continue
+			}
+			services = append(services, svc)
 		}
-		if err != nil {
-			// The connection is down (it reconnects by itself) or closed:
-			// serve what subscribed, the next term tries again.
-			m.log.Error("subscribing a manager operation failed", "subject", subj, "err", err)
-			continue
+		missing = still
+		if len(missing) == 0 {
+			m.log.Info("serving the manager protocol on NATS", "subjects", m.subjects.All("mgr"))
+			break
 		}
-		t.services = append(t.services, svc)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	m.log.Info("serving the manager protocol on NATS", "subjects", m.subjects.All("mgr"), "ops", len(t.services))
-	t.wg.Add(2)
-	go func() { defer t.wg.Done(); t.publishNotices(ctx) }()
-	go func() { defer t.wg.Done(); t.deliverLoop(ctx) }()
-	return stopAll
+	<-ctx.Done()
 }
 
 // versioned is implemented by every request type (its V field).
@@ -429,45 +460,72 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 	return reply, nil
 }
 
-// findBucket returns a bucket's view from the committed state.
-func findBucket(s *fsm.State, id string) (fsm.BucketView, bool) {
+// stateView answers bucket questions about one committed state, caching
+// what it computed (the views are built per index, the sealed lengths from
+// one encoding of the state). Use it only inside the state's Read.
+type stateView struct {
+	s       *fsm.State
+	byIndex map[string]map[string]fsm.BucketView
+	records map[string]fsm.Bucket // nil until needed
+}
+
+func newView(s *fsm.State) *stateView {
+	return &stateView{s: s, byIndex: map[string]map[string]fsm.BucketView{}}
+}
+
+// bucket returns a bucket's view.
+func (v *stateView) bucket(id string) (fsm.BucketView, bool) {
 	index, _, _, err := fsm.ParseBucketID(id)
 	if err != nil {
 		return fsm.BucketView{}, false
 	}
-	for _, b := range s.BucketList(index, "") {
-		if b.ID == id {
-			return b, true
+	m, ok := v.byIndex[index]
+	if !ok {
+		m = map[string]fsm.BucketView{}
+		for _, b := range v.s.BucketList(index, "") {
+			m[b.ID] = b
 		}
+		v.byIndex[index] = m
 	}
-	return fsm.BucketView{}, false
+	b, ok := m[id]
+	return b, ok
 }
 
 // sealedOf is a sealed bucket's length and last block checksum (0, "" when
 // it is not sealed). The views do not carry them, so it reads the bucket
-// record from the state's encoding: rare (fetch/truncate tasks, length
-// reports), so the cost does not matter.
-func sealedOf(s *fsm.State, id string) (int64, string) {
-	raw, err := s.Marshal()
-	if err != nil {
-		return 0, ""
+// records from the state's encoding, once per view: rare (fetch/truncate
+// deliveries, length reports), so the cost does not matter.
+func (v *stateView) sealedOf(id string) (int64, string) {
+	if v.records == nil {
+		v.records = map[string]fsm.Bucket{}
+		raw, err := v.s.Marshal()
+		if err != nil {
+			return 0, ""
+		}
+		// Marshal writes a magic line before the JSON.
+		if i := bytes.IndexByte(raw, '{'); i >= 0 {
+			raw = raw[i:]
+		}
+		var d struct {
+			Buckets map[string]fsm.Bucket `json:"buckets"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return 0, ""
+		}
+		v.records = d.Buckets
 	}
-	var d struct {
-		Buckets map[string]fsm.Bucket `json:"buckets"`
-	}
-	// Marshal writes a magic line before the JSON.
-	if i := bytes.IndexByte(raw, '{'); i >= 0 {
-		raw = raw[i:]
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return 0, ""
-	}
-	b, ok := d.Buckets[id]
+	b, ok := v.records[id]
 	if !ok || !b.Sealed {
 		return 0, ""
 	}
 	return b.Blocks, b.LastChecksum
 }
+
+// findBucket returns a bucket's view from the committed state.
+func findBucket(s *fsm.State, id string) (fsm.BucketView, bool) { return newView(s).bucket(id) }
+
+// sealedOf is a sealed bucket's length and last block checksum.
+func sealedOf(s *fsm.State, id string) (int64, string) { return newView(s).sealedOf(id) }
 
 func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (api.GenerationReply, error) {
 	site := r.Site
@@ -512,7 +570,7 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 			reply.Reason = fmt.Sprintf("task %d is not open (done, failed or never created)", r.ID)
 		case !task.Destructive:
 			reply.Reason = fmt.Sprintf("task %d (%s) is not destructive: nothing to confirm", r.ID, task.Kind)
-		case !isRecipient(s, task, r.Peer):
+		case !isRecipient(newView(s), task, r.Peer):
 			reply.Reason = fmt.Sprintf("task %d (%s of %s) is not addressed to %s", r.ID, task.Kind, task.Bucket, r.Peer)
 		default:
 			reply.Confirmed, reply.Task = true, task
@@ -538,8 +596,9 @@ func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.F
 			}
 		}
 		if open {
-			recip = isRecipient(s, &task, r.Peer)
-			holders = activeHolders(s, task.Bucket)
+			v := newView(s)
+			recip = isRecipient(v, &task, r.Peer)
+			holders = activeHolders(v, task.Bucket)
 		}
 	})
 	reply := api.FixupResultReply{V: api.WireVersion}
@@ -618,7 +677,7 @@ func (m *Manager) mark(ctx context.Context, op string, task uint64, peer string)
 // ---- who gets a task --------------------------------------------------------
 
 // recipients are the peers a task is delivered to (api.FixupTask's doc).
-func recipients(s *fsm.State, t *fsm.Task) []string {
+func recipients(v *stateView, t *fsm.Task) []string {
 	switch t.Kind {
 	case fsm.TaskReplicate, fsm.TaskFetch:
 		if t.Source != "" {
@@ -626,7 +685,7 @@ func recipients(s *fsm.State, t *fsm.Task) []string {
 		}
 		return nil
 	case fsm.TaskSeal, fsm.TaskFreeze:
-		return activeHolders(s, t.Bucket)
+		return activeHolders(v, t.Bucket)
 	}
 	if t.Target != "" {
 		return []string{t.Target}
@@ -634,18 +693,18 @@ func recipients(s *fsm.State, t *fsm.Task) []string {
 	return nil
 }
 
-func isRecipient(s *fsm.State, t *fsm.Task, peer string) bool {
-	for _, p := range recipients(s, t) {
+func isRecipient(v *stateView, t *fsm.Task, peer string) bool {
+	for _, p := range recipients(v, t) {
 		if p == peer {
 			return true
 		}
 	}
 	// A freeze holder that went down after reporting still counts.
-	return t.Kind == fsm.TaskFreeze && hasCopy(s, t.Bucket, peer)
+	return t.Kind == fsm.TaskFreeze && hasCopy(v, t.Bucket, peer)
 }
 
-func hasCopy(s *fsm.State, bucket, peer string) bool {
-	b, _ := findBucket(s, bucket)
+func hasCopy(v *stateView, bucket, peer string) bool {
+	b, _ := v.bucket(bucket)
 	for _, c := range b.Copies {
 		if c.Peer == peer {
 			return true
@@ -656,11 +715,11 @@ func hasCopy(s *fsm.State, bucket, peer string) bool {
 
 // activeHolders are the holders of a bucket's copies that run (Up,
 // Detention, Decommissioning), sorted.
-func activeHolders(s *fsm.State, bucket string) []string {
+func activeHolders(v *stateView, bucket string) []string {
 	var out []string
-	b, _ := findBucket(s, bucket)
+	b, _ := v.bucket(bucket)
 	for _, c := range b.Copies {
-		p, ok := s.Peer(c.Peer)
+		p, ok := v.s.Peer(c.Peer)
 		if ok && (p.State == fsm.StateUp || p.State == fsm.StateDetention || p.State == fsm.StateDecommissioning) {
 			out = append(out, c.Peer)
 		}
@@ -750,10 +809,11 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 	)
 	m.state.Read(func(s *fsm.State) {
 		tasks = s.Tasks()
+		v := newView(s)
 		for i := range tasks {
 			task := &tasks[i]
-			b, _ := findBucket(s, task.Bucket)
-			to := recipients(s, task)
+			b, _ := v.bucket(task.Bucket)
+			to := recipients(v, task)
 			switch task.Kind {
 			case fsm.TaskSeal:
 				sealOf[task.ID] = to
@@ -782,7 +842,7 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 					msg.TargetSite = subjectSite(tp)
 				}
 				if task.Kind == fsm.TaskFetch || task.Kind == fsm.TaskTruncate {
-					msg.SealedBlocks, msg.LastBlockChecksum = sealedOf(s, task.Bucket)
+					msg.SealedBlocks, msg.LastBlockChecksum = v.sealedOf(task.Bucket)
 				}
 				todo = append(todo, delivery{msg: msg, site: subjectSite(p)})
 			}

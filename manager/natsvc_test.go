@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -642,4 +643,97 @@ func testutilCounter(m *Manager, outcome string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestNATSConfigPushAndReconnect: config changes (an index, a HEC token,
+// maintenance) reach peers as config notices and through mgr.config; the
+// leader serves again after its NATS server restarts (reconnect and
+// re-subscribe); a manager whose NATS is unreachable fails to start within
+// its connect deadline.
+func TestNATSConfigPushAndReconnect(t *testing.T) {
+	b := startTestBus(t, "p1")
+	g := newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	p1 := newFakePeer(t, b, "p1")
+	r := p1.register(ctx, nil)
+	notices := &noticeLog{}
+	sub, err := api.SubscribeNotices(p1.nc, b.subj, notices.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	l := g.leader()
+	var cfg fsm.Config
+	l.Read(func(s *fsm.State) { cfg = s.Config() })
+	cfg.Indexes = append(cfg.Indexes, fsm.IndexConfig{Name: "web"})
+	cfg.HECTokens = append(cfg.HECTokens, fsm.HECToken{Token: "tok-web", Indexes: []string{"web"}, DefaultIndex: "web", Ack: true})
+	g.apply(&fsm.SetConfig{Config: cfg})
+	var n api.Notice
+	waitFor(t, 5*time.Second, func() error {
+		var ok bool
+		n, ok = notices.find(func(n api.Notice) bool { return hasKind(n, api.NoticeConfig) && n.ConfigID != r.ConfigID })
+		if !ok {
+			return fmt.Errorf("no config notice yet")
+		}
+		return nil
+	})
+	pc, err := p1.cli.Config(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.ID != n.ConfigID || len(pc.HECTokens) != 1 || pc.HECTokens[0].Token != "tok-web" || !containsStr(pc.KnownIndexes, "web") {
+		t.Fatalf("config %+v after notice %+v: want the web index and its token under the notice's id", pc, n)
+	}
+	g.apply(&fsm.SetMaintenance{Enabled: true})
+	waitFor(t, 5*time.Second, func() error {
+		if _, ok := notices.find(func(x api.Notice) bool { return x.Maintenance && x.ConfigID != n.ConfigID }); !ok {
+			return fmt.Errorf("no maintenance notice yet")
+		}
+		return nil
+	})
+	hb, err := p1.cli.Heartbeat(ctx, api.Heartbeat{Peer: "p1", GUID: p1.guid})
+	if err != nil || hb.ConfigID == n.ConfigID || hb.ConfigID == "" {
+		t.Fatalf("heartbeat reply %+v, %v: want the maintenance config id", hb, err)
+	}
+
+	// The bus restarts under the leader: it reconnects and serves again.
+	b.srv.Shutdown()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := b.srv.Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	rcancel()
+	waitFor(t, 15*time.Second, func() error {
+		hctx, hcancel := context.WithTimeout(ctx, time.Second)
+		defer hcancel()
+		_, err := p1.cli.Heartbeat(hctx, api.Heartbeat{Peer: "p1", GUID: p1.guid})
+		return err
+	})
+
+	// Unreachable NATS: the start fails within the connect deadline.
+	cfg2 := testConfig(t, "mx", t.TempDir())
+	cfg2.Bootstrap = []Server{{ID: "mx", RaftAddr: "127.0.0.1:0"}}
+	cfg2.NATS, cfg2.NATSConnectTimeout = "nats://127.0.0.1:1", 300*time.Millisecond
+	start := time.Now()
+	m, err := New(ctx, cfg2)
+	if err == nil {
+		m.Close()
+		t.Fatal("manager started without its NATS")
+	}
+	if took := time.Since(start); took > 3*time.Second || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("start without NATS: %v after %v; want a clear error within the deadline", err, took)
+	}
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
 }

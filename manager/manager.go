@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats.go"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -50,6 +51,10 @@ type Manager struct {
 	nc       *nats.Conn
 	subjects bus.Subjects
 	applied  chan struct{} // signalled after every applied entry
+
+	statusMu     sync.Mutex
+	statusAt     uint64     // applied index of statusCached
+	statusCached api.Status // what replies to peers carry
 
 	hbMu       sync.Mutex
 	heartbeats map[string]time.Time // peer id → last heartbeat (in memory only)

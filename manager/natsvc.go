@@ -232,10 +232,20 @@ func (m *Manager) leading() bool {
 }
 
 // status is what every reply to a peer carries.
+// It is cached per applied index (a heartbeat per peer per second would
+// otherwise hash the config each time).
 func (m *Manager) status() api.Status {
 	var st api.Status
 	m.state.Read(func(s *fsm.State) {
+		idx := s.AppliedIndex()
+		m.statusMu.Lock()
+		defer m.statusMu.Unlock()
+		if m.statusAt == idx && m.statusCached.ConfigID != "" {
+			st = m.statusCached
+			return
+		}
 		st = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+		m.statusAt, m.statusCached = idx, st
 	})
 	return st
 }

@@ -25,7 +25,9 @@ type testBus struct {
 	subj bus.Subjects
 }
 
-func startTestBus(t *testing.T, peers ...string) *testBus {
+func startTestBus(t *testing.T, peers ...string) *testBus { return startTestBusB(t, peers...) }
+
+func startTestBusB(t testing.TB, peers ...string) *testBus {
 	t.Helper()
 	subj, _ := bus.NewSubjects(bus.DefaultPrefix)
 	users := []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager}}
@@ -44,6 +46,10 @@ func startTestBus(t *testing.T, peers ...string) *testBus {
 }
 
 func (b *testBus) connect(t *testing.T, user, pass string) *nats.Conn {
+	return b.connectB(t, user, pass)
+}
+
+func (b *testBus) connectB(t testing.TB, user, pass string) *nats.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -334,7 +340,13 @@ func TestNATSService(t *testing.T) {
 	// mgr subjects (heartbeats go on), and it does not deliver the tasks
 	// again.
 	old := g.leader()
+	killed := time.Now()
 	g.kill(old.ID())
+	if _, err := p2.cli.Heartbeat(ctx, api.Heartbeat{Peer: "p2", GUID: p2.guid}); err != nil {
+		t.Fatalf("heartbeat across the leader change: %v", err)
+	}
+	// Raft timeouts of the in-process group are 1 s (helpers_test.go).
+	t.Logf("mgr subjects served again %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
 	nl := g.leader()
 	if nl.ID() == old.ID() {
 		t.Fatal("the killed manager is still the leader")

@@ -17,7 +17,10 @@ import (
 // subscription still propagating across a gateway) or the answering manager
 // lost leadership (CodeNotLeader), backing off from 20 ms to 500 ms, until
 // ctx ends; other errors are returned at once. Each attempt has at most
-// AttemptTimeout (default 2 s) of ctx's time.
+// AttemptTimeout (default 2 s) of ctx's time. An attempt that timed out is
+// retried too, so calls that commit (Register, Targets, BucketEvent) should
+// carry a RequestID: the manager then applies a retry once (a retried
+// Targets answers the committed bucket).
 type ManagerClient struct {
 	nc *nats.Conn
 	s  bus.Subjects

@@ -66,6 +66,10 @@ type natsTerm struct {
 	m  *Manager
 	wg sync.WaitGroup
 
+	// subscribed is closed once every manager operation is subscribed: the
+	// term's first notice (kind leader) waits for it.
+	subscribed chan struct{}
+
 	mu    sync.Mutex
 	seals map[uint64]map[string]api.FixupAck // seal task → holder → its length
 }
@@ -79,7 +83,7 @@ func (m *Manager) serveNATS(ctx context.Context) (stop func()) {
 	if m.nc == nil {
 		return func() {}
 	}
-	t := &natsTerm{m: m, seals: map[uint64]map[string]api.FixupAck{}}
+	t := &natsTerm{m: m, seals: map[uint64]map[string]api.FixupAck{}, subscribed: make(chan struct{})}
 	t.wg.Add(3)
 	go func() { defer t.wg.Done(); t.subscribe(ctx) }()
 	go func() { defer t.wg.Done(); t.publishNotices(ctx) }()
@@ -151,6 +155,7 @@ func (t *natsTerm) subscribe(ctx context.Context) {
 		missing = still
 		if len(missing) == 0 {
 			m.log.Info("serving the manager protocol on NATS", "subjects", m.subjects.All("mgr"))
+			close(t.subscribed)
 			break
 		}
 		select {
@@ -744,6 +749,11 @@ func activeHolders(v *stateView, bucket string) []string {
 // table version or the peer config.
 func (t *natsTerm) publishNotices(ctx context.Context) {
 	m := t.m
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.subscribed:
+	}
 	var last api.Status
 	first := true
 	for {
@@ -839,8 +849,8 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 					continue
 				}
 				p, ok := s.Peer(peer)
-				if !ok {
-					continue
+				if !ok || !(p.State.Serving() || p.State == fsm.StateDecommissioning) {
+					continue // not running: the planner fails the task
 				}
 				msg := api.FixupTask{V: api.WireVersion, ID: task.ID, Kind: task.Kind, Level: task.Level.String(), Bucket: task.Bucket,
 					Index: b.Index, Source: task.Source, Target: task.Target, Searchable: task.Searchable,

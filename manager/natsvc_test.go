@@ -663,7 +663,7 @@ func testutilCounter(m *Manager, outcome string) float64 {
 // re-subscribe); a manager whose NATS is unreachable fails to start within
 // its connect deadline.
 func TestNATSConfigPushAndReconnect(t *testing.T) {
-	b := startTestBus(t, "p1")
+	b := startTestBus(t, "p1", "p2")
 	g := newGroup(t, 1, func(c *Config) {
 		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
 	})
@@ -699,6 +699,25 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 	}
 	if pc.ID != n.ConfigID || len(pc.HECTokens) != 1 || pc.HECTokens[0].Token != "tok-web" || !containsStr(pc.KnownIndexes, "web") {
 		t.Fatalf("config %+v after notice %+v: want the web index and its token under the notice's id", pc, n)
+	}
+	// Generation tables over NATS: whole, then only the changes since a
+	// version (a new bucket's entry and its primary).
+	full, err := p1.cli.Generation(ctx, "", 0)
+	if err != nil || !full.View.Full || full.View.Site != fsm.Site0 || len(full.View.Peers) != 1 {
+		t.Fatalf("full generation: %+v, %v", full, err)
+	}
+	p2 := newFakePeer(t, b, "p2")
+	p2.register(ctx, nil)
+	tr, err := p1.cli.Targets(ctx, api.TargetsRequest{RequestID: "tg", Origin: "p1", Index: "main", LocalID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta, err := p1.cli.Generation(ctx, fsm.Site0, full.View.Version)
+	if err != nil || delta.View.Full || delta.View.Primaries[tr.Bucket] != "p1" || len(delta.View.Buckets) != 1 {
+		t.Fatalf("generation since %d: %+v, %v; want only %s with primary p1", full.View.Version, delta.View, err, tr.Bucket)
+	}
+	if _, err := p1.cli.Generation(ctx, "site9", 0); !bus.IsRemote(err, "bad_site") {
+		t.Fatalf("generation of an unknown site: %v, want bad_site", err)
 	}
 	g.apply(&fsm.SetMaintenance{Enabled: true})
 	waitFor(t, 5*time.Second, func() error {

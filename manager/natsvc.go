@@ -441,23 +441,10 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 	case api.EventCorrupt:
 		cmd = &fsm.MarkCorrupt{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Reason: e.Reason}
 	case api.EventLength:
-		// The copy reached the sealed length: close its fetch/truncate task.
-		var id uint64
-		m.state.Read(func(s *fsm.State) {
-			sealed, _ := sealedOf(s, e.Bucket)
-			if sealed == 0 || sealed != e.Blocks {
-				return
-			}
-			for _, t := range s.Tasks() {
-				if t.Bucket == e.Bucket && t.Target == e.Peer && (t.Kind == fsm.TaskFetch || t.Kind == fsm.TaskTruncate) {
-					id = t.ID
-				}
-			}
-		})
-		if id == 0 {
-			return api.BucketEventReply{V: api.WireVersion, Status: m.status()}, nil
-		}
-		cmd = &fsm.FixupDone{ReqID: rid, ID: id, Reason: fmt.Sprintf("copy on %s has the sealed length %d", e.Peer, e.Blocks)}
+		// The copy's new length (after a fetch or truncate). The FSM records
+		// it and, when it is the sealed length, closes the copy's open
+		// fetch/truncate task in the same entry.
+		cmd = &fsm.CopyLength{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Blocks: e.Blocks, LastChecksum: e.LastBlockChecksum}
 	case api.EventTargetFailed:
 		m.log.Warn("origin dropped a replication target", "bucket", e.Bucket, "origin", e.Peer, "target", e.Target, "reason", e.Reason)
 		return api.BucketEventReply{V: api.WireVersion, Status: m.status()}, nil
@@ -981,8 +968,9 @@ func (t *natsTerm) finishSeal(ctx context.Context, id uint64, holders []string) 
 	t.mu.Lock()
 	acks := t.seals[id]
 	var (
-		best  api.FixupAck
-		found bool
+		best    api.FixupAck
+		found   bool
+		lengths []fsm.PeerLength
 	)
 	for _, h := range holders {
 		a, ok := acks[h]
@@ -993,6 +981,7 @@ func (t *natsTerm) finishSeal(ctx context.Context, id uint64, holders []string) 
 		if !found || a.Blocks > best.Blocks {
 			best, found = a, true
 		}
+		lengths = append(lengths, fsm.PeerLength{Peer: h, Blocks: a.Blocks, LastChecksum: a.LastBlockChecksum})
 	}
 	t.mu.Unlock()
 	var bucket string
@@ -1006,9 +995,11 @@ func (t *natsTerm) finishSeal(ctx context.Context, id uint64, holders []string) 
 	if bucket == "" {
 		return
 	}
+	// Every holder's length goes with the seal, so the FSM knows which
+	// copies are shorter (fetch) and which longer (truncate).
 	_, err := m.Apply(ctx, &fsm.SealBucket{ReqID: fsm.ReqID{RequestID: fmt.Sprintf("seal-%d", id)}, Bucket: bucket,
 		Blocks: best.Blocks, LastChecksum: best.LastBlockChecksum, Earliest: best.Earliest, Latest: best.Latest,
-		Size: best.Bytes, Events: best.Events})
+		Size: best.Bytes, Events: best.Events, Lengths: lengths})
 	if err != nil && !errors.Is(err, fsm.ErrBucketNotHot) {
 		if ctx.Err() == nil {
 			m.log.Warn("sealing a bucket failed", "bucket", bucket, "task", id, "err", err)

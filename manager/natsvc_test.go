@@ -603,11 +603,18 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 	if blocks != 7 || cs != "c7" {
 		t.Fatalf("sealed at %d blocks, checksum %q; want 7, c7", blocks, cs)
 	}
-	// p2 is shorter: a fetch from p3, delivered to p3 with the sealed
-	// length. (The planner plans fetches only for copies whose length the
-	// FSM knows, and SealBucket does not record the holders' lengths yet —
-	// an fsm gap named in the report — so the test opens the task.)
-	g.apply(&fsm.CreateFixup{Kind: fsm.TaskFetch, Level: fsm.LevelStreaming, Bucket: hot, Source: "p3", Target: "p2", Reason: "5 blocks, sealed at 7", At: time.Now()})
+	// The seal carried both holders' lengths (p2 5, p3 7), so the planner
+	// knows p2 is shorter: a fetch from p3, delivered to p3 with the
+	// sealed length.
+	l.Read(func(s *fsm.State) {
+		if bv, _ := findBucket(s, hot); bv.Sealed {
+			for _, tk := range s.Tasks() {
+				if tk.Bucket == hot && tk.Kind == fsm.TaskTruncate {
+					t.Errorf("truncate task %+v: no holder is longer than the seal", tk)
+				}
+			}
+		}
+	})
 	var fetch api.FixupTask
 	waitFor(t, 10*time.Second, func() error {
 		p3.mu.Lock()

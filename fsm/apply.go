@@ -25,6 +25,7 @@ func init() {
 	register(CmdRebalancePrimaries, "rebalance_primaries", (*State).applyRebalancePrimaries)
 	register(CmdPeerOffline, "peer_offline", (*State).applyPeerOffline)
 	register(CmdMarkCorrupt, "mark_corrupt", (*State).applyMarkCorrupt)
+	register(CmdCopyLength, "copy_length", (*State).applyCopyLength)
 }
 
 // change tracks what one entry changed, so the generation rule is applied
@@ -473,7 +474,10 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 				s.addCopy(b, cp)
 			}
 			cp.Searchable = ci.Searchable || (b.Hot && b.Origin == c.ID)
-			cp.Blocks = ci.Blocks
+			if cp.Blocks != ci.Blocks {
+				// The inventory carries no checksum, and 0 is "unknown".
+				cp.Blocks, cp.LastChecksum, cp.LengthKnown = ci.Blocks, "", false
+			}
 			cp.Corrupt = ci.Corrupt
 		})
 	}
@@ -663,7 +667,7 @@ func (s *State) applyRollBucket(idx uint64, c *RollBucket) (any, error) {
 	if c.Blocks > 0 {
 		b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
 		if oc, ok := b.Copies[b.Origin]; ok {
-			oc.Blocks = c.Blocks
+			oc.setLength(c.Blocks, c.LastChecksum)
 		}
 	}
 	s.bucketChanged(ch, b)
@@ -684,7 +688,19 @@ func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
 	if b.Sealed && (b.Blocks != c.Blocks || b.LastChecksum != c.LastChecksum) {
 		return nil, fmt.Errorf("%w: seal %q at %d blocks: already sealed at %d", ErrBucketNotHot, c.Bucket, c.Blocks, b.Blocks)
 	}
+	if err := checkLengths(c); err != nil {
+		return nil, err
+	}
 	ch := s.begin(idx)
+	if !b.Sealed {
+		// A repeated seal at the same length leaves the copies alone: their
+		// lengths may have moved on (fetched, truncated) since.
+		for _, l := range c.Lengths {
+			if cp, ok := b.Copies[l.Peer]; ok {
+				cp.setLength(l.Blocks, l.LastChecksum)
+			}
+		}
+	}
 	b.Hot = false
 	b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
 	if c.Latest != 0 || c.Earliest != 0 {
@@ -700,6 +716,33 @@ func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
 	s.reassign(ch, b)
 	s.commit(ch)
 	return nil, nil
+}
+
+// checkLengths refuses per-holder lengths that are not what the seal was
+// computed from: a bad entry, a holder twice, a longest length other than
+// the sealed one, or no holder at the sealed length with its checksum.
+func checkLengths(c *SealBucket) error {
+	if len(c.Lengths) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var longest int64
+	match := false
+	for _, l := range c.Lengths {
+		if l.Peer == "" || l.Blocks < 0 {
+			return fmt.Errorf("seal %q: length %+v: a peer and blocks >= 0 are required", c.Bucket, l)
+		}
+		if seen[l.Peer] {
+			return fmt.Errorf("seal %q: peer %s listed twice", c.Bucket, l.Peer)
+		}
+		seen[l.Peer] = true
+		longest = max(longest, l.Blocks)
+		match = match || (l.Blocks == c.Blocks && l.LastChecksum == c.LastChecksum)
+	}
+	if longest != c.Blocks || !match {
+		return fmt.Errorf("seal %q at %d blocks (checksum %q): not the longest of the lengths %+v", c.Bucket, c.Blocks, c.LastChecksum, c.Lengths)
+	}
+	return nil
 }
 
 // taskKey identifies the work of a task, so the same work is never open twice.
@@ -786,7 +829,10 @@ func (s *State) taskEffect(ch *change, t *Task, b *Bucket) {
 		s.mutateBucket(ch, b, func() {
 			cp, ok := b.Copies[t.Target]
 			if !ok {
-				cp = &Copy{Peer: t.Target, Blocks: b.Blocks}
+				cp = &Copy{Peer: t.Target}
+				if b.Sealed {
+					cp.setLength(b.Blocks, b.LastChecksum)
+				}
 				s.addCopy(b, cp)
 			}
 			cp.Searchable = cp.Searchable || t.Searchable
@@ -803,7 +849,7 @@ func (s *State) taskEffect(ch *change, t *Task, b *Bucket) {
 		}
 	case TaskTruncate, TaskFetch:
 		if cp, ok := b.Copies[t.Target]; ok && b.Sealed {
-			cp.Blocks = b.Blocks
+			cp.setLength(b.Blocks, b.LastChecksum)
 		}
 	case TaskFreeze:
 		s.removeBucket(ch, b)
@@ -851,6 +897,31 @@ func (s *State) applyMarkCorrupt(idx uint64, c *MarkCorrupt) (any, error) {
 	s.mutateBucket(ch, b, func() { cp.Corrupt = true })
 	ch.table = true
 	s.commit(ch)
+	return nil, nil
+}
+
+func (s *State) applyCopyLength(idx uint64, c *CopyLength) (any, error) {
+	b, cp, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Sealed {
+		return nil, fmt.Errorf("%w: length of %q on %s", ErrNotSealed, c.Bucket, c.Peer)
+	}
+	if c.Blocks < 0 {
+		return nil, fmt.Errorf("length of %q on %s: %d blocks", c.Bucket, c.Peer, c.Blocks)
+	}
+	cp.setLength(c.Blocks, c.LastChecksum)
+	if cp.atSealed(b) {
+		// The work of the copy's fetch or truncate is done: close it here,
+		// so no state has the length right and the task open.
+		for _, id := range sortedTaskIDs(s.d.Tasks) {
+			t := s.d.Tasks[id]
+			if t.Bucket == b.ID && t.Target == c.Peer && (t.Kind == TaskFetch || t.Kind == TaskTruncate) {
+				delete(s.d.Tasks, id)
+			}
+		}
+	}
 	return nil, nil
 }
 

@@ -29,11 +29,41 @@ const (
 	CmdRebalancePrimaries
 	CmdPeerOffline
 	CmdMarkCorrupt
+	CmdCopyLength
 )
 
-// bodyVersion is the version byte written after the type byte. Decoding a
-// newer version panics: a follower must not apply what it cannot read.
+// bodyVersion is the version byte written after the type byte of a command
+// whose body never changed. Decoding a newer version panics: a follower must
+// not apply what it cannot read.
 const bodyVersion byte = 1
+
+// bodyVersions lists the commands whose body grew since version 1, with the
+// version this build writes. A body version is per command type, so adding
+// a field to one command does not make every other entry unreadable to an
+// older build. Older versions of a body still decode: a field added in a
+// later version is absent from them and the handler applies them as it
+// always did.
+//
+//   - SealBucket 2: Lengths (the per-holder lengths the seal was computed
+//     from); a version 1 body carries none.
+var bodyVersions = map[CommandType]byte{
+	CmdSealBucket: 2,
+}
+
+// versionOf is the body version this build writes (and reads up to) for a
+// command type.
+func versionOf(t CommandType) byte {
+	if v, ok := bodyVersions[t]; ok {
+		return v
+	}
+	return bodyVersion
+}
+
+// versioned is implemented by commands whose body grew: it refuses a body
+// that claims an older version but carries a field that version lacks.
+type versioned interface {
+	checkVersion(v byte) error
+}
 
 // Command is one FSM command. Every command type of this package
 // implements it; the manager encodes one with Encode and proposes the bytes.
@@ -70,7 +100,7 @@ func Encode(c Command) ([]byte, error) {
 		return nil, fmt.Errorf("encode command type %d: %w", c.Type(), err)
 	}
 	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(c.Type()), bodyVersion)
+	out = append(out, byte(c.Type()), versionOf(c.Type()))
 	return append(out, body...), nil
 }
 
@@ -84,14 +114,19 @@ func Decode(b []byte) (Command, error) {
 	if !ok {
 		return nil, fmt.Errorf("decode command: unknown type %d", b[0])
 	}
-	if b[1] == 0 || b[1] > bodyVersion {
-		return nil, fmt.Errorf("decode command type %d: body version %d, this build reads up to %d", b[0], b[1], bodyVersion)
+	if v := versionOf(CommandType(b[0])); b[1] == 0 || b[1] > v {
+		return nil, fmt.Errorf("decode command type %d: body version %d, this build reads up to %d", b[0], b[1], v)
 	}
 	c := h.new()
 	dec := json.NewDecoder(bytes.NewReader(b[2:]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
 		return nil, fmt.Errorf("decode command type %d: %w", b[0], err)
+	}
+	if vc, ok := c.(versioned); ok {
+		if err := vc.checkVersion(b[1]); err != nil {
+			return nil, fmt.Errorf("decode command type %d: body version %d: %w", b[0], b[1], err)
+		}
 	}
 	return c, nil
 }
@@ -246,15 +281,52 @@ type RollBucket struct {
 // SealBucket fixes a bucket's length after its origin went away: the
 // longest surviving copy's blocks and its last block's checksum. The bucket
 // becomes warm.
+//
+// Lengths (body version 2) are the holders' reported lengths the seal was
+// computed from; each listed copy's length becomes known, so the planner
+// fetches into the shorter copies and truncates the longer ones. When
+// present they must be consistent with the seal: the longest is Blocks, and
+// a holder at Blocks reported LastChecksum. A listed peer that no longer
+// holds a copy is skipped (its copy went away between its answer and the
+// commit). A version 1 entry has no Lengths: the copies' lengths stay as
+// they were (unknown until a peer reports them).
 type SealBucket struct {
 	ReqID
-	Bucket       string `json:"bucket"`
+	Bucket       string       `json:"bucket"`
+	Blocks       int64        `json:"blocks"`
+	LastChecksum string       `json:"last_checksum"`
+	Earliest     int64        `json:"earliest,omitempty"`
+	Latest       int64        `json:"latest,omitempty"`
+	Size         int64        `json:"size,omitempty"`
+	Events       int64        `json:"events,omitempty"`
+	Lengths      []PeerLength `json:"lengths,omitempty"`
+}
+
+// PeerLength is one holder's copy length: its blocks and its last block's
+// checksum.
+type PeerLength struct {
+	Peer         string `json:"peer"`
 	Blocks       int64  `json:"blocks"`
-	LastChecksum string `json:"last_checksum"`
-	Earliest     int64  `json:"earliest,omitempty"`
-	Latest       int64  `json:"latest,omitempty"`
-	Size         int64  `json:"size,omitempty"`
-	Events       int64  `json:"events,omitempty"`
+	LastChecksum string `json:"last_checksum,omitempty"`
+}
+
+func (c *SealBucket) checkVersion(v byte) error {
+	if v < 2 && len(c.Lengths) > 0 {
+		return fmt.Errorf("seal %q: lengths need body version 2", c.Bucket)
+	}
+	return nil
+}
+
+// CopyLength records a copy's length reported by its peer (after it fetched
+// the missing blocks or truncated to the sealed length). The bucket must be
+// sealed. When the copy now has the sealed length, the open fetch and
+// truncate tasks of that copy are closed in the same entry.
+type CopyLength struct {
+	ReqID
+	Bucket       string `json:"bucket"`
+	Peer         string `json:"peer"`
+	Blocks       int64  `json:"blocks"`
+	LastChecksum string `json:"last_checksum,omitempty"`
 }
 
 // CreateFixup records a fixup task; its id is this entry's Raft index.
@@ -331,3 +403,4 @@ func (SetMaintenance) Type() CommandType     { return CmdSetMaintenance }
 func (RebalancePrimaries) Type() CommandType { return CmdRebalancePrimaries }
 func (PeerOffline) Type() CommandType        { return CmdPeerOffline }
 func (MarkCorrupt) Type() CommandType        { return CmdMarkCorrupt }
+func (CopyLength) Type() CommandType         { return CmdCopyLength }

@@ -26,7 +26,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&RemoveCopy{Bucket: "b", Peer: "p"}, &RollBucket{Bucket: "b"}, &SealBucket{Bucket: "b", Blocks: 3},
 		&CreateFixup{Kind: TaskSeal, Level: LevelStreaming, Bucket: "b"}, &FixupDone{ID: 7},
 		&SetMaintenance{Enabled: true}, &RebalancePrimaries{}, &PeerOffline{ID: "p1", EnforceCounts: true},
-		&MarkCorrupt{Bucket: "b", Peer: "p"},
+		&MarkCorrupt{Bucket: "b", Peer: "p"}, &CopyLength{Bucket: "b", Peer: "p", Blocks: 7, LastChecksum: "c7"},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))
@@ -37,7 +37,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b[0] != byte(c.Type()) || b[1] != bodyVersion {
+		if b[0] != byte(c.Type()) || b[1] != versionOf(c.Type()) {
 			t.Fatalf("%T: header %v", c, b[:2])
 		}
 		d, err := Decode(b)
@@ -60,6 +60,8 @@ func TestUnknownCommandPanics(t *testing.T) {
 		"unknown type":     {200, 1, '{', '}'},
 		"type zero":        {0, 1, '{', '}'},
 		"newer version":    {byte(CmdSetMaintenance), bodyVersion + 1, '{', '}'},
+		"newer seal":       {byte(CmdSealBucket), versionOf(CmdSealBucket) + 1, '{', '}'},
+		"v1 seal, lengths": append([]byte{byte(CmdSealBucket), 1}, `{"bucket":"b","blocks":1,"last_checksum":"c","lengths":[{"peer":"p","blocks":1}]}`...),
 		"undecodable body": {byte(CmdSetMaintenance), 1, '{'},
 		"unknown field":    append([]byte{byte(CmdSetMaintenance), 1}, `{"enabled":true,"bogus":1}`...),
 		"too short":        {byte(CmdSetMaintenance)},

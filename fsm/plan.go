@@ -185,7 +185,7 @@ func (p *planner) hygiene() {
 		case TaskSeal:
 			done = !b.Hot
 		case TaskTruncate, TaskFetch:
-			done = c != nil && c.Blocks == b.Blocks
+			done = c != nil && c.atSealed(b)
 			if c == nil {
 				fail = "the copy is gone"
 			}
@@ -291,18 +291,31 @@ func (p *planner) streaming(b *Bucket) {
 	if !b.Sealed || b.Blocks == 0 {
 		return
 	}
-	// Copies of other lengths than the sealed one: truncate the longer
-	// (destructive), fetch into the shorter from a copy of the right length.
+	// Copies of known lengths other than the sealed one: truncate the longer
+	// (destructive), fetch into the shorter from a copy of the sealed length
+	// (blocks and, when known, last checksum). A copy of unknown length
+	// waits for its peer's report (a seal answer, a registration, a length
+	// event); one at the sealed blocks with another last checksum is left
+	// alone (one origin numbers the blocks, so it should not happen).
+	// The source: a running copy at the sealed length whose last checksum
+	// is known to match first (an inventory carries no checksum), then by
+	// peer id.
 	var source string
-	for _, peer := range sortedKeys(b.Copies) {
-		if c := b.Copies[peer]; c.Blocks == b.Blocks && !c.Corrupt && s.active(peer) {
-			source = peer
+	for _, verified := range []bool{true, false} {
+		for _, peer := range sortedKeys(b.Copies) {
+			c := b.Copies[peer]
+			if c.atSealed(b) && !c.Corrupt && s.active(peer) && (!verified || c.LastChecksum != "") {
+				source = peer
+				break
+			}
+		}
+		if source != "" {
 			break
 		}
 	}
 	for _, peer := range sortedKeys(b.Copies) {
 		c := b.Copies[peer]
-		if c.Blocks == 0 || c.Blocks == b.Blocks || c.Corrupt || !s.active(peer) {
+		if !c.known() || c.Blocks == b.Blocks || c.Corrupt || !s.active(peer) {
 			continue
 		}
 		if c.Blocks > b.Blocks {
@@ -381,7 +394,7 @@ func (p *planner) source(b *Bucket, targetSite string) string {
 		if c.Corrupt || !s.active(peer) {
 			continue
 		}
-		if b.Sealed && c.Blocks != 0 && c.Blocks != b.Blocks {
+		if b.Sealed && c.known() && !c.atSealed(b) {
 			continue
 		}
 		cs = append(cs, cand{peer, s.siteOf(peer) != targetSite, !s.healthy(c), !c.Searchable})

@@ -249,6 +249,37 @@ func TestProperties(t *testing.T) {
 					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: 2, Size: 10, Events: 1, Blocks: 3, LastChecksum: "c"})
 				}
 			},
+			"seal": func(t *rapid.T) {
+				// As the manager seals: every holder's length, sealed at
+				// the longest.
+				if b, ok := bucket(t); ok {
+					c := &SealBucket{Bucket: b.ID, LastChecksum: "c0"}
+					for _, p := range sortedKeys(b.Copies) {
+						n := int64(rapid.IntRange(0, 9).Draw(t, "blocks"))
+						c.Lengths = append(c.Lengths, PeerLength{Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+						if n > c.Blocks {
+							c.Blocks, c.LastChecksum = n, fmt.Sprintf("c%d", n)
+						}
+					}
+					m.apply(t, c)
+				}
+			},
+			"length": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					p := peer(t)
+					n := int64(rapid.IntRange(0, 9).Draw(t, "blocks"))
+					m.apply(t, &CopyLength{Bucket: b.ID, Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+					if b, ok := m.s.d.Buckets[b.ID]; ok && b.Sealed {
+						if c, ok := b.Copies[p]; ok && c.atSealed(b) {
+							for _, tk := range m.s.d.Tasks {
+								if tk.Bucket == b.ID && tk.Target == p && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
+									t.Fatalf("task %+v open after its copy reported the sealed length", tk)
+								}
+							}
+						}
+					}
+				}
+			},
 			"rebalance":   func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
 			"maintenance": func(t *rapid.T) { m.apply(t, &SetMaintenance{Enabled: rapid.Bool().Draw(t, "on")}) },
 			"offline": func(t *rapid.T) {
@@ -270,6 +301,7 @@ func TestProperties(t *testing.T) {
 					}
 				}
 				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
+					checkStreamingTask(t, m.s, c)
 					if _, failed := m.apply(t, c).(error); failed {
 						t.Fatalf("planned %T %+v refused", c, c)
 					}
@@ -282,4 +314,29 @@ func TestProperties(t *testing.T) {
 			},
 		})
 	})
+}
+
+// checkStreamingTask: a planned fetch goes to a copy of known length shorter
+// than the sealed one, from a copy at the sealed length; a planned truncate
+// to a copy of known length longer than it.
+func checkStreamingTask(t *rapid.T, s *State, c Command) {
+	x, ok := c.(*CreateFixup)
+	if !ok || (x.Kind != TaskFetch && x.Kind != TaskTruncate) {
+		return
+	}
+	b := s.d.Buckets[x.Bucket]
+	tc := b.Copies[x.Target]
+	if !b.Sealed || tc == nil || !tc.known() {
+		t.Fatalf("planned %+v for bucket %+v, copy %+v", x, b, tc)
+	}
+	switch x.Kind {
+	case TaskFetch:
+		if sc := b.Copies[x.Source]; tc.Blocks >= b.Blocks || sc == nil || !sc.atSealed(b) {
+			t.Fatalf("planned fetch %+v: target %+v, source %+v, sealed at %d", x, tc, sc, b.Blocks)
+		}
+	case TaskTruncate:
+		if tc.Blocks <= b.Blocks {
+			t.Fatalf("planned truncate %+v: target %+v, sealed at %d", x, tc, b.Blocks)
+		}
+	}
 }

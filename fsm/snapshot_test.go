@@ -201,7 +201,7 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
-	switch k := g.r.IntN(20); k {
+	switch k := g.r.IntN(21); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")
 		if err != nil {
@@ -219,6 +219,18 @@ func (g *logGen) command(s *State) Command {
 	case 6:
 		return &RollBucket{ReqID: req, Bucket: bucket, Earliest: g.now.UnixNano() - 1000, Latest: g.now.UnixNano(), Size: int64(g.r.IntN(1 << 20)), Events: 5, Blocks: int64(1 + g.r.IntN(9)), LastChecksum: "c"}
 	case 7:
+		if b, ok := s.d.Buckets[bucket]; ok && g.r.IntN(2) == 0 {
+			// As the manager seals: every holder's length, at the longest.
+			c := &SealBucket{ReqID: req, Bucket: bucket, LastChecksum: "s0"}
+			for _, p := range sortedKeys(b.Copies) {
+				n := int64(g.r.IntN(10))
+				c.Lengths = append(c.Lengths, PeerLength{Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("s%d", n)})
+				if n > c.Blocks {
+					c.Blocks, c.LastChecksum = n, fmt.Sprintf("s%d", n)
+				}
+			}
+			return c
+		}
 		return &SealBucket{ReqID: req, Bucket: bucket, Blocks: int64(1 + g.r.IntN(9)), LastChecksum: "s"}
 	case 8, 9:
 		return &PeerDown{ReqID: req, ID: p, At: g.now}
@@ -246,6 +258,9 @@ func (g *logGen) command(s *State) Command {
 			return &FixupDone{ID: 999999}
 		}
 		return &FixupDone{ReqID: req, ID: ids[g.r.IntN(len(ids))], Failed: g.r.IntN(4) == 0}
+	case 18:
+		n := int64(g.r.IntN(10))
+		return &CopyLength{ReqID: req, Bucket: bucket, Peer: holder, Blocks: n, LastChecksum: fmt.Sprintf("s%d", n)}
 	default:
 		// The planner's next command, as a leader would propose it.
 		hb := map[string]time.Time{}

@@ -69,6 +69,9 @@ var (
 	ErrBucketNotHot = errors.New("bucket not hot")
 	// ErrHotOrigin: removing or demoting the origin copy of a hot bucket.
 	ErrHotOrigin = errors.New("origin copy of a hot bucket")
+	// ErrNotSealed: a copy length reported for a bucket whose length is not
+	// sealed.
+	ErrNotSealed = errors.New("bucket not sealed")
 	// ErrUnknownTask: FixupDone for a task id that is not open.
 	ErrUnknownTask = errors.New("unknown fixup task")
 	// ErrTaskExists: CreateFixup for work an open task already does.
@@ -95,11 +98,34 @@ type Peer struct {
 type Copy struct {
 	Peer       string `json:"peer"`
 	Searchable bool   `json:"searchable"`
-	// Blocks is the journal length the peer last reported (0: unknown).
-	Blocks int64 `json:"blocks,omitempty"`
+	// Blocks is the journal length the peer last reported (0: unknown,
+	// unless LengthKnown). LastChecksum is its last block's checksum when
+	// reported ("" unknown).
+	Blocks       int64  `json:"blocks,omitempty"`
+	LastChecksum string `json:"last_checksum,omitempty"`
+	// LengthKnown is set when Blocks came from a length report (a seal
+	// answer, a length event, a finished fetch or truncate), so a copy
+	// known to hold 0 blocks is told from one of unknown length. A copy
+	// with Blocks > 0 is known either way (snapshots before this field).
+	LengthKnown bool `json:"length_known,omitempty"`
 	// Corrupt is set when the peer reported a checksum failure; a corrupt
 	// copy counts for nothing.
 	Corrupt bool `json:"corrupt,omitempty"`
+}
+
+// known reports whether the copy's length is known.
+func (c *Copy) known() bool { return c.LengthKnown || c.Blocks > 0 }
+
+// atSealed reports whether a copy of a sealed bucket has the sealed length:
+// the sealed blocks, and the sealed last checksum when both are known.
+func (c *Copy) atSealed(b *Bucket) bool {
+	return c.known() && c.Blocks == b.Blocks &&
+		(c.LastChecksum == "" || b.LastChecksum == "" || c.LastChecksum == b.LastChecksum)
+}
+
+// setLength records a reported length.
+func (c *Copy) setLength(blocks int64, checksum string) {
+	c.Blocks, c.LastChecksum, c.LengthKnown = blocks, checksum, true
 }
 
 // Bucket is one bucket and its copies.

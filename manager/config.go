@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -29,10 +30,25 @@ type Config struct {
 	DataDir  string // Raft log, stable store and snapshots live under DataDir/raft
 	RaftAddr string // host:port the Raft TCP transport binds and advertises
 	HTTPAddr string // host:port of the admin HTTP API; port 0 picks one
-	// NATS is the bus URL; accepted and kept for the data-path issue, which
-	// moves heartbeats, registrations and fixup delivery onto NATS.
-	NATS       string
-	AdminToken string // bearer token every write must carry
+	// NATS is the bus URL (several separated by commas). Empty: no NATS
+	// service (the HTTP API only). Set: the manager connects at start
+	// (failing after NATSConnectTimeout) and reconnects forever; while it
+	// is the leader it serves the peers' protocol (package api) there.
+	NATS string
+	// NATSUser and NATSPassword authenticate (a manager-role user).
+	NATSUser, NATSPassword string
+	// NATSPrefix is the subject prefix (default bus.DefaultPrefix).
+	NATSPrefix string
+	// NATSConnectTimeout bounds the first connection (default 10s).
+	NATSConnectTimeout time.Duration
+	// FixupDeliveryTimeout bounds one fixup task delivery (default 2s); an
+	// unanswered delivery is retried on the next round.
+	FixupDeliveryTimeout time.Duration
+	// TargetTimeout is pushed to peers: a replication target that has not
+	// acked within it leaves the set (SPEC §4; default 2s). It lives here,
+	// not in the FSM config, because only peers read it.
+	TargetTimeout time.Duration
+	AdminToken    string // bearer token every write must carry
 
 	// Bootstrap is the initial member list. It is used only when the data
 	// directory holds no Raft state; otherwise it is ignored.
@@ -84,6 +100,8 @@ const (
 	DefaultJoinTimeout            = 60 * time.Second
 	DefaultLoopInterval           = 500 * time.Millisecond
 	DefaultFixupTaskTimeout       = 10 * time.Minute
+	DefaultFixupDeliveryTimeout   = 2 * time.Second
+	DefaultTargetTimeout          = 2 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by every refusal of a manager Config.
@@ -112,6 +130,18 @@ func (c *Config) setDefaults() {
 		c.FixupTaskTimeout = DefaultFixupTaskTimeout
 	} else if c.FixupTaskTimeout < 0 {
 		c.FixupTaskTimeout = 0
+	}
+	if c.NATSPrefix == "" {
+		c.NATSPrefix = bus.DefaultPrefix
+	}
+	if c.NATSConnectTimeout == 0 {
+		c.NATSConnectTimeout = bus.DefaultConnectTimeout
+	}
+	if c.FixupDeliveryTimeout == 0 {
+		c.FixupDeliveryTimeout = DefaultFixupDeliveryTimeout
+	}
+	if c.TargetTimeout == 0 {
+		c.TargetTimeout = DefaultTargetTimeout
 	}
 	if c.RaftLogLevel == "" {
 		c.RaftLogLevel = "info"
@@ -179,6 +209,9 @@ func (c *Config) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("--join %q: want http://host:port", c.Join)
 		}
+	}
+	if _, err := bus.NewSubjects(c.NATSPrefix); err != nil {
+		return bad("nats prefix %q: %v", c.NATSPrefix, err)
 	}
 	if c.Seed != nil {
 		if err := c.Seed.Validate(); err != nil {

@@ -423,43 +423,17 @@ func (m *Manager) handleStartBucket(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		var (
-			choice fsm.TargetChoice
-			origin fsm.Peer
-			known  bool
-			err    error
-		)
-		m.state.Read(func(s *fsm.State) {
-			origin, known = s.Peer(req.Origin)
-			if known {
-				choice, err = s.ChooseTargets(req.Origin, req.Index)
-			}
-		})
-		if !known {
-			writeError(w, toAPIError(fmt.Errorf("%w: origin %q", fsm.ErrUnknownPeer, req.Origin)))
+	id, choice, res, err := m.startBucket(ctx, r.Header.Get("X-Request-Id"), req.Index, req.LocalID, req.Origin, req.Earliest)
+	if err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			m.redirectToLeader(w, r)
 			return
 		}
-		if err != nil {
-			writeError(w, toAPIError(err))
-			return
-		}
-		id := fsm.BucketID(req.Index, req.LocalID, origin.GUID)
-		res, err := m.Apply(ctx, &fsm.AddBucket{ReqID: requestID(r), ID: id, Index: req.Index, Origin: req.Origin,
-			Earliest: req.Earliest, Targets: choice.Targets, Degraded: choice.Degraded})
-		if err == nil {
-			writeJSON(w, http.StatusOK, StartBucketResponse{Bucket: id, TargetChoice: choice, Result: res})
-			return
-		}
-		lastErr = err
-		if !errors.Is(err, fsm.ErrPeerNotUp) {
-			break
-		}
-	}
-	if errors.Is(lastErr, ErrNotLeader) {
-		m.redirectToLeader(w, r)
+		writeError(w, toAPIError(err))
 		return
 	}
-	writeError(w, toAPIError(lastErr))
+	if x, ok := res.(fsm.Result); ok && x.Duplicate {
+		m.state.Read(func(s *fsm.State) { choice.Targets = committedTargets(s, id, req.Origin) })
+	}
+	writeJSON(w, http.StatusOK, StartBucketResponse{Bucket: id, TargetChoice: choice, Result: res})
 }

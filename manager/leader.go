@@ -89,6 +89,11 @@ func (m *Manager) lead(ctx context.Context) {
 	m.term = leaderInfo{active: true, since: now, graceUntil: now.Add(hbTimeout)}
 	m.leadMu.Unlock()
 	m.log.Info("leader loops started", "grace_until", now.Add(hbTimeout).UTC().Format(time.RFC3339Nano))
+	// The NATS service serves only after the Barrier and only in this term:
+	// stopNATS unsubscribes (and flushes) before lead returns, so a deposed
+	// leader's subscribers vanish from the bus.
+	stopNATS := m.serveNATS(ctx)
+	defer stopNATS()
 
 	if err := m.setMember(ctx, m.self()); err != nil && ctx.Err() == nil {
 		m.log.Warn("recording own address in the member table failed", "err", err)

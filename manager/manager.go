@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
 
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -43,6 +46,15 @@ type Manager struct {
 	httpLn  net.Listener
 	httpSrv *http.Server
 	metrics *metrics
+
+	// NATS service (natsvc.go); nc is nil without Config.NATS.
+	nc       *nats.Conn
+	subjects bus.Subjects
+	applied  chan struct{} // signalled after every applied entry
+
+	statusMu     sync.Mutex
+	statusAt     uint64     // applied index of statusCached
+	statusCached api.Status // what replies to peers carry
 
 	hbMu       sync.Mutex
 	heartbeats map[string]time.Time // peer id → last heartbeat (in memory only)
@@ -78,12 +90,23 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		state:      fsm.New(),
 		heartbeats: map[string]time.Time{},
 		closing:    make(chan struct{}),
+		applied:    make(chan struct{}, 1),
 	}
 	m.mux = newMuxFSM(m.state)
+	m.mux.onApply = m.signalApplied
 	m.metrics = newMetrics(m)
+	if err := m.connectNATS(ctx); err != nil {
+		return nil, err
+	}
+	closeNATS := func() {
+		if m.nc != nil {
+			m.nc.Close()
+		}
+	}
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		closeNATS()
 		return nil, fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err)
 	}
 	m.httpLn = ln
@@ -92,6 +115,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	node, err := openRaft(&m.cfg, m.mux, func() raft.FSM { return newMuxFSM(fsm.New()) }, m.log)
 	if err != nil {
 		ln.Close()
+		closeNATS()
 		return nil, err
 	}
 	m.node = node
@@ -137,7 +161,10 @@ func (m *Manager) Close() error {
 			m.httpSrv.Close()
 		}
 		cancel()
-		m.wg.Wait()
+		m.wg.Wait() // the leader loops and their NATS subscriptions are gone
+		if m.nc != nil {
+			m.nc.Close()
+		}
 		m.closeErr = m.node.shutdown()
 		m.log.Info("manager stopped")
 	})

@@ -748,6 +748,16 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 			g.kill(mid)
 		}
 	}
+	// hashicorp/raft lets a heartbeat that was already in flight when the
+	// followers died satisfy a VerifyLeader registered just after; what the
+	// rule protects against is a leader that has lost its quorum, which it
+	// learns within its lease. Wait for that, then confirm must be refused.
+	waitFor(t, 10*time.Second, func() error {
+		if l.IsLeader() {
+			return errors.New("still leader without a quorum")
+		}
+		return nil
+	})
 	resp, err := noRedirect.Get(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", l.HTTPAddr(), id))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // The manager keeps one small piece of replicated state of its own, beside the
@@ -38,8 +40,12 @@ type Member struct {
 
 // memberCommand is the body of a member-table entry.
 type memberCommand struct {
-	Op     string `json:"op"` // "set" or "seeded"
+	Op     string `json:"op"` // "set", "seeded", "delivered" or "reported"
 	Member Member `json:"member,omitempty"`
+	// Task and Peer name a fixup delivery mark ("delivered": Peer accepted
+	// task Task; "reported": Peer reported its part of a multi-peer task).
+	Task uint64 `json:"task,omitempty"`
+	Peer string `json:"peer,omitempty"`
 }
 
 // memberState is the replicated member table.
@@ -48,12 +54,20 @@ type memberState struct {
 	// Seeded is set once the bootstrap config flags have been committed, so
 	// that a later leader never re-applies its own flags over admin changes.
 	Seeded bool `json:"seeded"`
+	// Delivered and Reported are the fixup delivery marks, keyed
+	// "<task id>/<peer>" (see natsvc.go): a task a peer acknowledged is not
+	// delivered again by a later leader. Marks of closed tasks are pruned.
+	Delivered map[string]bool `json:"delivered,omitempty"`
+	Reported  map[string]bool `json:"reported,omitempty"`
 }
 
 // muxFSM is the raft.FSM the manager hands to Raft: member-table entries are
 // applied here, every other entry goes to the cluster FSM unchanged.
 type muxFSM struct {
 	inner raft.FSM
+	// onApply, if set, is called after every applied entry (the leader's
+	// notice publisher waits on it); it must not block.
+	onApply func()
 
 	mu      sync.RWMutex
 	members memberState
@@ -65,6 +79,9 @@ func newMuxFSM(inner raft.FSM) *muxFSM {
 
 // Apply implements raft.FSM.
 func (f *muxFSM) Apply(l *raft.Log) any {
+	if f.onApply != nil {
+		defer f.onApply()
+	}
 	if !bytes.Equal(l.Extensions, memberExtension) {
 		return f.inner.Apply(l)
 	}
@@ -81,10 +98,63 @@ func (f *muxFSM) Apply(l *raft.Log) any {
 		f.members.Members[c.Member.ID] = c.Member
 	case "seeded":
 		f.members.Seeded = true
+	case "delivered", "reported":
+		f.pruneMarks()
+		key := markKey(c.Task, c.Peer)
+		if c.Op == "delivered" {
+			if f.members.Delivered == nil {
+				f.members.Delivered = map[string]bool{}
+			}
+			f.members.Delivered[key] = true
+		} else {
+			if f.members.Reported == nil {
+				f.members.Reported = map[string]bool{}
+			}
+			f.members.Reported[key] = true
+		}
 	default:
 		panic(fmt.Sprintf("manager: unknown member entry %q at index %d", c.Op, l.Index))
 	}
 	return nil
+}
+
+// markKey names a fixup delivery mark.
+func markKey(task uint64, peer string) string { return fmt.Sprintf("%d/%s", task, peer) }
+
+// pruneMarks drops the marks of tasks that are no longer open in the
+// cluster FSM (deterministic: it depends only on the applied log). Called
+// with f.mu held, from Apply.
+func (f *muxFSM) pruneMarks() {
+	cf, ok := f.inner.(*fsm.FSM)
+	if !ok || len(f.members.Delivered)+len(f.members.Reported) == 0 {
+		return
+	}
+	open := map[uint64]bool{}
+	cf.Read(func(s *fsm.State) {
+		for _, t := range s.Tasks() {
+			open[t.ID] = true
+		}
+	})
+	for _, m := range []map[string]bool{f.members.Delivered, f.members.Reported} {
+		for k := range m {
+			var id uint64
+			fmt.Sscanf(k, "%d/", &id)
+			if !open[id] {
+				delete(m, k)
+			}
+		}
+	}
+}
+
+// marked reports whether a delivery ("delivered") or report ("reported")
+// mark exists.
+func (f *muxFSM) marked(op string, task uint64, peer string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if op == "reported" {
+		return f.members.Reported[markKey(task, peer)]
+	}
+	return f.members.Delivered[markKey(task, peer)]
 }
 
 // member returns the table's entry for id.

@@ -21,6 +21,8 @@ type metrics struct {
 	planned       prometheus.Counter
 	peersDown     prometheus.Counter
 	leaderChanges prometheus.Counter
+	notices       prometheus.Counter
+	deliveries    *prometheus.CounterVec
 }
 
 func newMetrics(m *Manager) *metrics {
@@ -40,6 +42,10 @@ func newMetrics(m *Manager) *metrics {
 		peersDown:     c("quarry_manager_peers_declared_down_total", "Peers this manager declared Down as leader (no heartbeat for heartbeat_timeout)."),
 		leaderChanges: c("quarry_manager_leadership_changes_total", "Leadership transitions (gained or lost) seen by this manager."),
 	}
+	mt.notices = c("quarry_manager_notices_published_total", "Notices this manager published on <prefix>.gen as leader.")
+	mt.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_manager_fixup_deliveries_total",
+		Help: "Fixup task deliveries to peers over NATS by outcome (accepted, refused, no_responders, timeout, error)."}, []string{"outcome"})
+	reg.MustRegister(mt.deliveries)
 	reg.MustRegister(&stateCollector{m: m})
 	reg.MustRegister(collectors.NewGoCollector())
 	return mt

@@ -304,11 +304,12 @@ func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, resp)
 	case errors.Is(err, query.ErrNotBuilt):
 		writeError(w, http.StatusNotImplemented, "not_built", err.Error())
+	case query.IsRequestError(err):
+		writeError(w, http.StatusBadRequest, "bad_query", err.Error())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		writeError(w, http.StatusGatewayTimeout, "search_timeout", err.Error())
 	default:
-		// Until query.SyntaxError exists every other error is the query's.
-		writeError(w, http.StatusBadRequest, "bad_query", err.Error())
+		writeError(w, http.StatusInternalServerError, "search_failed", err.Error())
 	}
 }
 

@@ -112,15 +112,28 @@ func TestIngestClientEnvelopesAndLinesThenEndpoints(t *testing.T) {
 	if plain != 3700 || env2 != 2500 {
 		t.Fatalf("sourcetype=plain %d (want 3700), envelope term %d (want 2500)", plain, env2)
 	}
-	// /v1/search: thin handler; 501 until the language lands, 400 on junk.
-	resp, err := http.Post(url+"/v1/search", "application/json", strings.NewReader(`{"query":"error | stats count"}`))
+	// /v1/search: the single-peer search through the index; a bad query
+	// or time range is the request's fault (400), with the position.
+	resp, err := http.Post(url+"/v1/search", "application/json", strings.NewReader(`{"query":"sourcetype=plain | stats count"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	var sr struct {
+		Results []map[string]any `json:"results"`
+	}
+	json.NewDecoder(resp.Body).Decode(&sr)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotImplemented && resp.StatusCode != 200 {
-		t.Fatalf("search: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != 200 || len(sr.Results) != 1 || sr.Results[0]["count"] != float64(3700) {
+		t.Fatalf("search count: %d %+v (want 200, count 3700)", resp.StatusCode, sr.Results)
+	}
+	for _, bad := range []string{`{"query":"error | stats count by"}`, `{"query":"error","earliest":"yesterday-ish"}`} {
+		resp, _ = http.Post(url+"/v1/search", "application/json", strings.NewReader(bad))
+		var e struct{ Error, Code string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || e.Code != "bad_query" || e.Error == "" {
+			t.Fatalf("search %s: %d %+v (want 400 bad_query)", bad, resp.StatusCode, e)
+		}
 	}
 	resp, _ = http.Post(url+"/v1/search", "application/json", strings.NewReader(`{not json`))
 	var e struct{ Error, Code string }

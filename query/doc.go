@@ -8,4 +8,14 @@
 // tokenizer here is the single definition of what a term is, shared by the
 // indexer (which builds postings with it) and the searcher (which looks them
 // up with it).
+//
+// Entry points: Search (single-peer search over local segments); Compile,
+// Plan.RunSegment (the peer half, one Partial per bucket), Partial.Encode /
+// DecodePartial (the versioned wire form) and Plan.Merge (the head half)
+// for distributed search; Parse and SyntaxError for early validation.
+// ReferenceSearch is the naive oracle of the tests and the bench. Files:
+// parse.go, expr.go, timemod.go (language); match.go, extract.go, value.go
+// (semantics); plan.go, peer.go, agg.go, commands.go, head.go, wire.go
+// (execution); memseg.go (an in-memory Segment). DESIGN.md explains the
+// decisions.
 package query

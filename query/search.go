@@ -1,10 +1,6 @@
 package query
 
-import (
-	"context"
-	"errors"
-	"time"
-)
+import "time"
 
 // Request is a search request as SPEC §7 writes it (the body of POST
 // /v1/search on a peer or a search head).
@@ -55,14 +51,4 @@ type Failure struct {
 	Bucket string `json:"bucket"`
 	Peer   string `json:"peer"`
 	Reason string `json:"reason"`
-}
-
-// ErrNotBuilt is returned until the search language lands.
-var ErrNotBuilt = errors.New("search is not built yet")
-
-// Search runs a whole search — the peer half and the head half — over local
-// segments: the single-peer search of SPEC §5. A parse error is returned as
-// a *SyntaxError (HTTP 400).
-func Search(ctx context.Context, req Request, segs []Segment) (*Response, error) {
-	return nil, ErrNotBuilt
 }

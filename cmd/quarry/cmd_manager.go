@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/manager"
 )
@@ -46,7 +47,7 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the Raft log, stable store and snapshots", EnvVars: envVars("data-dir")},
 			&cli.StringFlag{Name: "raft-addr", Usage: "host:port of the Raft transport (bound and advertised)", Value: "127.0.0.1:7001", EnvVars: envVars("raft-addr")},
 			&cli.StringFlag{Name: "http-addr", Usage: "host:port of the admin HTTP API and cluster page", Value: "127.0.0.1:8001", EnvVars: envVars("http-addr")},
-			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the bus; accepted and kept for the data path (heartbeats, registration and fixup delivery over NATS come with it), not used yet", Value: "nats://127.0.0.1:4222", EnvVars: envVars("nats")},
+			&cli.StringFlag{Name: "nats", Usage: "NATS `URL[,URL…]` of the bus; while leader the manager serves the peers' protocol there (registration, heartbeats, targets, bucket events, fixup delivery). Empty: HTTP API only (or the embedded node of --nats-listen)", EnvVars: envVars("nats")},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API must carry", EnvVars: envVars("admin-token")},
 			&cli.StringFlag{Name: "bootstrap", Usage: "initial members `m1=host:port,m2=…` (Raft addresses); used only when the data dir has no state", EnvVars: envVars("bootstrap")},
 			&cli.StringFlag{Name: "join", Usage: "HTTP `URL` of any running manager to join through; used only when the data dir has no state", EnvVars: envVars("join")},
@@ -58,6 +59,13 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "a peer not heard from for this long is declared Down", Value: def.HeartbeatTimeout, EnvVars: envVars("heartbeat-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Usage: "HEC token `T[=index,…]` (repeatable; the first index is its default; no index: any); acknowledging. From the environment: entries separated by spaces or ';'", Value: hecTokens, EnvVars: envVars("hec-token")},
 			&cli.StringSliceFlag{Name: "index", Usage: "declare an index (repeatable)", EnvVars: envVars("index")},
+			// Not in SPEC §8 (named in manager/DESIGN.md, "NATS service").
+			&cli.StringFlag{Name: "nats-user", Usage: "NATS user (a manager-role user of the bus)", EnvVars: envVars("nats-user")},
+			&cli.StringFlag{Name: "nats-password", Usage: "password of --nats-user", EnvVars: envVars("nats-password")},
+			&cli.StringFlag{Name: "nats-listen", Usage: "embed one NATS node (single node, site --site) listening on `host:port` and connect to it when --nats is empty; --nats-user/--nats-password become its admin credentials", EnvVars: envVars("nats-listen")},
+			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
+			&cli.DurationFlag{Name: "nats-connect-timeout", Value: bus.DefaultConnectTimeout, Usage: "how long the first connection to --nats may take before the start fails", EnvVars: envVars("nats-connect-timeout")},
+			&cli.DurationFlag{Name: "target-timeout", Value: manager.DefaultTargetTimeout, Usage: "pushed to peers: a replication target that has not acked within it leaves the set", EnvVars: envVars("target-timeout")},
 			// Tuning, not in SPEC §8: named in manager/DESIGN.md.
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "Raft entries between snapshots; also the entries kept behind one (0: hashicorp/raft's 8192 and 10240)", EnvVars: envVars("raft-snapshot-threshold")},
 			&cli.DurationFlag{Name: "raft-snapshot-interval", Usage: "how often Raft checks the snapshot threshold (0: 120s)", EnvVars: envVars("raft-snapshot-interval")},
@@ -71,7 +79,7 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			if err != nil {
 				return err
 			}
-			return runManager(cfg)
+			return runManager(cfg, c.String("nats-listen"))
 		},
 	}
 }
@@ -104,6 +112,8 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 	return manager.Config{
 		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"),
 		RaftAddr: c.String("raft-addr"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
+		NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"), NATSPrefix: c.String("subject-prefix"),
+		NATSConnectTimeout: c.Duration("nats-connect-timeout"), TargetTimeout: c.Duration("target-timeout"),
 		AdminToken: c.String("admin-token"), Bootstrap: bootstrap, Join: c.String("join"),
 		Seed:              seedPtr,
 		SnapshotThreshold: th, TrailingLogs: th,
@@ -174,9 +184,32 @@ func hasIndex(list []fsm.IndexConfig, name string) bool {
 }
 
 // runManager runs a manager until SIGTERM or SIGINT, then closes it.
-func runManager(cfg manager.Config) error {
+func runManager(cfg manager.Config, natsListen string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if natsListen != "" {
+		subjects, err := bus.NewSubjects(cfg.NATSPrefix)
+		if err != nil {
+			return err
+		}
+		site := cfg.Site
+		if site == "" {
+			site = "site1"
+		}
+		sctx, cancel := context.WithTimeout(ctx, bus.DefaultReadyTimeout)
+		srv, err := bus.StartServer(sctx, bus.ServerConfig{Name: "manager-" + cfg.ID, Site: site, Listen: natsListen,
+			User: cfg.NATSUser, Password: cfg.NATSPassword, Subjects: subjects, Logger: cfg.Logger.With("role", "bus")})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("manager: embedded NATS on %s: %w", natsListen, err)
+		}
+		// Stopped after the manager (deferred first, runs last).
+		defer srv.Shutdown()
+		if cfg.NATS == "" {
+			cfg.NATS = srv.ClientURL()
+		}
+		fmt.Fprintf(os.Stderr, "quarry manager %s: embedded NATS %s\n", cfg.ID, srv.ClientURL())
+	}
 	m, err := manager.New(ctx, cfg)
 	if err != nil {
 		return err

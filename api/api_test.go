@@ -1,0 +1,176 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+func TestRegisterValidate(t *testing.T) {
+	ok := Register{Peer: "p1", GUID: "g1", Site: "site1", Inventory: []Copy{{Bucket: "main~1~g1", State: CopyWarm}}}
+	cases := []struct {
+		name string
+		mod  func(*Register)
+		want string // "" = valid
+	}{
+		{"valid", func(*Register) {}, ""},
+		{"no site is fine (single site)", func(r *Register) { r.Site = "" }, ""},
+		{"no peer", func(r *Register) { r.Peer = "" }, "peer and guid are required"},
+		{"no guid", func(r *Register) { r.GUID = "" }, "peer and guid are required"},
+		{"peer with a dot", func(r *Register) { r.Peer = "p.1" }, "peer name"},
+		{"site with a space", func(r *Register) { r.Site = "site 1" }, "site name"},
+		{"copy without bucket", func(r *Register) { r.Inventory[0].Bucket = "" }, "no bucket id"},
+		{"copy with a bad state", func(r *Register) { r.Inventory[0].State = "frozen" }, `state "frozen"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ok
+			r.Inventory = append([]Copy(nil), ok.Inventory...)
+			c.mod(&r)
+			err := r.Validate()
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("want an error containing %q, got %v", c.want, err)
+			}
+		})
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	for v := 0; v <= WireVersion; v++ {
+		if err := CheckVersion("x", v); err != nil {
+			t.Fatalf("version %d refused: %v", v, err)
+		}
+	}
+	if err := CheckVersion("heartbeat", WireVersion+1); !bus.IsRemote(err, CodeVersion) {
+		t.Fatalf("newer version: %v, want %s", err, CodeVersion)
+	}
+}
+
+// The compatibility rule: a receiver ignores fields it does not know.
+func TestUnknownFieldsIgnored(t *testing.T) {
+	var h Heartbeat
+	if err := json.Unmarshal([]byte(`{"v":1,"peer":"p1","guid":"g","stats":{"copies":3,"future":true},"later_field":[1,2]}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Peer != "p1" || h.Stats.Copies != 3 {
+		t.Fatalf("decoded %+v", h)
+	}
+}
+
+func TestCopyInfo(t *testing.T) {
+	c := Copy{Bucket: "main~1~g", Index: "main", State: CopyHot, Searchable: true, Events: 5, Blocks: 2, Bytes: 100, Earliest: 1, Latest: 2, Corrupt: true}
+	want := fsm.CopyInfo{Bucket: "main~1~g", Searchable: true, Hot: true, Blocks: 2, Corrupt: true, Index: "main", Earliest: 1, Latest: 2, Size: 100, Events: 5}
+	if got := c.CopyInfo(); got != want {
+		t.Fatalf("CopyInfo %+v, want %+v", got, want)
+	}
+}
+
+func FuzzRegisterDecode(f *testing.F) {
+	f.Add([]byte(`{"v":1,"peer":"p1","guid":"g","site":"site1","inventory":[{"bucket":"main~1~g","state":"warm"}]}`))
+	f.Add([]byte(`{"peer":"a.b","guid":""}`))
+	f.Add([]byte(`{"inventory":[{"state":"hot"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Register
+		if json.Unmarshal(b, &r) != nil {
+			return
+		}
+		if r.Validate() != nil {
+			return
+		}
+		// Valid: the peer (and site) make subject tokens.
+		s, _ := bus.NewSubjects(bus.DefaultPrefix)
+		site := r.Site
+		if site == "" {
+			site = "default"
+		}
+		if _, err := s.Fixup(site, r.Peer); err != nil {
+			t.Fatalf("valid register %+v makes no fixup subject: %v", r, err)
+		}
+	})
+}
+
+func startBus(t *testing.T) *nats.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: "site1", Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := bus.Connect(ctx, srv.ClientURL(), bus.ConnectOptions{Name: "t", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// ManagerClient retries while nobody serves (an election) and while the
+// answering manager says it is not the leader, then gets the answer.
+func TestManagerClientRetries(t *testing.T) {
+	nc := startBus(t)
+	s, _ := bus.NewSubjects(bus.DefaultPrefix)
+	c := NewManagerClient(nc, s)
+	subj, _ := s.MgrOp(OpHeartbeat)
+
+	// Nobody serves: the call retries until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := c.Heartbeat(ctx, Heartbeat{Peer: "p1"})
+	cancel()
+	if !errors.Is(err, bus.ErrNoResponders) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no server: %v, want no responders retried until the deadline", err)
+	}
+
+	// A deposed leader answers not_leader twice, then a leader serves.
+	var calls atomic.Int32
+	svc, err := bus.Serve(nc, subj, bus.ServeOptions{}, func(ctx context.Context, h Heartbeat) (HeartbeatReply, error) {
+		if calls.Add(1) <= 2 {
+			return HeartbeatReply{}, bus.Errorf(CodeNotLeader, "not me")
+		}
+		return HeartbeatReply{V: WireVersion, State: fsm.StateUp}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop(context.Background())
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Heartbeat(ctx, Heartbeat{Peer: "p1"})
+	if err != nil || r.State != fsm.StateUp || calls.Load() != 3 {
+		t.Fatalf("heartbeat %+v, %v after %d calls; want Up after 3", r, err, calls.Load())
+	}
+	// Other remote errors are returned at once.
+	svc2, err := bus.Serve(nc, mustOp(t, s, OpRegister), bus.ServeOptions{}, func(ctx context.Context, r Register) (RegisterReply, error) {
+		return RegisterReply{}, bus.Errorf(CodeRefused, "guid in use")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc2.Stop(context.Background())
+	start := time.Now()
+	if _, err := c.Register(ctx, Register{Peer: "p1", GUID: "g"}); !bus.IsRemote(err, CodeRefused) || time.Since(start) > time.Second {
+		t.Fatalf("refused register: %v after %v", err, time.Since(start))
+	}
+}
+
+func mustOp(t *testing.T, s bus.Subjects, op string) string {
+	subj, err := s.MgrOp(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subj
+}

@@ -1,0 +1,437 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// WireVersion is the version of every message type of this package.
+const WireVersion = 1
+
+// Manager operations: the last token of <prefix>.mgr.<op>.
+const (
+	OpRegister    = "register"
+	OpHeartbeat   = "heartbeat"
+	OpTargets     = "targets"
+	OpBucket      = "bucket"
+	OpGeneration  = "generation"
+	OpConfig      = "config"
+	OpConfirm     = "confirm"
+	OpFixupResult = "fixup-result"
+)
+
+// Ops lists every manager operation, in the order the manager subscribes.
+var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult}
+
+// Remote error codes of the manager protocol (bus.RemoteError.Code).
+const (
+	// CodeNotLeader: the manager that got the request is no longer the
+	// leader (its subscriptions are going away): retry.
+	CodeNotLeader = "not_leader"
+	// CodeVersion: the message's V is newer than the receiver speaks.
+	CodeVersion = "bad_version"
+	// CodeBadRequest: a required field is missing or malformed; retrying the
+	// same message fails the same way.
+	CodeBadRequest = bus.CodeBadRequest
+	// CodeRefused: the cluster state refuses the request (unknown peer, peer
+	// not up, unknown index, GUID in use, …); the message says which.
+	CodeRefused = "refused"
+)
+
+// CheckVersion refuses a message version newer than this build speaks; 0 is
+// read as 1.
+func CheckVersion(what string, v int) error {
+	if v > WireVersion {
+		return bus.Errorf(CodeVersion, "%s: wire version %d, this manager speaks up to %d", what, v, WireVersion)
+	}
+	return nil
+}
+
+// Copy is one bucket copy in a peer's inventory.
+type Copy struct {
+	Bucket string `json:"bucket"`
+	Index  string `json:"index"`
+	// State is "hot" or "warm".
+	State      string `json:"state"`
+	Searchable bool   `json:"searchable"`
+	Events     int64  `json:"events"`
+	Blocks     int64  `json:"blocks"`
+	Bytes      int64  `json:"bytes"`
+	Earliest   int64  `json:"earliest"` // unix ns
+	Latest     int64  `json:"latest"`   // unix ns
+	// ContentHash identifies the copy's content so copies can be compared
+	// without searching them; LastBlockChecksum is the checksum of its last
+	// block (the sealed-length protocol compares it).
+	ContentHash       string `json:"content_hash,omitempty"`
+	LastBlockChecksum string `json:"last_block_checksum,omitempty"`
+	Corrupt           bool   `json:"corrupt,omitempty"`
+}
+
+// Copy states.
+const (
+	CopyHot  = "hot"
+	CopyWarm = "warm"
+)
+
+// CopyInfo converts an inventory entry into the FSM's form.
+func (c Copy) CopyInfo() fsm.CopyInfo {
+	return fsm.CopyInfo{
+		Bucket: c.Bucket, Searchable: c.Searchable, Hot: c.State == CopyHot, Blocks: c.Blocks,
+		Corrupt: c.Corrupt, Index: c.Index, Earliest: c.Earliest, Latest: c.Latest, Size: c.Bytes, Events: c.Events,
+	}
+}
+
+// Register is <prefix>.mgr.register: a peer joins or comes back with its
+// whole inventory. It is committed as fsm.RegisterPeer (the peer becomes Up,
+// copies it reports count again, copies it no longer has are dropped) and
+// counts as a heartbeat. RequestID makes a retried registration apply once
+// (use a fresh one per registration attempt, the same across its retries).
+type Register struct {
+	V         int               `json:"v"`
+	RequestID string            `json:"request_id,omitempty"`
+	Peer      string            `json:"peer"`
+	GUID      string            `json:"guid"`
+	Site      string            `json:"site"`
+	Host      string            `json:"host,omitempty"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+	// HTTPAddr is the peer's HTTP address (HEC, /v1/search), kept in its
+	// attributes as "http_addr" so search heads and tools find it.
+	HTTPAddr  string `json:"http_addr,omitempty"`
+	Inventory []Copy `json:"inventory"`
+}
+
+// RegisterReply answers Register.
+type RegisterReply struct {
+	V     int           `json:"v"`
+	State fsm.PeerState `json:"state"`
+	// Index is the Raft index that applied the registration.
+	Index  uint64     `json:"index"`
+	Config PeerConfig `json:"config"`
+	Status
+}
+
+// Status is what every reply to a peer carries so it notices changes it
+// missed: the generation, the table version and the config id.
+type Status struct {
+	Generation   uint64 `json:"generation"`
+	TableVersion uint64 `json:"table_version"`
+	ConfigID     string `json:"config_id"`
+}
+
+// PeerConfig is the part of the cluster config a peer needs (pushed as
+// Splunk pushes its configuration bundle).
+type PeerConfig struct {
+	V int `json:"v"`
+	// ID names this config: a hash of everything below. Equal ids, equal
+	// configs.
+	ID                string            `json:"id"`
+	Indexes           []fsm.IndexConfig `json:"indexes"`
+	AutoCreateIndexes bool              `json:"auto_create_indexes"`
+	// KnownIndexes are every index the cluster knows (declared and
+	// auto-created), sorted.
+	KnownIndexes  []string       `json:"known_indexes"`
+	HECTokens     []fsm.HECToken `json:"hec_tokens"`
+	MaxHotBytes   int64          `json:"max_hot_bytes"`
+	MaxHotSpan    time.Duration  `json:"max_hot_span"`
+	MaxHotBuckets int            `json:"max_hot_buckets"`
+	// TargetTimeout: a target that has not acked a block for this long
+	// leaves the replication set (SPEC §4).
+	TargetTimeout   time.Duration `json:"target_timeout"`
+	HeartbeatPeriod time.Duration `json:"heartbeat_period"`
+	// Maintenance: the origin does not roll on a target failure; it keeps
+	// the target and resends the blocks it missed (SPEC §4).
+	Maintenance       bool   `json:"maintenance"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Multisite         bool   `json:"multisite"`
+	Generation        uint64 `json:"generation"`
+	TableVersion      uint64 `json:"table_version"`
+}
+
+// Heartbeat is <prefix>.mgr.heartbeat, every heartbeat_period (1 s). It is
+// not a Raft entry: the leader records it in memory.
+type Heartbeat struct {
+	V    int    `json:"v"`
+	Peer string `json:"peer"`
+	GUID string `json:"guid"`
+	// Light stats, for the cluster page and metrics.
+	Stats PeerStats `json:"stats"`
+}
+
+// PeerStats are a peer's light statistics.
+type PeerStats struct {
+	HotBuckets  int   `json:"hot_buckets"`
+	Copies      int   `json:"copies"`
+	Bytes       int64 `json:"bytes"`
+	DiskFree    int64 `json:"disk_free,omitempty"`
+	IngestQueue int   `json:"ingest_queue,omitempty"`
+}
+
+// HeartbeatReply answers Heartbeat. Reregister is set when the manager does
+// not know the peer as running (unknown, Down, Removed, GracefulShutdown)
+// or knows another GUID for it: the peer must Register again with its
+// inventory (a heartbeat never brings a peer back).
+type HeartbeatReply struct {
+	V          int           `json:"v"`
+	Reregister bool          `json:"reregister"`
+	State      fsm.PeerState `json:"state,omitempty"`
+	Status
+}
+
+// TargetsRequest is <prefix>.mgr.targets: an origin starting a hot bucket
+// asks for its replication targets. The manager chooses them
+// (fsm.State.ChooseTargets) and commits AddBucket; RequestID makes a retry
+// answer the same bucket instead of failing with "bucket exists".
+type TargetsRequest struct {
+	V         int    `json:"v"`
+	RequestID string `json:"request_id,omitempty"`
+	Origin    string `json:"origin"`
+	Index     string `json:"index"`
+	LocalID   string `json:"local_id"`
+	Earliest  int64  `json:"earliest,omitempty"`
+}
+
+// Target is one replication target: where its copy lives and whether it
+// must be searchable (index as it receives).
+type Target struct {
+	Peer       string `json:"peer"`
+	Site       string `json:"site"`
+	Searchable bool   `json:"searchable"`
+}
+
+// TargetsReply answers TargetsRequest: the bucket id (<index>~<local
+// id>~<origin GUID>) and its replication set.
+type TargetsReply struct {
+	V          int      `json:"v"`
+	Bucket     string   `json:"bucket"`
+	Index      string   `json:"index"`
+	Origin     string   `json:"origin"`
+	OriginSite string   `json:"origin_site"`
+	Targets    []Target `json:"targets"`
+	// Degraded: the policy could not be met (a site is down); fixup
+	// restores it once the bucket is warm.
+	Degraded bool   `json:"degraded,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Status
+}
+
+// BucketEventKind says what happened to a bucket.
+type BucketEventKind string
+
+// Bucket events. Each is a Raft command except TargetFailed.
+const (
+	// EventRolled: the origin rolled its hot bucket (Earliest, Latest,
+	// Bytes, Events, Blocks, LastBlockChecksum) → fsm.RollBucket.
+	EventRolled BucketEventKind = "rolled"
+	// EventSearchable: Peer's copy is searchable now (Searchable true) or
+	// rawdata only (false) → fsm.CopySearchable.
+	EventSearchable BucketEventKind = "searchable"
+	// EventCopyAdded: Peer holds a new copy (Searchable, Blocks) →
+	// fsm.AddCopy. A copy that a fixup task made is reported by FixupResult
+	// instead.
+	EventCopyAdded BucketEventKind = "copy_added"
+	// EventLength: Peer's copy of a sealed bucket now has Blocks blocks
+	// (after fetching or truncating); when that is the sealed length, the
+	// open fetch/truncate task of that copy is done.
+	EventLength BucketEventKind = "length"
+	// EventCopyRemoved: Peer no longer holds its copy → fsm.RemoveCopy.
+	EventCopyRemoved BucketEventKind = "copy_removed"
+	// EventCorrupt: Peer's copy failed its checksums → fsm.MarkCorrupt.
+	EventCorrupt BucketEventKind = "corrupt"
+	// EventTargetFailed: the origin dropped Target from the replication
+	// set (no ack within target_timeout). Not a Raft command: the origin
+	// rolls (its EventRolled follows) and fixup repairs the warm bucket.
+	EventTargetFailed BucketEventKind = "target_failed"
+)
+
+// BucketEvent is <prefix>.mgr.bucket.
+type BucketEvent struct {
+	V                 int             `json:"v"`
+	RequestID         string          `json:"request_id,omitempty"`
+	Kind              BucketEventKind `json:"kind"`
+	Bucket            string          `json:"bucket"`
+	Peer              string          `json:"peer"` // the reporting peer (the origin for rolled)
+	Target            string          `json:"target,omitempty"`
+	Searchable        bool            `json:"searchable,omitempty"`
+	Earliest          int64           `json:"earliest,omitempty"`
+	Latest            int64           `json:"latest,omitempty"`
+	Bytes             int64           `json:"bytes,omitempty"`
+	Events            int64           `json:"events,omitempty"`
+	Blocks            int64           `json:"blocks,omitempty"`
+	LastBlockChecksum string          `json:"last_block_checksum,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
+}
+
+// BucketEventReply answers BucketEvent. Index is the Raft index that
+// applied it (0 when the event is not a Raft command or changed nothing).
+type BucketEventReply struct {
+	V         int    `json:"v"`
+	Index     uint64 `json:"index"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Status
+}
+
+// GenerationRequest is <prefix>.mgr.generation: the primary table of a site
+// (or site0), whole (Since 0) or the changes after table version Since.
+type GenerationRequest struct {
+	V     int    `json:"v"`
+	Site  string `json:"site"`
+	Since uint64 `json:"since,omitempty"`
+}
+
+// GenerationReply wraps fsm.GenerationView (the JSON of GET /v1/generation).
+type GenerationReply struct {
+	V    int                `json:"v"`
+	View fsm.GenerationView `json:"view"`
+}
+
+// ConfigRequest is <prefix>.mgr.config: the peer config now.
+type ConfigRequest struct {
+	V    int    `json:"v"`
+	Peer string `json:"peer,omitempty"`
+}
+
+// NoticeKind says why a Notice was published.
+type NoticeKind string
+
+// Notice kinds.
+const (
+	NoticeGeneration NoticeKind = "generation" // generation or table version changed
+	NoticeConfig     NoticeKind = "config"     // the peer config changed
+	NoticeLeader     NoticeKind = "leader"     // a new leader serves the mgr subjects
+)
+
+// Notice is published on <prefix>.gen by the leader after it applied a
+// change: a new generation or table version, or a new peer config. Each
+// receiver fetches what it lacks (mgr.generation with since, mgr.config).
+// Notices are at most once; Status in every heartbeat reply is the backstop.
+type Notice struct {
+	V     int          `json:"v"`
+	Kinds []NoticeKind `json:"kinds"`
+	// Leader is the id of the manager that published it.
+	Leader      string `json:"leader"`
+	Maintenance bool   `json:"maintenance"`
+	Status
+}
+
+// GenNotice is the name the brief and SPEC §6 use for a Notice.
+type GenNotice = Notice
+
+// FixupTask is delivered on <prefix>.fixup.<site>.<peer> (the site the peer
+// registered with). Who receives which kind:
+//
+//   - replicate, fetch: the Source, which streams the bucket to Target on
+//     <prefix>.repl.<target site>.<target> (a fetch resumes where the
+//     target's copy ends: the receiver's invite says so);
+//   - make_searchable, truncate, remove_copy: the Target;
+//   - seal: every running holder of a copy; its FixupAck carries its
+//     copy's length (Blocks, LastBlockChecksum) and the manager commits the
+//     bucket sealed at the longest once every running holder answered;
+//   - freeze: every holder of a copy; each deletes its copy (after
+//     ConfirmRequest) and reports FixupResult; the bucket goes when all did.
+type FixupTask struct {
+	V int `json:"v"`
+	// ID is the task id: the Raft index of its record.
+	ID          uint64       `json:"id"`
+	Kind        fsm.TaskKind `json:"kind"`
+	Level       string       `json:"level"`
+	Bucket      string       `json:"bucket"`
+	Index       string       `json:"index,omitempty"`
+	Source      string       `json:"source,omitempty"`
+	SourceSite  string       `json:"source_site,omitempty"`
+	Target      string       `json:"target,omitempty"`
+	TargetSite  string       `json:"target_site,omitempty"`
+	Searchable  bool         `json:"searchable,omitempty"`
+	Destructive bool         `json:"destructive"`
+	// SealedBlocks and LastBlockChecksum are the sealed length of the
+	// bucket (truncate, fetch; 0 when not sealed).
+	SealedBlocks      int64  `json:"sealed_blocks,omitempty"`
+	LastBlockChecksum string `json:"last_block_checksum,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+	// To is the peer this delivery is addressed to.
+	To string `json:"to"`
+}
+
+// FixupAck answers a FixupTask delivery at once.
+type FixupAck struct {
+	V int `json:"v"`
+	// Accepted: the peer has the task (now, or already). A peer that
+	// already executed this task id answers Accepted too (and Done).
+	Accepted bool `json:"accepted"`
+	Done     bool `json:"done,omitempty"`
+	// Refused with Reason: the peer cannot do it (no such copy, …); the
+	// manager fails the task so the planner chooses again.
+	Reason string `json:"reason,omitempty"`
+	// Seal answers: the holder's copy length.
+	Blocks            int64  `json:"blocks,omitempty"`
+	LastBlockChecksum string `json:"last_block_checksum,omitempty"`
+	Earliest          int64  `json:"earliest,omitempty"`
+	Latest            int64  `json:"latest,omitempty"`
+	Bytes             int64  `json:"bytes,omitempty"`
+	Events            int64  `json:"events,omitempty"`
+}
+
+// FixupResult is <prefix>.mgr.fixup-result: the outcome of a task the
+// peer accepted. OK false fails the task (Reason says why); the planner
+// plans again.
+type FixupResult struct {
+	V      int    `json:"v"`
+	ID     uint64 `json:"id"`
+	Peer   string `json:"peer"`
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// FixupResultReply answers FixupResult. Known is false when the task is
+// not open any more (done, failed or never existed): nothing to do.
+type FixupResultReply struct {
+	V     int    `json:"v"`
+	Known bool   `json:"known"`
+	Index uint64 `json:"index,omitempty"`
+}
+
+// ConfirmRequest is <prefix>.mgr.confirm: before a destructive task a peer
+// asks the leader to confirm it against the committed state.
+type ConfirmRequest struct {
+	V    int    `json:"v"`
+	ID   uint64 `json:"id"`
+	Peer string `json:"peer"`
+}
+
+// ConfirmReply answers ConfirmRequest. Confirmed is set only by a leader
+// that verified its leadership with a quorum after the request arrived,
+// for a task that is open, destructive and addressed to Peer. Anything
+// else (Reason says what) means: do not destroy anything.
+type ConfirmReply struct {
+	V         int       `json:"v"`
+	Confirmed bool      `json:"confirmed"`
+	Leader    string    `json:"leader,omitempty"`
+	Task      *fsm.Task `json:"task,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+// Validate checks the fields every manager needs in a Register.
+func (r Register) Validate() error {
+	if r.Peer == "" || r.GUID == "" {
+		return fmt.Errorf("register: peer and guid are required (peer %q, guid %q)", r.Peer, r.GUID)
+	}
+	if err := bus.ValidToken("peer", r.Peer); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if r.Site != "" {
+		if err := bus.ValidToken("site", r.Site); err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+	}
+	for i, c := range r.Inventory {
+		if c.Bucket == "" {
+			return fmt.Errorf("register %s: inventory entry %d has no bucket id", r.Peer, i)
+		}
+		if c.State != "" && c.State != CopyHot && c.State != CopyWarm {
+			return fmt.Errorf("register %s: copy %s has state %q, want hot or warm", r.Peer, c.Bucket, c.State)
+		}
+	}
+	return nil
+}

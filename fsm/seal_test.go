@@ -1,0 +1,259 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// sealCluster is the streaming scenario of SPEC §4 on a single site,
+// RF=3/SF=2, peers p1..p3: hot bucket h from origin p1 with both targets
+// searchable (so neither RF nor SF has other work to plan: RF wants a third
+// copy but every Up peer holds one, SF has p2 and p3 searchable). The origin
+// is Down, so the bucket waits for its seal.
+func sealCluster(t *testing.T) (*harness, string) {
+	h := newHarness(t)
+	h.config(singleSite(3, 2))
+	for _, p := range []string{"p1", "p2", "p3"} {
+		h.peer(p, "")
+	}
+	b := h.bucket("h", "p1", "p2", true, "p3", true)
+	h.must(&PeerDown{ID: "p1", At: h.now})
+	return h, b
+}
+
+// lengths builds the per-holder lengths of a seal (checksum "c<blocks>").
+func lengths(kv ...any) []PeerLength {
+	var out []PeerLength
+	for i := 0; i < len(kv); i += 2 {
+		n := int64(kv[i+1].(int))
+		out = append(out, PeerLength{Peer: kv[i].(string), Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+	}
+	return out
+}
+
+// sealAt is the seal the manager commits from the holders' answers: the
+// longest length, with every answer.
+func sealAt(b string, ls []PeerLength) *SealBucket {
+	best := ls[0]
+	for _, l := range ls {
+		if l.Blocks > best.Blocks {
+			best = l
+		}
+	}
+	return &SealBucket{Bucket: b, Blocks: best.Blocks, LastChecksum: best.LastChecksum, Lengths: ls}
+}
+
+// TestPlanSealLengths: what the planner opens once a bucket is sealed from
+// its holders' lengths (SPEC §4: sealed at the longest; shorter copies fetch
+// the missing blocks, any longer copy — an origin that returns — truncates
+// to the sealed length). Each expectation, by hand:
+//
+//   - targets 5, 7: sealed at 7 (the longest). p2 (5 < 7) fetches; the
+//     source is a copy at the sealed length, p3. p3 is at 7: nothing. p1 is
+//     Down: nothing.
+//   - targets 7, 7: sealed at 7, every running copy has it: nothing.
+//   - targets 0, 7: p2 answered 0 blocks (it got none before the origin
+//     died); a reported 0 is a known length, so p2 fetches from p3.
+//   - targets 5, 7, the origin returns with 9 (blocks it wrote that no
+//     target acked, so no acknowledged event lies in them): p1 9 > 7 →
+//     destructive truncate to 7; p2 5 < 7 → fetch from p3 (copies in id
+//     order: p1, then p2).
+//   - targets 5, 7, the origin returns with 7: p1 has the sealed length;
+//     p2 fetches, from p3: a source whose last checksum is known to match
+//     comes first, and p1's inventory carries no checksum.
+//   - targets 5, 7, the origin returns with 6 (its last block, sent before
+//     its local fsync finished, did not survive the crash): p1 6 < 7 and
+//     p2 5 < 7 both fetch from p3.
+//   - targets 5, 7, the origin returns with its hot copy of unknown length
+//     (0 in the inventory): nothing for p1 until it reports; p2 fetches.
+func TestPlanSealLengths(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lengths []PeerLength
+		origin  int64 // the returning origin's inventory length; -1: stays Down
+		want    []string
+	}{
+		{"targets 5 and 7", lengths("p2", 5, "p3", 7), -1, []string{"streaming fetch h p3->p2"}},
+		{"targets 7 and 7", lengths("p2", 7, "p3", 7), -1, nil},
+		{"target with no block", lengths("p2", 0, "p3", 7), -1, []string{"streaming fetch h p3->p2"}},
+		{"origin returns longer", lengths("p2", 5, "p3", 7), 9, []string{"streaming truncate h p1", "streaming fetch h p3->p2"}},
+		{"origin returns at the seal", lengths("p2", 5, "p3", 7), 7, []string{"streaming fetch h p3->p2"}},
+		{"origin returns shorter", lengths("p2", 5, "p3", 7), 6, []string{"streaming fetch h p3->p1", "streaming fetch h p3->p2"}},
+		{"origin returns unknown", lengths("p2", 5, "p3", 7), 0, []string{"streaming fetch h p3->p2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, b := sealCluster(t)
+			h.must(sealAt(b, tc.lengths))
+			if bb := h.b(b); bb.Hot || !bb.Sealed || bb.Blocks != 7 || bb.LastChecksum != "c7" {
+				t.Fatalf("sealed %+v, want warm at 7 blocks, c7", bb)
+			}
+			for _, l := range tc.lengths {
+				if c := h.b(b).Copies[l.Peer]; !c.known() || c.Blocks != l.Blocks || c.LastChecksum != l.LastChecksum {
+					t.Fatalf("copy %s: %+v, want the reported %+v", l.Peer, c, l)
+				}
+			}
+			if tc.origin >= 0 {
+				h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now,
+					Inventory: []CopyInfo{{Bucket: b, Searchable: true, Hot: true, Blocks: tc.origin}}})
+			}
+			now := h.now.Add(time.Minute)
+			cmds := h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)}, tc.want...)
+			for _, c := range cmds {
+				if x := c.(*CreateFixup); x.Kind.Destructive() != (x.Kind == TaskTruncate) {
+					t.Fatalf("%+v: only the truncate is destructive", x)
+				}
+			}
+			for _, tk := range h.s.Tasks() {
+				if tk.Kind == TaskTruncate && !tk.Destructive {
+					t.Fatalf("truncate task %+v is not destructive", tk)
+				}
+			}
+			// The same state plans the same tasks only once.
+			h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)})
+		})
+	}
+}
+
+// TestSealLengthReportsCloseTasks follows one bucket through SPEC §4: the
+// origin p1 dies with p2 at 5 blocks and p3 at 7; the leader seals it and
+// the planner asks p2 to fetch; p1 returns with 9 and gets a truncate; each
+// copy's length report closes its task, and then nothing is left to do.
+func TestSealLengthReportsCloseTasks(t *testing.T) {
+	h, b := sealCluster(t)
+	// The planner opens the seal (origin Down, bucket hot).
+	now := h.now.Add(time.Minute)
+	in := PlanInput{Now: now, LastHeartbeat: alive(h, now)}
+	h.wantPlan(in, "streaming seal h")
+	seal := h.s.Tasks()[0].ID
+	// The manager commits the seal from the answers (p2 5, p3 7) → 7.
+	h.must(sealAt(b, lengths("p2", 5, "p3", 7)))
+	// Hygiene closes the seal (the bucket is warm); p2 5 < 7 fetches from p3.
+	h.wantPlan(in, fmt.Sprintf("done %d ok", seal), "streaming fetch h p3->p2")
+	fetch := h.s.Tasks()[0].ID
+
+	// A partial report (6 blocks) records the length but leaves the task
+	// open: the copy is still short, and the planner opens nothing new.
+	h.must(&CopyLength{Bucket: b, Peer: "p2", Blocks: 6, LastChecksum: "c6"})
+	if c := h.b(b).Copies["p2"]; c.Blocks != 6 || len(h.s.Tasks()) != 1 {
+		t.Fatalf("after 6 blocks: copy %+v, tasks %+v", c, h.s.Tasks())
+	}
+	h.wantPlan(in)
+
+	// The origin returns with 9 blocks: a destructive truncate to 7.
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: now,
+		Inventory: []CopyInfo{{Bucket: b, Searchable: true, Hot: true, Blocks: 9}}})
+	h.wantPlan(in, "streaming truncate h p1")
+	var trunc Task
+	for _, tk := range h.s.Tasks() {
+		if tk.Kind == TaskTruncate {
+			trunc = tk
+		}
+	}
+	if trunc.Target != "p1" || !trunc.Destructive {
+		t.Fatalf("truncate task %+v", trunc)
+	}
+
+	// p2 reports the sealed length: its fetch closes in that entry.
+	h.must(&CopyLength{Bucket: b, Peer: "p2", Blocks: 7, LastChecksum: "c7"})
+	if ids := taskIDs(h.s); !slices.Equal(ids, []uint64{trunc.ID}) {
+		t.Fatalf("open tasks %v after p2's report, want only the truncate %d (fetch %d closed)", ids, trunc.ID, fetch)
+	}
+	// p1 reports the sealed length: its truncate closes too.
+	h.must(&CopyLength{Bucket: b, Peer: "p1", Blocks: 7, LastChecksum: "c7"})
+	if ids := taskIDs(h.s); len(ids) != 0 {
+		t.Fatalf("open tasks %v after both reports", ids)
+	}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		if c := h.b(b).Copies[p]; !c.atSealed(h.b(b)) {
+			t.Fatalf("copy %s: %+v, want the sealed length", p, c)
+		}
+	}
+	// Three copies of the sealed length, RF 3, SF 2: nothing to do.
+	h.wantPlan(in)
+}
+
+func taskIDs(s *State) []uint64 { return sortedTaskIDs(s.d.Tasks) }
+
+// TestSealBucketLengthsRefused: lengths that are not what the seal was
+// computed from are refused and change nothing; a listed peer without a copy
+// is skipped; a repeated seal leaves the copies' lengths alone.
+func TestSealBucketLengthsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seal SealBucket
+	}{
+		{"longest is not the seal", SealBucket{Blocks: 7, LastChecksum: "c7", Lengths: lengths("p2", 5, "p3", 8)}},
+		{"no holder at the seal", SealBucket{Blocks: 7, LastChecksum: "c7", Lengths: lengths("p2", 5, "p3", 6)}},
+		{"checksum differs", SealBucket{Blocks: 7, LastChecksum: "x7", Lengths: lengths("p2", 5, "p3", 7)}},
+		{"peer twice", SealBucket{Blocks: 7, LastChecksum: "c7", Lengths: lengths("p3", 7, "p3", 7)}},
+		{"negative", SealBucket{Blocks: 7, LastChecksum: "c7", Lengths: lengths("p2", -1, "p3", 7)}},
+		{"no peer", SealBucket{Blocks: 7, LastChecksum: "c7", Lengths: lengths("", 5, "p3", 7)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, b := sealCluster(t)
+			c := tc.seal
+			c.Bucket = b
+			h.refuse(&c, nil)
+		})
+	}
+
+	h, b := sealCluster(t)
+	h.must(sealAt(b, lengths("p2", 5, "p3", 7, "p4", 6))) // p4 holds no copy: skipped
+	if _, ok := h.b(b).Copies["p4"]; ok {
+		t.Fatal("a length for a peer without a copy made a copy")
+	}
+	h.must(&CopyLength{Bucket: b, Peer: "p2", Blocks: 7, LastChecksum: "c7"})
+	h.must(sealAt(b, lengths("p2", 5, "p3", 7))) // again, same length
+	if c := h.b(b).Copies["p2"]; c.Blocks != 7 {
+		t.Fatalf("a repeated seal reset p2 to %d blocks", c.Blocks)
+	}
+}
+
+// TestCopyLengthRefused: a length report for an unknown bucket or copy, a
+// bucket that is not sealed, or a negative length is refused.
+func TestCopyLengthRefused(t *testing.T) {
+	h, b := sealCluster(t)
+	h.refuse(&CopyLength{Bucket: b, Peer: "p2", Blocks: 7}, ErrNotSealed)
+	h.must(sealAt(b, lengths("p2", 5, "p3", 7)))
+	h.refuse(&CopyLength{Bucket: "main~x~g-p1", Peer: "p2", Blocks: 7}, ErrUnknownBucket)
+	h.refuse(&CopyLength{Bucket: b, Peer: "p9", Blocks: 7}, ErrUnknownCopy)
+	h.refuse(&CopyLength{Bucket: b, Peer: "p2", Blocks: -1}, nil)
+}
+
+// TestSealBucketVersion1: an entry written before SealBucket carried lengths
+// (body version 1) applies as it always did — sealed, copies' lengths
+// unknown, so the planner opens no fetch or truncate until the peers report
+// them. A version 2 entry from this build encodes its lengths.
+func TestSealBucketVersion1(t *testing.T) {
+	h, b := sealCluster(t)
+	body, _ := json.Marshal(map[string]any{"bucket": b, "blocks": 7, "last_checksum": "c7"})
+	h.idx++
+	if r := h.s.apply(h.idx, append([]byte{byte(CmdSealBucket), 1}, body...)); r == nil {
+		t.Fatal("no response")
+	} else if err, ok := r.(error); ok {
+		t.Fatal(err)
+	}
+	bb := h.b(b)
+	if bb.Hot || !bb.Sealed || bb.Blocks != 7 {
+		t.Fatalf("v1 seal: %+v", bb)
+	}
+	for _, p := range []string{"p2", "p3"} {
+		if c := bb.Copies[p]; c.known() {
+			t.Fatalf("v1 seal made %s's length known: %+v", p, c)
+		}
+	}
+	now := h.now.Add(time.Minute)
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)})
+
+	enc, err := Encode(sealAt(b, lengths("p2", 5, "p3", 7)))
+	if err != nil || enc[1] != 2 {
+		t.Fatalf("encode: version %d, %v; want 2", enc[1], err)
+	}
+	d, err := Decode(enc)
+	if err != nil || len(d.(*SealBucket).Lengths) != 2 {
+		t.Fatalf("decode: %+v, %v", d, err)
+	}
+}

@@ -1,0 +1,620 @@
+package main
+
+// The query part of `make bench` (issue 4): the five queries of
+// ../shared/bench/README.md on a standalone peer, first run and median of 5
+// beside the baselines, every answer checked; then variants the engine was
+// not tuned for, each checked against query.ReferenceSearch (the naive
+// oracle) run in-process over the same generated file.
+//
+// Modes (QUARRY_BENCH_QUERY_MODE): "peer" runs `quarry peer` standalone
+// (data dir benchdata/peer-<size>, reused when it already holds the whole
+// set, else ingested with `quarry ingest`), restarts it and queries
+// POST /v1/search; "inproc" loads the HEC file into in-memory segments
+// (query.MemSegment) served by an in-process HTTP server on loopback, the
+// fallback while no standalone peer exists; "auto" (default) picks peer
+// when the binary has one.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quarry-dev/quarry/query"
+	"github.com/valyala/fastjson"
+)
+
+func init() { register("query", runQueryBench) }
+
+type qbQuery struct {
+	id, spl  string
+	check    func(size string, r *query.Response) error
+	postings bool // target ≤ 0.5× baseline (answered from postings)
+}
+
+// Baselines: single node, 5M and 1M, seconds (BASELINES.md; the 5M figure is
+// the middle of the measured range).
+var queryBaselines = map[string]map[string][2]float64{
+	"5m": {"a": {0.007, 0.011}, "b": {0.53, 0.64}, "c": {0.066, 0.092}, "d": {0.30, 0.41}, "e": {0.009, 0.015}},
+	"1m": {"a": {0.009, 0.009}, "b": {0.154, 0.154}, "c": {0.024, 0.024}, "d": {0.092, 0.092}, "e": {0.009, 0.009}},
+}
+
+var qbSizeEvents = map[string]int{"1m": 1_000_000, "5m": 5_000_000}
+
+func qbCountOf(r *query.Response) (int64, error) {
+	if len(r.Results) != 1 {
+		return 0, fmt.Errorf("want 1 result row, got %d", len(r.Results))
+	}
+	return qbInt(r.Results[0]["count"])
+}
+
+func qbInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return x.Int64()
+	case float64:
+		return int64(x), nil
+	case int64:
+		return x, nil
+	}
+	return 0, fmt.Errorf("not a number: %v", v)
+}
+
+func qbWantCount(want map[string]int64) func(string, *query.Response) error {
+	return func(size string, r *query.Response) error {
+		n, err := qbCountOf(r)
+		if err != nil {
+			return err
+		}
+		if n != want[size] {
+			return fmt.Errorf("count %d, want %d", n, want[size])
+		}
+		return nil
+	}
+}
+
+var qbQueries = []qbQuery{
+	{id: "a", spl: "earliest=2026-01-01T05:00:00Z latest=2026-01-01T06:00:00Z | stats count",
+		check: qbWantCount(map[string]int64{"1m": 41663, "5m": 208332})},
+	{id: "b", spl: "error | stats count", postings: true,
+		check: qbWantCount(map[string]int64{"1m": 24803, "5m": 124933})},
+	{id: "c", spl: "status=5* | stats count by host", check: func(size string, r *query.Response) error {
+		want := map[string]int64{"1m": 19971, "5m": 100083}[size]
+		if len(r.Results) != 50 {
+			return fmt.Errorf("%d rows, want 50", len(r.Results))
+		}
+		var sum int64
+		for _, row := range r.Results {
+			n, err := qbInt(row["count"])
+			if err != nil {
+				return err
+			}
+			sum += n
+		}
+		if sum != want {
+			return fmt.Errorf("sum %d, want %d", sum, want)
+		}
+		return nil
+	}},
+	{id: "d", spl: "| top limit=10 path", postings: true, check: func(size string, r *query.Response) error {
+		if len(r.Results) != 10 {
+			return fmt.Errorf("%d rows, want 10", len(r.Results))
+		}
+		var want []struct {
+			path string
+			n    int64
+		}
+		if size == "5m" {
+			want = []struct {
+				path string
+				n    int64
+			}{{"/", 1461540}, {"/index.html", 380787}, {"/api/v1/products", 267216}, {"/static/js/app.js", 211772},
+				{"/static/css/main.css", 179525}, {"/api/v1/search", 156660}, {"/api/v1/cart", 140215}, {"/login", 127303},
+				{"/favicon.ico", 116735}, {"/static/img/logo.png", 101760}}
+		} else {
+			want = []struct {
+				path string
+				n    int64
+			}{{"/", 292129}, {"/static/img/logo.png", 20594}}
+		}
+		for i, w := range want {
+			row := r.Results[i]
+			if size == "1m" && i == 1 {
+				row = r.Results[9]
+			}
+			n, err := qbInt(row["count"])
+			if err != nil {
+				return err
+			}
+			if row["path"] != w.path || n != w.n {
+				return fmt.Errorf("row %v, want %s %d", row, w.path, w.n)
+			}
+		}
+		return nil
+	}},
+	{id: "e", spl: "zqxjkcanary | stats count", check: qbWantCount(map[string]int64{"1m": 10, "5m": 10})},
+}
+
+// Variants the engine was not tuned for; each is checked against the oracle.
+var qbVariants = []string{
+	`"timed out" | stats count`,
+	"method=POST | stats count by host",
+	"earliest=2026-01-01T12:30:00Z latest=2026-01-01T14:00:00Z | stats count by sourcetype",
+	"status=503 | stats dc(clientip) dc(path) max(bytes)",
+	"error | timechart span=1h count by sourcetype",
+	`"connection refused" | top limit=5 host`,
+	"status>=500 path=/api/* | stats count by status",
+	"NOT method=GET | rare limit=3 user_agent",
+	"rt=1999ms | stats count",
+	"/api/v1/cart earliest=2026-01-01T20:00:00Z | stats avg(bytes) max(bytes) perc95(bytes)",
+	"trace_id=zqxjkcanary OR nosuchword | stats count by host",
+	"earliest=2026-01-01T03:00:00Z latest=2026-01-01T03:10:00Z | timechart span=1m count",
+}
+
+type qbSearcher interface {
+	search(ctx context.Context, spl string) (*query.Response, time.Duration, error)
+}
+
+type qbHTTPSearcher struct{ url string }
+
+func (h qbHTTPSearcher) search(ctx context.Context, spl string) (*query.Response, time.Duration, error) {
+	body, _ := json.Marshal(query.Request{Query: spl})
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/search", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	took := time.Since(start)
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.StatusCode != 200 {
+		return nil, 0, fmt.Errorf("HTTP %d: %s", res.StatusCode, bytes.TrimSpace(raw))
+	}
+	var r query.Response
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&r); err != nil {
+		return nil, 0, err
+	}
+	return &r, took, nil
+}
+
+func runQueryBench(cfg Config) error {
+	mode := os.Getenv("QUARRY_BENCH_QUERY_MODE")
+	if mode == "" || mode == "auto" {
+		mode = "inproc"
+		if out, err := exec.Command(cfg.Bin, "peer", "--help").CombinedOutput(); err == nil && !strings.Contains(string(out), "not built yet") {
+			mode = "peer"
+		}
+	}
+	failed := false
+	for _, size := range cfg.Sizes {
+		n, ok := qbSizeEvents[size]
+		if !ok {
+			return fmt.Errorf("unknown size %q", size)
+		}
+		if mode == "inproc" && size != "1m" && os.Getenv("QUARRY_BENCH_QUERY_INPROC_ALL") == "" {
+			fmt.Printf("query bench %s: skipped in inproc mode (in-memory segments of the 5M set would not fit beside the other engineers; set QUARRY_BENCH_QUERY_INPROC_ALL=1)\n", size)
+			continue
+		}
+		file, err := qbEnsureHEC(cfg, size, n)
+		if err != nil {
+			return err
+		}
+		var s qbSearcher
+		var stop func()
+		switch mode {
+		case "peer":
+			s, stop, err = qbStartPeerWithData(cfg, size, file, n)
+		case "inproc":
+			s, stop, err = qbStartInproc(file)
+		default:
+			return fmt.Errorf("QUARRY_BENCH_QUERY_MODE=%q: want auto, peer or inproc", mode)
+		}
+		if err != nil {
+			return err
+		}
+		err = qbRunSet(size, mode, s, file)
+		stop()
+		if err != nil {
+			fmt.Printf("query bench %s: FAILED: %v\n", size, err)
+			failed = true
+		}
+	}
+	if failed {
+		return errors.New("wrong answers or errors (see above)")
+	}
+	return nil
+}
+
+func qbRunSet(size, mode string, s qbSearcher, file string) error {
+	ctx := context.Background()
+	fmt.Printf("\nquery bench, %s set, %s (seconds, HTTP round trip on loopback)\n", size, map[string]string{"peer": "standalone peer", "inproc": "in-process memory segments behind HTTP (no standalone peer yet)"}[mode])
+	fmt.Printf("%-3s %-72s %9s %9s %13s %7s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "target", "answer")
+	var errs []string
+	for _, q := range qbQueries {
+		var times []float64
+		var answerErr error
+		for i := 0; i < 5; i++ {
+			r, took, err := s.search(ctx, q.spl)
+			if err != nil {
+				return fmt.Errorf("query %s: %w", q.id, err)
+			}
+			if err := q.check(size, r); err != nil && answerErr == nil {
+				answerErr = err
+			}
+			times = append(times, took.Seconds())
+		}
+		first := times[0]
+		sorted := append([]float64(nil), times...)
+		sort.Float64s(sorted)
+		med := sorted[2]
+		bl := queryBaselines[size][q.id]
+		mid := (bl[0] + bl[1]) / 2
+		target := 1.0
+		if q.postings {
+			target = 0.5
+		}
+		ratio := med / mid
+		verdict := "met"
+		if ratio > target {
+			verdict = "MISSED"
+		}
+		ans := "ok"
+		if answerErr != nil {
+			ans = "WRONG: " + answerErr.Error()
+			errs = append(errs, fmt.Sprintf("query %s: %v", q.id, answerErr))
+		}
+		blS := fmt.Sprintf("%.3f", bl[0])
+		if bl[1] != bl[0] {
+			blS = fmt.Sprintf("%.3f–%.3f", bl[0], bl[1])
+		}
+		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans)
+	}
+	fmt.Printf("\nvariants checked against the oracle (query.Reference, one naive pass over %s):\n", filepath.Base(file))
+	refs := make([]*query.Reference, len(qbVariants))
+	for i, v := range qbVariants {
+		ref, err := query.NewReference(query.Request{Query: v})
+		if err != nil {
+			return fmt.Errorf("variant %q: %w", v, err)
+		}
+		refs[i] = ref
+	}
+	ostart := time.Now()
+	var ord uint32
+	if err := qbScanHEC(file, func(ev *query.Event) bool {
+		ord++
+		row := query.EventRow(ev, "oracle", ord, "oracle")
+		for _, r := range refs {
+			r.Add(row)
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("oracle: %w", err)
+	}
+	fmt.Printf("  (oracle pass: %.1fs)\n", time.Since(ostart).Seconds())
+	for i, v := range qbVariants {
+		r, took, err := s.search(ctx, v)
+		if err != nil {
+			return fmt.Errorf("variant %q: %w", v, err)
+		}
+		verdict := "ok"
+		if d := qbDiff(r.Results, refs[i].Results()); d != "" {
+			verdict = "WRONG: " + d
+			errs = append(errs, fmt.Sprintf("variant %q: %s", v, d))
+		}
+		fmt.Printf("  %-90s %8.4fs %5d rows  %s\n", v, took.Seconds(), len(r.Results), verdict)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// qbDiff compares a search's results with the oracle's, as JSON
+// values, and describes the first difference.
+func qbDiff(got, want []map[string]any) string {
+	norm := func(m map[string]any) string {
+		b, _ := json.Marshal(m)
+		var v any
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		_ = d.Decode(&v)
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	for i := 0; i < len(got) && i < len(want); i++ {
+		if g, w := norm(got[i]), norm(want[i]); g != w {
+			return fmt.Sprintf("row %d: got %s, oracle %s", i, g, w)
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d rows, oracle %d", len(got), len(want))
+	}
+	return ""
+}
+
+func qbEnsureHEC(cfg Config, size string, n int) (string, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return "", err
+	}
+	file := filepath.Join(cfg.DataDir, "events-"+size+".hec")
+	if st, err := os.Stat(file); err == nil && st.Size() > 0 {
+		return file, nil
+	}
+	fmt.Printf("generating %s …\n", file)
+	tmp := file + ".tmp"
+	cmd := exec.Command("go", "run", filepath.Join(cfg.SharedDir, "gen_events.go"), "-n", strconv.Itoa(n), "-seed", "1", "-format", "hec", "-o", tmp)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("generate %s: %w", file, err)
+	}
+	return file, os.Rename(tmp, file)
+}
+
+// qbScanHEC parses a HEC envelope file into events.
+func qbScanHEC(file string, fn func(ev *query.Event) bool) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var p fastjson.Parser
+	var ev query.Event
+	line := 0
+	for sc.Scan() {
+		line++
+		v, err := p.ParseBytes(sc.Bytes())
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", file, line, err)
+		}
+		ts := v.Get("time")
+		if ts == nil {
+			return fmt.Errorf("%s:%d: no time", file, line)
+		}
+		ev = query.Event{
+			Time:       qbHECTime(ts.String()),
+			Raw:        string(v.GetStringBytes("event")),
+			Host:       string(v.GetStringBytes("host")),
+			Source:     string(v.GetStringBytes("source")),
+			Sourcetype: string(v.GetStringBytes("sourcetype")),
+			Index:      string(v.GetStringBytes("index")),
+		}
+		if o := v.GetObject("fields"); o != nil {
+			o.Visit(func(k []byte, fv *fastjson.Value) {
+				b, _ := fv.StringBytes()
+				ev.Fields = append(ev.Fields, query.Field{Name: string(k), Value: string(b)})
+			})
+		}
+		if !fn(&ev) {
+			return nil
+		}
+	}
+	return sc.Err()
+}
+
+// qbHECTime turns "1767225600.465" into unix ns exactly.
+func qbHECTime(s string) int64 {
+	sec, frac, _ := strings.Cut(s, ".")
+	n, _ := strconv.ParseInt(sec, 10, 64)
+	ns := n * 1e9
+	if frac != "" {
+		frac = (frac + "000000000")[:9]
+		f, _ := strconv.ParseInt(frac, 10, 64)
+		ns += f
+	}
+	return ns
+}
+
+// qbStartInproc loads the file into in-memory segments of 250k events (like a
+// peer's warm buckets) and serves /v1/search on loopback.
+func qbStartInproc(file string) (qbSearcher, func(), error) {
+	const bucket = 250_000
+	var segs []query.Segment
+	var cur []query.Event
+	flush := func() {
+		if len(cur) > 0 {
+			segs = append(segs, query.NewMemSegment(fmt.Sprintf("main~%d~inproc", len(segs)), "main", cur))
+			cur = nil
+		}
+	}
+	start := time.Now()
+	err := qbScanHEC(file, func(ev *query.Event) bool {
+		e := *ev
+		e.Fields = append([]query.Field(nil), ev.Fields...)
+		cur = append(cur, e)
+		if len(cur) == bucket {
+			flush()
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	flush()
+	// Settle the heap the load built, as a restarted peer would not carry a
+	// pending collection of gigabytes into its first queries.
+	runtime.GC()
+	fmt.Printf("loaded %s into %d in-memory segments in %.1fs\n", file, len(segs), time.Since(start).Seconds())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req query.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		req.Server = "inproc"
+		resp, err := query.Search(r.Context(), req, segs)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	return qbHTTPSearcher{url: "http://" + ln.Addr().String()}, stop, nil
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func qbFreePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}
+
+type qbPeer struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func qbStartPeer(cfg Config, dir, token string) (*qbPeer, error) {
+	addr, err := qbFreePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Bin, "peer", "--id", "bench-p1", "--site", "site1", "--data-dir", dir,
+		"--http-addr", addr, "--hec-token", token)
+	logf, err := os.Create(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &qbPeer{cmd: cmd, addr: addr}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c := http.Client{Timeout: time.Second}
+		if res, err := c.Get("http://" + addr + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return p, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // polling a child process, not test synchronisation
+	}
+	p.stop()
+	return nil, fmt.Errorf("peer on %s not healthy within 60s (log: %s)", addr, logf.Name())
+}
+
+func (p *qbPeer) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// qbStartPeerWithData brings up a standalone peer holding the whole set: it
+// reuses benchdata/peer-<size> when it already answers the full count,
+// else ingests the file into a fresh folder; then restarts the peer so the
+// queries run after a restart with a warm page cache (the protocol).
+func qbStartPeerWithData(cfg Config, size, file string, n int) (qbSearcher, func(), error) {
+	dir := filepath.Join(cfg.DataDir, "peer-"+size)
+	if _, err := os.Stat(dir); err != nil {
+		// The ingest part's searchable single-stream folder holds the set.
+		if alt := filepath.Join(cfg.DataDir, "peer-ingest-"+size+"-1-true"); dirExists(alt) {
+			dir = alt
+		}
+	}
+	const token = "bench-token"
+	countAll := func(url string) int64 {
+		r, _, err := qbHTTPSearcher{url: url}.search(context.Background(), "| stats count")
+		if err != nil {
+			return -1
+		}
+		c, _ := qbCountOf(r)
+		return c
+	}
+	if _, err := os.Stat(dir); err == nil {
+		p, err := qbStartPeer(cfg, dir, token)
+		if err == nil {
+			got := countAll("http://" + p.addr)
+			p.stop()
+			if got == int64(n) {
+				fmt.Printf("reusing %s (%d events)\n", dir, got)
+				goto restart
+			}
+			fmt.Printf("%s holds %d events, not %d: ingesting afresh\n", dir, got, n)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	{
+		p, err := qbStartPeer(cfg, dir, token)
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Printf("ingesting %s into a standalone peer …\n", file)
+		cmd := exec.Command(cfg.Bin, "ingest", "--hec", "http://"+p.addr, "--token", token, "--quiet", file)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			p.stop()
+			return nil, nil, fmt.Errorf("ingest: %w", err)
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for countAll("http://"+p.addr) != int64(n) {
+			if time.Now().After(deadline) {
+				p.stop()
+				return nil, nil, fmt.Errorf("peer did not make all %d events searchable within 5 minutes", n)
+			}
+			time.Sleep(500 * time.Millisecond) // polling a child process
+		}
+		p.stop()
+	}
+restart:
+	p, err := qbStartPeer(cfg, dir, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Warm the page cache as the protocol asks (the first timed run still
+	// pays the peer's own cold structures).
+	_ = countAll("http://" + p.addr)
+	return qbHTTPSearcher{url: "http://" + p.addr}, p.stop, nil
+}

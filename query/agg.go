@@ -1,0 +1,855 @@
+package query
+
+import (
+	"container/heap"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// aggState is the mergeable partial state of one aggregate in one group.
+// Every aggregate is exact: dc and values keep the set of distinct values,
+// perc keeps every numeric value, so merging partials from any number of
+// buckets gives the same answer as one pass over all events.
+type aggState struct {
+	N      int64     `json:"n,omitempty"`  // count / count(field)
+	Sum    float64   `json:"s,omitempty"`  // sum, avg
+	NumN   int64     `json:"nn,omitempty"` // numeric values seen (avg)
+	HasNum bool      `json:"hn,omitempty"`
+	NumMin float64   `json:"mn,omitempty"`
+	NumMax float64   `json:"mx,omitempty"`
+	HasStr bool      `json:"hs,omitempty"`
+	StrMin string    `json:"sn,omitempty"`
+	StrMax string    `json:"sx,omitempty"`
+	Set    []string  `json:"set,omitempty"` // dc, values: sorted distinct values (wire form)
+	Nums   []float64 `json:"nums,omitempty"`
+	HasE   bool      `json:"he,omitempty"`
+	ET     int64     `json:"et,omitempty"`
+	EV     string    `json:"ev,omitempty"`
+	HasL   bool      `json:"hl,omitempty"`
+	LT     int64     `json:"lt,omitempty"`
+	LV     string    `json:"lv,omitempty"`
+
+	set map[string]struct{}
+}
+
+func (s *aggState) add(spec *AggSpec, r *Row) {
+	if spec.Func == "count" && spec.Field == "" {
+		s.N++
+		return
+	}
+	v := r.F[spec.Field]
+	if v == nil && spec.Field == "_time" {
+		v = Time(r.T)
+	}
+	if v == nil {
+		return
+	}
+	switch spec.Func {
+	case "count":
+		s.N++
+	case "sum", "avg":
+		for _, x := range values(v) {
+			if f, ok := parseNum(x); ok {
+				s.Sum += f
+				s.NumN++
+			}
+		}
+	case "min", "max":
+		for _, x := range values(v) {
+			if f, ok := parseNum(x); ok {
+				if !s.HasNum {
+					s.NumMin, s.NumMax, s.HasNum = f, f, true
+				} else {
+					s.NumMin = math.Min(s.NumMin, f)
+					s.NumMax = math.Max(s.NumMax, f)
+				}
+				continue
+			}
+			if !s.HasStr {
+				s.StrMin, s.StrMax, s.HasStr = x, x, true
+			} else {
+				if x < s.StrMin {
+					s.StrMin = x
+				}
+				if x > s.StrMax {
+					s.StrMax = x
+				}
+			}
+		}
+	case "dc", "values":
+		if s.set == nil {
+			s.set = map[string]struct{}{}
+		}
+		for _, x := range values(v) {
+			s.set[x] = struct{}{}
+		}
+	case "perc":
+		for _, x := range values(v) {
+			if f, ok := parseNum(x); ok {
+				s.Nums = append(s.Nums, f)
+			}
+		}
+	case "earliest", "latest":
+		x, _ := str(v)
+		s.observeTime(r.T, x)
+	}
+}
+
+func (s *aggState) observeTime(t int64, x string) {
+	if !s.HasE || t < s.ET || t == s.ET && x < s.EV {
+		s.HasE, s.ET, s.EV = true, t, x
+	}
+	if !s.HasL || t > s.LT || t == s.LT && x < s.LV {
+		s.HasL, s.LT, s.LV = true, t, x
+	}
+}
+
+// merge folds another partial state of the same aggregate into s.
+func (s *aggState) merge(o *aggState) {
+	s.N += o.N
+	s.Sum += o.Sum
+	s.NumN += o.NumN
+	if o.HasNum {
+		if !s.HasNum {
+			s.NumMin, s.NumMax, s.HasNum = o.NumMin, o.NumMax, true
+		} else {
+			s.NumMin = math.Min(s.NumMin, o.NumMin)
+			s.NumMax = math.Max(s.NumMax, o.NumMax)
+		}
+	}
+	if o.HasStr {
+		if !s.HasStr {
+			s.StrMin, s.StrMax, s.HasStr = o.StrMin, o.StrMax, true
+		} else {
+			if o.StrMin < s.StrMin {
+				s.StrMin = o.StrMin
+			}
+			if o.StrMax > s.StrMax {
+				s.StrMax = o.StrMax
+			}
+		}
+	}
+	if len(o.set) > 0 || len(o.Set) > 0 {
+		if s.set == nil {
+			s.set = map[string]struct{}{}
+		}
+		for k := range o.set {
+			s.set[k] = struct{}{}
+		}
+		for _, k := range o.Set {
+			s.set[k] = struct{}{}
+		}
+	}
+	s.Nums = append(s.Nums, o.Nums...)
+	if o.HasE {
+		s.observeTime(o.ET, o.EV)
+	}
+	if o.HasL {
+		if !s.HasL || o.LT > s.LT || o.LT == s.LT && o.LV < s.LV {
+			s.HasL, s.LT, s.LV = true, o.LT, o.LV
+		}
+	}
+}
+
+// wire fills the exported set/nums fields in a canonical order.
+func (s *aggState) wire() {
+	if len(s.set) > 0 {
+		s.Set = s.Set[:0]
+		for k := range s.set {
+			s.Set = append(s.Set, k)
+		}
+		sort.Strings(s.Set)
+	}
+	sort.Float64s(s.Nums)
+}
+
+func (s *aggState) final(spec *AggSpec) any {
+	switch spec.Func {
+	case "count":
+		return s.N
+	case "sum":
+		if s.NumN == 0 {
+			return nil
+		}
+		return s.Sum
+	case "avg":
+		if s.NumN == 0 {
+			return nil
+		}
+		return s.Sum / float64(s.NumN)
+	case "min", "max":
+		if s.HasNum {
+			if spec.Func == "min" {
+				return s.NumMin
+			}
+			return s.NumMax
+		}
+		if s.HasStr {
+			if spec.Func == "min" {
+				return s.StrMin
+			}
+			return s.StrMax
+		}
+		return nil
+	case "dc":
+		return int64(len(s.set))
+	case "values":
+		if len(s.set) == 0 {
+			return nil
+		}
+		out := make([]string, 0, len(s.set))
+		for k := range s.set {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	case "perc":
+		if len(s.Nums) == 0 {
+			return nil
+		}
+		sort.Float64s(s.Nums)
+		// Nearest rank: the smallest value with at least p% of values at or below it.
+		k := int(math.Ceil(spec.Perc/100*float64(len(s.Nums)))) - 1
+		k = max(0, min(k, len(s.Nums)-1))
+		return s.Nums[k]
+	case "earliest":
+		if !s.HasE {
+			return nil
+		}
+		return s.EV
+	case "latest":
+		if !s.HasL {
+			return nil
+		}
+		return s.LV
+	}
+	return nil
+}
+
+// group is one group of an aggregation.
+type group struct {
+	Key    []string    `json:"k"`
+	States []*aggState `json:"s"`
+	jk     string
+}
+
+// aggregator groups rows and keeps partial states. Its key fields are
+// ordinary fields, except "\x00span" (timechart's time bucket).
+type aggregator struct {
+	specs  []AggSpec
+	keys   []string
+	span   int64
+	nullBy bool // timechart: a missing split field is the NULL series
+	groups map[string]*group
+	kbuf   []string
+
+	// countOnly aggregators (every aggregate a plain count) keep just a
+	// count per joined key: postings answers add millions of groups.
+	countOnly bool
+	counts    map[string]int64
+	// runs are sorted (key, count) lists straight from value postings of a
+	// single-key count; merged without hashing when top/rare finalize.
+	runs [][]keyCount
+}
+
+type keyCount struct {
+	k string
+	n int64
+}
+
+// addRun adds a list of distinct keys with counts (sorted or not).
+func (a *aggregator) addRun(run []keyCount) {
+	if !sort.SliceIsSorted(run, func(i, j int) bool { return run[i].k < run[j].k }) {
+		sort.Slice(run, func(i, j int) bool { return run[i].k < run[j].k })
+	}
+	a.runs = append(a.runs, run)
+}
+
+// foldRuns moves runs into the counts map.
+func (a *aggregator) foldRuns() {
+	for _, r := range a.runs {
+		for _, kc := range r {
+			a.counts[kc.k] += kc.n
+		}
+	}
+	a.runs = nil
+}
+
+type runHead struct {
+	run []keyCount
+	i   int
+}
+
+type runHeap []*runHead
+
+func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Less(i, j int) bool { return h[i].run[h[i].i].k < h[j].run[h[j].i].k }
+func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*runHead)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// topCandidates finds, without merging every run, a set of keys with their
+// exact total counts that contains every key whose total is among the k
+// largest (ties included), and the sum of all counts. A key whose total
+// reaches T over R runs has at least T/R in one run (pigeonhole); T is the
+// k-th largest exact total among each run's own top k. ok is false when
+// the bound does not help (fewer than k candidates).
+func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
+	runs := a.runs
+	R := int64(len(runs))
+	var total int64
+	exact := func(key string) int64 {
+		var n int64
+		for _, r := range runs {
+			i := sort.Search(len(r), func(i int) bool { return r[i].k >= key })
+			if i < len(r) && r[i].k == key {
+				n += r[i].n
+			}
+		}
+		return n
+	}
+	seed := map[string]bool{}
+	for _, r := range runs {
+		// this run's k largest counts
+		var top []keyCount
+		for _, kc := range r {
+			total += kc.n
+			if len(top) == k && kc.n <= top[k-1].n {
+				continue
+			}
+			i := sort.Search(len(top), func(i int) bool { return kc.n > top[i].n })
+			if len(top) < k {
+				top = append(top, keyCount{})
+			}
+			copy(top[i+1:], top[i:len(top)-1])
+			top[i] = kc
+		}
+		for _, kc := range top {
+			seed[kc.k] = true
+		}
+	}
+	if len(seed) < k {
+		return nil, 0, false
+	}
+	totals := make([]int64, 0, len(seed))
+	for key := range seed {
+		totals = append(totals, exact(key))
+	}
+	sort.Slice(totals, func(i, j int) bool { return totals[i] > totals[j] })
+	T := totals[k-1]
+	if T <= 0 {
+		return nil, 0, false
+	}
+	cand := map[string]bool{}
+	for _, r := range runs {
+		for _, kc := range r {
+			if kc.n*R >= T {
+				cand[kc.k] = true
+			}
+		}
+	}
+	out := make([]keyCount, 0, len(cand))
+	for key := range cand {
+		out = append(out, keyCount{key, exact(key)})
+	}
+	return out, total, true
+}
+
+// mergedRuns merges the sorted runs, summing equal keys.
+func (a *aggregator) mergedRuns() []keyCount {
+	if len(a.runs) == 1 {
+		return a.runs[0]
+	}
+	total := 0
+	h := runHeap{}
+	for _, r := range a.runs {
+		total += len(r)
+		if len(r) > 0 {
+			h = append(h, &runHead{run: r})
+		}
+	}
+	heap.Init(&h)
+	out := make([]keyCount, 0, total)
+	for h.Len() > 0 {
+		top := h[0]
+		kc := top.run[top.i]
+		if n := len(out); n > 0 && out[n-1].k == kc.k {
+			out[n-1].n += kc.n
+		} else {
+			out = append(out, kc)
+		}
+		top.i++
+		if top.i == len(top.run) {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return out
+}
+
+const spanKey = "\x00span"
+
+func newAggregator(specs []AggSpec, keys []string, span int64, nullBy bool) *aggregator {
+	a := &aggregator{specs: specs, keys: keys, span: span, nullBy: nullBy, groups: map[string]*group{}}
+	a.countOnly = len(specs) > 0
+	for _, s := range specs {
+		if s.Func != "count" || s.Field != "" {
+			a.countOnly = false
+		}
+	}
+	if a.countOnly {
+		a.counts = map[string]int64{}
+	}
+	return a
+}
+
+func (a *aggregator) jkOf(k []string) string {
+	if len(k) == 1 {
+		return k[0]
+	}
+	return joinKey(k)
+}
+
+func (a *aggregator) splitKey(jk string) []string {
+	if len(a.keys) == 1 {
+		return []string{jk}
+	}
+	if len(a.keys) == 0 {
+		return nil
+	}
+	return strings.Split(jk, "\x00")
+}
+
+// materialize turns counts into groups (before a finalize that needs them).
+func (a *aggregator) materialize() {
+	if !a.countOnly {
+		return
+	}
+	a.foldRuns()
+	for jk, n := range a.counts {
+		g := a.groupForJK(jk, a.splitKey(jk))
+		for _, s := range g.States {
+			s.N += n
+		}
+	}
+	a.counts = map[string]int64{}
+}
+
+func joinKey(k []string) string { return strings.Join(k, "\x00") }
+
+func (a *aggregator) groupFor(k []string) *group {
+	return a.groupForJK(a.jkOf(k), k)
+}
+
+func (a *aggregator) groupForJK(jk string, k []string) *group {
+	g := a.groups[jk]
+	if g == nil {
+		g = &group{Key: append([]string(nil), k...), States: make([]*aggState, len(a.specs)), jk: jk}
+		for i := range g.States {
+			g.States[i] = &aggState{}
+		}
+		a.groups[jk] = g
+	}
+	return g
+}
+
+func floorSpan(t, span int64) int64 {
+	q := t / span
+	if t%span != 0 && t < 0 {
+		q--
+	}
+	return q * span
+}
+
+// add feeds one row: it lands in one group per combination of its key
+// values (a multivalue key field expands); a row missing a key is dropped.
+func (a *aggregator) add(r *Row) {
+	a.kbuf = a.kbuf[:0]
+	a.addFrom(r, 0)
+}
+
+func (a *aggregator) addFrom(r *Row, i int) {
+	if i == len(a.keys) {
+		if a.countOnly {
+			a.counts[a.jkOf(a.kbuf)]++
+			return
+		}
+		g := a.groupFor(a.kbuf)
+		for j := range a.specs {
+			g.States[j].add(&a.specs[j], r)
+		}
+		return
+	}
+	k := a.keys[i]
+	if k == spanKey {
+		a.kbuf = append(a.kbuf, strconv.FormatInt(floorSpan(r.T, a.span), 10))
+		a.addFrom(r, i+1)
+		a.kbuf = a.kbuf[:i]
+		return
+	}
+	v := r.F[k]
+	if v == nil && k == "_time" {
+		v = Time(r.T)
+	}
+	vals := values(v)
+	if len(vals) == 0 {
+		if !a.nullBy {
+			return
+		}
+		vals = []string{"NULL"}
+	}
+	seen := map[string]bool{}
+	for _, x := range vals {
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		a.kbuf = append(a.kbuf, x)
+		a.addFrom(r, i+1)
+		a.kbuf = a.kbuf[:i]
+	}
+}
+
+// addCount adds n events to a group whose aggregates are all plain count
+// (the postings path).
+func (a *aggregator) addCount(k []string, n int64) {
+	if a.countOnly {
+		a.counts[a.jkOf(k)] += n
+		return
+	}
+	g := a.groupFor(k)
+	for _, s := range g.States {
+		s.N += n
+	}
+}
+
+func (a *aggregator) mergeGroups(gs []group) {
+	for i := range gs {
+		if a.countOnly {
+			if len(gs[i].States) > 0 && gs[i].States[0] != nil {
+				a.counts[a.jkOf(gs[i].Key)] += gs[i].States[0].N
+			}
+			continue
+		}
+		g := a.groupFor(gs[i].Key)
+		for j, s := range gs[i].States {
+			if j < len(g.States) && s != nil {
+				g.States[j].merge(s)
+			}
+		}
+	}
+}
+
+// wireGroups lists the groups in key order with canonical states.
+func (a *aggregator) wireGroups() []group {
+	a.materialize()
+	out := make([]group, 0, len(a.groups))
+	for _, g := range a.groups {
+		for _, s := range g.States {
+			s.wire()
+		}
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].jk < out[j].jk })
+	return out
+}
+
+// mergeAggregator folds another aggregator of the same plan into a.
+func (a *aggregator) mergeAggregator(o *aggregator) {
+	if a.countOnly && o.countOnly {
+		a.runs = append(a.runs, o.runs...)
+		o.runs = nil
+		if len(a.counts) == 0 {
+			a.counts, o.counts = o.counts, map[string]int64{}
+			return
+		}
+		for k, n := range o.counts {
+			a.counts[k] += n
+		}
+		return
+	}
+	a.materialize()
+	o.materialize()
+	if len(a.groups) == 0 {
+		a.groups, o.groups = o.groups, map[string]*group{}
+		return
+	}
+	for jk, g := range o.groups {
+		mine := a.groups[jk]
+		if mine == nil {
+			a.groups[jk] = g
+			continue
+		}
+		for j, s := range g.States {
+			mine.States[j].merge(s)
+		}
+	}
+}
+
+func compareKeys(a, b []string) int {
+	for i := range a {
+		if i >= len(b) {
+			return 1
+		}
+		if c := compareValues(a[i], b[i]); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	if len(a) < len(b) {
+		return -1
+	}
+	return 0
+}
+
+func (a *aggregator) sortedGroups() []*group {
+	a.materialize()
+	out := make([]*group, 0, len(a.groups))
+	for _, g := range a.groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return compareKeys(out[i].Key, out[j].Key) < 0 })
+	return out
+}
+
+// ---- finalization into rows ----
+
+func (s StatsCmd) finalize(a *aggregator) ([]Row, []string) {
+	cols := append([]string(nil), s.By...)
+	for _, sp := range s.Aggs {
+		cols = append(cols, aggName(sp))
+	}
+	gs := a.sortedGroups()
+	if len(s.By) == 0 && len(gs) == 0 {
+		gs = []*group{a.groupFor(nil)}
+	}
+	rows := make([]Row, 0, len(gs))
+	for _, g := range gs {
+		f := make(map[string]any, len(cols))
+		for i, b := range s.By {
+			f[b] = g.Key[i]
+		}
+		for i := range s.Aggs {
+			if v := g.States[i].final(&s.Aggs[i]); v != nil {
+				f[aggName(s.Aggs[i])] = v
+			}
+		}
+		rows = append(rows, Row{F: f})
+	}
+	return rows, cols
+}
+
+func (t TopCmd) keys() []string { return append(append([]string(nil), t.By...), t.Fields...) }
+
+func (t TopCmd) finalize(a *aggregator) ([]Row, []string) {
+	cols := append(append([]string(nil), t.By...), t.Fields...)
+	if t.ShowCount {
+		cols = append(cols, t.CountField)
+	}
+	if t.ShowPerc {
+		cols = append(cols, t.PercentField)
+	}
+	nb := len(t.By)
+	type entry struct {
+		key []string
+		jk  string
+		n   int64
+	}
+	var store []entry
+	var pruned bool
+	var prunedTotal int64
+	if !t.Rare && t.Limit > 0 && nb == 0 && a.countOnly && len(a.counts) == 0 && len(a.runs) > 1 {
+		var cand []keyCount
+		cand, prunedTotal, pruned = a.topCandidates(t.Limit)
+		if pruned {
+			store = make([]entry, len(cand))
+			for i, kc := range cand {
+				store[i] = entry{jk: kc.k, n: kc.n}
+			}
+		}
+	}
+	switch {
+	case pruned:
+	case a.countOnly && len(a.counts) == 0 && len(a.runs) > 0:
+		m := a.mergedRuns()
+		store = make([]entry, len(m))
+		for i, kc := range m {
+			store[i] = entry{jk: kc.k, n: kc.n}
+		}
+	case a.countOnly:
+		a.foldRuns()
+		store = make([]entry, 0, len(a.counts))
+		for jk, n := range a.counts {
+			store = append(store, entry{jk: jk, n: n})
+		}
+	default:
+		store = make([]entry, 0, len(a.groups))
+		for _, g := range a.groups {
+			store = append(store, entry{key: g.Key, n: g.States[0].N})
+		}
+	}
+	all := make([]*entry, len(store))
+	for i := range store {
+		all[i] = &store[i]
+	}
+	keyOf := func(e *entry) []string {
+		if e.key == nil {
+			e.key = a.splitKey(e.jk)
+		}
+		return e.key
+	}
+	byGroup := map[string][]*entry{}
+	var order []string
+	for _, e := range all {
+		k := ""
+		if nb > 0 {
+			k = joinKey(keyOf(e)[:nb])
+		}
+		if _, ok := byGroup[k]; !ok {
+			order = append(order, k)
+		}
+		byGroup[k] = append(byGroup[k], e)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		return compareKeys(keyOf(byGroup[order[i]][0])[:nb], keyOf(byGroup[order[j]][0])[:nb]) < 0
+	})
+	less := func(x, y *entry) bool {
+		if x.n != y.n {
+			return (x.n > y.n) != t.Rare
+		}
+		return compareKeys(keyOf(x)[nb:], keyOf(y)[nb:]) < 0
+	}
+	var rows []Row
+	for _, k := range order {
+		es := byGroup[k]
+		var total int64
+		for _, e := range es {
+			total += e.n
+		}
+		if pruned {
+			total = prunedTotal
+		}
+		var best []*entry
+		if t.Limit > 0 && len(es) > t.Limit {
+			// Partial selection: keep the best Limit entries in order.
+			for _, e := range es {
+				if len(best) == t.Limit && !less(e, best[len(best)-1]) {
+					continue
+				}
+				i := sort.Search(len(best), func(i int) bool { return less(e, best[i]) })
+				if len(best) < t.Limit {
+					best = append(best, nil)
+				}
+				copy(best[i+1:], best[i:len(best)-1])
+				best[i] = e
+			}
+		} else {
+			best = es
+			sort.Slice(best, func(i, j int) bool { return less(best[i], best[j]) })
+		}
+		for _, e := range best {
+			f := map[string]any{}
+			key := keyOf(e)
+			for i, c := range cols[:len(key)] {
+				f[c] = key[i]
+			}
+			if t.ShowCount {
+				f[t.CountField] = e.n
+			}
+			if t.ShowPerc && total > 0 {
+				f[t.PercentField] = math.Round(float64(e.n)*100/float64(total)*1e6) / 1e6
+			}
+			rows = append(rows, Row{F: f})
+		}
+	}
+	return rows, cols
+}
+
+func (tc TimechartCmd) keys() []string {
+	if tc.By != "" {
+		return []string{spanKey, tc.By}
+	}
+	return []string{spanKey}
+}
+
+// finalize pivots time buckets into rows, filling empty buckets between
+// lo and hi (the search's bounds when both are set, else the data's).
+func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Row, []string) {
+	type cell struct {
+		t int64
+		s string
+	}
+	a.materialize()
+	cells := map[cell]*group{}
+	seriesSet := map[string]bool{}
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, g := range a.groups {
+		t, _ := strconv.ParseInt(g.Key[0], 10, 64)
+		s := ""
+		if tc.By != "" {
+			s = g.Key[1]
+			seriesSet[s] = true
+		}
+		cells[cell{t, s}] = g
+		first = min(first, t)
+		last = max(last, t)
+	}
+	if bounded {
+		first = floorSpan(lo, tc.Span)
+		last = floorSpan(hi-1, tc.Span)
+	}
+	var series []string
+	if tc.By != "" {
+		for s := range seriesSet {
+			series = append(series, s)
+		}
+		sort.Slice(series, func(i, j int) bool { return compareKeys([]string{series[i]}, []string{series[j]}) < 0 })
+	} else {
+		for _, sp := range tc.Aggs {
+			series = append(series, aggName(sp))
+		}
+	}
+	cols := append([]string{"_time"}, series...)
+	var rows []Row
+	if first > last || (last-first)/tc.Span > 100000 {
+		return rows, cols
+	}
+	for t := first; t <= last; t += tc.Span {
+		f := map[string]any{"_time": Time(t)}
+		for i, s := range series {
+			var g *group
+			spec := &tc.Aggs[0]
+			if tc.By != "" {
+				g = cells[cell{t, s}]
+			} else {
+				g = cells[cell{t, ""}]
+				spec = &tc.Aggs[i]
+			}
+			var v any
+			if g != nil {
+				st := g.States[0]
+				if tc.By == "" {
+					st = g.States[i]
+				}
+				v = st.final(spec)
+			} else if spec.Func == "count" || spec.Func == "dc" {
+				v = int64(0)
+			}
+			if v != nil {
+				f[s] = v
+			}
+		}
+		rows = append(rows, Row{T: t, F: f})
+	}
+	return rows, cols
+}

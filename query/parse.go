@@ -1,0 +1,1067 @@
+package query
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// SyntaxError is a query that does not parse. Pos is the 0-based byte
+// offset in the query where the parser stopped; the message shows it as a
+// 1-based column.
+type SyntaxError struct {
+	Query    string
+	Pos      int
+	Expected string
+	Found    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("syntax error at column %d: expected %s, found %s", e.Pos+1, e.Expected, e.Found)
+}
+
+// Query is a parsed search: the search expression (nil matches every event),
+// the time modifiers it carried, and the commands after it.
+type Query struct {
+	Search   Node
+	Earliest string
+	Latest   string
+	Commands []Command
+}
+
+// Node is a search-expression node.
+type Node interface{ isNode() }
+
+// AndNode matches when both sides do.
+type AndNode struct{ L, R Node }
+
+// OrNode matches when either side does.
+type OrNode struct{ L, R Node }
+
+// NotNode matches when X does not.
+type NotNode struct{ X Node }
+
+// TermNode is a word or quoted phrase matched against _raw.
+type TermNode struct {
+	Text   string
+	Quoted bool
+	Pos    int
+}
+
+// FieldNode is field<op>value: op is =, !=, <, <=, >, >=.
+type FieldNode struct {
+	Field, Op, Value string
+	Pos              int
+}
+
+func (AndNode) isNode()   {}
+func (OrNode) isNode()    {}
+func (NotNode) isNode()   {}
+func (TermNode) isNode()  {}
+func (FieldNode) isNode() {}
+
+// Command is one pipeline command.
+type Command interface{ Name() string }
+
+// Assignment is one `field = expr` of eval.
+type Assignment struct {
+	Field string
+	Expr  Expr
+}
+
+// AggSpec is one aggregate of stats or timechart: fn(field) [as name].
+type AggSpec struct {
+	Func  string // count sum avg min max dc values earliest latest perc
+	Field string // empty for count
+	Perc  float64
+	As    string
+}
+
+// SortKey is one key of sort.
+type SortKey struct {
+	Field string
+	Desc  bool
+	Mode  string // "", "num", "str"
+}
+
+type (
+	// SearchCmd filters rows by a search expression.
+	SearchCmd struct {
+		Expr     Node
+		compiled *cnode
+	}
+	// WhereCmd keeps rows whose expression is true.
+	WhereCmd struct{ Expr Expr }
+	// EvalCmd computes fields.
+	EvalCmd struct{ Assign []Assignment }
+	// FieldsCmd keeps (or with Remove drops) fields; wildcards allowed.
+	FieldsCmd struct {
+		Remove bool
+		Fields []string
+	}
+	// TableCmd keeps exactly the listed columns, in order.
+	TableCmd struct{ Fields []string }
+	// RexCmd extracts named groups of a regular expression from a field.
+	RexCmd struct {
+		Field string
+		Re    *regexp.Regexp
+	}
+	// StatsCmd aggregates by fields.
+	StatsCmd struct {
+		Aggs []AggSpec
+		By   []string
+	}
+	// TimechartCmd aggregates by time span and an optional split field.
+	TimechartCmd struct {
+		Span int64
+		Aggs []AggSpec
+		By   string
+	}
+	// TopCmd is top (or rare with Rare set).
+	TopCmd struct {
+		Rare         bool
+		Limit        int
+		Fields       []string
+		By           []string
+		CountField   string
+		PercentField string
+		ShowCount    bool
+		ShowPerc     bool
+	}
+	// SortCmd sorts rows; Limit 0 means all.
+	SortCmd struct {
+		Limit int
+		Keys  []SortKey
+	}
+	// HeadCmd keeps the first N rows.
+	HeadCmd struct{ N int }
+	// TailCmd keeps the last N rows, last first.
+	TailCmd struct{ N int }
+	// DedupCmd keeps the first N rows of each combination of field values.
+	DedupCmd struct {
+		N         int
+		Fields    []string
+		KeepEmpty bool
+	}
+)
+
+func (SearchCmd) Name() string    { return "search" }
+func (WhereCmd) Name() string     { return "where" }
+func (EvalCmd) Name() string      { return "eval" }
+func (FieldsCmd) Name() string    { return "fields" }
+func (TableCmd) Name() string     { return "table" }
+func (RexCmd) Name() string       { return "rex" }
+func (StatsCmd) Name() string     { return "stats" }
+func (TimechartCmd) Name() string { return "timechart" }
+func (t TopCmd) Name() string {
+	if t.Rare {
+		return "rare"
+	}
+	return "top"
+}
+func (SortCmd) Name() string  { return "sort" }
+func (HeadCmd) Name() string  { return "head" }
+func (TailCmd) Name() string  { return "tail" }
+func (DedupCmd) Name() string { return "dedup" }
+
+const commandList = "a command (search, where, eval, fields, table, rex, stats, timechart, top, rare, sort, head, tail, dedup)"
+
+// Parse parses a query. Errors are *SyntaxError.
+func Parse(q string) (*Query, error) {
+	segs, err := splitPipes(q)
+	if err != nil {
+		return nil, err
+	}
+	out := &Query{}
+	first := segs[0]
+	body := first.text
+	// An optional leading `search` keyword.
+	if w, rest := firstWord(body); strings.EqualFold(w, "search") {
+		first.pos += len(body) - len(rest)
+		body = rest
+	}
+	p := &searchParser{q: q, src: body, base: first.pos}
+	node, err := p.parseAll()
+	if err != nil {
+		return nil, err
+	}
+	node, err = liftTimeMods(q, node, out)
+	if err != nil {
+		return nil, err
+	}
+	out.Search = node
+	for _, s := range segs[1:] {
+		c, err := parseCommand(q, s)
+		if err != nil {
+			return nil, err
+		}
+		out.Commands = append(out.Commands, c)
+	}
+	return out, nil
+}
+
+type pipeSeg struct {
+	text string
+	pos  int
+}
+
+func splitPipes(q string) ([]pipeSeg, error) {
+	var segs []pipeSeg
+	start := 0
+	inQ := byte(0)
+	qpos := 0
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if inQ != 0 {
+			if c == '\\' {
+				i++
+			} else if c == inQ {
+				inQ = 0
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inQ = c
+			qpos = i
+		case '|':
+			segs = append(segs, pipeSeg{q[start:i], start})
+			start = i + 1
+		}
+	}
+	if inQ != 0 {
+		return nil, &SyntaxError{Query: q, Pos: qpos, Expected: "a closing quote", Found: "end of query"}
+	}
+	segs = append(segs, pipeSeg{q[start:], start})
+	return segs, nil
+}
+
+func firstWord(s string) (string, string) {
+	t := strings.TrimLeft(s, " \t\r\n")
+	i := 0
+	for i < len(t) && !isSpace(t[i]) {
+		i++
+	}
+	return t[:i], t[i:]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func describe(tok string) string {
+	if tok == "" {
+		return "end of query"
+	}
+	return strconv.Quote(tok)
+}
+
+// ---- search expressions ----
+
+type stok struct {
+	kind byte // 'w' word, 's' string, '(' , ')', 0 eof
+	text string
+	pos  int // absolute
+	end  int // absolute end
+}
+
+type searchParser struct {
+	q    string
+	src  string
+	base int
+	i    int
+	peek *stok
+}
+
+func (p *searchParser) next() stok {
+	if p.peek != nil {
+		t := *p.peek
+		p.peek = nil
+		return t
+	}
+	for p.i < len(p.src) && isSpace(p.src[p.i]) {
+		p.i++
+	}
+	if p.i >= len(p.src) {
+		return stok{pos: p.base + p.i, end: p.base + p.i}
+	}
+	start := p.i
+	c := p.src[p.i]
+	switch c {
+	case '(', ')':
+		p.i++
+		return stok{kind: c, text: string(c), pos: p.base + start, end: p.base + p.i}
+	case '"':
+		s, n := unquote(p.src[p.i:])
+		p.i += n
+		return stok{kind: 's', text: s, pos: p.base + start, end: p.base + p.i}
+	}
+	for p.i < len(p.src) {
+		c := p.src[p.i]
+		if isSpace(c) || c == '(' || c == ')' || c == '"' {
+			break
+		}
+		p.i++
+	}
+	return stok{kind: 'w', text: p.src[start:p.i], pos: p.base + start, end: p.base + p.i}
+}
+
+func (p *searchParser) unread(t stok) { p.peek = &t }
+
+// unquote reads a double-quoted string at the start of s (\" and \\
+// escapes) and returns it with the bytes consumed.
+func unquote(s string) (string, int) {
+	var b strings.Builder
+	i := 1
+	for i < len(s) {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\') {
+			b.WriteByte(s[i+1])
+			i += 2
+			continue
+		}
+		if c == '"' {
+			return b.String(), i + 1
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String(), i
+}
+
+func (p *searchParser) errAt(t stok, expected string) error {
+	return &SyntaxError{Query: p.q, Pos: t.pos, Expected: expected, Found: describe(t.text)}
+}
+
+func (p *searchParser) parseAll() (Node, error) {
+	t := p.next()
+	if t.kind == 0 {
+		return nil, nil
+	}
+	p.unread(t)
+	n, err := p.parseAnd()
+	if err != nil {
+		return nil, err
+	}
+	if t := p.next(); t.kind != 0 {
+		return nil, p.errAt(t, "a search term, AND, OR, NOT or a pipe")
+	}
+	return n, nil
+}
+
+// Splunk's precedence: NOT binds tightest, then OR, then AND (implicit).
+func (p *searchParser) parseAnd() (Node, error) {
+	left, err := p.parseOr()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.next()
+		if t.kind == 0 || t.kind == ')' {
+			p.unread(t)
+			return left, nil
+		}
+		if !(t.kind == 'w' && t.text == "AND") {
+			p.unread(t)
+		}
+		right, err := p.parseOr()
+		if err != nil {
+			return nil, err
+		}
+		left = AndNode{left, right}
+	}
+}
+
+func (p *searchParser) parseOr() (Node, error) {
+	left, err := p.parseNot()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.next()
+		if t.kind == 'w' && t.text == "OR" {
+			right, err := p.parseNot()
+			if err != nil {
+				return nil, err
+			}
+			left = OrNode{left, right}
+			continue
+		}
+		p.unread(t)
+		return left, nil
+	}
+}
+
+func (p *searchParser) parseNot() (Node, error) {
+	t := p.next()
+	if t.kind == 'w' && t.text == "NOT" {
+		x, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		return NotNode{x}, nil
+	}
+	p.unread(t)
+	return p.parsePrimary()
+}
+
+func (p *searchParser) parsePrimary() (Node, error) {
+	t := p.next()
+	switch t.kind {
+	case '(':
+		n, err := p.parseAnd()
+		if err != nil {
+			return nil, err
+		}
+		c := p.next()
+		if c.kind != ')' {
+			return nil, p.errAt(c, `")"`)
+		}
+		return n, nil
+	case 's':
+		return TermNode{Text: t.text, Quoted: true, Pos: t.pos}, nil
+	case 'w':
+		switch t.text {
+		case "AND", "OR", "NOT":
+			return nil, p.errAt(t, "a search term")
+		}
+		return p.word(t)
+	}
+	return nil, p.errAt(t, "a search term")
+}
+
+func isFieldStart(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+func isFieldChar(c byte) bool {
+	return isFieldStart(c) || c >= '0' && c <= '9' || c == '.'
+}
+
+// word turns a bare word into a term or a field comparison.
+func (p *searchParser) word(t stok) (Node, error) {
+	w := t.text
+	i := 0
+	if i < len(w) && isFieldStart(w[i]) {
+		for i < len(w) && isFieldChar(w[i]) {
+			i++
+		}
+		if i < len(w) {
+			op := ""
+			switch {
+			case strings.HasPrefix(w[i:], "!="):
+				op = "!="
+			case strings.HasPrefix(w[i:], "<="):
+				op = "<="
+			case strings.HasPrefix(w[i:], ">="):
+				op = ">="
+			case strings.HasPrefix(w[i:], "=="):
+				op = "=="
+			case w[i] == '=' || w[i] == '<' || w[i] == '>':
+				op = w[i : i+1]
+			}
+			if op != "" {
+				field := w[:i]
+				val := w[i+len(op):]
+				if op == "==" {
+					op = "="
+				}
+				if val == "" {
+					// A quoted value right after the operator.
+					if p.i < len(p.src) && p.src[p.i] == '"' && p.peek == nil {
+						s := p.next()
+						return FieldNode{Field: field, Op: op, Value: s.text, Pos: t.pos}, nil
+					}
+					nt := p.next()
+					return nil, p.errAt(nt, fmt.Sprintf("a value after %q", field+op))
+				}
+				return FieldNode{Field: field, Op: op, Value: val, Pos: t.pos}, nil
+			}
+		}
+	}
+	return TermNode{Text: w, Pos: t.pos}, nil
+}
+
+// liftTimeMods takes earliest=/latest= out of the top-level AND chain.
+func liftTimeMods(q string, n Node, out *Query) (Node, error) {
+	var walk func(n Node, top bool) (Node, error)
+	walk = func(n Node, top bool) (Node, error) {
+		switch x := n.(type) {
+		case AndNode:
+			l, err := walk(x.L, top)
+			if err != nil {
+				return nil, err
+			}
+			r, err := walk(x.R, top)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case l == nil:
+				return r, nil
+			case r == nil:
+				return l, nil
+			}
+			return AndNode{l, r}, nil
+		case OrNode:
+			l, err := walk(x.L, false)
+			if err != nil {
+				return nil, err
+			}
+			r, err := walk(x.R, false)
+			if err != nil {
+				return nil, err
+			}
+			if l == nil || r == nil {
+				return nil, &SyntaxError{Query: q, Pos: 0, Expected: "earliest=/latest= only at the top level", Found: "a time modifier under OR"}
+			}
+			return OrNode{l, r}, nil
+		case NotNode:
+			c, err := walk(x.X, false)
+			if err != nil {
+				return nil, err
+			}
+			if c == nil {
+				return nil, &SyntaxError{Query: q, Pos: 0, Expected: "earliest=/latest= only at the top level", Found: "a time modifier under NOT"}
+			}
+			return NotNode{c}, nil
+		case FieldNode:
+			f := strings.ToLower(x.Field)
+			if f == "earliest" || f == "latest" {
+				if !top {
+					return nil, &SyntaxError{Query: q, Pos: x.Pos, Expected: "earliest=/latest= only at the top level (not under OR or NOT)", Found: describe(x.Field + x.Op + x.Value)}
+				}
+				if x.Op != "=" {
+					return nil, &SyntaxError{Query: q, Pos: x.Pos, Expected: f + "=<time>", Found: describe(x.Field + x.Op + x.Value)}
+				}
+				if _, err := ParseTime(x.Value, fixedNow); err != nil {
+					return nil, &SyntaxError{Query: q, Pos: x.Pos + len(x.Field) + 1, Expected: "a time (now, -15m, -1h@h, RFC 3339)", Found: describe(x.Value)}
+				}
+				if f == "earliest" {
+					out.Earliest = x.Value
+				} else {
+					out.Latest = x.Value
+				}
+				return nil, nil
+			}
+		}
+		return n, nil
+	}
+	return walk(n, true)
+}
+
+// ---- commands ----
+
+type atok struct {
+	kind byte // 'w' word, 's' string, '=', ',', '(', ')', 0 eof
+	text string
+	pos  int
+}
+
+type argParser struct {
+	q    string
+	toks []atok
+	i    int
+	end  int
+	cmd  string
+}
+
+func lexArgs(s string, base int) []atok {
+	var out []atok
+	i := 0
+	for {
+		for i < len(s) && isSpace(s[i]) {
+			i++
+		}
+		if i >= len(s) {
+			return out
+		}
+		c := s[i]
+		switch c {
+		case '=', ',', '(', ')':
+			out = append(out, atok{c, string(c), base + i})
+			i++
+			continue
+		case '"':
+			str, n := unquote(s[i:])
+			out = append(out, atok{'s', str, base + i})
+			i += n
+			continue
+		}
+		st := i
+		for i < len(s) && !isSpace(s[i]) && !strings.ContainsRune("=,()\"", rune(s[i])) {
+			i++
+		}
+		out = append(out, atok{'w', s[st:i], base + st})
+	}
+}
+
+func (a *argParser) peekTok() atok {
+	if a.i < len(a.toks) {
+		return a.toks[a.i]
+	}
+	return atok{pos: a.end}
+}
+
+func (a *argParser) nextTok() atok {
+	t := a.peekTok()
+	if a.i < len(a.toks) {
+		a.i++
+	}
+	return t
+}
+
+func (a *argParser) errAt(t atok, expected string) error {
+	return &SyntaxError{Query: a.q, Pos: t.pos, Expected: expected, Found: describe(t.text)}
+}
+
+func (a *argParser) done() bool { return a.i >= len(a.toks) }
+
+// option reads `name=value` if the next tokens are one of the names.
+func (a *argParser) option(names ...string) (string, atok, bool) {
+	t := a.peekTok()
+	if t.kind != 'w' || a.i+1 >= len(a.toks) || a.toks[a.i+1].kind != '=' {
+		return "", atok{}, false
+	}
+	for _, n := range names {
+		if strings.EqualFold(t.text, n) {
+			a.i += 2
+			v := a.nextTok()
+			return n, v, true
+		}
+	}
+	return "", atok{}, false
+}
+
+func (a *argParser) intVal(t atok, what string) (int, error) {
+	n, err := strconv.Atoi(t.text)
+	if err != nil || n < 0 || t.kind != 'w' {
+		return 0, a.errAt(t, what)
+	}
+	return n, nil
+}
+
+func boolVal(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "t", "1", "yes":
+		return true, true
+	case "false", "f", "0", "no":
+		return false, true
+	}
+	return false, false
+}
+
+// fieldList reads field names separated by spaces or commas until a stop word.
+func (a *argParser) fieldList(stop ...string) []string {
+	var out []string
+	for !a.done() {
+		t := a.peekTok()
+		if t.kind == ',' {
+			a.i++
+			continue
+		}
+		if t.kind != 'w' && t.kind != 's' {
+			break
+		}
+		isStop := false
+		for _, s := range stop {
+			if strings.EqualFold(t.text, s) {
+				isStop = true
+			}
+		}
+		if isStop || (a.i+1 < len(a.toks) && a.toks[a.i+1].kind == '=') {
+			break
+		}
+		out = append(out, t.text)
+		a.i++
+	}
+	return out
+}
+
+func parseCommand(q string, s pipeSeg) (Command, error) {
+	name, rest := firstWord(s.text)
+	namePos := s.pos + strings.Index(s.text, name)
+	if name == "" {
+		return nil, &SyntaxError{Query: q, Pos: s.pos + len(s.text), Expected: commandList, Found: describe(strings.TrimSpace(s.text))}
+	}
+	restPos := namePos + len(name)
+	a := &argParser{q: q, toks: lexArgs(rest, restPos), end: s.pos + len(s.text), cmd: name}
+	switch strings.ToLower(name) {
+	case "search":
+		p := &searchParser{q: q, src: rest, base: restPos}
+		n, err := p.parseAll()
+		if err != nil {
+			return nil, err
+		}
+		if n == nil {
+			return nil, &SyntaxError{Query: q, Pos: a.end, Expected: "a search expression after search", Found: "end of command"}
+		}
+		var tq Query
+		if _, err := liftTimeMods(q, n, &tq); err != nil {
+			return nil, err
+		}
+		if tq.Earliest != "" || tq.Latest != "" {
+			return nil, &SyntaxError{Query: q, Pos: restPos, Expected: "earliest=/latest= only in the first search, before any pipe", Found: describe(strings.TrimSpace(rest))}
+		}
+		return SearchCmd{Expr: n, compiled: compileNode(n)}, nil
+	case "where":
+		e, err := parseExpr(q, rest, restPos)
+		if err != nil {
+			return nil, err
+		}
+		return WhereCmd{e}, nil
+	case "eval":
+		return parseEval(q, rest, restPos)
+	case "fields":
+		c := FieldsCmd{}
+		t := a.peekTok()
+		if t.kind == 'w' && (t.text == "-" || t.text == "+") {
+			c.Remove = t.text == "-"
+			a.i++
+		} else if t.kind == 'w' && len(t.text) > 1 && (t.text[0] == '-' || t.text[0] == '+') {
+			c.Remove = t.text[0] == '-'
+			a.toks[a.i].text = t.text[1:]
+		}
+		c.Fields = a.fieldList()
+		if len(c.Fields) == 0 || !a.done() {
+			return nil, a.errAt(a.peekTok(), "a list of field names")
+		}
+		return c, nil
+	case "table":
+		c := TableCmd{Fields: a.fieldList()}
+		if len(c.Fields) == 0 || !a.done() {
+			return nil, a.errAt(a.peekTok(), "a list of field names")
+		}
+		return c, nil
+	case "rex":
+		c := RexCmd{Field: "_raw"}
+		for !a.done() {
+			if _, v, ok := a.option("field"); ok {
+				if v.kind != 'w' {
+					return nil, a.errAt(v, "a field name after field=")
+				}
+				c.Field = v.text
+				continue
+			}
+			t := a.nextTok()
+			if t.kind != 's' || c.Re != nil {
+				return nil, a.errAt(t, `a quoted regular expression with named groups, like "(?<user>\w+)"`)
+			}
+			re, err := regexp.Compile(t.text)
+			if err != nil {
+				return nil, &SyntaxError{Query: q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
+			}
+			c.Re = re
+		}
+		if c.Re == nil {
+			return nil, a.errAt(a.peekTok(), "a quoted regular expression")
+		}
+		return c, nil
+	case "stats":
+		aggs, err := a.aggList(false)
+		if err != nil {
+			return nil, err
+		}
+		c := StatsCmd{Aggs: aggs}
+		if t := a.peekTok(); t.kind == 'w' && strings.EqualFold(t.text, "by") {
+			a.i++
+			c.By = a.fieldList()
+			if len(c.By) == 0 {
+				return nil, a.errAt(a.peekTok(), `a field name after "by"`)
+			}
+		}
+		if !a.done() {
+			return nil, a.errAt(a.peekTok(), `"by", "as", an aggregate or the end of the command`)
+		}
+		return c, nil
+	case "timechart":
+		c := TimechartCmd{Span: int64(60 * 60 * 1e9)}
+		for {
+			if _, v, ok := a.option("span"); ok {
+				sp, err := parseSpan(v.text)
+				if err != nil {
+					return nil, a.errAt(v, "a span like 1h, 5m, 30s or 1d")
+				}
+				c.Span = sp
+				continue
+			}
+			break
+		}
+		aggs, err := a.aggList(true)
+		if err != nil {
+			return nil, err
+		}
+		c.Aggs = aggs
+		if t := a.peekTok(); t.kind == 'w' && strings.EqualFold(t.text, "by") {
+			a.i++
+			by := a.fieldList()
+			if len(by) != 1 {
+				return nil, a.errAt(a.peekTok(), `one field after "by"`)
+			}
+			c.By = by[0]
+			if len(c.Aggs) > 1 {
+				return nil, a.errAt(a.peekTok(), "a single aggregate when timechart splits by a field")
+			}
+		}
+		if !a.done() {
+			return nil, a.errAt(a.peekTok(), `"by" or the end of the command`)
+		}
+		return c, nil
+	case "top", "rare":
+		c := TopCmd{Rare: strings.EqualFold(name, "rare"), Limit: 10, CountField: "count", PercentField: "percent", ShowCount: true, ShowPerc: true}
+		inBy := false
+		for !a.done() {
+			n, v, ok := a.option("limit", "countfield", "percentfield", "showcount", "showperc")
+			if !ok {
+				if t := a.peekTok(); t.kind == 'w' && strings.EqualFold(t.text, "by") {
+					if inBy || len(c.Fields) == 0 {
+						return nil, a.errAt(t, "a field name")
+					}
+					a.i++
+					inBy = true
+					continue
+				}
+				fl := a.fieldList("by")
+				if len(fl) == 0 {
+					return nil, a.errAt(a.peekTok(), "a field name")
+				}
+				if inBy {
+					c.By = append(c.By, fl...)
+				} else {
+					c.Fields = append(c.Fields, fl...)
+				}
+				continue
+			}
+			switch n {
+			case "limit":
+				l, err := a.intVal(v, "a number after limit=")
+				if err != nil {
+					return nil, err
+				}
+				c.Limit = l
+			case "countfield":
+				c.CountField = v.text
+			case "percentfield":
+				c.PercentField = v.text
+			case "showcount", "showperc":
+				b, ok := boolVal(v.text)
+				if !ok {
+					return nil, a.errAt(v, "true or false")
+				}
+				if n == "showcount" {
+					c.ShowCount = b
+				} else {
+					c.ShowPerc = b
+				}
+			}
+		}
+		if len(c.Fields) == 0 {
+			return nil, a.errAt(a.peekTok(), "a field name")
+		}
+		if inBy && len(c.By) == 0 {
+			return nil, a.errAt(a.peekTok(), `a field name after "by"`)
+		}
+		return c, nil
+	case "sort":
+		c := SortCmd{Limit: 10000}
+		if t := a.peekTok(); t.kind == 'w' {
+			if n, err := strconv.Atoi(t.text); err == nil && n >= 0 {
+				c.Limit = n
+				a.i++
+			}
+		}
+		if _, v, ok := a.option("limit"); ok {
+			n, err := a.intVal(v, "a number after limit=")
+			if err != nil {
+				return nil, err
+			}
+			c.Limit = n
+		}
+		desc := false
+		for !a.done() {
+			t := a.nextTok()
+			switch {
+			case t.kind == ',':
+				continue
+			case t.kind == 'w' && (t.text == "-" || t.text == "+"):
+				desc = t.text == "-"
+				continue
+			case t.kind == 'w' && strings.EqualFold(t.text, "desc") && a.done():
+				for i := range c.Keys {
+					c.Keys[i].Desc = !c.Keys[i].Desc
+				}
+				continue
+			case t.kind == 'w' || t.kind == 's':
+				k := SortKey{Field: t.text, Desc: desc}
+				if t.kind == 'w' && len(k.Field) > 1 && (k.Field[0] == '-' || k.Field[0] == '+') {
+					k.Desc = k.Field[0] == '-'
+					k.Field = k.Field[1:]
+				}
+				if mode := strings.ToLower(k.Field); (mode == "num" || mode == "str" || mode == "auto" || mode == "ip") && a.peekTok().kind == '(' {
+					a.i++
+					f := a.nextTok()
+					if f.kind != 'w' {
+						return nil, a.errAt(f, "a field name")
+					}
+					if cl := a.nextTok(); cl.kind != ')' {
+						return nil, a.errAt(cl, `")"`)
+					}
+					k.Field = f.text
+					if mode == "num" || mode == "str" {
+						k.Mode = mode
+					}
+				}
+				c.Keys = append(c.Keys, k)
+				desc = false
+			default:
+				return nil, a.errAt(t, "a sort field")
+			}
+		}
+		if len(c.Keys) == 0 {
+			return nil, a.errAt(a.peekTok(), "a sort field")
+		}
+		return c, nil
+	case "head", "tail":
+		n := 10
+		if _, v, ok := a.option("limit"); ok {
+			l, err := a.intVal(v, "a number after limit=")
+			if err != nil {
+				return nil, err
+			}
+			n = l
+		} else if !a.done() {
+			l, err := a.intVal(a.nextTok(), "a number of results")
+			if err != nil {
+				return nil, err
+			}
+			n = l
+		}
+		if !a.done() {
+			return nil, a.errAt(a.peekTok(), "the end of the command")
+		}
+		if strings.EqualFold(name, "head") {
+			return HeadCmd{n}, nil
+		}
+		return TailCmd{n}, nil
+	case "dedup":
+		c := DedupCmd{N: 1}
+		if t := a.peekTok(); t.kind == 'w' {
+			if n, err := strconv.Atoi(t.text); err == nil && n > 0 {
+				c.N = n
+				a.i++
+			}
+		}
+		for !a.done() {
+			if _, v, ok := a.option("keepempty"); ok {
+				b, ok := boolVal(v.text)
+				if !ok {
+					return nil, a.errAt(v, "true or false")
+				}
+				c.KeepEmpty = b
+				continue
+			}
+			fl := a.fieldList()
+			if len(fl) == 0 {
+				return nil, a.errAt(a.peekTok(), "a field name or keepempty=")
+			}
+			c.Fields = append(c.Fields, fl...)
+		}
+		if len(c.Fields) == 0 {
+			return nil, a.errAt(a.peekTok(), "a field name")
+		}
+		return c, nil
+	}
+	return nil, &SyntaxError{Query: q, Pos: namePos, Expected: commandList, Found: describe(name)}
+}
+
+var aggFuncs = map[string]string{
+	"count": "count", "c": "count", "sum": "sum", "avg": "avg", "mean": "avg",
+	"min": "min", "max": "max", "dc": "dc", "distinct_count": "dc",
+	"values": "values", "earliest": "earliest", "latest": "latest", "median": "perc",
+}
+
+// aggList reads fn[(field)] [as name] … until `by` or the end.
+func (a *argParser) aggList(one bool) ([]AggSpec, error) {
+	var out []AggSpec
+	for !a.done() {
+		t := a.peekTok()
+		if t.kind == ',' {
+			a.i++
+			continue
+		}
+		if t.kind != 'w' || strings.EqualFold(t.text, "by") {
+			break
+		}
+		a.i++
+		fn := strings.ToLower(t.text)
+		spec := AggSpec{}
+		if f, ok := aggFuncs[fn]; ok {
+			spec.Func = f
+			if fn == "median" {
+				spec.Perc = 50
+			}
+		} else if p, ok := percFunc(fn); ok {
+			spec.Func = "perc"
+			spec.Perc = p
+		} else {
+			return nil, a.errAt(t, "an aggregate (count, sum, avg, min, max, dc, values, earliest, latest, percN)")
+		}
+		if a.peekTok().kind == '(' {
+			a.i++
+			f := a.nextTok()
+			if f.kind != 'w' && f.kind != 's' {
+				return nil, a.errAt(f, "a field name")
+			}
+			spec.Field = f.text
+			if c := a.nextTok(); c.kind != ')' {
+				return nil, a.errAt(c, `")"`)
+			}
+		} else if spec.Func != "count" {
+			return nil, a.errAt(a.peekTok(), fmt.Sprintf(`"(" and a field name after %s`, t.text))
+		}
+		if n := a.peekTok(); n.kind == 'w' && strings.EqualFold(n.text, "as") {
+			a.i++
+			nm := a.nextTok()
+			if nm.kind != 'w' && nm.kind != 's' {
+				return nil, a.errAt(nm, "a name after as")
+			}
+			spec.As = nm.text
+		}
+		out = append(out, spec)
+	}
+	if len(out) == 0 {
+		return nil, a.errAt(a.peekTok(), "an aggregate (count, sum, avg, min, max, dc, values, earliest, latest, percN)")
+	}
+	return out, nil
+}
+
+func percFunc(fn string) (float64, bool) {
+	var s string
+	switch {
+	case strings.HasPrefix(fn, "perc"):
+		s = fn[4:]
+	case strings.HasPrefix(fn, "p") && len(fn) > 1:
+		s = fn[1:]
+	default:
+		return 0, false
+	}
+	p, err := strconv.ParseFloat(s, 64)
+	if err != nil || p < 0 || p > 100 {
+		return 0, false
+	}
+	return p, true
+}
+
+// aggName is the column an aggregate produces.
+func aggName(a AggSpec) string {
+	if a.As != "" {
+		return a.As
+	}
+	fn := a.Func
+	if fn == "perc" {
+		fn = "perc" + fmtNum(a.Perc)
+	}
+	if a.Field == "" {
+		return fn
+	}
+	return fn + "(" + a.Field + ")"
+}

@@ -1,0 +1,202 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Plan is a compiled search: where the pipeline splits between the peer
+// half and the head half (see DESIGN.md), the time range and the compiled
+// search expression. A Plan is immutable and safe for concurrent use.
+type Plan struct {
+	Query    *Query
+	filter   *cnode
+	earliest int64 // inclusive, unix ns; math.MinInt64 when unbounded
+	latest   int64 // exclusive, unix ns; math.MaxInt64 when unbounded
+	now      time.Time
+	server   string
+
+	pre   []Command // streaming commands run on the peer
+	split Command   // first command that needs the global view, or nil
+	post  []Command // commands after split, run on the head
+
+	aggSpecs []AggSpec
+	aggKeys  []string
+	aggSpan  int64
+	aggNull  bool
+}
+
+// Bounded reports whether both ends of the time range are set.
+func (p *Plan) Bounded() bool { return p.earliest != math.MinInt64 && p.latest != math.MaxInt64 }
+
+// TimeRange returns the search's [earliest, latest) in unix ns.
+func (p *Plan) TimeRange() (int64, int64) { return p.earliest, p.latest }
+
+// Aggregating reports whether peers answer with partial aggregates.
+func (p *Plan) Aggregating() bool { return p.aggSpecs != nil }
+
+func isStreaming(c Command) bool {
+	switch c.(type) {
+	case SearchCmd, WhereCmd, EvalCmd, FieldsCmd, TableCmd, RexCmd:
+		return true
+	}
+	return false
+}
+
+// ErrBadRequest marks every error of a request itself (a bad time range);
+// with *SyntaxError these are the caller's fault (HTTP 400), everything else
+// a search failure.
+var ErrBadRequest = errors.New("bad search request")
+
+// IsRequestError reports whether err is the request's fault: a syntax error
+// or a bad time range.
+func IsRequestError(err error) bool {
+	var se *SyntaxError
+	return errors.As(err, &se) || errors.Is(err, ErrBadRequest)
+}
+
+// Compile parses a request's query and plans it. Errors are *SyntaxError
+// for a bad query and ErrBadRequest-wrapped errors for a bad time range.
+func Compile(req Request) (*Plan, error) {
+	q, err := Parse(req.Query)
+	if err != nil {
+		return nil, err
+	}
+	now := req.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	p := &Plan{Query: q, filter: compileNode(q.Search), now: now.UTC(), server: req.Server,
+		earliest: math.MinInt64, latest: math.MaxInt64}
+	e, l := req.Earliest, req.Latest
+	if q.Earliest != "" {
+		e = q.Earliest
+	}
+	if q.Latest != "" {
+		l = q.Latest
+	}
+	if e != "" {
+		t, err := ParseTime(e, p.now)
+		if err != nil {
+			return nil, fmt.Errorf("%w: earliest: %w", ErrBadRequest, err)
+		}
+		p.earliest = t.UnixNano()
+	}
+	if l != "" {
+		t, err := ParseTime(l, p.now)
+		if err != nil {
+			return nil, fmt.Errorf("%w: latest: %w", ErrBadRequest, err)
+		}
+		p.latest = t.UnixNano()
+	}
+	i := 0
+	for i < len(q.Commands) && isStreaming(q.Commands[i]) {
+		i++
+	}
+	p.pre = q.Commands[:i]
+	if i < len(q.Commands) {
+		p.split = q.Commands[i]
+		p.post = q.Commands[i+1:]
+	}
+	switch c := p.split.(type) {
+	case StatsCmd:
+		p.aggSpecs, p.aggKeys = c.Aggs, c.By
+	case TopCmd:
+		p.aggSpecs, p.aggKeys = []AggSpec{{Func: "count"}}, c.keys()
+	case TimechartCmd:
+		p.aggSpecs, p.aggKeys, p.aggSpan, p.aggNull = c.Aggs, c.keys(), c.Span, c.By != ""
+	}
+	return p, nil
+}
+
+func (p *Plan) newAggregator() *aggregator {
+	return newAggregator(p.aggSpecs, p.aggKeys, p.aggSpan, p.aggNull)
+}
+
+// countOnly reports whether every aggregate is a plain count, so postings
+// can answer it.
+func (p *Plan) countOnly() bool {
+	for _, s := range p.aggSpecs {
+		if s.Func != "count" || s.Field != "" {
+			return false
+		}
+	}
+	return p.aggSpecs != nil
+}
+
+// resultColumns lists cols first, then every other field of rows (default
+// fields first, the rest sorted).
+func resultColumns(cols []string, rows []Row) []string {
+	cols = append([]string(nil), cols...)
+	seen := map[string]bool{}
+	for _, c := range cols {
+		seen[c] = true
+	}
+	var rest []string
+	for _, r := range rows {
+		for k := range r.F {
+			if !seen[k] {
+				seen[k] = true
+				rest = append(rest, k)
+			}
+		}
+	}
+	sortFieldNames(rest)
+	return append(cols, rest...)
+}
+
+var defaultOrder = map[string]int{"_time": 0, "_raw": 1, "host": 2, "source": 3, "sourcetype": 4, "index": 5, "splunk_server": 6, "_bkt": 7, "_cd": 8}
+
+func sortFieldNames(names []string) {
+	rank := func(s string) int {
+		if r, ok := defaultOrder[s]; ok {
+			return r
+		}
+		return 100
+	}
+	sortStrings(names, func(a, b string) bool {
+		ra, rb := rank(a), rank(b)
+		if ra != rb {
+			return ra < rb
+		}
+		return a < b
+	})
+}
+
+func hasWildcard(fs []string) bool {
+	for _, f := range fs {
+		if strings.Contains(f, "*") {
+			return true
+		}
+	}
+	return false
+}
+
+func expandColumns(pats []string, rows []Row) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pats {
+		if !strings.Contains(p, "*") {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+			continue
+		}
+		var m []string
+		for _, r := range rows {
+			for k := range r.F {
+				if !seen[k] && globMatch(p, k) {
+					seen[k] = true
+					m = append(m, k)
+				}
+			}
+		}
+		sortFieldNames(m)
+		out = append(out, m...)
+	}
+	return out
+}

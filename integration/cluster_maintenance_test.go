@@ -49,7 +49,7 @@ func TestClusterMaintenanceKeepsTarget(t *testing.T) {
 	for _, a := range acked {
 		worst = max(worst, a.Waited)
 	}
-	if worst > c.Opts.TargetTimeout+time.Second {
+	if limit := c.Opts.TargetTimeout + time.Second; worst > limit && (!raceEnabled || worst > limit+10*time.Second) {
 		t.Errorf("an ack waited %v with a target down in maintenance", worst)
 	}
 	if got := c.Peer(origin).Store().Stats.Rolls.Load(); got != rolls {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -102,6 +103,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	log := o.Logger
 	if log == nil {
 		log = quietLogger()
+		if os.Getenv("QUARRY_TEST_LOG") != "" {
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
 	}
 	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},
 		Peers: map[string]*peer.Peer{}, peerCfgs: map[string]peer.Config{}, log: log}
@@ -131,8 +135,13 @@ func Start(t testing.TB, o Options) *Cluster {
 	mgrSites := append(append([]string(nil), o.Sites...), "witness")
 	for i, site := range mgrSites[:3] {
 		id := fmt.Sprintf("m%d", i+1)
+		busSite := site
+		if c.Bus.Server(site) == nil {
+			busSite = o.Sites[0] // the witness uses the first site's bus node
+		}
 		cfg := manager.Config{
 			ID: id, Site: site, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			NATS: c.Bus.Server(busSite).ClientURL(), TargetTimeout: o.TargetTimeout,
 			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: log,
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
 			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
@@ -26,6 +27,7 @@ type cluster struct {
 	repl   *replicator
 	fix    *fixupRunner
 	svc    *bus.Service
+	fixSvc *bus.Service
 	cfg    fsm.Config
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -55,7 +57,16 @@ func (p *Peer) inventory() []fsm.CopyInfo {
 
 func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
 	host, _ := os.Hostname()
-	return cp.Register(ctx, p.cfg.ID, RegisterRequest{GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: p.inventory()})
+	req := RegisterRequest{GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: p.inventory(),
+		hashes: map[string]string{}, lastSums: map[string]string{}}
+	if p.ln != nil {
+		req.HTTPAddr = p.ln.Addr().String()
+	}
+	for _, c := range p.store.Inventory() {
+		req.hashes[c.ID] = c.ContentHash
+		req.lastSums[c.ID] = p.store.LastChecksum(c.ID, c.Blocks)
+	}
+	return cp.Register(ctx, p.cfg.ID, req)
 }
 
 // joinCluster connects to the bus, registers with the managers (retrying
@@ -77,11 +88,11 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl := &cluster{nc: nc, stop: make(chan struct{})}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
-		if len(cfg.Managers) == 0 {
-			nc.Close()
-			return nil, errors.New("peer: --manager is required with --nats")
+		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
+		if len(cfg.Managers) > 0 {
+			ncp.HTTP = NewHTTPControlPlane(cfg.Managers, cfg.ManagerToken)
 		}
-		cl.cp = NewHTTPControlPlane(cfg.Managers, cfg.ManagerToken)
+		cl.cp = ncp
 	}
 	fail := func(err error) ([]hec.Token, error) {
 		nc.Close()
@@ -128,6 +139,14 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl)
 	if err != nil {
 		return fail(err)
+	}
+	if ncp, ok := cl.cp.(*NATSControlPlane); ok {
+		cl.fixSvc, err = api.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
+			func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(ncp, t), nil })
+		if err != nil {
+			cl.svc.Stop(context.Background())
+			return fail(err)
+		}
 	}
 	p.cl = cl
 	cl.wg.Add(1)
@@ -204,6 +223,9 @@ func (p *Peer) closeCluster(abrupt bool) {
 		cl.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		cl.svc.Stop(ctx)
+		if cl.fixSvc != nil {
+			cl.fixSvc.Stop(ctx)
+		}
 		cancel()
 		cl.repl.close()
 		cl.nc.Close()
@@ -281,7 +303,7 @@ func (p *Peer) finishRestartedBuckets() {
 					if c.Peer == p.cfg.ID {
 						continue
 					}
-					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, cl.stop); err != nil {
+					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, -1, cl.stop); err != nil {
 						p.log.Warn("could not roll a restarted bucket's replica", "bucket", v.ID, "target", c.Peer, "err", err)
 						ok = false
 					}
@@ -306,4 +328,21 @@ func (p *Peer) finishRestartedBuckets() {
 			return
 		}
 	}
+}
+
+// acceptFixup answers a pushed fixup task at once: a seal task with this
+// peer's length of the bucket (the managers seal at the longest), any other
+// task queued for the fixup runner.
+func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
+	if t.Kind == fsm.TaskSeal {
+		for _, c := range p.store.Inventory() {
+			if c.ID == t.Bucket {
+				return api.FixupAck{Accepted: true, Blocks: int64(c.Blocks), LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks),
+					Earliest: c.Earliest, Latest: c.Latest, Bytes: c.JournalBytes, Events: int64(c.Events)}
+			}
+		}
+		return api.FixupAck{Accepted: true} // no copy: length 0
+	}
+	cp.deliver(t)
+	return api.FixupAck{Accepted: true}
 }

@@ -82,6 +82,9 @@ type RegisterRequest struct {
 	Host      string            `json:"host,omitempty"`
 	Attrs     map[string]string `json:"attrs,omitempty"`
 	Inventory []fsm.CopyInfo    `json:"inventory,omitempty"`
+	HTTPAddr  string            `json:"-"`
+	// content hash and last block checksum per copy (NATS registration)
+	hashes, lastSums map[string]string
 }
 
 // TargetsRequest asks targets for a new hot bucket.
@@ -109,6 +112,8 @@ type BucketEvent struct {
 	Size     int64  `json:"size,omitempty"`
 	Earliest int64  `json:"earliest,omitempty"`
 	Latest   int64  `json:"latest,omitempty"`
+	Searchable   bool   `json:"searchable,omitempty"`
+	LastChecksum string `json:"last_checksum,omitempty"`
 }
 
 // HTTPControlPlane is a ControlPlane over the managers' HTTP API. It tries

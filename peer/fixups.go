@@ -140,7 +140,22 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 		}
 		res.Bytes, err = f.push(tk, stop)
 	case fsm.TaskFetch:
-		res.Bytes, err = f.fetch(tk, stop)
+		if tk.Source == f.p.cfg.ID {
+			// Delivered to the source (NATS control plane): push the blocks
+			// the shorter copy lacks, up to the sealed length.
+			if tk.SealedBlocks < 0 {
+				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
+				break
+			}
+			if res.Bytes, err = f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), stop); err == nil {
+				f.reportLength(tk.Bucket, tk.Target, int(tk.SealedBlocks), tk.LastChecksum)
+				f.sealOwn(tk)
+			}
+			break
+		}
+		if res.Bytes, err = f.fetch(tk, stop); err == nil {
+			f.reportLength(tk.Bucket, f.p.cfg.ID, int(tk.SealedBlocks), st.LastChecksum(tk.Bucket, int(tk.SealedBlocks)))
+		}
 	case fsm.TaskTruncate:
 		var c FixupTask
 		if c, err = f.confirm(tk); err == nil {
@@ -152,6 +167,9 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 			if errors.Is(err, store.ErrBucketState) {
 				// Our copy is warm, not a replica: cut it directly.
 				err = st.Truncate(tk.Bucket, int(c.SealedBlocks))
+			}
+			if err == nil {
+				f.reportLength(tk.Bucket, f.p.cfg.ID, int(c.SealedBlocks), st.LastChecksum(tk.Bucket, int(c.SealedBlocks)))
 			}
 		}
 	case fsm.TaskRemoveCopy, fsm.TaskFreeze:
@@ -219,19 +237,26 @@ func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
 // push streams a warm copy to the task's target: it asks the target how
 // many blocks it holds and sends the rest in chunks, then the roll.
 func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
-	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, stop)
+	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, -1, stop)
 }
 
 // pushCopy sends a warm copy to peer target (resuming from the blocks it
 // holds) and then the roll, so the target's copy ends warm and identical.
-func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, stop <-chan struct{}) (int64, error) {
+// With limit ≥ 0 (a sealed length) it sends exactly limit blocks, from a
+// copy that may still be a hot replica (the origin is gone).
+func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int, stop <-chan struct{}) (int64, error) {
 	tk := FixupTask{Task: fsm.Task{Bucket: bucket, Target: target, Searchable: searchable}}
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
 	if !ok {
 		return 0, fmt.Errorf("no copy of %s here to replicate", tk.Bucket)
 	}
-	if state != store.StateWarm {
+	if limit >= 0 {
+		if n < limit {
+			return 0, fmt.Errorf("%s holds %d blocks here, fewer than the sealed %d", bucket, n, limit)
+		}
+		n = limit
+	} else if state != store.StateWarm {
 		return 0, fmt.Errorf("%w: %s is %s here", ErrNotReady, tk.Bucket, state)
 	}
 	subject, err := f.subject(tk.Target)
@@ -261,6 +286,9 @@ func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, stop <-ch
 		frames, err := st.ReadFrames(tk.Bucket, next, sendBudget(nc))
 		if err != nil {
 			return moved, err
+		}
+		if extra := int(next) + len(frames) - n; extra > 0 {
+			frames = frames[:len(frames)-extra]
 		}
 		r, err := req(repl.Request{Op: repl.OpBlocks, First: next, Frames: frames})
 		if err != nil {
@@ -352,3 +380,29 @@ func (f *fixupRunner) fetch(tk FixupTask, stop <-chan struct{}) (int64, error) {
 // DefaultReplicationRate throttles fixup replication (bytes/s) so ingest
 // and search stay responsive; Config.ReplicationRate < 0 removes it.
 const DefaultReplicationRate = 64 << 20
+
+// reportLength tells the managers a copy's length after a fetch or truncate
+// (it closes the copy's task when it is the sealed length).
+func (f *fixupRunner) reportLength(bucket, peer string, blocks int, sum string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := f.cp.BucketEvent(ctx, BucketEvent{Type: "length", Bucket: bucket, Peer: peer, Blocks: blocks, LastChecksum: sum})
+	if err != nil && !errors.Is(err, ErrUnsupported) {
+		f.p.log.Warn("could not report a copy length", "bucket", bucket, "peer", peer, "err", err)
+	}
+}
+
+// sealOwn makes this peer's own hot replica of a sealed bucket warm when it
+// holds exactly the sealed length (the source of a fetch has at least it).
+func (f *fixupRunner) sealOwn(tk FixupTask) {
+	st := f.p.store
+	n, state, ok := st.Blocks(tk.Bucket)
+	if !ok || state != store.StateHot || n != int(tk.SealedBlocks) {
+		return
+	}
+	if err := st.ReplicaRoll(tk.Bucket, n); err != nil {
+		f.p.log.Warn("could not seal the local copy", "bucket", tk.Bucket, "err", err)
+		return
+	}
+	f.reportLength(tk.Bucket, f.p.cfg.ID, n, st.LastChecksum(tk.Bucket, n))
+}

@@ -423,7 +423,8 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 			r.log.Warn("target did not take the roll", "bucket", hb.id, "target", t.peer, "err", err)
 		}
 	}
-	ev := BucketEvent{Type: "rolled", Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: hb.closedAt}
+	ev := BucketEvent{Type: "rolled", Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: hb.closedAt,
+		LastChecksum: r.p.store.LastChecksum(hb.id, hb.closedAt)}
 	for _, c := range r.p.store.Inventory() {
 		if c.ID == hb.id {
 			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest

@@ -103,15 +103,15 @@ type TargetsResponse struct {
 
 // BucketEvent is a bucket event an origin reports.
 type BucketEvent struct {
-	Type     string `json:"type"` // "rolled", "target_failed"
-	Bucket   string `json:"bucket"`
-	Peer     string `json:"peer"`             // reporting peer
-	Target   string `json:"target,omitempty"` // target_failed
-	Blocks   int    `json:"blocks,omitempty"`
-	Events   int64  `json:"events,omitempty"`
-	Size     int64  `json:"size,omitempty"`
-	Earliest int64  `json:"earliest,omitempty"`
-	Latest   int64  `json:"latest,omitempty"`
+	Type         string `json:"type"` // "rolled", "target_failed"
+	Bucket       string `json:"bucket"`
+	Peer         string `json:"peer"`             // reporting peer
+	Target       string `json:"target,omitempty"` // target_failed
+	Blocks       int    `json:"blocks,omitempty"`
+	Events       int64  `json:"events,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+	Earliest     int64  `json:"earliest,omitempty"`
+	Latest       int64  `json:"latest,omitempty"`
 	Searchable   bool   `json:"searchable,omitempty"`
 	LastChecksum string `json:"last_checksum,omitempty"`
 }

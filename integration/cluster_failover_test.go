@@ -115,6 +115,24 @@ func TestClusterPeerWithPrimariesKilled(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged events, each once in the primaries", n)
+	// Then complete again: the fixups (replicate, make searchable) restore
+	// RF, SF and the site policy without the dead peer.
+	c.WaitFor(90*time.Second, func() error {
+		var st fsm.Status
+		c.State(func(s *fsm.State) { st = s.Status() })
+		if !st.Complete {
+			return fmt.Errorf("not complete: rf %v sf %v, fixups %v", st.ReplicationFactorMet, st.SearchFactorMet, st.Fixups)
+		}
+		return nil
+	})
+	seen = primaryUnion(t, c)
+	for _, a := range acked {
+		for _, r := range a.Raws {
+			if seen[r] != 1 {
+				t.Fatalf("complete again: acknowledged event %q is %d times in the primaries", r, seen[r])
+			}
+		}
+	}
 }
 
 func (c *Cluster) stateOf(peer string) (fsm.PeerState, bool) {

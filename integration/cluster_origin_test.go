@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // TestClusterOriginKilledAfterAck: the origin dies right after an ack it
@@ -84,4 +86,30 @@ func TestClusterOriginKilledAfterAck(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged events on every surviving copy of %d buckets", n, len(survivors))
+
+	// The managers declare the origin Down and seal its hot bucket at the
+	// longest surviving length; every surviving copy ends warm at that
+	// length, with one content hash.
+	c.WaitFor(60*time.Second, func() error {
+		var views []fsm.BucketView
+		c.State(func(s *fsm.State) { views = s.BucketList("", "") })
+		for _, v := range views {
+			if !strings.HasSuffix(v.ID, "~"+guid) {
+				continue
+			}
+			if v.Hot {
+				return fmt.Errorf("bucket %s still hot in the managers' table", v.ID)
+			}
+		}
+		for b, hs := range survivors {
+			first := c.Inventory(hs[0])[b]
+			for _, h := range hs {
+				ci := c.Inventory(h)[b]
+				if ci.State != "warm" || ci.Blocks != first.Blocks || ci.ContentHash != first.ContentHash {
+					return fmt.Errorf("bucket %s on %s: %s, %d blocks (vs %d on %s)", b, h, ci.State, ci.Blocks, first.Blocks, hs[0])
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -28,6 +28,11 @@ type cluster struct {
 	fix    *fixupRunner
 	svc    *bus.Service
 	fixSvc *bus.Service
+	// sealWatch: hot replicas whose length a seal task asked for; once the
+	// managers' table shows the bucket sealed (not hot), the replica is
+	// made warm at its length (sealWatched).
+	sealMu    sync.Mutex
+	sealWatch map[string]bool
 	cfg    fsm.Config
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -85,7 +90,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
 	}
-	cl := &cluster{nc: nc, stop: make(chan struct{})}
+	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
 		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
@@ -203,6 +208,7 @@ func (p *Peer) heartbeats() {
 		if on, err := cl.cp.Maintenance(ctx); err == nil {
 			cl.repl.setMaintenance(on)
 		}
+		p.sealWatched(ctx)
 		cancel()
 	}
 }
@@ -337,6 +343,11 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	if t.Kind == fsm.TaskSeal {
 		for _, c := range p.store.Inventory() {
 			if c.ID == t.Bucket {
+				if c.State == "hot" {
+					p.cl.sealMu.Lock()
+					p.cl.sealWatch[c.ID] = true
+					p.cl.sealMu.Unlock()
+				}
 				return api.FixupAck{Accepted: true, Blocks: int64(c.Blocks), LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks),
 					Earliest: c.Earliest, Latest: c.Latest, Bytes: c.JournalBytes, Events: int64(c.Events)}
 			}
@@ -345,4 +356,44 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	}
 	cp.deliver(t)
 	return api.FixupAck{Accepted: true}
+}
+
+// sealWatched makes warm every watched hot replica whose bucket the
+// managers no longer list as hot (it was sealed), at the length it holds,
+// and reports that length. Nothing is cut: a copy shorter or longer than
+// the sealed length gets a fetch or a truncate task from the managers,
+// which work on warm copies too.
+func (p *Peer) sealWatched(ctx context.Context) {
+	cl := p.cl
+	cl.sealMu.Lock()
+	ids := make([]string, 0, len(cl.sealWatch))
+	for id := range cl.sealWatch {
+		ids = append(ids, id)
+	}
+	cl.sealMu.Unlock()
+	ncp, ok := cl.cp.(*NATSControlPlane)
+	if len(ids) == 0 || !ok {
+		return
+	}
+	rep, err := ncp.mc.Generation(ctx, "site0", 0)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		if b, ok := rep.View.Buckets[id]; ok && b.Hot {
+			continue
+		}
+		n, state, ok := p.store.Blocks(id)
+		if ok && state == "hot" {
+			if err := p.store.ReplicaRoll(id, n); err != nil {
+				p.log.Warn("could not make a sealed replica warm", "bucket", id, "err", err)
+				continue
+			}
+			cl.fix.reportLength(id, p.cfg.ID, n, p.store.LastChecksum(id, n))
+			p.log.Info("sealed replica made warm", "bucket", id, "blocks", n)
+		}
+		cl.sealMu.Lock()
+		delete(cl.sealWatch, id)
+		cl.sealMu.Unlock()
+	}
 }

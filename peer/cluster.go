@@ -33,10 +33,10 @@ type cluster struct {
 	// made warm at its length (sealWatched).
 	sealMu    sync.Mutex
 	sealWatch map[string]bool
-	cfg    fsm.Config
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed sync.Once
+	cfg       fsm.Config
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closed    sync.Once
 }
 
 func (p *Peer) site() string {

@@ -227,4 +227,23 @@ func TestClusterSiteCut(t *testing.T) {
 			}
 		}
 	}
+	// Healed: the cluster becomes complete again, and the primaries hold
+	// every acknowledged event exactly once.
+	c.WaitPeersUp(c.PeerIDs()...)
+	c.WaitFor(120*time.Second, func() error {
+		var st fsm.Status
+		c.State(func(s *fsm.State) { st = s.Status() })
+		if !st.Complete || !st.Valid {
+			return fmt.Errorf("valid %v complete %v, fixups %v", st.Valid, st.Complete, st.Fixups)
+		}
+		return nil
+	})
+	union := primaryUnion(t, c)
+	for _, a := range acked {
+		for _, r := range a.Raws {
+			if union[r] != 1 {
+				t.Fatalf("after the heal: acknowledged event %q is %d times in the primaries", r, union[r])
+			}
+		}
+	}
 }

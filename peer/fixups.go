@@ -33,6 +33,9 @@ type fixupRunner struct {
 	done    map[uint64]FixupResult
 	running map[uint64]bool
 	polls   int
+	// moved counts transfers that moved bytes, by "bucket>target" (tests:
+	// each (bucket, target) transfer happens at most once).
+	moved map[string]int
 }
 
 // ErrNotReady: a task cannot run yet (the copy is still hot, the sealed
@@ -44,7 +47,7 @@ func newFixupRunner(p *Peer, cp ControlPlane, rate int64) *fixupRunner {
 		rate = DefaultReplicationRate
 	}
 	return &fixupRunner{p: p, cp: cp, rate: rate, parallel: make(chan struct{}, 2),
-		done: map[uint64]FixupResult{}, running: map[uint64]bool{}}
+		done: map[uint64]FixupResult{}, running: map[uint64]bool{}, moved: map[string]int{}}
 }
 
 // loop polls for tasks every interval until stop.
@@ -305,6 +308,11 @@ func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int
 		next = r.Blocks
 		f.throttle(size, stop)
 	}
+	if moved > 0 {
+		f.mu.Lock()
+		f.moved[bucket+">"+target]++
+		f.mu.Unlock()
+	}
 	if _, err := req(repl.Request{Op: repl.OpRoll, Blocks: n}); err != nil {
 		return moved, err
 	}
@@ -405,4 +413,20 @@ func (f *fixupRunner) sealOwn(tk FixupTask) {
 		return
 	}
 	f.reportLength(tk.Bucket, f.p.cfg.ID, n, st.LastChecksum(tk.Bucket, n))
+}
+
+// Transfers reports, per "bucket>target", how many fixup transfers from this
+// peer moved data (nil for a standalone peer).
+func (p *Peer) Transfers() map[string]int {
+	if p.cl == nil || p.cl.fix == nil {
+		return nil
+	}
+	f := p.cl.fix
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.moved))
+	for k, v := range f.moved {
+		out[k] = v
+	}
+	return out
 }

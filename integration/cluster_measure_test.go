@@ -69,7 +69,7 @@ func TestMeasureCluster(t *testing.T) {
 	t.Logf("replication: %.1f MB of journal frames to the targets in %v = %.1f MB/s", float64(replicated)/1e6, clus.Elapsed.Round(time.Millisecond), float64(replicated)/1e6/clus.Elapsed.Seconds())
 
 	// Peer kill → valid again (median of 5), heartbeat_timeout 3 s.
-	var valid []time.Duration
+	var valid, complete []time.Duration
 	for round := 0; round < 5; round++ {
 		var victim string
 		var gen uint64
@@ -96,9 +96,28 @@ func TestMeasureCluster(t *testing.T) {
 			return nil
 		})
 		valid = append(valid, time.Since(start))
+		c.WaitFor(120*time.Second, func() error {
+			var st fsm.Status
+			c.State(func(s *fsm.State) { st = s.Status() })
+			if !st.Complete {
+				return errors.New("not complete yet")
+			}
+			return nil
+		})
+		complete = append(complete, time.Since(start))
 		c.StartPeer(victim)
 		c.WaitPeersUp(victim)
+		c.WaitFor(120*time.Second, func() error {
+			var st fsm.Status
+			c.State(func(s *fsm.State) { st = s.Status() })
+			if !st.Complete || !st.Valid {
+				return errors.New("not complete after the restart yet")
+			}
+			return nil
+		})
 	}
 	sort.Slice(valid, func(i, j int) bool { return valid[i] < valid[j] })
+	sort.Slice(complete, func(i, j int) bool { return complete[i] < complete[j] })
 	t.Logf("peer kill → valid at a larger generation: median %v (of %v; heartbeat_timeout %v)", valid[2].Round(time.Millisecond), valid, c.Opts.HeartbeatTimeout)
+	t.Logf("peer kill → complete: median %v (of %v)", complete[2].Round(time.Millisecond), complete)
 }

@@ -32,7 +32,7 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8088", Usage: "HTTP listen address (HEC and API)", EnvVars: envVars("http-addr")},
 			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
-			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]`, tried in turn", EnvVars: envVars("manager")},
+			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]` (optional: what the NATS service does not answer)", EnvVars: envVars("manager")},
 			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token", EnvVars: envVars("token")},
 			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token T[=index,index…] (repeatable; acknowledging)", EnvVars: envVars("hec-token")},
@@ -67,9 +67,6 @@ func runPeer(c *cli.Context) error {
 	tokens := c.Generic("hec-token").(*repeatable).values
 	if cfg.NATS != "" && len(tokens) > 0 {
 		return errors.New("peer: in cluster mode (--nats) HEC tokens come from the managers; drop --hec-token")
-	}
-	if cfg.NATS != "" && len(cfg.Managers) == 0 {
-		return errors.New("peer: cluster mode (--nats) needs --manager URL")
 	}
 	if len(tokens) == 0 && cfg.NATS == "" {
 		return errors.New("peer: a standalone peer needs at least one --hec-token")

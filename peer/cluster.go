@@ -28,6 +28,8 @@ type cluster struct {
 	fix    *fixupRunner
 	svc    *bus.Service
 	fixSvc *bus.Service
+	// svcDefault serves quarry.repl.default.<peer> too (single-site).
+	svcDefault *bus.Service
 	// sealWatch: hot replicas whose length a seal task asked for; once the
 	// managers' table shows the bucket sealed (not hot), the replica is
 	// made warm at its length (sealWatched).
@@ -145,6 +147,19 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if p.site() != fsm.DefaultSite {
+		// A single-site cluster lists every peer under the default site in
+		// its generation table, while targets and fixups name the site the
+		// peer registered with: answer on both.
+		dsub, err := subj.Repl(fsm.DefaultSite, cfg.ID)
+		if err != nil {
+			return fail(err)
+		}
+		if cl.svcDefault, err = bus.Serve(nc, dsub, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl); err != nil {
+			cl.svc.Stop(context.Background())
+			return fail(err)
+		}
+	}
 	if ncp, ok := cl.cp.(*NATSControlPlane); ok {
 		cl.fixSvc, err = api.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
 			func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(ncp, t), nil })
@@ -231,6 +246,9 @@ func (p *Peer) closeCluster(abrupt bool) {
 		cl.svc.Stop(ctx)
 		if cl.fixSvc != nil {
 			cl.fixSvc.Stop(ctx)
+		}
+		if cl.svcDefault != nil {
+			cl.svcDefault.Stop(ctx)
 		}
 		cancel()
 		cl.repl.close()

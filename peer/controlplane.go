@@ -99,6 +99,8 @@ type TargetsRequest struct {
 type TargetsResponse struct {
 	Bucket string `json:"bucket"`
 	fsm.TargetChoice
+	// Sites are the targets' subject sites, when the control plane says.
+	Sites map[string]string `json:"-"`
 }
 
 // BucketEvent is a bucket event an origin reports.

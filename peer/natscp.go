@@ -100,8 +100,10 @@ func (c *NATSControlPlane) Targets(ctx context.Context, req TargetsRequest) (Tar
 	}
 	out := TargetsResponse{Bucket: rep.Bucket, TargetChoice: fsm.TargetChoice{Origin: rep.Origin, OriginSite: rep.OriginSite,
 		Degraded: rep.Degraded, Reason: rep.Reason}}
+	out.Sites = map[string]string{}
 	for _, t := range rep.Targets {
 		out.Targets = append(out.Targets, fsm.CopySpec{Peer: t.Peer, Searchable: t.Searchable})
+		out.Sites[t.Peer] = t.Site
 	}
 	return out, nil
 }

@@ -188,6 +188,9 @@ func (r *replicator) run(hb *hotRepl) {
 			r.mu.Lock()
 			for _, cs := range resp.Targets {
 				r.addTargetLocked(hb, cs.Peer, cs.Searchable)
+				if site := resp.Sites[cs.Peer]; site != "" {
+					hb.targets[len(hb.targets)-1].site = site
+				}
 			}
 			hb.ready = true
 			r.advanceLocked(hb)

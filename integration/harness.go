@@ -532,3 +532,21 @@ func (c *Cluster) SetMaintenance(on bool) {
 		c.T.Fatalf("POST /v1/maintenance: %d", resp.StatusCode)
 	}
 }
+
+// AdminPost posts body to path on the leader with the admin token and
+// fails the test on any answer but 200.
+func (c *Cluster) AdminPost(path, body string) {
+	c.T.Helper()
+	l := c.Leader()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+l.HTTPAddr()+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		c.T.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+}

@@ -169,8 +169,6 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		}
 	}
 	p.cl = cl
-	cl.wg.Add(1)
-	go p.heartbeats()
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
 		cl.wg.Add(1)
@@ -209,8 +207,16 @@ func (p *Peer) heartbeats() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), period)
-		err := cl.cp.Heartbeat(ctx, p.cfg.ID)
-		if errors.Is(err, ErrRegisterFirst) {
+		state, err := cl.cp.Heartbeat(ctx, p.cfg.ID)
+		if (err == nil || errors.Is(err, ErrRegisterFirst)) && p.offline(state) {
+			cancel()
+			return
+		}
+		if errors.Is(err, ErrRegisterFirst) && state == fsm.StateDecommissioning {
+			// Registering again would make a leaving peer Up: it stays
+			// Decommissioning until the managers remove it.
+			err = nil
+		} else if errors.Is(err, ErrRegisterFirst) {
 			p.log.Info("managers ask for a registration; registering with the inventory")
 			err = p.register(ctx, cl.cp)
 		}
@@ -414,4 +420,39 @@ func (p *Peer) sealWatched(ctx context.Context) {
 		delete(cl.sealWatch, id)
 		cl.sealMu.Unlock()
 	}
+}
+
+// TakenOffline is closed when the managers took the peer offline
+// (`quarry peer offline`): Restarting after its primaries moved, Removed
+// once a decommission (--enforce-counts) completed, GracefulShutdown. The
+// peer has stopped serving HTTP; its owner calls Close.
+func (p *Peer) TakenOffline() <-chan struct{} { return p.offlineCh }
+
+// offline acts on the peer's state in the managers' table: a
+// Decommissioning peer rolls its hot buckets once (the decommission waits
+// until it originates none) and keeps serving fixups; a peer that is
+// Restarting, GracefulShutdown or Removed stops: its HTTP server and
+// TakenOffline is closed. It reports
+// whether the heartbeat loop should end.
+func (p *Peer) offline(state fsm.PeerState) bool {
+	switch state {
+	case fsm.StateDecommissioning:
+		if !p.decommissioning {
+			p.decommissioning = true
+			p.log.Info("decommissioning: rolling hot buckets; staying until the managers remove this peer")
+			p.store.RollAll()
+		}
+	case fsm.StateRestarting, fsm.StateGracefulShutdown, fsm.StateRemoved:
+		p.log.Info("taken offline by the managers; stopping", "state", state)
+		p.offlineOnce.Do(func() {
+			close(p.offlineCh)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				p.srv.Shutdown(ctx)
+			}()
+		})
+		return true
+	}
+	return false
 }

@@ -24,7 +24,8 @@ type ControlPlane interface {
 	Register(ctx context.Context, id string, req RegisterRequest) error
 	// Heartbeat returns ErrRegisterFirst when the managers want a fresh
 	// registration (the peer was declared Down, or is unknown).
-	Heartbeat(ctx context.Context, id string) error
+	// It returns the peer's state in the managers' table when known.
+	Heartbeat(ctx context.Context, id string) (fsm.PeerState, error)
 	Config(ctx context.Context) (fsm.Config, error)
 	Peers(ctx context.Context) ([]fsm.PeerView, error)
 	// Targets asks for the replication targets of a new hot bucket; the
@@ -217,8 +218,12 @@ func (c *HTTPControlPlane) Register(ctx context.Context, id string, req Register
 	return c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/register", req, nil)
 }
 
-func (c *HTTPControlPlane) Heartbeat(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/heartbeat", struct{}{}, nil)
+func (c *HTTPControlPlane) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
+	var out struct {
+		State fsm.PeerState `json:"state"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/heartbeat", struct{}{}, &out)
+	return out.State, err
 }
 
 func (c *HTTPControlPlane) Config(ctx context.Context) (fsm.Config, error) {

@@ -36,7 +36,7 @@ func TestHTTPControlPlaneFollowsRedirectWithToken(t *testing.T) {
 	if gotAuth != "Bearer tok" {
 		t.Fatalf("leader saw Authorization %q, want the token", gotAuth)
 	}
-	if err := cp.Heartbeat(context.Background(), "p1"); !errors.Is(err, ErrRegisterFirst) {
+	if _, err := cp.Heartbeat(context.Background(), "p1"); !errors.Is(err, ErrRegisterFirst) {
 		t.Fatalf("heartbeat: %v, want ErrRegisterFirst", err)
 	}
 }

@@ -30,7 +30,9 @@ type fakeCP struct {
 }
 
 func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
-func (f *fakeCP) Heartbeat(ctx context.Context, id string) error                     { return nil }
+func (f *fakeCP) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
+	return fsm.StateUp, nil
+}
 func (f *fakeCP) Config(ctx context.Context) (fsm.Config, error) {
 	c := fsm.DefaultConfig()
 	c.ReplicationFactor, c.SearchFactor = 2, 1

@@ -52,15 +52,15 @@ func (c *NATSControlPlane) Register(ctx context.Context, id string, req Register
 	return err
 }
 
-func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string) error {
+func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
 	rep, err := c.mc.Heartbeat(ctx, api.Heartbeat{Peer: id})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if rep.Reregister {
-		return ErrRegisterFirst
+		return rep.State, ErrRegisterFirst
 	}
-	return nil
+	return rep.State, nil
 }
 
 func (c *NATSControlPlane) Config(ctx context.Context) (fsm.Config, error) {

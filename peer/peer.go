@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,10 @@ type Peer struct {
 	log   *slog.Logger
 	done  chan error
 	cl    *cluster // nil when standalone
+	// decommissioning is set by the heartbeat loop (cluster.go) only.
+	decommissioning bool
+	offlineCh       chan struct{}
+	offlineOnce     sync.Once
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -170,7 +175,7 @@ func Start(cfg Config) (*Peer, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
-	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1)}
+	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{})}
 	if cfg.NATS != "" {
 		if p.cfg.JoinTimeout <= 0 {
 			p.cfg.JoinTimeout = time.Minute
@@ -203,6 +208,10 @@ func Start(cfg Config) (*Peer, error) {
 	p.ln = ln
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	go func() { p.done <- p.srv.Serve(ln) }()
+	if p.cl != nil {
+		p.cl.wg.Add(1)
+		go p.heartbeats() // after p.srv exists: a heartbeat may stop it
+	}
 	return p, nil
 }
 

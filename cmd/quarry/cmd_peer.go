@@ -95,6 +95,8 @@ func runPeer(c *cli.Context) error {
 		cfg.Logger.Info("stopping", "signal", s.String())
 	case err := <-p.Done():
 		cfg.Logger.Error("http server stopped", "err", err)
+	case <-p.TakenOffline():
+		cfg.Logger.Info("taken offline by the managers; stopping")
 	}
 	return p.Close()
 }

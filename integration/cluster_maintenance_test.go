@@ -82,4 +82,43 @@ func TestClusterMaintenanceKeepsTarget(t *testing.T) {
 			t.Errorf("maintenance mode opened a %s task: %+v", tk.Kind, tk)
 		}
 	}
+	moved := func() int {
+		n := 0
+		for _, id := range c.PeerIDs() {
+			if p := c.Peer(id); p != nil {
+				for _, k := range p.Transfers() {
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	if n := moved(); n != 0 {
+		t.Errorf("%d fixup transfers in maintenance mode, want 0", n)
+	}
+	// Disabling maintenance resumes fixup: with a peer gone for good, the
+	// cluster becomes complete again without it.
+	gone := ts[1] // a holder of the origin's bucket
+	c.KillPeer(gone)
+	c.SetMaintenance(false)
+	for _, id := range c.PeerIDs() {
+		if p := c.Peer(id); p != nil {
+			p.Store().RollAll()
+		}
+	}
+	c.WaitFor(120*time.Second, func() error {
+		var st fsm.Status
+		c.State(func(s *fsm.State) { st = s.Status() })
+		if p, _ := c.stateOf(gone); p != fsm.StateDown {
+			return fmt.Errorf("%s is %s", gone, p)
+		}
+		if !st.Complete {
+			return fmt.Errorf("not complete after maintenance: %v", st.Fixups)
+		}
+		return nil
+	})
+	if moved() == 0 {
+		t.Errorf("complete again without any fixup transfer, though %s held a copy", gone)
+	}
+	t.Logf("after maintenance: %d fixup transfers", moved())
 }

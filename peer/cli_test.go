@@ -64,7 +64,8 @@ func TestCLIPeerAndIngest(t *testing.T) {
 	if total != 1234 {
 		t.Fatalf("%d events stored, want 1234", total)
 	}
-	msg, err = exec.Command(quarryBin, "peer", "--id", "x", "--data-dir", dir, "--nats", "nats://127.0.0.1:4222").CombinedOutput()
+	// In cluster mode tokens come from the managers: a --hec-token is refused.
+	msg, err = exec.Command(quarryBin, "peer", "--id", "x", "--data-dir", dir, "--nats", "nats://127.0.0.1:4222", "--hec-token", "t").CombinedOutput()
 	if err == nil || !strings.Contains(string(msg), "cluster mode") {
 		t.Fatalf("peer --nats: %v: %s", err, msg)
 	}

@@ -291,6 +291,48 @@ func Serve[Req, Resp any](nc *nats.Conn, subject string, o ServeOptions, h Handl
 	if log == nil {
 		log = slog.Default()
 	}
+	return startService(nc, subject, "serve", o, func(ctx context.Context, m *nats.Msg) {
+		resp, err := handleOne(ctx, m, o.MaxTimeout, h)
+		metricHandled.WithLabelValues(family(subject), handledOutcome(err)).Inc()
+		if errors.Is(err, errNoReply) {
+			return
+		}
+		if m.Reply == "" {
+			if err != nil {
+				log.Warn("handler failed", "subject", subject, "err", err)
+			}
+			return
+		}
+		var out *nats.Msg
+		if err == nil {
+			out, err = Encode(m.Reply, resp)
+		}
+		if err != nil {
+			out = errorReply(m.Reply, CodeInternal, err)
+		}
+		if perr := m.RespondMsg(out); perr != nil {
+			log.Warn("reply failed", "subject", subject, "err", perr)
+		}
+	})
+}
+
+// errorReply is the reply carrying err to a requester: a *RemoteError in
+// err keeps its own code, any other error gets code.
+func errorReply(reply, code string, err error) *nats.Msg {
+	out := nats.NewMsg(reply)
+	re := &RemoteError{Code: code, Message: err.Error()}
+	errors.As(err, &re)
+	out.Header.Set(HeaderErrorCode, re.Code)
+	out.Data = []byte(re.Message)
+	return out
+}
+
+// startService subscribes run to subject (in o.Queue when set): each
+// message runs in its own goroutine, at most o.MaxConcurrent at once, with a
+// context that Stop cancels; Stop waits for the running ones. The
+// subscription is flushed before it returns, so a request right after it
+// does not see no-responders. what names the caller in errors.
+func startService(nc *nats.Conn, subject, what string, o ServeOptions, run func(ctx context.Context, m *nats.Msg)) (*Service, error) {
 	svc := &Service{nc: nc}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 	sem := make(chan struct{}, o.MaxConcurrent)
@@ -310,31 +352,7 @@ func Serve[Req, Resp any](nc *nats.Conn, subject string, o ServeOptions, h Handl
 		svc.mu.Unlock()
 		go func() {
 			defer func() { <-sem; svc.wg.Done() }()
-			resp, err := handleOne(svc.ctx, m, o.MaxTimeout, h)
-			metricHandled.WithLabelValues(family(subject), handledOutcome(err)).Inc()
-			if errors.Is(err, errNoReply) {
-				return
-			}
-			if m.Reply == "" {
-				if err != nil {
-					log.Warn("handler failed", "subject", subject, "err", err)
-				}
-				return
-			}
-			var out *nats.Msg
-			if err == nil {
-				out, err = Encode(m.Reply, resp)
-			}
-			if err != nil {
-				out = nats.NewMsg(m.Reply)
-				re := &RemoteError{Code: CodeInternal, Message: err.Error()}
-				errors.As(err, &re)
-				out.Header.Set(HeaderErrorCode, re.Code)
-				out.Data = []byte(re.Message)
-			}
-			if perr := m.RespondMsg(out); perr != nil {
-				log.Warn("reply failed", "subject", subject, "err", perr)
-			}
+			run(svc.ctx, m)
 		}()
 	}
 	var err error
@@ -345,14 +363,12 @@ func Serve[Req, Resp any](nc *nats.Conn, subject string, o ServeOptions, h Handl
 	}
 	if err != nil {
 		svc.cancel()
-		return nil, fmt.Errorf("serve %s: %w", subject, err)
+		return nil, fmt.Errorf("%s %s: %w", what, subject, err)
 	}
-	// Make sure the server knows the subscription before callers count on
-	// it (a request right after Serve must not see no-responders).
 	if err := nc.Flush(); err != nil {
 		_ = svc.sub.Unsubscribe()
 		svc.cancel()
-		return nil, fmt.Errorf("serve %s: flush: %w", subject, err)
+		return nil, fmt.Errorf("%s %s: flush: %w", what, subject, err)
 	}
 	return svc, nil
 }

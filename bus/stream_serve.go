@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -31,44 +30,9 @@ func ServeStreams[Meta any](nc *nats.Conn, subject string, o ServeOptions, so St
 	if log == nil {
 		log = slog.Default()
 	}
-	svc := &Service{nc: nc}
-	svc.ctx, svc.cancel = context.WithCancel(context.Background())
-	sem := make(chan struct{}, o.MaxConcurrent)
-	cb := func(m *nats.Msg) {
-		select {
-		case sem <- struct{}{}:
-		case <-svc.ctx.Done():
-			return
-		}
-		svc.mu.Lock()
-		if svc.stopped {
-			svc.mu.Unlock()
-			<-sem
-			return
-		}
-		svc.wg.Add(1)
-		svc.mu.Unlock()
-		go func() {
-			defer func() { <-sem; svc.wg.Done() }()
-			runStream(svc.ctx, nc, m, so, h, log)
-		}()
-	}
-	var err error
-	if o.Queue != "" {
-		svc.sub, err = nc.QueueSubscribe(subject, o.Queue, cb)
-	} else {
-		svc.sub, err = nc.Subscribe(subject, cb)
-	}
-	if err != nil {
-		svc.cancel()
-		return nil, fmt.Errorf("serve streams %s: %w", subject, err)
-	}
-	if err := nc.Flush(); err != nil {
-		_ = svc.sub.Unsubscribe()
-		svc.cancel()
-		return nil, fmt.Errorf("serve streams %s: flush: %w", subject, err)
-	}
-	return svc, nil
+	return startService(nc, subject, "serve streams", o, func(ctx context.Context, m *nats.Msg) {
+		runStream(ctx, nc, m, so, h, log)
+	})
 }
 
 func runStream[Meta any](ctx context.Context, nc *nats.Conn, m *nats.Msg, so StreamOptions, h StreamHandler[Meta], log *slog.Logger) {
@@ -76,12 +40,7 @@ func runStream[Meta any](ctx context.Context, nc *nats.Conn, m *nats.Msg, so Str
 		if m.Reply == "" {
 			return
 		}
-		out := nats.NewMsg(m.Reply)
-		re := &RemoteError{Code: code, Message: err.Error()}
-		errors.As(err, &re)
-		out.Header.Set(HeaderErrorCode, re.Code)
-		out.Data = []byte(re.Message)
-		_ = m.RespondMsg(out)
+		_ = m.RespondMsg(errorReply(m.Reply, code, err))
 	}
 	var meta Meta
 	if err := Decode(m, &meta); err != nil {

@@ -121,7 +121,11 @@ func ingestCommand() *cli.Command {
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar", EnvVars: envVars("quiet")},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
+			files, err := trailingFlags(c)
+			if err != nil {
+				return err
+			}
+			if len(files) == 0 {
 				return errors.New("ingest: name at least one FILE")
 			}
 			cfg := hec.ClientConfig{URL: c.String("hec"), Token: c.String("token"), Index: c.String("index"),
@@ -132,7 +136,7 @@ func ingestCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			res, err := hec.Ingest(ctx, cfg, c.Args().Slice())
+			res, err := hec.Ingest(ctx, cfg, files)
 			if err != nil {
 				return fmt.Errorf("ingest: %w (%d events acknowledged)", err, res.Events)
 			}

@@ -42,10 +42,14 @@ func searchCommand() *cli.Command {
 }
 
 func runSearch(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("search: want exactly one query argument, got %d", c.NArg())
+	args, err := trailingFlags(c)
+	if err != nil {
+		return err
 	}
-	q := c.Args().First()
+	if len(args) != 1 {
+		return fmt.Errorf("search: want exactly one query argument (quote it), got %d", len(args))
+	}
+	q := args[0]
 	out := c.String("output")
 	if out != "table" && out != "json" && out != "raw" {
 		return fmt.Errorf("search: --output %q: want table, json or raw", out)

@@ -85,6 +85,14 @@ func TestSearchCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &resp); err != nil || len(resp.Results) != 1 || resp.Results[0]["count"] != float64(3) {
 		t.Errorf("json output = %q (%v)", out, err)
 	}
+	// Flags after the query, as SPEC §8 writes them.
+	out, err = runCLI(t, "error", "--peer", srv.URL, "--output=raw")
+	if err != nil || out != "GET /c 503 error\nGET /a 500 upstream error\n" {
+		t.Errorf("flags after the query: %q %v", out, err)
+	}
+	if _, err = runCLI(t, "error", "--peer", srv.URL, "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "unknown flag --no-such-flag") {
+		t.Errorf("unknown trailing flag = %v", err)
+	}
 	// A syntax error is one clear line with its position, before any call.
 	_, err = runCLI(t, "--peer", "127.0.0.1:1", "error | stats")
 	if err == nil || !strings.Contains(err.Error(), "column 14") {

@@ -68,3 +68,46 @@ func (r *repeatable) Set(v string) error {
 }
 
 func (r *repeatable) String() string { return strings.Join(r.values, ";") }
+
+// trailingFlags returns the positional arguments, applying any flags given
+// after them (`quarry peer offline p1 --enforce-counts`, `quarry search
+// 'error' --output json`, `quarry ingest FILE --hec URL`), which
+// urfave/cli v2 leaves unparsed. SPEC §8 writes flags after the arguments.
+func trailingFlags(c *cli.Context) ([]string, error) {
+	raw := c.Args().Slice()
+	var args []string
+	for i := 0; i < len(raw); i++ {
+		a := raw[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			args = append(args, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var fl cli.Flag
+		for _, f := range c.Command.Flags {
+			for _, n := range f.Names() {
+				if n == name {
+					fl = f
+				}
+			}
+		}
+		if fl == nil {
+			return nil, fmt.Errorf("%s: unknown flag %s", c.Command.FullName(), a)
+		}
+		if _, isBool := fl.(*cli.BoolFlag); isBool {
+			if !hasVal {
+				val = "true"
+			}
+		} else if !hasVal {
+			if i+1 >= len(raw) {
+				return nil, fmt.Errorf("%s: flag %s needs a value", c.Command.FullName(), a)
+			}
+			i++
+			val = raw[i]
+		}
+		if err := c.Set(name, val); err != nil {
+			return nil, fmt.Errorf("%s: flag %s: %w", c.Command.FullName(), a, err)
+		}
+	}
+	return args, nil
+}

@@ -110,8 +110,8 @@ func ingestCommand() *cli.Command {
 		Usage:     "send files to a HEC endpoint (envelope files to /event, other files line by line to /raw)",
 		ArgsUsage: "FILE…",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "hec", Usage: "HEC base URL, e.g. http://127.0.0.1:8088", EnvVars: envVars("hec"), Required: true},
-			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: envVars("token"), Required: true},
+			&cli.StringFlag{Name: "hec", Usage: "HEC base URL, e.g. http://127.0.0.1:8088", EnvVars: envVars("hec")},
+			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: envVars("token")},
 			&cli.StringFlag{Name: "index", Usage: "index of events that name none", EnvVars: envVars("index")},
 			&cli.StringFlag{Name: "sourcetype", Usage: "sourcetype of events that name none", EnvVars: envVars("sourcetype")},
 			&cli.StringFlag{Name: "host", Usage: "host of events that name none", EnvVars: envVars("host")},
@@ -127,6 +127,10 @@ func ingestCommand() *cli.Command {
 			}
 			if len(files) == 0 {
 				return errors.New("ingest: name at least one FILE")
+			}
+			// Checked here, not with Required: flags may follow the files.
+			if c.String("hec") == "" || c.String("token") == "" {
+				return errors.New("ingest: need --hec URL and --token T (or QUARRY_HEC, QUARRY_TOKEN)")
 			}
 			cfg := hec.ClientConfig{URL: c.String("hec"), Token: c.String("token"), Index: c.String("index"),
 				Sourcetype: c.String("sourcetype"), Host: c.String("host"), Source: c.String("source"),

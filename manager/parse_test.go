@@ -13,34 +13,6 @@ import (
 	"github.com/quarry-dev/quarry/fsm"
 )
 
-func TestParseHECToken(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want fsm.HECToken
-		err  string
-	}{
-		{"abc", fsm.HECToken{Token: "abc", Ack: true}, ""},
-		{"abc=main", fsm.HECToken{Token: "abc", Indexes: []string{"main"}, DefaultIndex: "main", Ack: true}, ""},
-		{"abc=web,main", fsm.HECToken{Token: "abc", Indexes: []string{"web", "main"}, DefaultIndex: "web", Ack: true}, ""},
-		{" abc = web , main ", fsm.HECToken{}, "want T[=index"},
-		{"", fsm.HECToken{}, "non-empty token"},
-		{"=main", fsm.HECToken{}, "non-empty token"},
-		{"abc=", fsm.HECToken{}, "empty index name"},
-		{"abc=web,,main", fsm.HECToken{}, "empty index name"},
-	} {
-		got, err := ParseHECToken(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("ParseHECToken(%q) = %+v, %v; want error with %q", tc.in, got, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("ParseHECToken(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 func TestParseBootstrap(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -76,29 +48,6 @@ func FuzzParseBootstrap(f *testing.F) {
 			if sv.ID == "" || sv.RaftAddr == "" || strings.Contains(sv.ID, ",") {
 				t.Fatalf("ParseBootstrap(%q) accepted %+v", s, sv)
 			}
-		}
-	})
-}
-
-func FuzzParseHECToken(f *testing.F) {
-	for _, s := range []string{"abc", "abc=main", "abc=web,main", "=", "a=,", " x "} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		tok, err := ParseHECToken(s)
-		if err != nil {
-			return
-		}
-		if tok.Token == "" || strings.ContainsAny(tok.Token, " ,;=") {
-			t.Fatalf("ParseHECToken(%q) accepted token %q", s, tok.Token)
-		}
-		for _, ix := range tok.Indexes {
-			if ix == "" {
-				t.Fatalf("ParseHECToken(%q) accepted an empty index", s)
-			}
-		}
-		if len(tok.Indexes) > 0 && tok.DefaultIndex != tok.Indexes[0] {
-			t.Fatalf("ParseHECToken(%q): default %q is not the first index", s, tok.DefaultIndex)
 		}
 	})
 }

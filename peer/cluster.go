@@ -182,7 +182,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	}
 	var toks []hec.Token
 	for _, t := range cl.cfg.HECTokens {
-		toks = append(toks, hec.Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled})
+		toks = append(toks, hec.TokenFromConfig(t))
 	}
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil

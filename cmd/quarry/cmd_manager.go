@@ -162,7 +162,7 @@ func seedConfig(c *cli.Context, hecTokens []string) (fsm.Config, error) {
 		cfg.Indexes = append(cfg.Indexes, fsm.IndexConfig{Name: name})
 	}
 	for _, v := range hecTokens {
-		tok, err := manager.ParseHECToken(v)
+		tok, err := fsm.ParseHECToken(v)
 		if err != nil {
 			return cfg, err
 		}

@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/klauspost/compress/gzip"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,7 +23,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -62,24 +63,25 @@ func (t *Token) allows(index string) bool {
 	return false
 }
 
-// ParseTokenFlag parses --hec-token T[=index,index…]: the token, its allowed
-// indexes (the first is the default), acknowledging.
+// ParseTokenFlag parses a standalone peer's --hec-token T[=index,index…]
+// with the cluster's own syntax (fsm.ParseHECToken: the first index is the
+// default; acknowledging), and refuses an index name the store cannot hold.
 func ParseTokenFlag(s string) (Token, error) {
-	val, idx, has := strings.Cut(s, "=")
-	t := Token{Value: val, Ack: true}
-	if val == "" {
-		return t, fmt.Errorf("hec token %q: empty token", s)
+	ft, err := fsm.ParseHECToken(s)
+	if err != nil {
+		return Token{}, err
 	}
-	if has {
-		for _, i := range strings.Split(idx, ",") {
-			i = strings.TrimSpace(i)
-			if !store.ValidIndexName(i) {
-				return t, fmt.Errorf("hec token %q: invalid index name %q", s, i)
-			}
-			t.Indexes = append(t.Indexes, i)
+	for _, i := range ft.Indexes {
+		if !store.ValidIndexName(i) {
+			return Token{}, fmt.Errorf("hec token %q: invalid index name %q", s, i)
 		}
 	}
-	return t, nil
+	return TokenFromConfig(ft), nil
+}
+
+// TokenFromConfig is the HEC token of a cluster-config token.
+func TokenFromConfig(t fsm.HECToken) Token {
+	return Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled}
 }
 
 // Appender is what HEC needs of the store.

@@ -32,12 +32,17 @@ for i in $(seq 1 1000); do
 done >"$tmp/sample.log"
 "$Q" ingest "$tmp/sample.log" --hec "$HEC" --token "$HEC_TOKEN"
 
-"$Q" buckets list | tee "$tmp/buckets"
-"$Q" buckets list --output json >"$tmp/buckets.json"
-for site in site1 site2; do
-	if ! grep -q "\"site\": *\"$site\"" "$tmp/buckets.json"; then
-		echo "no bucket copy on $site" >&2
+# Peers report buckets to the managers asynchronously (over the bus), so the
+# listing may lag the acknowledgement by a moment: wait for it, with a deadline.
+DEADLINE=$((SECONDS + 30))
+until "$Q" buckets list --output json >"$tmp/buckets.json" 2>&1 &&
+	grep -q '"site": *"site1"' "$tmp/buckets.json" && grep -q '"site": *"site2"' "$tmp/buckets.json"; do
+	if ((SECONDS >= DEADLINE)); then
+		echo "no bucket with copies on both site1 and site2 in time; last listing:" >&2
+		cat "$tmp/buckets.json" >&2
 		exit 1
 	fi
+	sleep 1
 done
+"$Q" buckets list
 echo "ok: leader elected, 6 peers Up, 1000 events ingested, copies on site1 and site2"

@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin/quarry
 
-.PHONY: build test test-short integration lint bench e2e fuzz determinism clean
+.PHONY: build test test-short integration lint bench e2e fuzz determinism clean image demo demo-down
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
@@ -33,6 +33,18 @@ determinism:
 
 bench: build
 	$(GO) run ./integration/bench -bin $(BIN) $(BENCHFLAGS)
+
+# The FROM-scratch image of the docker-compose demo (SPEC §9), from the static binary.
+image: build
+	docker build -f deploy/Dockerfile -t quarry:demo .
+
+# The multisite demo: 2 sites x 3 peers, 3 managers, 2 NATS nodes (docker-compose.yml).
+# deploy/demo-check.sh then waits for it and ingests a sample through p1.
+demo: image
+	docker-compose up -d
+
+demo-down:
+	docker-compose down -v
 
 clean:
 	rm -rf bin

@@ -494,7 +494,13 @@ func bucketsCommand() *cli.Command {
 					for _, s := range sites {
 						prim = append(prim, s+"="+b.Primary[s])
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", b.ID, b.Index, b.Origin, state, b.Events, b.Size, strings.Join(copies, " "), strings.Join(prim, " "))
+					// The managers learn a bucket's size when it rolls; a hot
+					// bucket's live counts are on its peers (GET /v1/buckets).
+					events, size := strconv.FormatInt(int64(b.Events), 10), strconv.FormatInt(int64(b.Size), 10)
+					if b.Hot {
+						events, size = "-", "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.Index, b.Origin, state, events, size, strings.Join(copies, " "), strings.Join(prim, " "))
 				}
 				return tw.Flush()
 			}),

@@ -496,7 +496,7 @@ func bucketsCommand() *cli.Command {
 					}
 					// The managers learn a bucket's size when it rolls; a hot
 					// bucket's live counts are on its peers (GET /v1/buckets).
-					events, size := strconv.FormatInt(int64(b.Events), 10), strconv.FormatInt(int64(b.Size), 10)
+					events, size := strconv.FormatInt(b.Events, 10), strconv.FormatInt(b.Size, 10)
 					if b.Hot {
 						events, size = "-", "-"
 					}

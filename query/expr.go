@@ -178,34 +178,7 @@ func (e binExpr) Eval(env *evalEnv) any {
 }
 
 // likeMatch is SQL LIKE: % any sequence, _ one byte.
-func likeMatch(pat, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		if p < len(pat) && pat[p] == '%' {
-			star = p
-			mark = i
-			p++
-			continue
-		}
-		if p < len(pat) && (pat[p] == '_' || pat[p] == s[i]) {
-			p++
-			i++
-			continue
-		}
-		if star >= 0 {
-			p = star + 1
-			mark++
-			i = mark
-			continue
-		}
-		return false
-	}
-	for p < len(pat) && pat[p] == '%' {
-		p++
-	}
-	return p == len(pat)
-}
+func likeMatch(pat, s string) bool { return wildcardMatch(pat, s, '%', '_') }
 
 func (e callExpr) Eval(env *evalEnv) any {
 	arg := func(i int) any {

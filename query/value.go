@@ -201,18 +201,22 @@ func asciiLower(s string) string {
 }
 
 // globMatch matches s against a pattern where * matches any sequence.
-func globMatch(pat, s string) bool {
-	// Iterative matcher with backtracking on the last star.
+func globMatch(pat, s string) bool { return wildcardMatch(pat, s, '*', 0) }
+
+// wildcardMatch matches s against pat, where any matches any sequence of
+// bytes and one (when not 0) exactly one byte: an iterative matcher that
+// backtracks to the last any.
+func wildcardMatch(pat, s string, any, one byte) bool {
 	p, i := 0, 0
 	star, mark := -1, 0
 	for i < len(s) {
-		if p < len(pat) && pat[p] == '*' {
+		if p < len(pat) && pat[p] == any {
 			star = p
 			mark = i
 			p++
 			continue
 		}
-		if p < len(pat) && pat[p] == s[i] {
+		if p < len(pat) && ((one != 0 && pat[p] == one) || pat[p] == s[i]) {
 			p++
 			i++
 			continue
@@ -225,7 +229,7 @@ func globMatch(pat, s string) bool {
 		}
 		return false
 	}
-	for p < len(pat) && pat[p] == '*' {
+	for p < len(pat) && pat[p] == any {
 		p++
 	}
 	return p == len(pat)

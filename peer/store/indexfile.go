@@ -446,6 +446,10 @@ func (r *indexReader) getBloom() (*bloom.BloomFilter, error) {
 			r.bloomErr = err
 			return
 		}
+		if err := checkBloomSize(b); err != nil {
+			r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
+			return
+		}
 		bf := &bloom.BloomFilter{}
 		if err := bf.UnmarshalBinary(b); err != nil {
 			r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
@@ -454,6 +458,23 @@ func (r *indexReader) getBloom() (*bloom.BloomFilter, error) {
 		r.bloom = bf
 	})
 	return r.bloom, r.bloomErr
+}
+
+// checkBloomSize checks the bloom section's declared sizes against its
+// length before the library decodes it: bloom/bitset allocate whatever a
+// damaged header says (a makeslice panic, found by FuzzReadIndex). The form
+// is m, k (8 bytes each), the bitset's bit length (8 bytes), then its words,
+// all big-endian.
+func checkBloomSize(b []byte) error {
+	if len(b) < 24 {
+		return fmt.Errorf("section of %d bytes, want at least 24", len(b))
+	}
+	bits := binary.BigEndian.Uint64(b[16:24])
+	words := bits/64 + min(bits%64, 1)
+	if words > uint64(len(b)-24)/8 {
+		return fmt.Errorf("bitset of %d bits does not fit in %d bytes", bits, len(b)-24)
+	}
+	return nil
 }
 
 // dictEntry is one decoded dictionary entry; key and inline are only valid

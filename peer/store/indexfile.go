@@ -330,7 +330,8 @@ func readIndex(f *os.File) (*indexReader, error) {
 	p := foot
 	for i := range r.secs {
 		r.secs[i] = [2]uint64{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:])}
-		if r.secs[i][0]+r.secs[i][1] > uint64(size) {
+		// Compared without adding: a damaged offset + length can wrap.
+		if off, n := r.secs[i][0], r.secs[i][1]; off > uint64(size) || n > uint64(size)-off {
 			return nil, fmt.Errorf("%w: index section %d out of the file", ErrCorrupt, i)
 		}
 		p = p[16:]

@@ -60,22 +60,7 @@ func TestClusterOriginKilledAfterAck(t *testing.T) {
 		}
 		return nil
 	})
-	seen := map[string]int{}
-	for b, hs := range survivors {
-		for _, h := range hs {
-			if !c.Inventory(h)[b].Searchable {
-				continue
-			}
-			raws, err := c.CopyRaws(h, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r, k := range raws {
-				seen[r] += k
-			}
-			break
-		}
-	}
+	seen := c.RawsOnSearchableCopies(survivors)
 	n := 0
 	for _, a := range acked {
 		for _, r := range a.Raws {

@@ -151,22 +151,7 @@ func TestClusterIngestReplicates(t *testing.T) {
 	holders := checkBuckets(t, c, origins)
 	// Every acknowledged event exactly once over the buckets, read on a
 	// searchable copy; non-searchable copies agree by content hash.
-	seen := map[string]int{}
-	for b, hs := range holders {
-		for _, h := range hs {
-			if !c.Inventory(h)[b].Searchable {
-				continue
-			}
-			raws, err := c.CopyRaws(h, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r, k := range raws {
-				seen[r] += k
-			}
-			break
-		}
-	}
+	seen := c.RawsOnSearchableCopies(holders)
 	total := 0
 	for _, a := range acked {
 		for _, r := range a.Raws {

@@ -550,3 +550,26 @@ func (c *Cluster) AdminPost(path, body string) {
 		c.T.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
 	}
 }
+
+// RawsOnSearchableCopies counts each raw event over the given buckets
+// (bucket → holders), reading every bucket once, on its first searchable
+// copy: an event acknowledged once must count exactly 1.
+func (c *Cluster) RawsOnSearchableCopies(holders map[string][]string) map[string]int {
+	seen := map[string]int{}
+	for b, hs := range holders {
+		for _, h := range hs {
+			if !c.Inventory(h)[b].Searchable {
+				continue
+			}
+			raws, err := c.CopyRaws(h, b)
+			if err != nil {
+				c.T.Fatal(err)
+			}
+			for r, k := range raws {
+				seen[r] += k
+			}
+			break
+		}
+	}
+	return seen
+}

@@ -2,13 +2,16 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // ManagerClient is a peer's (or a search head's) typed client of the
@@ -26,6 +29,8 @@ type ManagerClient struct {
 	s  bus.Subjects
 	// AttemptTimeout bounds one request (default 2 s).
 	AttemptTimeout time.Duration
+	// FetchTimeout bounds one streamed table transfer (default 60 s).
+	FetchTimeout time.Duration
 }
 
 // NewManagerClient makes a client for the subject scheme s.
@@ -40,23 +45,33 @@ func Retryable(err error) bool {
 
 // call sends one manager operation, retrying per the type's doc.
 func call[Req, Resp any](ctx context.Context, c *ManagerClient, op string, req Req) (Resp, error) {
-	var zero Resp
 	subj, err := c.s.MgrOp(op)
 	if err != nil {
+		var zero Resp
 		return zero, err
 	}
+	return retry(ctx, func() (Resp, error) {
+		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
+		defer cancel()
+		return bus.Request[Req, Resp](actx, c.nc, subj, req)
+	})
+}
+
+// retry runs attempt until it succeeds, fails for a reason a retry cannot
+// mend, or ctx ends: while no leader serves the subject (Retryable) it
+// backs off from 20 ms to 500 ms; an attempt that timed out with time left
+// in ctx is tried again at once (a manager may be stuck in a commit during
+// an election).
+func retry[T any](ctx context.Context, attempt func() (T, error)) (T, error) {
+	var zero T
 	backoff := 20 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
-		resp, err := bus.Request[Req, Resp](actx, c.nc, subj, req)
-		cancel()
+		v, err := attempt()
 		if err == nil {
-			return resp, nil
+			return v, nil
 		}
 		if !Retryable(err) {
 			if errors.Is(err, bus.ErrTimeout) && ctx.Err() == nil {
-				// One attempt timed out, ctx has time left: a manager may be
-				// stuck in a commit during an election; try again.
 				continue
 			}
 			return zero, err
@@ -94,9 +109,121 @@ func (c *ManagerClient) BucketEvent(ctx context.Context, e BucketEvent) (BucketE
 	return call[BucketEvent, BucketEventReply](ctx, c, OpBucket, e)
 }
 
-// Generation fetches a site's primary table (or its changes after since).
+// Generation fetches a site's primary table (or its changes after since)
+// in one message. Small tables only: FetchGeneration is what roles use.
 func (c *ManagerClient) Generation(ctx context.Context, site string, since uint64) (GenerationReply, error) {
 	return call[GenerationRequest, GenerationReply](ctx, c, OpGeneration, GenerationRequest{V: WireVersion, Site: site, Since: since})
+}
+
+// generationFetchTimeout bounds one streamed table transfer (a million
+// buckets is a few hundred MB of JSON on loopback: seconds, not minutes).
+const generationFetchTimeout = 60 * time.Second
+
+// FetchGeneration fetches a site's primary table — the whole table, the
+// changes after since, or (generation ≠ 0) the primaries as they were in
+// that generation — over a bus stream, so its size is not bound by the
+// bus's max payload. Retries like every call while no leader answers.
+func (c *ManagerClient) FetchGeneration(ctx context.Context, site string, since, generation uint64) (fsm.GenerationView, error) {
+	subj, err := c.s.MgrOp(OpGeneration)
+	if err != nil {
+		return fsm.GenerationView{}, err
+	}
+	return retry(ctx, func() (fsm.GenerationView, error) {
+		return c.fetchGenerationOnce(ctx, subj, site, since, generation)
+	})
+}
+
+func (c *ManagerClient) fetchGenerationOnce(ctx context.Context, subj, site string, since, generation uint64) (fsm.GenerationView, error) {
+	var view fsm.GenerationView
+	ft := c.FetchTimeout
+	if ft <= 0 {
+		ft = generationFetchTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, ft)
+	defer cancel()
+	rcv, err := bus.NewReceiver(c.nc, 0, bus.StreamOptions{IdleTimeout: 10 * time.Second})
+	if err != nil {
+		return view, err
+	}
+	defer rcv.Close(nil)
+	inv := rcv.Invite()
+	// Read the stream while the request waits for its reply: the manager
+	// sends the table before it answers, and the window is smaller than a
+	// large table.
+	type got struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan got, 1)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	go func() {
+		b, err := rcv.Next(rctx)
+		if err == nil {
+			// Read to the end: the sender's Close waits for it.
+			if _, e := rcv.Next(rctx); !errors.Is(e, io.EOF) {
+				err = fmt.Errorf("after the table: %w", e)
+			} else {
+				rcv.Close(nil) // confirms the end to the sender
+			}
+		}
+		ch <- got{b, err}
+	}()
+	actx, acancel := context.WithTimeout(ctx, max(c.AttemptTimeout, ft))
+	reply, err := bus.Request[GenerationRequest, GenerationReply](actx, c.nc, subj,
+		GenerationRequest{V: WireVersion, Site: site, Since: since, Generation: generation, Invite: &inv})
+	acancel()
+	if err != nil && !errors.Is(err, bus.ErrTimeout) {
+		rcancel()
+		<-ch
+		return view, err
+	}
+	if err == nil && !reply.Streamed {
+		// A manager that does not stream answered in the reply itself.
+		rcancel()
+		<-ch
+		return reply.View, nil
+	}
+	// The reply may time out while a big table is still streaming: the
+	// stream's own idle timeout says whether the manager is sending.
+	g := <-ch
+	if g.err != nil {
+		if err != nil {
+			return view, err
+		}
+		return view, fmt.Errorf("generation table of %s: %w", site, g.err)
+	}
+	if err := json.Unmarshal(g.b, &view); err != nil {
+		return view, fmt.Errorf("generation table of %s: decode: %w", site, err)
+	}
+	return view, nil
+}
+
+// SendGeneration is the manager's half of FetchGeneration: it opens the
+// stream first (so the requester hears from it while a large table is
+// built), then builds the view, and sends its JSON as one message. An
+// error of build aborts the stream and is returned (the manager answers
+// it in the reply).
+func SendGeneration(ctx context.Context, nc *nats.Conn, inv bus.Invite, build func() (fsm.GenerationView, error)) error {
+	s, err := bus.NewSender(ctx, nc, inv)
+	if err != nil {
+		return err
+	}
+	view, err := build()
+	if err != nil {
+		s.Abort(err)
+		return err
+	}
+	b, err := json.Marshal(view)
+	if err != nil {
+		s.Abort(err)
+		return err
+	}
+	if err := s.Send(ctx, b); err != nil {
+		s.Abort(err)
+		return err
+	}
+	return s.Close(ctx)
 }
 
 // Config fetches the peer config.

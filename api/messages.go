@@ -132,11 +132,13 @@ type PeerConfig struct {
 	AutoCreateIndexes bool              `json:"auto_create_indexes"`
 	// KnownIndexes are every index the cluster knows (declared and
 	// auto-created), sorted.
-	KnownIndexes  []string       `json:"known_indexes"`
-	HECTokens     []fsm.HECToken `json:"hec_tokens"`
-	MaxHotBytes   int64          `json:"max_hot_bytes"`
-	MaxHotSpan    time.Duration  `json:"max_hot_span"`
-	MaxHotBuckets int            `json:"max_hot_buckets"`
+	KnownIndexes []string       `json:"known_indexes"`
+	HECTokens    []fsm.HECToken `json:"hec_tokens"`
+	// SearchTokens: search heads and peers check searches against them.
+	SearchTokens  []fsm.SearchToken `json:"search_tokens,omitempty"`
+	MaxHotBytes   int64             `json:"max_hot_bytes"`
+	MaxHotSpan    time.Duration     `json:"max_hot_span"`
+	MaxHotBuckets int               `json:"max_hot_buckets"`
 	// TargetTimeout: a target that has not acked a block for this long
 	// leaves the replication set (SPEC §4).
 	TargetTimeout   time.Duration `json:"target_timeout"`
@@ -167,6 +169,9 @@ type PeerStats struct {
 	Bytes       int64 `json:"bytes"`
 	DiskFree    int64 `json:"disk_free,omitempty"`
 	IngestQueue int   `json:"ingest_queue,omitempty"`
+	// ReplicationLag is, per replication target peer, the blocks of this
+	// peer's hot buckets durable here that the target has not acknowledged.
+	ReplicationLag map[string]int64 `json:"replication_lag_blocks,omitempty"`
 }
 
 // HeartbeatReply answers Heartbeat. Reregister is set when the manager does
@@ -220,7 +225,7 @@ type TargetsReply struct {
 // BucketEventKind says what happened to a bucket.
 type BucketEventKind string
 
-// Bucket events. Each is a Raft command except TargetFailed.
+// Bucket events. Each is a Raft command.
 const (
 	// EventRolled: the origin rolled its hot bucket (Earliest, Latest,
 	// Bytes, Events, Blocks, LastBlockChecksum) → fsm.RollBucket.
@@ -241,9 +246,17 @@ const (
 	// EventCorrupt: Peer's copy failed its checksums → fsm.MarkCorrupt.
 	EventCorrupt BucketEventKind = "corrupt"
 	// EventTargetFailed: the origin dropped Target from the replication
-	// set (no ack within target_timeout). Not a Raft command: the origin
-	// rolls (its EventRolled follows) and fixup repairs the warm bucket.
+	// set (no ack within target_timeout): Target's copy misses blocks that
+	// are acknowledged without it → fsm.CopyShort (short). The origin rolls
+	// (its EventRolled follows) and fixup completes the warm copy.
 	EventTargetFailed BucketEventKind = "target_failed"
+	// EventTargetLagging: in maintenance mode the origin stopped waiting
+	// for Target (kept in the set, sent the missed blocks when back) →
+	// fsm.CopyShort (short).
+	EventTargetLagging BucketEventKind = "target_lagging"
+	// EventTargetCaughtUp: a lagging Target holds every durable block
+	// again → fsm.CopyShort (not short). Ignored once the bucket is sealed.
+	EventTargetCaughtUp BucketEventKind = "target_caught_up"
 )
 
 // BucketEvent is <prefix>.mgr.bucket.
@@ -275,17 +288,35 @@ type BucketEventReply struct {
 
 // GenerationRequest is <prefix>.mgr.generation: the primary table of a site
 // (or site0), whole (Since 0) or the changes after table version Since.
+//
+// Generation, when set and not the current generation, asks for the
+// primaries as they were in that generation (fsm.State.PrimariesAt: the
+// whole table, Since ignored); a generation older than the kept history or
+// newer than the current one is refused with CodeGeneration.
+//
+// Invite, when set, makes the manager send the view as one JSON message
+// over a bus stream to that invite (chunked under credits) and answer
+// GenerationReply with Streamed set and an empty View: a table of a million
+// buckets is far larger than the bus's max payload. FetchGeneration does
+// this; every search head and peer uses it.
 type GenerationRequest struct {
-	V     int    `json:"v"`
-	Site  string `json:"site"`
-	Since uint64 `json:"since,omitempty"`
+	V          int         `json:"v"`
+	Site       string      `json:"site"`
+	Since      uint64      `json:"since,omitempty"`
+	Generation uint64      `json:"generation,omitempty"`
+	Invite     *bus.Invite `json:"invite,omitempty"`
 }
 
 // GenerationReply wraps fsm.GenerationView (the JSON of GET /v1/generation).
 type GenerationReply struct {
-	V    int                `json:"v"`
-	View fsm.GenerationView `json:"view"`
+	V        int                `json:"v"`
+	View     fsm.GenerationView `json:"view"`
+	Streamed bool               `json:"streamed,omitempty"`
 }
+
+// CodeGeneration: a generation request named a generation the manager
+// cannot resolve (older than its kept history, or not reached yet).
+const CodeGeneration = "unknown_generation"
 
 // ConfigRequest is <prefix>.mgr.config: the peer config now.
 type ConfigRequest struct {
@@ -428,6 +459,9 @@ func (r Register) Validate() error {
 	for i, c := range r.Inventory {
 		if c.Bucket == "" {
 			return fmt.Errorf("register %s: inventory entry %d has no bucket id", r.Peer, i)
+		}
+		if err := ValidBucketID(c.Bucket); err != nil {
+			return fmt.Errorf("register %s: inventory entry %d: %w", r.Peer, i, err)
 		}
 		if c.State != "" && c.State != CopyHot && c.State != CopyWarm {
 			return fmt.Errorf("register %s: copy %s has state %q, want hot or warm", r.Peer, c.Bucket, c.State)

@@ -20,6 +20,10 @@ const (
 	RoleManager    Role = "manager"    // serves mgr ops, publishes gen and fixup tasks
 	RolePeer       Role = "peer"       // replication, manager ops; never fixup tasks
 	RoleSearchHead Role = "searchhead" // searches, results; never replication or fixup
+	// RoleSubscriber is an outside subscriber (`nats sub`, a dashboard): it
+	// may listen to published results and generation notices, nothing else,
+	// and publish nothing.
+	RoleSubscriber Role = "subscriber"
 )
 
 // InboxPrefix is the prefix of every reply inbox (nats.go's default). Every
@@ -71,9 +75,9 @@ func ParseRoleUser(v string) (User, error) {
 
 func (u User) validate() error {
 	switch u.Role {
-	case RoleAdmin, RoleManager, RolePeer, RoleSearchHead:
+	case RoleAdmin, RoleManager, RolePeer, RoleSearchHead, RoleSubscriber:
 	default:
-		return fmt.Errorf("user %q: unknown role %q (want admin, manager, peer or searchhead)", u.Name, u.Role)
+		return fmt.Errorf("user %q: unknown role %q (want admin, manager, peer, searchhead or subscriber)", u.Name, u.Role)
 	}
 	if u.Name == "" || u.Password == "" {
 		return fmt.Errorf("user %q of role %s: name and password are required", u.Name, u.Role)
@@ -136,6 +140,11 @@ func RolePermissions(s Subjects, role Role, site, peer string) (Permissions, err
 			PubAllow: []string{s.All("mgr"), s.All("search"), s.All("results"), inbox},
 			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.Gen()},
 			SubAllow: []string{s.Gen(), s.All("bundle"), s.All("results"), inbox},
+		}, nil
+	case RoleSubscriber:
+		return Permissions{
+			PubDeny:  []string{">"},
+			SubAllow: []string{s.Gen(), s.All("results")},
 		}, nil
 	}
 	return Permissions{}, fmt.Errorf("unknown role %q", role)

@@ -36,6 +36,7 @@ var testUsers = []User{
 	{Name: "peer", Password: "peer-secret", Role: RolePeer},
 	{Name: "p1", Password: "p1-secret", Role: RolePeer, Site: "site1", Peer: "p1"},
 	{Name: "sh", Password: "sh-secret", Role: RoleSearchHead},
+	{Name: "watch", Password: "watch-secret", Role: RoleSubscriber},
 }
 
 func TestPeerCannotPublishFixupTask(t *testing.T) {
@@ -117,6 +118,9 @@ func TestRolePermissionsTable(t *testing.T) {
 		{"mgr", "quarry.gen", true},
 		{"mgr", "quarry.repl.site1.p1", false},
 		{"mgr", "quarry.search.site1", false},
+		{"watch", "quarry.gen", false},
+		{"watch", "quarry.results.x", false},
+		{"watch", "quarry.mgr.heartbeat", false},
 	}
 	for _, p := range pubs {
 		c := conns[p.user]
@@ -154,6 +158,29 @@ func TestRolePermissionsTable(t *testing.T) {
 	}
 	_ = sh.nc.Flush()
 	waitFor(t, 2*time.Second, func() error { return sh.errs.violation("quarry.fixup.>") })
+	// A subscriber hears generation notices and results, and no replication.
+	w := conns["watch"]
+	gen, err := w.nc.SubscribeSync("quarry.gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.nc.SubscribeSync("quarry.results.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.nc.Subscribe("quarry.repl.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.nc.Flush()
+	waitFor(t, 2*time.Second, func() error { return w.errs.violation("quarry.repl.>") })
+	conns["mgr"].nc.Publish("quarry.gen", []byte("gen 7"))
+	conns["sh"].nc.Publish("quarry.results.errors", []byte("rows"))
+	if m, err := gen.NextMsg(2 * time.Second); err != nil || string(m.Data) != "gen 7" {
+		t.Fatalf("subscriber on quarry.gen: %v, %v", m, err)
+	}
+	if m, err := res.NextMsg(2 * time.Second); err != nil || string(m.Data) != "rows" {
+		t.Fatalf("subscriber on quarry.results.>: %v, %v", m, err)
+	}
 }
 
 func TestRolesRequestReplyThroughInboxes(t *testing.T) {

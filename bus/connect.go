@@ -29,12 +29,19 @@ type ConnectOptions struct {
 	// permissions violations (errors.Is(err, nats.ErrPermissionViolation)),
 	// slow-consumer drops, …
 	OnAsyncError func(error)
+	// OnReconnect, when set, is called after the connection came back
+	// (on nats.go's reconnect goroutine: keep it short).
+	OnReconnect func()
 	// TLSCA is a PEM file of the CA that signed the server's certificate;
 	// setting it makes TLS required.
 	TLSCA string
 	// Options are extra nats.go options, applied last.
 	Options []nats.Option
 }
+
+// StalePingInterval is how often a client pings its server; two
+// unanswered pings make the connection stale (Connect).
+const StalePingInterval = 2 * time.Second
 
 // Connect connects to the bus at url (an embedded server's ClientURL or an
 // external NATS; several URLs separated by commas), retrying the first
@@ -57,7 +64,14 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 		nats.Timeout(2 * time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
-		nats.PingInterval(10 * time.Second),
+		// A connection whose server went silent (a cut network, not a
+		// closed socket) is given up after PingInterval × MaxPingsOut and
+		// the client moves to another URL: 2 s × 2, so a manager or peer
+		// on a cut-off node rejoins the bus in seconds, well inside a
+		// heartbeat_timeout (the nats.go default, 2 min × 2, left a leader
+		// deaf for half a minute in the e2e site2 cut).
+		nats.PingInterval(StalePingInterval),
+		nats.MaxPingsOutstanding(2),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {
@@ -77,6 +91,9 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 		nats.ClosedHandler(func(nc *nats.Conn) { watches.Delete(nc) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "conn", o.Name, "url", nc.ConnectedUrlRedacted())
+			if o.OnReconnect != nil {
+				o.OnReconnect()
+			}
 		}),
 	}
 	if o.User != "" {

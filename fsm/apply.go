@@ -26,6 +26,7 @@ func init() {
 	register(CmdPeerOffline, "peer_offline", (*State).applyPeerOffline)
 	register(CmdMarkCorrupt, "mark_corrupt", (*State).applyMarkCorrupt)
 	register(CmdCopyLength, "copy_length", (*State).applyCopyLength)
+	register(CmdCopyShort, "copy_short", (*State).applyCopyShort)
 }
 
 // change tracks what one entry changed, so the generation rule is applied
@@ -146,7 +147,7 @@ func (s *State) candidates(b *Bucket) []string {
 	var out []string
 	for _, p := range sortedKeys(b.Copies) {
 		c := b.Copies[p]
-		if c.Searchable && s.healthy(c) {
+		if usable(b, c) && s.serving(c.Peer) {
 			out = append(out, p)
 		}
 	}
@@ -246,12 +247,31 @@ func (s *State) reassignAll(ch *change) {
 	}
 }
 
+// usable reports whether a copy may answer searches for its bucket:
+// searchable, not corrupt, not known short (CopyShort) and, once the
+// bucket is sealed, not of a known length other than the sealed one (a
+// shorter copy would miss acknowledged events, a longer one show events
+// the others do not have; the planner's fetch or truncate fixes either,
+// and its length report makes the copy usable again).
+func usable(b *Bucket, c *Copy) bool {
+	if !c.Searchable || c.Corrupt {
+		return false
+	}
+	if b.Sealed {
+		if c.known() {
+			return c.atSealed(b)
+		}
+		return !c.Short
+	}
+	return !c.Short
+}
+
 // searchableSet is the bucket's searchable_on list (non-corrupt searchable
 // copies, any peer state); a change of it is a table change.
 func searchableSet(b *Bucket) []string {
 	var out []string
 	for _, p := range sortedKeys(b.Copies) {
-		if c := b.Copies[p]; c.Searchable && !c.Corrupt {
+		if usable(b, b.Copies[p]) {
 			out = append(out, p)
 		}
 	}
@@ -440,7 +460,12 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 			}
 		}
 	}
-	// Copies it reports count again; unknown buckets join the table warm.
+	// Copies it reports count again; unknown buckets join the table warm,
+	// but for a hot bucket reported by its own origin: the origin is
+	// indexing it now (a restart rolls every hot bucket), so it joins hot,
+	// its primaries pinned to the origin, and a targets request for it is
+	// answered (manager: existingHotBucket) — it registered before its
+	// targets request was answered, as a leader change can make it.
 	for _, bid := range sortedKeys(inv) {
 		ci := inv[bid]
 		b, ok := s.d.Buckets[bid]
@@ -453,7 +478,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 					origin = id
 				}
 			}
-			b = &Bucket{ID: bid, Index: index, Origin: origin, Earliest: ci.Earliest, Latest: ci.Latest,
+			b = &Bucket{ID: bid, Index: index, Origin: origin, Hot: ci.Hot && origin == c.ID, Earliest: ci.Earliest, Latest: ci.Latest,
 				Size: ci.Size, Events: ci.Events, Created: idx, Version: idx,
 				Copies: map[string]*Copy{}, Primary: map[string]string{}}
 			if o, ok := s.d.Peers[origin]; ok {
@@ -472,6 +497,19 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 			if !ok {
 				cp = &Copy{Peer: c.ID}
 				s.addCopy(b, cp)
+			}
+			if b.Hot && b.Origin == c.ID && !ci.Hot && ci.Blocks > 0 {
+				// The origin holds it warm: it rolled, and its report of the
+				// roll was lost (a leader change, a cut bus node). Its copy
+				// is the rolled length; the roll is applied here, so a
+				// replica that missed the last blocks is no longer counted
+				// whole as a hot copy (with its reported length it is a
+				// shorter copy that fixup fetches into).
+				b.Hot, b.Sealed, b.Blocks, b.LastChecksum = false, true, ci.Blocks, ""
+				if ci.Events > 0 || ci.Latest > 0 {
+					b.Earliest, b.Latest, b.Size, b.Events = ci.Earliest, ci.Latest, ci.Size, ci.Events
+				}
+				s.bucketChanged(ch, b)
 			}
 			cp.Searchable = ci.Searchable || (b.Hot && b.Origin == c.ID)
 			if cp.Blocks != ci.Blocks {
@@ -763,7 +801,7 @@ func (s *State) applyCreateFixup(idx uint64, c *CreateFixup) (any, error) {
 	case TaskSeal, TaskFreeze:
 	case TaskReplicate, TaskFetch:
 		needTarget, needSource = true, true
-	case TaskMakeSearchable, TaskRemoveCopy, TaskTruncate:
+	case TaskMakeSearchable, TaskRemoveCopy, TaskTruncate, TaskRoll:
 		needTarget = true
 	default:
 		return nil, fmt.Errorf("%w: kind %q", ErrBadTask, c.Kind)
@@ -789,6 +827,10 @@ func (s *State) applyCreateFixup(idx uint64, c *CreateFixup) (any, error) {
 		}
 		if c.Kind == TaskRemoveCopy && b.Hot && b.Origin == c.Target {
 			return nil, fmt.Errorf("%w: remove %q from %s", ErrHotOrigin, c.Bucket, c.Target)
+		}
+	case TaskRoll:
+		if !b.Hot || b.Origin != c.Target {
+			return nil, fmt.Errorf("%w: roll %q on %s: only a hot bucket's origin rolls it", ErrBadTask, c.Bucket, c.Target)
 		}
 	}
 	for _, id := range sortedTaskIDs(s.d.Tasks) {
@@ -849,7 +891,10 @@ func (s *State) taskEffect(ch *change, t *Task, b *Bucket) {
 		}
 	case TaskTruncate, TaskFetch:
 		if cp, ok := b.Copies[t.Target]; ok && b.Sealed {
-			cp.setLength(b.Blocks, b.LastChecksum)
+			s.mutateBucket(ch, b, func() {
+				cp.setLength(b.Blocks, b.LastChecksum)
+				cp.Short = false
+			})
 		}
 	case TaskFreeze:
 		s.removeBucket(ch, b)
@@ -900,6 +945,23 @@ func (s *State) applyMarkCorrupt(idx uint64, c *MarkCorrupt) (any, error) {
 	return nil, nil
 }
 
+func (s *State) applyCopyShort(idx uint64, c *CopyShort) (any, error) {
+	b, cp, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if c.Peer == b.Origin {
+		return nil, fmt.Errorf("copy short %q on %s: the origin's copy is never short of its own blocks", c.Bucket, c.Peer)
+	}
+	if b.Sealed && (!c.Short || (cp.known() && cp.atSealed(b))) {
+		return nil, nil // the copy's length report decides (see CopyShort)
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() { cp.Short = c.Short })
+	s.commit(ch)
+	return nil, nil
+}
+
 func (s *State) applyCopyLength(idx uint64, c *CopyLength) (any, error) {
 	b, cp, err := s.copyOf(c.Bucket, c.Peer)
 	if err != nil {
@@ -911,7 +973,14 @@ func (s *State) applyCopyLength(idx uint64, c *CopyLength) (any, error) {
 	if c.Blocks < 0 {
 		return nil, fmt.Errorf("length of %q on %s: %d blocks", c.Bucket, c.Peer, c.Blocks)
 	}
-	cp.setLength(c.Blocks, c.LastChecksum)
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() {
+		cp.setLength(c.Blocks, c.LastChecksum)
+		if cp.atSealed(b) {
+			cp.Short = false
+		}
+	})
+	s.commit(ch)
 	if cp.atSealed(b) {
 		// The work of the copy's fetch or truncate is done: close it here,
 		// so no state has the length right and the task open.

@@ -30,6 +30,7 @@ const (
 	CmdPeerOffline
 	CmdMarkCorrupt
 	CmdCopyLength
+	CmdCopyShort
 )
 
 // bodyVersion is the version byte written after the type byte of a command
@@ -380,6 +381,20 @@ type PeerOffline struct {
 
 // MarkCorrupt records that a copy failed its checksums; the copy counts for
 // nothing until the corruption fixup replaces it.
+// CopyShort records what an origin knows of a hot replica (SPEC §4): a
+// target that left the replication set, or that acks stopped waiting for
+// (maintenance), holds fewer blocks than were acknowledged — Short=true; a
+// lagging target that caught up again — Short=false. A short copy is never
+// a primary nor in searchable_on (a search on it would miss acknowledged
+// events). On a sealed bucket only Short=true is recorded: the copy's
+// length report (CopyLength at the sealed length) is what clears it.
+type CopyShort struct {
+	ReqID
+	Bucket string `json:"bucket"`
+	Peer   string `json:"peer"`
+	Short  bool   `json:"short"`
+}
+
 type MarkCorrupt struct {
 	ReqID
 	Bucket string `json:"bucket"`
@@ -404,3 +419,4 @@ func (RebalancePrimaries) Type() CommandType { return CmdRebalancePrimaries }
 func (PeerOffline) Type() CommandType        { return CmdPeerOffline }
 func (MarkCorrupt) Type() CommandType        { return CmdMarkCorrupt }
 func (CopyLength) Type() CommandType         { return CmdCopyLength }
+func (CopyShort) Type() CommandType          { return CmdCopyShort }

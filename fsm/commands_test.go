@@ -27,6 +27,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&CreateFixup{Kind: TaskSeal, Level: LevelStreaming, Bucket: "b"}, &FixupDone{ID: 7},
 		&SetMaintenance{Enabled: true}, &RebalancePrimaries{}, &PeerOffline{ID: "p1", EnforceCounts: true},
 		&MarkCorrupt{Bucket: "b", Peer: "p"}, &CopyLength{Bucket: "b", Peer: "p", Blocks: 7, LastChecksum: "c7"},
+		&CopyShort{Bucket: "b", Peer: "p", Short: true},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))
@@ -147,6 +148,36 @@ func TestRegisterPeer(t *testing.T) {
 	ob := h.b(other)
 	if ob.Hot || ob.Origin != "" || ob.Primary["site2"] != "p3" || ob.Primary[Site0] != "p3" {
 		t.Fatalf("rebuilt bucket %+v", ob)
+	}
+	// A hot copy nobody knew: from another peer it joins warm; from its
+	// own origin (indexing it now) it joins hot, its primaries pinned there.
+	hotOther := BucketID("main", "10", guid("p1"))
+	h.must(&RegisterPeer{ID: "p3", GUID: guid("p3"), Site: "site2", Inventory: []CopyInfo{
+		{Bucket: other, Searchable: true, Index: "main", Latest: 5}, {Bucket: hotOther, Searchable: true, Hot: true, Index: "main"}}})
+	if hb := h.b(hotOther); hb.Hot || hb.Origin != "p1" {
+		t.Fatalf("a replica's hot copy joined as %+v, want warm", hb)
+	}
+	hotOwn := BucketID("main", "11", guid("p1"))
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), Site: "site1", Host: "h1", Attrs: map[string]string{"rack": "r1"},
+		Inventory: []CopyInfo{{Bucket: b, Searchable: true}, {Bucket: hotOwn, Searchable: true, Hot: true, Index: "main", Blocks: 2}}})
+	if hb := h.b(hotOwn); !hb.Hot || hb.Origin != "p1" || hb.Primary["site1"] != "p1" || hb.Primary[Site0] != "p1" {
+		t.Fatalf("the origin's own hot copy joined as %+v, want hot with its primaries on p1", hb)
+	}
+	// The origin rolled a hot bucket but its roll report was lost: its
+	// inventory shows the copy warm at 5 blocks. The bucket is rolled
+	// (sealed at 5), and p3's replica that reported 4 blocks is no longer a
+	// usable copy (nor a primary) until fixup fetches into it.
+	lost := h.bucket("12", "p1", "p3", true)
+	h.must(&RegisterPeer{ID: "p3", GUID: guid("p3"), Site: "site2", Inventory: []CopyInfo{
+		{Bucket: other, Searchable: true}, {Bucket: lost, Searchable: true, Hot: true, Blocks: 4}}})
+	if h.primary(lost, "site2") != "p3" {
+		t.Fatalf("hot bucket's site2 primary %q, want its replica p3", h.primary(lost, "site2"))
+	}
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), Site: "site1", Host: "h1", Attrs: map[string]string{"rack": "r1"},
+		Inventory: []CopyInfo{{Bucket: b, Searchable: true}, {Bucket: hotOwn, Searchable: true, Hot: true, Index: "main", Blocks: 2},
+			{Bucket: lost, Searchable: true, Blocks: 5, Events: 50, Earliest: 1, Latest: 2, Size: 500}}})
+	if lb := h.b(lost); lb.Hot || !lb.Sealed || lb.Blocks != 5 || lb.Events != 50 || lb.Primary["site2"] == "p3" {
+		t.Fatalf("a hot bucket its origin holds warm: %+v, want rolled and sealed at 5 with no primary on the short p3", lb)
 	}
 	p, _ := h.s.Peer("p1")
 	if p.Host != "h1" || p.Attrs["rack"] != "r1" || p.State != StateUp {

@@ -56,6 +56,8 @@ type Config struct {
 	AutoCreateIndexes bool `json:"auto_create_indexes"`
 	// HECTokens are pushed to every peer, as Splunk pushes its bundle.
 	HECTokens []HECToken `json:"hec_tokens"`
+	// SearchTokens scope searches to indexes (search heads, peers' API).
+	SearchTokens []SearchToken `json:"search_tokens,omitempty"`
 }
 
 // IndexConfig declares one index and its retention. Zero means unlimited.
@@ -66,13 +68,16 @@ type IndexConfig struct {
 }
 
 // HECToken is one HEC token: the indexes it may write, its default index,
-// and whether its requests are acknowledged.
+// whether its requests are acknowledged with ack ids (Splunk's useACK;
+// true when the JSON leaves it out, see UnmarshalJSON), and whether
+// `?token=` may carry it (Splunk's allowQueryStringAuth, default false).
 type HECToken struct {
-	Token        string   `json:"token"`
-	Indexes      []string `json:"indexes,omitempty"`
-	DefaultIndex string   `json:"default_index,omitempty"`
-	Ack          bool     `json:"ack"`
-	Disabled     bool     `json:"disabled,omitempty"`
+	Token                string   `json:"token"`
+	Indexes              []string `json:"indexes,omitempty"`
+	DefaultIndex         string   `json:"default_index,omitempty"`
+	Ack                  bool     `json:"use_ack"`
+	AllowQueryStringAuth bool     `json:"allow_query_string_auth,omitempty"`
+	Disabled             bool     `json:"disabled,omitempty"`
 }
 
 // DefaultConfig is the library default config: single site, RF 3, SF 2,

@@ -182,7 +182,7 @@ func (p *planner) hygiene() {
 			}
 		case TaskRemoveCopy:
 			done = c == nil
-		case TaskSeal:
+		case TaskSeal, TaskRoll:
 			done = !b.Hot
 		case TaskTruncate, TaskFetch:
 			done = c != nil && c.atSealed(b)
@@ -293,8 +293,8 @@ func (p *planner) streaming(b *Bucket) {
 	}
 	// Copies of known lengths other than the sealed one: truncate the longer
 	// (destructive), fetch into the shorter from a copy of the sealed length
-	// (blocks and, when known, last checksum). A copy of unknown length
-	// waits for its peer's report (a seal answer, a registration, a length
+	// (blocks and, when known, last checksum). A copy of unknown length,
+	// unless reported short, waits for its peer's report (a seal answer, a registration, a length
 	// event); one at the sealed blocks with another last checksum is left
 	// alone (one origin numbers the blocks, so it should not happen).
 	// The source: a running copy at the sealed length whose last checksum
@@ -315,7 +315,10 @@ func (p *planner) streaming(b *Bucket) {
 	}
 	for _, peer := range sortedKeys(b.Copies) {
 		c := b.Copies[peer]
-		if !c.known() || c.Blocks == b.Blocks || c.Corrupt || !s.active(peer) {
+		// A copy its origin reported short (it left the replication set
+		// with blocks missing) fetches even with its length unknown: no
+		// report of it may ever come, as the origin no longer rolls it.
+		if (!c.known() && !c.Short) || (c.known() && c.Blocks == b.Blocks) || c.Corrupt || !s.active(peer) {
 			continue
 		}
 		if c.Blocks > b.Blocks {
@@ -600,6 +603,10 @@ func anyTrue(m map[string]bool) bool {
 }
 
 func (p *planner) replication(b *Bucket) {
+	if b.Hot {
+		p.rollShort(b)
+		return
+	}
 	if !p.copyable(b) {
 		return
 	}
@@ -607,6 +614,32 @@ func (p *planner) replication(b *Bucket) {
 	if !n.rfMet(p.projected(b)) {
 		p.addCopies(b, LevelReplication, n.rfTotal, true, "replication factor")
 	}
+}
+
+// rollShort asks the origin of a hot bucket that falls short of the
+// replication factor to roll it (TaskRoll), when targets for a full set are
+// available now: the bucket began while a site or peers were away (it was
+// degraded), or a target went down or is leaving, and no fixup copies a
+// hot bucket. Once warm, replication fixup completes it and the origin's
+// next hot bucket gets a full set of targets. Nothing is rolled while no
+// better set exists (rolling would only make more short buckets), nor in
+// maintenance mode (Plan returns before this level).
+func (p *planner) rollShort(b *Bucket) {
+	s := p.sim
+	if p.held(b) || s.stateOf(b.Origin) != StateUp || len(p.open(b, TaskRoll)) > 0 {
+		return
+	}
+	n := s.needsOf(b)
+	t := p.projected(b)
+	if n.rfMet(t) {
+		return
+	}
+	choice, err := s.ChooseTargets(b.Origin, b.Index)
+	if err != nil || choice.Degraded {
+		return
+	}
+	p.task(TaskRoll, LevelReplication, b, "", b.Origin, false,
+		fmt.Sprintf("hot bucket with %d of %d copies (%s); a full set of targets is available", t.total, n.rfTotal, siteCounts(n.rfSite, t.copies)))
 }
 
 func (p *planner) search(b *Bucket) {

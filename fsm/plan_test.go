@@ -497,3 +497,64 @@ func TestPlanStreaming(t *testing.T) {
 		"streaming truncate h p1",
 		"streaming fetch h p2->p3")
 }
+
+// TestPlanRollShortHotBucket: origin:2,total:3 (and SF origin:1,total:2) on
+// two sites a1..a3, b1..b3. Site2 is down when a1 starts hot bucket h:
+// ChooseTargets places site1's second copy (a2 and a3 hold nothing: a2 by
+// id), then the one copy the policy wants on another site: none is Up, so
+// it falls back to site1's a3 (degraded). Search: site1 wants 1 (the
+// origin's), the total 2 → a2 searchable. h holds a1 S, a2 S, a3 -: RF is
+// not met (0 of the 1 copy outside site1).
+//
+// While site2 is down: h is short but a fresh choice would
+// be degraded as well → no roll (rolling would only make another short
+// bucket). Nothing else is planned: h is hot (no copy-making for hot
+// buckets), every peer of site1 is heard.
+//
+// Site2 back (b1..b3 registered, no inventory): h is still short and a
+// fresh choice is complete → "replication_factor roll h a1" (the target is
+// the origin). In maintenance mode the same state plans nothing. Once the
+// roll is committed (RollBucket) the task is done ("done <id> ok" at the
+// next pass) and h is warm: replication fixup gives it its site2 copy.
+func TestPlanRollShortHotBucket(t *testing.T) {
+	h := twoSites(t)
+	now := epoch.Add(time.Hour)
+	for _, id := range []string{"b1", "b2", "b3"} {
+		h.must(&PeerDown{ID: id, At: now})
+	}
+	choice, err := h.s.ChooseTargets("a1", "main")
+	if err != nil || !choice.Degraded {
+		t.Fatalf("choice with site2 down: %+v, %v (want degraded)", choice, err)
+	}
+	var ts []any
+	for _, c := range choice.Targets {
+		ts = append(ts, c.Peer, c.Searchable)
+	}
+	hb := h.bucket("h", "a1", ts...)
+	if got := h.copies(hb); got != "a1(Up,srch=true) a2(Up,srch=true) a3(Up,srch=false) " {
+		t.Fatalf("h's copies %q, want a1 S, a2 S, a3 -", got)
+	}
+	down := alive(h, now)
+	for _, id := range []string{"b1", "b2", "b3"} {
+		delete(down, id)
+	}
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: down})
+	for _, id := range []string{"b1", "b2", "b3"} {
+		h.must(&RegisterPeer{ID: id, GUID: guid(id), Site: "site2", At: now})
+	}
+	h.must(&SetMaintenance{Enabled: true})
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)})
+	h.must(&SetMaintenance{Enabled: false})
+	cmds := h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)}, "replication_factor roll h a1")
+	task := h.s.Tasks()[0]
+	if task.Target != "a1" || task.Kind != TaskRoll || len(cmds) != 1 {
+		t.Fatalf("roll task %+v", task)
+	}
+	// A roll task for a peer that is not the origin, or a warm bucket, is refused.
+	h.refuse(&CreateFixup{Kind: TaskRoll, Level: LevelReplication, Bucket: hb, Target: "a2", At: now}, ErrBadTask)
+	h.must(&RollBucket{Bucket: hb, Earliest: now.UnixNano(), Latest: now.UnixNano() + 1, Size: 100, Events: 10, Blocks: 4, LastChecksum: "c4"})
+	got := h.plan(PlanInput{Now: now, LastHeartbeat: alive(h, now)})
+	if len(got) == 0 || got[0] != fmt.Sprintf("done %d ok", task.ID) || !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "replication_factor replicate h ") }) {
+		t.Fatalf("after the roll: %q, want the roll task done and h replicated to site2", got)
+	}
+}

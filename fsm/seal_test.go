@@ -257,3 +257,55 @@ func TestSealBucketVersion1(t *testing.T) {
 		t.Fatalf("decode: %+v, %v", d, err)
 	}
 }
+
+// TestShortCopyNeverPrimary: a copy known to miss acknowledged blocks is
+// never a primary nor in searchable_on — reported short by its origin
+// while hot, or of a known length other than the sealed one — and becomes
+// usable again when it catches up (hot) or reports the sealed length.
+func TestShortCopyNeverPrimary(t *testing.T) {
+	h := twoSites(t)
+	b := h.bucket("s", "a1", "a2", false, "b1", true)
+	h.wantPrimary(b, "site2", "b1")
+	g0 := h.s.CurrentGeneration()
+	// The origin dropped b1 from its set: b1 is short, site2 gets a
+	// remote fill-in (the origin), and a new generation says so.
+	h.must(&CopyShort{Bucket: b, Peer: "b1", Short: true})
+	h.wantPrimary(b, "site2", "a1")
+	if h.s.CurrentGeneration() == g0 {
+		t.Fatal("a short primary moved without a new generation")
+	}
+	info := h.s.bucketInfo(h.b(b))
+	if slices.Contains(info.SearchableOn, "b1") {
+		t.Fatalf("short copy in searchable_on: %v", info.SearchableOn)
+	}
+	// Caught up again (a lagging target under maintenance): usable.
+	h.must(&CopyShort{Bucket: b, Peer: "b1", Short: false})
+	h.wantPrimary(b, "site2", "b1")
+	h.must(&CopyShort{Bucket: b, Peer: "b1", Short: true})
+	h.refuse(&CopyShort{Bucket: b, Peer: "a1", Short: true}, nil)
+	h.refuse(&CopyShort{Bucket: b, Peer: "b9", Short: true}, ErrUnknownCopy)
+
+	// Sealed with b1 at 3 of 5 blocks: still short; a report of "not
+	// short" does not clear it, only the sealed length does.
+	h.must(sealAt(b, lengths("a1", 5, "a2", 5, "b1", 3)))
+	h.wantPrimary(b, "site2", "a1")
+	h.must(&CopyShort{Bucket: b, Peer: "b1", Short: false})
+	h.wantPrimary(b, "site2", "a1")
+	h.must(&CopyLength{Bucket: b, Peer: "b1", Blocks: 5, LastChecksum: "c5"})
+	h.wantPrimary(b, "site2", "b1")
+	if h.b(b).Copies["b1"].Short {
+		t.Fatal("the sealed length did not clear short")
+	}
+	// A late short report for a copy at the sealed length changes nothing.
+	h.must(&CopyShort{Bucket: b, Peer: "b1", Short: true})
+	h.wantPrimary(b, "site2", "b1")
+
+	// A sealed bucket whose site2 copy is known short from the seal
+	// answers alone (never reported short): not usable until fetched.
+	b2 := h.bucket("t", "a1", "a2", false, "b2", true)
+	h.wantPrimary(b2, "site2", "b2")
+	h.must(sealAt(b2, lengths("a1", 4, "b2", 2)))
+	h.wantPrimary(b2, "site2", "a1")
+	h.must(&CopyLength{Bucket: b2, Peer: "b2", Blocks: 4, LastChecksum: "c4"})
+	h.wantPrimary(b2, "site2", "b2")
+}

@@ -111,6 +111,9 @@ type Copy struct {
 	// Corrupt is set when the peer reported a checksum failure; a corrupt
 	// copy counts for nothing.
 	Corrupt bool `json:"corrupt,omitempty"`
+	// Short is set when the origin reported that the copy misses blocks
+	// that were acknowledged without it (CopyShort); see usable.
+	Short bool `json:"short,omitempty"`
 }
 
 // known reports whether the copy's length is known.
@@ -197,6 +200,12 @@ const (
 	// TaskFreeze (destructive): every copy of a bucket past retention is
 	// deleted; done removes the bucket.
 	TaskFreeze TaskKind = "freeze"
+	// TaskRoll: Target, the origin of a hot bucket whose copies fall short
+	// of the policy while peers that could hold them are Up (the bucket
+	// began while a site or peers were away), rolls it, so the warm bucket
+	// gets its copies through ordinary fixup and new data gets a full set
+	// of targets (Splunk's manager asks origins to roll for fixup too).
+	TaskRoll TaskKind = "roll"
 )
 
 // Destructive reports whether tasks of this kind destroy data, so a peer

@@ -84,6 +84,9 @@ type BucketInfo struct {
 	Latest       int64    `json:"latest"`
 	Hot          bool     `json:"hot"`
 	SearchableOn []string `json:"searchable_on"`
+	// Origin is the peer that created the bucket (fresh=true reads a hot
+	// bucket from it). An addition to SPEC §7's shape.
+	Origin string `json:"origin,omitempty"`
 }
 
 // PeerView is one peer in GET /v1/peers.
@@ -122,6 +125,10 @@ type CopyView struct {
 	Site       string `json:"site"`
 	Searchable bool   `json:"searchable"`
 	Corrupt    bool   `json:"corrupt,omitempty"`
+	// Short: a searchable copy known to miss acknowledged blocks (reported
+	// short by its origin, or of a length other than the sealed one): it
+	// answers no search until completed. An addition to SPEC §7's shape.
+	Short bool `json:"short,omitempty"`
 }
 
 // peerCounts aggregates per-peer bucket, primary (own site's table) and
@@ -261,7 +268,7 @@ func (s *State) bucketInfo(b *Bucket) BucketInfo {
 	if on == nil {
 		on = []string{}
 	}
-	return BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on}
+	return BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin}
 }
 
 func (s *State) generationPeers() []GenerationPeer {
@@ -274,6 +281,11 @@ func (s *State) generationPeers() []GenerationPeer {
 		attrs := maps.Clone(p.Attrs)
 		if attrs == nil {
 			attrs = map[string]string{}
+		}
+		if p.Host != "" {
+			if _, ok := attrs["host"]; !ok {
+				attrs["host"] = p.Host
+			}
 		}
 		out = append(out, GenerationPeer{ID: id, Site: s.peerSite(p), State: p.State, Attrs: attrs})
 	}
@@ -386,7 +398,8 @@ func (s *State) BucketList(index, peer string) []BucketView {
 			Copies: []CopyView{}, Primary: map[string]string{}}
 		for _, p := range sortedKeys(b.Copies) {
 			c := b.Copies[p]
-			bv.Copies = append(bv.Copies, CopyView{Peer: p, Site: s.siteOf(p), Searchable: c.Searchable, Corrupt: c.Corrupt})
+			bv.Copies = append(bv.Copies, CopyView{Peer: p, Site: s.siteOf(p), Searchable: c.Searchable, Corrupt: c.Corrupt,
+				Short: !usable(b, c) && c.Searchable && !c.Corrupt})
 		}
 		for _, t := range sortedKeys(b.Primary) {
 			bv.Primary[t] = b.Primary[t]

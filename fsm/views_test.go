@@ -59,7 +59,8 @@ func TestViewsJSONShape(t *testing.T) {
 	if got := keysOf(t, g.Peers[0]); !slices.Equal(got, []string{"attrs", "id", "site", "state"}) {
 		t.Errorf("generation peer keys %v", got)
 	}
-	if got := keysOf(t, g.Buckets[b]); !slices.Equal(got, []string{"earliest", "hot", "index", "latest", "searchable_on"}) {
+	// origin is an addition to SPEC §7 (fresh=true reads hot buckets from it).
+	if got := keysOf(t, g.Buckets[b]); !slices.Equal(got, []string{"earliest", "hot", "index", "latest", "origin", "searchable_on"}) {
 		t.Errorf("generation bucket keys %v", got)
 	}
 	bl := h.s.BucketList("main", "a2")

@@ -177,10 +177,16 @@ func sumOf(m map[string]int) int {
 
 // TestCLIAdminOperations drives the admin commands of issue 5 through the
 // real `quarry` binary against a running harness cluster: cluster status
-// (JSON names the leader), a write without --token refused with one line,
+// (JSON names the leader), peers list and buckets list (what the state
+// holds), a write without --token refused with one line,
 // maintenance enable/status/disable, rebalance primaries, peer offline
 // --enforce-counts (Decommissioning, then Removed with RF/SF met) and plain
-// peer offline (primaries moved away, cluster valid).
+// peer offline (primaries moved away, cluster valid). It covers the
+// README's admin block ("Any manager answers reads …"): cluster status,
+// peers list, buckets list, maintenance, rebalance primaries and peer
+// offline; that block's search and health lines are covered by
+// TestCLISearchHead, ingest by TestReadmeBlocks and TestReadmeSmallCluster,
+// sample by make demo, /v1/state/hash by the e2e pause scenario.
 func TestCLIAdminOperations(t *testing.T) {
 	cliBinary(t) // before the cluster, so the build is not timed against it
 	c := Start(t, Options{MaxHotBytes: 64 << 10})
@@ -220,6 +226,19 @@ func TestCLIAdminOperations(t *testing.T) {
 	}
 	if len(st.Managers) != 3 || leaders != 1 {
 		t.Errorf("cluster status managers %+v: want 3, one leader", st.Managers)
+	}
+	// peers list and buckets list, as scripts read them.
+	var pl struct {
+		Peers []fsm.PeerView `json:"peers"`
+	}
+	r = mustCLI(t, "peers", "list", mgr, "--output", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &pl); err != nil || len(pl.Peers) != len(c.PeerIDs()) {
+		t.Errorf("peers list --output json: %d peers (%v), want %d:\n%s", len(pl.Peers), err, len(c.PeerIDs()), r.Stdout)
+	}
+	var nb int
+	c.State(func(s *fsm.State) { nb = len(s.BucketList("", "")) })
+	if r = mustCLI(t, "buckets", "list", mgr); strings.Count(r.Stdout, "main~") != nb {
+		t.Errorf("buckets list shows %d buckets, the state holds %d:\n%s", strings.Count(r.Stdout, "main~"), nb, r.Stdout)
 	}
 
 	// A write without --token: non-zero exit, one clear line, no change.
@@ -307,7 +326,7 @@ func TestCLIAdminOperations(t *testing.T) {
 			p.Store().RollAll()
 		}
 	}
-	c.WaitFor(60*time.Second, func() error {
+	c.WaitFor(120*time.Second, func() error {
 		var (
 			p      fsm.Peer
 			status fsm.Status
@@ -315,7 +334,7 @@ func TestCLIAdminOperations(t *testing.T) {
 		c.State(func(s *fsm.State) { p, _ = s.Peer(leaving); status = s.Status() })
 		switch p.State {
 		case fsm.StateDecommissioning:
-			return fmt.Errorf("%s still Decommissioning (%d fixups)", leaving, len(status.Fixups))
+			return fmt.Errorf("%s still Decommissioning (%d fixups: %+v)", leaving, len(status.Fixups), status.Fixups)
 		case fsm.StateRemoved:
 			if !status.ReplicationFactorMet || !status.SearchFactorMet {
 				t.Fatalf("%s removed while RF met %v, SF met %v", leaving, status.ReplicationFactorMet, status.SearchFactorMet)

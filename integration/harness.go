@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -31,14 +32,17 @@ import (
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/searchhead"
 )
 
 type queryEvent = query.Event
 
-// Tokens of every harness cluster.
+// Tokens of every harness cluster. NoAckHECToken is a HEC token without
+// acks (useack=false): no channel, and its 200 is the acknowledgement.
 const (
-	AdminToken = "admin-secret"
-	HECToken   = "hec-secret"
+	AdminToken    = "admin-secret"
+	HECToken      = "hec-secret"
+	NoAckHECToken = "hec-noack"
 )
 
 // Options shape a harness cluster.
@@ -51,7 +55,11 @@ type Options struct {
 	TargetTimeout    time.Duration // default 2 s (SPEC §4)
 	BlockInterval    time.Duration // default 50 ms
 	MaxHotBytes      int64         // default 1 MiB, so tests see several buckets
+	SearchTokens     []fsm.SearchToken
 	Logger           *slog.Logger
+	// PeerTweak, when set, adjusts each peer's config before its first
+	// start (test hooks such as peer.Config.BeforeReplicaAppend).
+	PeerTweak func(id string, cfg *peer.Config)
 }
 
 // Cluster is a running harness cluster.
@@ -63,6 +71,7 @@ type Cluster struct {
 	Managers map[string]*manager.Manager
 	mgrCfgs  map[string]manager.Config
 	Peers    map[string]*peer.Peer // running peers by id
+	Heads    map[string]*searchhead.Head
 	peerCfgs map[string]peer.Config
 	log      *slog.Logger
 }
@@ -108,7 +117,18 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 	}
 	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},
-		Peers: map[string]*peer.Peer{}, peerCfgs: map[string]peer.Config{}, log: log}
+		Peers: map[string]*peer.Peer{}, peerCfgs: map[string]peer.Config{}, log: log, Heads: map[string]*searchhead.Head{}}
+	// The data dirs' root is made before Stop is registered: cleanups run
+	// last-in first-out, so every node stops before its files are removed
+	// (a t.TempDir made later would be removed under running peers).
+	root := t.TempDir()
+	dir := func(id string) string {
+		d := filepath.Join(root, id)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
 	t.Cleanup(c.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -128,7 +148,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	seed.HeartbeatTimeout = o.HeartbeatTimeout
 	seed.MaxHotBytes = o.MaxHotBytes
-	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main"}}
+	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main"}, {Token: NoAckHECToken}}
+	seed.SearchTokens = o.SearchTokens
+	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: "web"})
 	if err := seed.Validate(); err != nil {
 		t.Fatalf("seed config: %v", err)
 	}
@@ -140,7 +162,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			busSite = o.Sites[0] // the witness uses the first site's bus node
 		}
 		cfg := manager.Config{
-			ID: id, Site: site, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			ID: id, Site: site, DataDir: dir(id), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 			NATS: c.Bus.Server(busSite).ClientURL(), TargetTimeout: o.TargetTimeout,
 			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: log,
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
@@ -180,10 +202,15 @@ func Start(t testing.TB, o Options) *Cluster {
 		for i := 1; i <= o.PeersPerSite; i++ {
 			id := fmt.Sprintf("%s-p%d", site, i)
 			c.peerCfgs[id] = peer.Config{
-				ID: id, Site: site, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Searchable: true,
+				ID: id, Site: site, DataDir: dir(id), HTTPAddr: "127.0.0.1:0", Searchable: true,
 				MaxHotBytes: o.MaxHotBytes, BlockInterval: o.BlockInterval, Logger: log,
 				NATS: c.Bus.Server(site).ClientURL(), ManagerToken: AdminToken,
 				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second,
+			}
+			if o.PeerTweak != nil {
+				cfg := c.peerCfgs[id]
+				o.PeerTweak(id, &cfg)
+				c.peerCfgs[id] = cfg
 			}
 			c.StartPeer(id)
 		}
@@ -238,13 +265,26 @@ func (c *Cluster) StartPeer(id string) *peer.Peer {
 
 // KillPeer stops peer id abruptly (no goodbye; its files stay).
 func (c *Cluster) KillPeer(id string) {
-	c.mu.Lock()
-	p := c.Peers[id]
-	delete(c.Peers, id)
-	c.mu.Unlock()
-	if p != nil {
+	if p := c.takePeer(id); p != nil {
 		p.Kill()
 	}
+}
+
+// StopPeer stops peer id gracefully, as SIGTERM does (peer.Close: HTTP
+// shut down, running searches drained, blocks flushed; its files stay).
+func (c *Cluster) StopPeer(id string) {
+	if p := c.takePeer(id); p != nil {
+		p.Close()
+	}
+}
+
+// takePeer removes running peer id from the cluster and returns it.
+func (c *Cluster) takePeer(id string) *peer.Peer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.Peers[id]
+	delete(c.Peers, id)
+	return p
 }
 
 // KillManager stops manager id (its files stay).
@@ -264,6 +304,13 @@ func (c *Cluster) HealSite(site string) error { return c.Bus.Heal(site) }
 
 // Stop stops everything (peers, managers, bus).
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	heads := c.Heads
+	c.Heads = map[string]*searchhead.Head{}
+	c.mu.Unlock()
+	for _, h := range heads {
+		h.Close()
+	}
 	c.mu.Lock()
 	peers := c.Peers
 	mgrs := c.Managers
@@ -373,6 +420,7 @@ type HECClient struct {
 	Channel string
 	Token   string
 	Client  *http.Client
+	Index   string // default main
 }
 
 // NewHECClient returns a client of peer id's HEC with a fresh channel.
@@ -388,7 +436,11 @@ func (c *Cluster) NewHECClient(id string) *HECClient {
 func (h *HECClient) Send(ctx context.Context, raws []string) (int64, error) {
 	var body bytes.Buffer
 	for _, r := range raws {
-		b, _ := json.Marshal(map[string]any{"event": r, "time": 1767225600, "index": "main"})
+		ix := h.Index
+		if ix == "" {
+			ix = "main"
+		}
+		b, _ := json.Marshal(map[string]any{"event": r, "time": 1767225600, "index": ix})
 		body.Write(b)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+"/services/collector/event", &body)
@@ -572,4 +624,78 @@ func (c *Cluster) RawsOnSearchableCopies(holders map[string][]string) map[string
 		}
 	}
 	return seen
+}
+
+// StartSearchHead starts a search head of site (a site, or site0) on the
+// site's bus node (site0 uses the first site's), waits for its first
+// generation table, and serves HTTP on 127.0.0.1. tweak, if not nil,
+// adjusts its config.
+func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Config)) *searchhead.Head {
+	c.T.Helper()
+	busSite := site
+	if c.Bus.Server(site) == nil {
+		busSite = c.Opts.Sites[0]
+	}
+	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := searchhead.New(ctx, cfg)
+	if err != nil {
+		c.T.Fatalf("start search head %s: %v", id, err)
+	}
+	if err := h.Start(); err != nil {
+		h.Close()
+		c.T.Fatalf("start search head %s: %v", id, err)
+	}
+	c.mu.Lock()
+	c.Heads[id] = h
+	c.mu.Unlock()
+	return h
+}
+
+// SearchAnswer is a search head's answer: the HTTP status, the decoded
+// response (on 200) or error.
+type SearchAnswer struct {
+	Status  int
+	Resp    query.Response
+	Error   string `json:"error"`
+	Code    string `json:"code"`
+	Elapsed time.Duration
+}
+
+// SearchHTTP posts a search request body to a search head (or a peer) URL.
+func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, error) {
+	b, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
+	}
+	start := time.Now()
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	a := SearchAnswer{Status: res.StatusCode, Elapsed: time.Since(start)}
+	if res.StatusCode == 200 {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if err := d.Decode(&a.Resp); err != nil {
+			return a, fmt.Errorf("decode answer: %w: %s", err, raw)
+		}
+		return a, nil
+	}
+	_ = json.Unmarshal(raw, &a)
+	return a, nil
 }

@@ -15,7 +15,7 @@ import (
 
 // handleStatus is GET /v1/status: the FSM's status with the leader filled in.
 func (m *Manager) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, m.Status())
+	writeJSON(w, http.StatusOK, m.statusView())
 }
 
 // Status is /v1/status as this manager sees it: the committed cluster status

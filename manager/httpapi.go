@@ -66,13 +66,16 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
 	mux.HandleFunc("/v1/fixups/{id}", m.read(m.handleFixup))
 	mux.HandleFunc("/v1/managers", m.read(m.handleManagers))
+	mux.HandleFunc("GET /v1/state/hash", m.read(m.handleStateHash))
 	mux.HandleFunc("/v1/managers/join", m.write(m.handleJoin))
 	mux.HandleFunc("/v1/peers/{id}/register", m.write(m.handleRegister))
 	mux.HandleFunc("/v1/peers/{id}/heartbeat", m.write(m.handleHeartbeat))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
+	mux.HandleFunc("/v1/generations", m.read(m.handleGenerations))
 	mux.HandleFunc("/{$}", m.read(m.handlePage))
+	mux.HandleFunc("/ui/{name}", m.read(m.handleAsset))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such page: %s", r.URL.Path)})
 	})

@@ -58,6 +58,34 @@ func (m *Manager) startLeading() (stop func()) {
 	}
 }
 
+// busHeard restarts the grace period of a leadership term at the moment
+// the leader can hear the peers again: when its manager subscriptions are
+// in place (the term's start on the bus, which may come long after the
+// Barrier when its bus node is cut off) and when its bus connection comes
+// back after a disconnection. The grace rule is thus "no peer is declared
+// Down before this leader has been able to hear it for heartbeat_timeout",
+// not merely "since leadership": a leader that won the election while its
+// NATS node was cut off used to declare every peer Down at the end of a
+// grace it spent deaf (the e2e site2 cut with the witness on site2's node).
+func (m *Manager) busHeard() { m.extendGrace(true) }
+
+// extendGrace moves the term's grace end to now + heartbeat_timeout (if
+// later), saying so in the log when loud.
+func (m *Manager) extendGrace(loud bool) {
+	var hbTimeout time.Duration
+	m.state.Read(func(s *fsm.State) { hbTimeout = s.Config().HeartbeatTimeout })
+	until := m.cfg.Now().Add(hbTimeout)
+	m.leadMu.Lock()
+	defer m.leadMu.Unlock()
+	if !m.term.active || !until.After(m.term.graceUntil) {
+		return
+	}
+	m.term.graceUntil = until
+	if loud {
+		m.log.Info("grace restarted: the leader hears the bus again", "grace_until", until.UTC().Format(time.RFC3339Nano))
+	}
+}
+
 // lead is one leadership term: a Barrier (so the FSM holds every entry
 // committed by earlier leaders), the grace start, this manager's own
 // member-table entry and the bootstrap config, then the loop.
@@ -141,6 +169,11 @@ func (m *Manager) seedConfig(ctx context.Context) error {
 // the next tick plans again from the committed state.
 func (m *Manager) tick(ctx context.Context) {
 	now := m.cfg.Now()
+	if m.nc != nil && !m.nc.IsConnected() {
+		// Deaf: no heartbeat can arrive, so none may be missed. The grace
+		// restarts when the connection is back (busHeard).
+		m.extendGrace(false)
+	}
 	m.leadMu.Lock()
 	m.term.ticks++
 	lead := m.term
@@ -199,6 +232,11 @@ func (m *Manager) pruneHeartbeats(s *fsm.State) {
 	for id := range m.heartbeats {
 		if p, ok := s.Peer(id); !ok || p.State == fsm.StateRemoved {
 			delete(m.heartbeats, id)
+		}
+	}
+	for id := range m.peerStats {
+		if p, ok := s.Peer(id); !ok || p.State == fsm.StateRemoved {
+			delete(m.peerStats, id)
 		}
 	}
 }

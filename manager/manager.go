@@ -57,7 +57,10 @@ type Manager struct {
 	statusCached api.Status // what replies to peers carry
 
 	hbMu       sync.Mutex
-	heartbeats map[string]time.Time // peer id → last heartbeat (in memory only)
+	heartbeats map[string]time.Time     // peer id → last heartbeat (in memory only)
+	peerStats  map[string]PeerStatsView // peer id → its last heartbeat's statistics
+
+	gens generationLog // recent generation changes, for the cluster page
 
 	leadMu sync.Mutex
 	term   leaderInfo // zero unless this manager's leader loops run
@@ -89,11 +92,15 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		log:        cfg.Logger.With("manager", cfg.ID),
 		state:      fsm.New(),
 		heartbeats: map[string]time.Time{},
+		peerStats:  map[string]PeerStatsView{},
 		closing:    make(chan struct{}),
 		applied:    make(chan struct{}, 1),
 	}
 	m.mux = newMuxFSM(m.state)
-	m.mux.onApply = m.signalApplied
+	m.mux.onApply = func() {
+		m.gens.observe(m.state, time.Now())
+		m.signalApplied()
+	}
 	m.metrics = newMetrics(m)
 	if err := m.connectNATS(ctx); err != nil {
 		return nil, err
@@ -224,6 +231,7 @@ func (m *Manager) applyLog(ctx context.Context, l raft.Log) (any, error) {
 			return nil, context.DeadlineExceeded
 		}
 	}
+	start := time.Now()
 	f := m.node.raft.ApplyLog(l, timeout)
 	done := make(chan error, 1)
 	// The future resolves when the entry is applied, leadership is lost or
@@ -244,6 +252,7 @@ func (m *Manager) applyLog(ctx context.Context, l raft.Log) (any, error) {
 		return nil, err
 	}
 	m.metrics.applied.Inc()
+	m.metrics.applySeconds.Observe(time.Since(start).Seconds())
 	return resp, nil
 }
 

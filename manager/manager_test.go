@@ -678,8 +678,10 @@ func TestReadEndpoints(t *testing.T) {
 		t.Fatalf("healthz: %v %v", h, err)
 	}
 	for path, wants := range map[string][]string{
-		"/metrics": {"quarry_manager_raft_applied_index ", `quarry_manager_peers{state="Up"} 3`, "quarry_manager_buckets 1", `quarry_manager_raft_state{state="Follower"} 1`, "quarry_manager_generation "},
-		"/":        {"quarry cluster", "leader <b>" + l.ID() + "</b>", "p1", "p2", "p3", b1, "site0", "RF=3"},
+		"/metrics":        {"quarry_manager_raft_applied_index ", `quarry_manager_peers{state="Up"} 3`, "quarry_manager_buckets 1", `quarry_manager_raft_state{state="Follower"} 1`, "quarry_manager_generation "},
+		"/":               {"<title>quarry cluster", `"leader":"` + l.ID() + `"`, `"id":"p1"`, `"id":"p2"`, `"id":"p3"`, "site0", `"replication_factor":3`, `src="/ui/cluster.js"`},
+		"/ui/cluster.js":  {"/v1/status", "/v1/generations", "sessionStorage"},
+		"/v1/generations": {`"generation": `, `"history": [`, `"serving": [`},
 	} {
 		resp, err := http.Get("http://" + f.HTTPAddr() + path)
 		if err != nil {

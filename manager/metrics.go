@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"github.com/quarry-dev/quarry/bus"
 	"strconv"
 
 	"github.com/hashicorp/raft"
@@ -23,6 +24,7 @@ type metrics struct {
 	leaderChanges prometheus.Counter
 	notices       prometheus.Counter
 	deliveries    *prometheus.CounterVec
+	applySeconds  prometheus.Histogram
 }
 
 func newMetrics(m *Manager) *metrics {
@@ -46,7 +48,14 @@ func newMetrics(m *Manager) *metrics {
 	mt.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_manager_fixup_deliveries_total",
 		Help: "Fixup task deliveries to peers over NATS by outcome (accepted, refused, no_responders, timeout, error)."}, []string{"outcome"})
 	reg.MustRegister(mt.deliveries)
+	mt.applySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_manager_raft_apply_duration_seconds",
+		Help:    "Time from proposing a command on this manager to its commit and apply (successful proposals only).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
+	reg.MustRegister(mt.applySeconds)
 	reg.MustRegister(&stateCollector{m: m})
+	if err := bus.RegisterMetrics(reg); err != nil {
+		panic(err) // a fresh registry: only a duplicate name could fail
+	}
 	reg.MustRegister(collectors.NewGoCollector())
 	return mt
 }
@@ -68,13 +77,19 @@ var (
 	descValid       = prometheus.NewDesc("quarry_manager_cluster_valid", "1 when the cluster is valid (site0 has a primary for every bucket).", nil, nil)
 	descComplete    = prometheus.NewDesc("quarry_manager_cluster_complete", "1 when every bucket meets RF, SF and the site policy.", nil, nil)
 	descMaintenance = prometheus.NewDesc("quarry_manager_maintenance", "1 when maintenance mode is on.", nil, nil)
+	descTaskKinds   = prometheus.NewDesc("quarry_manager_fixup_queue_tasks", "Open fixup task records by kind.", []string{"kind"}, nil)
+	descWaiting     = prometheus.NewDesc("quarry_manager_fixup_waiting_buckets", "Buckets not valid or complete, waiting for a fixup, by level.", []string{"level"}, nil)
+	descPeerLag     = prometheus.NewDesc("quarry_manager_peer_replication_lag_blocks", "Replication lag a peer reported in its last heartbeat, per origin peer and target, in blocks (leader only).", []string{"peer", "target"}, nil)
 )
+
+// taskKinds are the fixup task kinds, each exported (0 when none is open).
+var taskKinds = []fsm.TaskKind{fsm.TaskSeal, fsm.TaskTruncate, fsm.TaskFetch, fsm.TaskReplicate, fsm.TaskMakeSearchable, fsm.TaskRemoveCopy, fsm.TaskFreeze, fsm.TaskRoll}
 
 // stateCollector reads Raft and the FSM at scrape time.
 type stateCollector struct{ m *Manager }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTermTicks, descTerm, descApplied, descCommit, descFirstIndex, descSnapIndex, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance} {
+	for _, d := range []*prometheus.Desc{descRaftState, descLeader, descTermTicks, descTerm, descApplied, descCommit, descFirstIndex, descSnapIndex, descGeneration, descTable, descPeers, descBuckets, descFixups, descValid, descComplete, descMaintenance, descTaskKinds, descWaiting, descPeerLag} {
 		ch <- d
 	}
 }
@@ -111,6 +126,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		peers       = map[fsm.PeerState]int{}
 		buckets     int
 		levels      = map[string]int{}
+		kinds       = map[fsm.TaskKind]int{}
+		waiting     = map[string]int{}
 		valid, comp bool
 		maint       bool
 	)
@@ -122,9 +139,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		buckets = len(s.BucketList("", ""))
 		for _, t := range s.Tasks() {
 			levels[t.Level.String()]++
+			kinds[t.Kind]++
 		}
 		st := s.Status()
 		valid, comp = st.Valid, st.Complete
+		for _, f := range st.Fixups {
+			waiting[f.Level.String()]++
+		}
 	})
 	ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(gen))
 	ch <- prometheus.MustNewConstMetric(descTable, prometheus.GaugeValue, float64(table))
@@ -135,6 +156,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range []fsm.Level{fsm.LevelCorruption, fsm.LevelStreaming, fsm.LevelDataSafety, fsm.LevelGeneration, fsm.LevelReplication, fsm.LevelSearch, fsm.LevelExcess, fsm.LevelRetention} {
 		ch <- prometheus.MustNewConstMetric(descFixups, prometheus.GaugeValue, float64(levels[l.String()]), l.String())
 	}
+	for _, k := range taskKinds {
+		ch <- prometheus.MustNewConstMetric(descTaskKinds, prometheus.GaugeValue, float64(kinds[k]), string(k))
+	}
+	for _, l := range []fsm.Level{fsm.LevelCorruption, fsm.LevelStreaming, fsm.LevelDataSafety, fsm.LevelGeneration, fsm.LevelReplication, fsm.LevelSearch, fsm.LevelExcess, fsm.LevelRetention} {
+		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting[l.String()]), l.String())
+	}
+	m.hbMu.Lock()
+	for id, ps := range m.peerStats {
+		for target, n := range ps.ReplicationLag {
+			ch <- prometheus.MustNewConstMetric(descPeerLag, prometheus.GaugeValue, float64(n), id, target)
+		}
+	}
+	m.hbMu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descValid, prometheus.GaugeValue, b2f(valid))
 	ch <- prometheus.MustNewConstMetric(descComplete, prometheus.GaugeValue, b2f(comp))
 	ch <- prometheus.MustNewConstMetric(descMaintenance, prometheus.GaugeValue, b2f(maint))

@@ -41,6 +41,7 @@ func (m *Manager) connectNATS(ctx context.Context) error {
 	defer cancel()
 	nc, err := bus.Connect(cctx, m.cfg.NATS, bus.ConnectOptions{
 		Name: "manager " + m.cfg.ID, User: m.cfg.NATSUser, Password: m.cfg.NATSPassword, Logger: m.log,
+		OnReconnect: m.busHeard,
 	})
 	if err != nil {
 		return fmt.Errorf("manager %s: %w", m.cfg.ID, err)
@@ -155,6 +156,7 @@ func (t *natsTerm) subscribe(ctx context.Context) {
 		missing = still
 		if len(missing) == 0 {
 			m.log.Info("serving the manager protocol on NATS", "subjects", m.subjects.All("mgr"))
+			m.busHeard()
 			close(t.subscribed)
 			break
 		}
@@ -260,7 +262,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 	c := s.Config()
 	pc := api.PeerConfig{
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
-		HECTokens: c.HECTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
+		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: m.cfg.TargetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(),
 	}
@@ -340,6 +342,7 @@ func (m *Manager) natsHeartbeat(ctx context.Context, h api.Heartbeat) (api.Heart
 		reply.Reregister, reply.State = true, p.State
 	default:
 		m.Heartbeat(h.Peer, m.cfg.Now())
+		m.recordPeerStats(h.Peer, h.Stats, time.Now())
 		reply.State = p.State
 	}
 	return reply, nil
@@ -348,6 +351,9 @@ func (m *Manager) natsHeartbeat(ctx context.Context, h api.Heartbeat) (api.Heart
 func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.TargetsReply, error) {
 	if r.Index == "" || r.LocalID == "" || r.Origin == "" {
 		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index, local_id and origin are required, got %+v", r)
+	}
+	if err := api.ValidBucketID(r.Index + "~" + r.LocalID + "~guid"); err != nil {
+		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index %q, local id %q: %v", r.Index, r.LocalID, err)
 	}
 	id, choice, res, err := m.startBucket(ctx, r.RequestID, r.Index, r.LocalID, r.Origin, r.Earliest)
 	if err != nil {
@@ -414,6 +420,9 @@ func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, origin
 		if err == nil {
 			return id, choice, res, nil
 		}
+		if errors.Is(err, fsm.ErrBucketExists) {
+			return m.existingHotBucket(ctx, reqID, id, originID, choice, err)
+		}
 		lastErr = err
 		if !errors.Is(err, fsm.ErrPeerNotUp) {
 			break
@@ -422,9 +431,43 @@ func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, origin
 	return "", fsm.TargetChoice{}, nil, lastErr
 }
 
+// existingHotBucket answers a targets request for a bucket the state
+// already holds under another request: its origin re-registered while the
+// request was unanswered (a leader change, a cut bus node) and the
+// inventory brought the hot bucket in first, with no copy but the origin's.
+// The answer is the committed targets; if there are none, the choice just
+// made is recorded as copies (AddCopy) and answered, so the origin's acks
+// get the copies the ack rule needs instead of "bucket exists" forever.
+// Another peer's bucket, or a bucket no longer hot, stays refused.
+func (m *Manager) existingHotBucket(ctx context.Context, reqID, id, originID string, choice fsm.TargetChoice, exists error) (string, fsm.TargetChoice, any, error) {
+	var b fsm.BucketView
+	var ok bool
+	var have []fsm.CopySpec
+	m.state.Read(func(s *fsm.State) {
+		b, ok = findBucket(s, id)
+		have = committedTargets(s, id, originID)
+	})
+	if !ok || b.Origin != originID || !b.Hot {
+		return "", fsm.TargetChoice{}, nil, exists
+	}
+	if len(have) == 0 {
+		for _, t := range choice.Targets {
+			_, err := m.Apply(ctx, &fsm.AddCopy{ReqID: fsm.ReqID{RequestID: reqID + "/" + t.Peer}, Bucket: id, Peer: t.Peer, Searchable: t.Searchable})
+			if err != nil && !errors.Is(err, fsm.ErrCopyExists) {
+				return "", fsm.TargetChoice{}, nil, err
+			}
+		}
+		m.log.Info("targets for a hot bucket its origin's inventory brought in", "bucket", id, "origin", originID, "targets", len(choice.Targets))
+	}
+	return id, choice, fsm.Result{Duplicate: true}, nil
+}
+
 func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.BucketEventReply, error) {
 	if e.Bucket == "" || e.Peer == "" {
 		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: bucket and peer are required", e.Kind)
+	}
+	if err := api.ValidBucketID(e.Bucket); err != nil {
+		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: %v", e.Kind, err)
 	}
 	rid := fsm.ReqID{RequestID: e.RequestID}
 	var cmd fsm.Command
@@ -445,9 +488,30 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 		// it and, when it is the sealed length, closes the copy's open
 		// fetch/truncate task in the same entry.
 		cmd = &fsm.CopyLength{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Blocks: e.Blocks, LastChecksum: e.LastBlockChecksum}
-	case api.EventTargetFailed:
-		m.log.Warn("origin dropped a replication target", "bucket", e.Bucket, "origin", e.Peer, "target", e.Target, "reason", e.Reason)
-		return api.BucketEventReply{V: api.WireVersion, Status: m.status()}, nil
+	case api.EventTargetFailed, api.EventTargetLagging, api.EventTargetCaughtUp:
+		// Only the bucket's origin knows which blocks were acknowledged
+		// without a target; a copy the FSM does not hold (a replacement
+		// target chosen by the origin) has nothing to mark.
+		var origin string
+		var held bool
+		m.state.Read(func(s *fsm.State) {
+			if b, ok := findBucket(s, e.Bucket); ok {
+				origin = b.Origin
+				for _, c := range b.Copies {
+					held = held || c.Peer == e.Target
+				}
+			}
+		})
+		if e.Kind != api.EventTargetCaughtUp {
+			m.log.Warn("replication target short of acknowledged blocks", "kind", e.Kind, "bucket", e.Bucket, "origin", e.Peer, "target", e.Target)
+		}
+		if !held {
+			return api.BucketEventReply{V: api.WireVersion, Status: m.status()}, nil
+		}
+		if origin != e.Peer {
+			return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: %s is not the origin of %s", e.Kind, e.Peer, e.Bucket)
+		}
+		cmd = &fsm.CopyShort{ReqID: rid, Bucket: e.Bucket, Peer: e.Target, Short: e.Kind != api.EventTargetCaughtUp}
 	default:
 		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event: unknown kind %q", e.Kind)
 	}
@@ -534,13 +598,49 @@ func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (
 	if site == "" {
 		site = fsm.Site0
 	}
-	var (
-		view fsm.GenerationView
-		err  error
-	)
-	m.state.Read(func(s *fsm.State) { view, err = s.Generation(site, r.Since) })
+	build := func() (view fsm.GenerationView, err error) {
+		m.state.Read(func(s *fsm.State) {
+			if r.Generation == 0 || r.Generation == s.CurrentGeneration() {
+				view, err = s.Generation(site, r.Since)
+				return
+			}
+			if r.Generation > s.CurrentGeneration() {
+				err = bus.Errorf(api.CodeGeneration, "generation %d is not reached yet (current %d)", r.Generation, s.CurrentGeneration())
+				return
+			}
+			var prim map[string]string
+			if prim, err = s.PrimariesAt(site, r.Generation); err != nil {
+				if errors.Is(err, fsm.ErrGenerationTooOld) {
+					err = bus.Errorf(api.CodeGeneration, "%v", err)
+				}
+				return
+			}
+			// Primaries of a past generation; the buckets as they are now.
+			if view, err = s.Generation(site, 0); err == nil {
+				view.Generation, view.Primaries = r.Generation, prim
+			}
+		})
+		if err != nil {
+			var re *bus.RemoteError
+			if !errors.As(err, &re) {
+				err = fmt.Errorf("generation for site %q: %w", site, err)
+			}
+		}
+		return view, err
+	}
+	if r.Invite != nil {
+		if err := api.SendGeneration(ctx, m.nc, *r.Invite, build); err != nil {
+			var re *bus.RemoteError
+			if errors.As(err, &re) {
+				return api.GenerationReply{}, err
+			}
+			return api.GenerationReply{}, fmt.Errorf("generation for site %q: stream: %w", site, err)
+		}
+		return api.GenerationReply{V: api.WireVersion, Streamed: true}, nil
+	}
+	view, err := build()
 	if err != nil {
-		return api.GenerationReply{}, fmt.Errorf("generation for site %q: %w", site, err)
+		return api.GenerationReply{}, err
 	}
 	return api.GenerationReply{V: api.WireVersion, View: view}, nil
 }

@@ -775,3 +775,61 @@ func containsStr(xs []string, x string) bool {
 	}
 	return false
 }
+
+// A hot bucket its origin's inventory brought in before the origin's
+// targets request was answered (the origin re-registered during a leader
+// change while the request was lost): the request, under its own id, gets
+// targets recorded as copies instead of "bucket exists" forever (the e2e
+// site2 cut stalled site1's acks on it). A bucket no longer hot is still
+// refused.
+func TestNATSTargetsForAnInventoryHotBucket(t *testing.T) {
+	b := startTestBus(t, "p1", "p2", "p3")
+	g := newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p1, p2, p3 := newFakePeer(t, b, "p1"), newFakePeer(t, b, "p2"), newFakePeer(t, b, "p3")
+	hot := fsm.BucketID("main", "4", p1.guid)
+	p1.register(ctx, []api.Copy{{Bucket: hot, Index: "main", State: api.CopyHot, Searchable: true, Events: 10, Blocks: 1, Earliest: 5, Latest: 6}})
+	p2.register(ctx, nil)
+	p3.register(ctx, nil)
+	for _, p := range []*fakePeer{p1, p2, p3} {
+		p.startHeartbeats()
+	}
+	var before fsm.BucketView
+	g.leader().Read(func(s *fsm.State) { before, _ = findBucket(s, hot) })
+	if !before.Hot || len(before.Copies) != 1 {
+		t.Fatalf("registered hot bucket %+v: want hot with the origin's copy only", before)
+	}
+	// The same local id from another peer is another bucket (the id
+	// carries its origin's guid): p1's is out of its reach.
+	if tr, err := p2.cli.Targets(ctx, api.TargetsRequest{RequestID: "x", Origin: "p2", Index: "main", LocalID: "4"}); err != nil || tr.Bucket == hot {
+		t.Fatalf("p2's targets request for local id 4: %+v, %v", tr, err)
+	}
+	tr, err := p1.cli.Targets(ctx, api.TargetsRequest{RequestID: "targets-p1-main-4", Origin: "p1", Index: "main", LocalID: "4", Earliest: 5})
+	if err != nil {
+		t.Fatalf("targets for the inventory's hot bucket: %v", err)
+	}
+	if tr.Bucket != hot || len(tr.Targets) != 2 {
+		t.Fatalf("targets reply %+v: want %s with 2 targets", tr, hot)
+	}
+	var after fsm.BucketView
+	g.leader().Read(func(s *fsm.State) { after, _ = findBucket(s, hot) })
+	if len(after.Copies) != 3 {
+		t.Fatalf("bucket after targets %+v: want the origin's and both targets' copies", after)
+	}
+	// Asked again: the same targets, nothing added.
+	tr2, err := p1.cli.Targets(ctx, api.TargetsRequest{RequestID: "targets-p1-main-4", Origin: "p1", Index: "main", LocalID: "4", Earliest: 5})
+	if err != nil || len(tr2.Targets) != 2 {
+		t.Fatalf("asked again: %+v, %v", tr2, err)
+	}
+	// Rolled: no longer hot, a targets request for it is refused.
+	if _, err := p1.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "roll-4", Kind: api.EventRolled, Bucket: hot, Peer: "p1",
+		Earliest: 5, Latest: 6, Bytes: 100, Events: 10, Blocks: 1, LastBlockChecksum: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.cli.Targets(ctx, api.TargetsRequest{RequestID: "again", Origin: "p1", Index: "main", LocalID: "4"}); !bus.IsRemote(err, "bucket_exists") {
+		t.Fatalf("targets for a rolled bucket: %v, want bucket_exists", err)
+	}
+}

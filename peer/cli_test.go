@@ -15,12 +15,13 @@ import (
 )
 
 // TestCLIPeerAndIngest runs the binary: `quarry peer` with a token limited
-// to two indexes (commas inside one --hec-token), `quarry ingest` with two
-// streams into one of them, and `quarry peer --nats` refused.
+// to two indexes (commas inside one --hec-token) and a token without acks
+// (`:useack=false`), `quarry ingest` with two streams into one of them with
+// each token, and `quarry peer --nats` refused.
 func TestCLIPeerAndIngest(t *testing.T) {
 	dir := t.TempDir()
 	c := startPeerProcess(t, "", os.Stderr, "--id", "p9", "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0",
-		"--hec-token", "T=web,main", "--attr", "rack=r1")
+		"--hec-token", "T=web,main", "--hec-token", "N=web:useack=false", "--attr", "rack=r1")
 	cmd, url := c.cmd, c.url
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -38,6 +39,11 @@ func TestCLIPeerAndIngest(t *testing.T) {
 	msg, err := ing.CombinedOutput()
 	if err != nil || !strings.Contains(string(msg), "ingested 1234 events") {
 		t.Fatalf("quarry ingest: %v: %s", err, msg)
+	}
+	ing = exec.Command(quarryBin, "ingest", "--hec", url, "--token", "N", "--streams", "2", "--batch", "100", "--quiet", f)
+	msg, err = ing.CombinedOutput()
+	if err != nil || !strings.Contains(string(msg), "ingested 1234 events") {
+		t.Fatalf("quarry ingest with a token without acks: %v: %s", err, msg)
 	}
 	// an index the token does not allow: refused with Splunk's reply, exit 1
 	ing = exec.Command(quarryBin, "ingest", "--hec", url, "--token", "T", "--index", "secret", "--quiet", f)
@@ -61,8 +67,8 @@ func TestCLIPeerAndIngest(t *testing.T) {
 		}
 		total += c.Events
 	}
-	if total != 1234 {
-		t.Fatalf("%d events stored, want 1234", total)
+	if total != 2*1234 {
+		t.Fatalf("%d events stored, want %d", total, 2*1234)
 	}
 	// In cluster mode tokens come from the managers: a --hec-token is refused.
 	msg, err = exec.Command(quarryBin, "peer", "--id", "x", "--data-dir", dir, "--nats", "nats://127.0.0.1:4222", "--hec-token", "t").CombinedOutput()

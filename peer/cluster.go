@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +16,7 @@ import (
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/peer/store"
 )
 
 // DefaultTargetTimeout is SPEC §4's target_timeout.
@@ -28,6 +31,7 @@ type cluster struct {
 	fix    *fixupRunner
 	svc    *bus.Service
 	fixSvc *bus.Service
+	search *searchService
 	// svcDefault serves quarry.repl.default.<peer> too (single-site).
 	svcDefault *bus.Service
 	// sealWatch: hot replicas whose length a seal task asked for; once the
@@ -36,9 +40,11 @@ type cluster struct {
 	sealMu    sync.Mutex
 	sealWatch map[string]bool
 	cfg       fsm.Config
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closed    sync.Once
+	// tokens are the HEC tokens last handed to HEC (heartbeats only).
+	tokens []fsm.HECToken
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
 }
 
 func (p *Peer) site() string {
@@ -168,6 +174,16 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 			return fail(err)
 		}
 	}
+	if cl.search, err = p.startSearch(nc, subj); err != nil {
+		cl.svc.Stop(context.Background())
+		if cl.fixSvc != nil {
+			cl.fixSvc.Stop(context.Background())
+		}
+		return fail(err)
+	}
+	if ncp, ok := cl.cp.(*NATSControlPlane); ok && ncp.Stats == nil {
+		ncp.Stats = p.heartbeatStats
+	}
 	p.cl = cl
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
@@ -180,12 +196,29 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	} else {
 		p.log.Info("this control plane cannot report fixup results; fixup tasks are left to a peer that can")
 	}
+	cl.tokens = cl.cfg.HECTokens
 	var toks []hec.Token
 	for _, t := range cl.cfg.HECTokens {
 		toks = append(toks, hec.TokenFromConfig(t))
 	}
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
+}
+
+// refreshTokens reads the cluster config and hands HEC its tokens when they
+// changed (SPEC §8: config changes reach running peers within seconds).
+func (p *Peer) refreshTokens(ctx context.Context) {
+	cfg, err := p.cl.cp.Config(ctx)
+	if err != nil || reflect.DeepEqual(cfg.HECTokens, p.cl.tokens) {
+		return
+	}
+	var toks []hec.Token
+	for _, t := range cfg.HECTokens {
+		toks = append(toks, hec.TokenFromConfig(t))
+	}
+	p.hec.SetTokens(toks)
+	p.cl.tokens = cfg.HECTokens
+	p.log.Info("hec tokens updated from the cluster config", "tokens", len(toks))
 }
 
 // heartbeats beats every heartbeat_period, re-registers (with the
@@ -229,6 +262,7 @@ func (p *Peer) heartbeats() {
 		if on, err := cl.cp.Maintenance(ctx); err == nil {
 			cl.repl.setMaintenance(on)
 		}
+		p.refreshTokens(ctx)
 		p.sealWatched(ctx)
 		cancel()
 	}
@@ -248,6 +282,13 @@ func (p *Peer) closeCluster(abrupt bool) {
 		}
 		close(cl.stop)
 		cl.wg.Wait()
+		if cl.search != nil {
+			drain := searchDrain
+			if abrupt {
+				drain = 0
+			}
+			cl.search.close(drain)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		cl.svc.Stop(ctx)
 		if cl.fixSvc != nil {
@@ -307,13 +348,19 @@ func canRunFixups(cp ControlPlane) bool {
 
 // finishRestartedBuckets: a bucket rolls when its origin restarts (SPEC §2).
 // The store rolled this peer's hot buckets at open; their targets still
-// hold hot replicas. For every bucket the managers list as hot with this
-// peer as origin and a warm copy here, each other copy gets the blocks it
-// lacks and the roll, so all copies end warm at the origin's length.
-// Retried until every such bucket is done or the peer stops.
+// hold hot replicas. For every bucket this restart rolled that the
+// managers list with this peer as origin (hot, or already rolled by this
+// peer's registration: fsm's RegisterPeer rolls a hot bucket its origin
+// holds warm), each other copy gets the blocks it lacks and the roll, so
+// all copies end warm at the origin's length. Retried until every such
+// bucket is done or the peer stops.
 func (p *Peer) finishRestartedBuckets() {
 	cl := p.cl
 	defer cl.wg.Done()
+	rolled := map[string]bool{}
+	for _, id := range p.store.LastRecovery().RolledIDs {
+		rolled[id] = true
+	}
 	done := map[string]bool{}
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -322,7 +369,7 @@ func (p *Peer) finishRestartedBuckets() {
 		pending := 0
 		if err == nil {
 			for _, v := range views {
-				if v.Origin != p.cfg.ID || !v.Hot || done[v.ID] {
+				if v.Origin != p.cfg.ID || !rolled[v.ID] || done[v.ID] {
 					continue
 				}
 				if _, state, ok := p.store.Blocks(v.ID); !ok || state != "warm" {
@@ -333,7 +380,7 @@ func (p *Peer) finishRestartedBuckets() {
 					if c.Peer == p.cfg.ID {
 						continue
 					}
-					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, -1, cl.stop); err != nil {
+					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, -1, &cl.fix.catchupBytes, cl.stop); err != nil {
 						p.log.Warn("could not roll a restarted bucket's replica", "bucket", v.ID, "target", c.Peer, "err", err)
 						ok = false
 					}
@@ -367,7 +414,7 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	if t.Kind == fsm.TaskSeal {
 		for _, c := range p.store.Inventory() {
 			if c.ID == t.Bucket {
-				if c.State == "hot" {
+				if c.State == string(store.StateHot) {
 					p.cl.sealMu.Lock()
 					p.cl.sealWatch[c.ID] = true
 					p.cl.sealMu.Unlock()
@@ -455,4 +502,32 @@ func (p *Peer) offline(state fsm.PeerState) bool {
 		return true
 	}
 	return false
+}
+
+// heartbeatStats are the light statistics a heartbeat carries: the bytes of
+// this peer's copies, the free space of its data directory's file system,
+// its hot buckets and the replication lag per target.
+func (p *Peer) heartbeatStats() api.PeerStats {
+	inv := p.store.Inventory()
+	st := api.PeerStats{Copies: len(inv), DiskFree: diskFree(p.cfg.DataDir)}
+	for _, c := range inv {
+		st.Bytes += c.JournalBytes + c.IndexBytes
+		if c.State == string(store.StateHot) {
+			st.HotBuckets++
+		}
+	}
+	if p.cl != nil && p.cl.repl != nil {
+		st.ReplicationLag = p.cl.repl.lagBlocks()
+	}
+	return st
+}
+
+// diskFree is the space left to unprivileged users on dir's file system
+// (0 when it cannot be read).
+func diskFree(dir string) int64 {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return 0
+	}
+	return int64(fs.Bavail) * int64(fs.Bsize)
 }

@@ -106,10 +106,10 @@ type TargetsResponse struct {
 
 // BucketEvent is a bucket event an origin reports.
 type BucketEvent struct {
-	Type         string `json:"type"` // "rolled", "target_failed"
+	Type         string `json:"type"` // "rolled", "target_failed", "target_lagging", "target_caught_up", …
 	Bucket       string `json:"bucket"`
 	Peer         string `json:"peer"`             // reporting peer
-	Target       string `json:"target,omitempty"` // target_failed
+	Target       string `json:"target,omitempty"` // target_* events
 	Blocks       int    `json:"blocks,omitempty"`
 	Events       int64  `json:"events,omitempty"`
 	Size         int64  `json:"size,omitempty"`

@@ -203,6 +203,9 @@ func verifyStore(t *testing.T, dir string, acked map[int]bool, childEvents uint3
 			t.Fatalf("copy %s is %s searchable=%v after recovery", c.ID, c.State, c.Searchable)
 		}
 		invEvents += c.Events
+		if err := s.Verify(c.ID); err != nil {
+			t.Fatalf("copy %s does not verify after recovery (journal, index, columns): %v", c.ID, err)
+		}
 	}
 	seen := map[int]bool{}
 	for _, seg := range s.Segments() {
@@ -259,7 +262,7 @@ func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	logf, _ := os.Create(filepath.Join(dir, "..", "child.log"))
 	defer logf.Close()
-	points := []string{"seal", "block-write", "fsync", "roll", "index-write", "index-rename", "meta-write", "meta-rename", "copy-write", "copy-rename"}
+	points := []string{"seal", "block-write", "fsync", "roll", "index-write", "index-rename", "columns-write", "columns-rename", "meta-write", "meta-rename", "copy-write", "copy-rename"}
 	next := 0
 	var mu sync.Mutex
 	acked := map[int]bool{}

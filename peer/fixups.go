@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
@@ -36,6 +37,12 @@ type fixupRunner struct {
 	// moved counts transfers that moved bytes, by "bucket>target" (tests:
 	// each (bucket, target) transfer happens at most once).
 	moved map[string]int
+	// sentBytes counts the block bytes this peer sent for the managers'
+	// fixup tasks (quarry_peer_fixup_sent_bytes_total); catchupBytes those
+	// it sent, as a restarted origin, to bring its replicas to its length
+	// (quarry_peer_restart_catchup_bytes_total) — replication of its own
+	// blocks, not fixup.
+	sentBytes, catchupBytes atomic.Int64
 }
 
 // ErrNotReady: a task cannot run yet (the copy is still hot, the sealed
@@ -150,7 +157,7 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
 				break
 			}
-			if res.Bytes, err = f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), stop); err == nil {
+			if res.Bytes, err = f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), &f.sentBytes, stop); err == nil {
 				f.reportLength(tk.Bucket, tk.Target, int(tk.SealedBlocks), tk.LastChecksum)
 				f.sealOwn(tk)
 			}
@@ -181,6 +188,14 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 		}
 	case fsm.TaskSeal:
 		return res, fmt.Errorf("%w: the managers coordinate a seal", ErrNotReady)
+	case fsm.TaskRoll:
+		// The origin rolls its hot bucket; the roll reaches the managers
+		// as every roll does (the replicator's roll event), which closes
+		// the task. A bucket already warm here is done.
+		if _, state, ok := st.Blocks(tk.Bucket); ok && state != store.StateHot {
+			break
+		}
+		err = st.Roll(tk.Bucket)
 	default:
 		err = fmt.Errorf("unknown fixup kind %q", tk.Kind)
 	}
@@ -240,14 +255,14 @@ func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
 // push streams a warm copy to the task's target: it asks the target how
 // many blocks it holds and sends the rest in chunks, then the roll.
 func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
-	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, -1, stop)
+	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, -1, &f.sentBytes, stop)
 }
 
 // pushCopy sends a warm copy to peer target (resuming from the blocks it
 // holds) and then the roll, so the target's copy ends warm and identical.
 // With limit ≥ 0 (a sealed length) it sends exactly limit blocks, from a
 // copy that may still be a hot replica (the origin is gone).
-func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int, stop <-chan struct{}) (int64, error) {
+func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int, sent *atomic.Int64, stop <-chan struct{}) (int64, error) {
 	tk := FixupTask{Task: fsm.Task{Bucket: bucket, Target: target, Searchable: searchable}}
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
@@ -302,6 +317,7 @@ func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int
 			size += len(fr)
 		}
 		moved += int64(size)
+		sent.Add(int64(size))
 		if r.Blocks <= next {
 			return moved, fmt.Errorf("target %s took no block of %s at %d", tk.Target, tk.Bucket, next)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/quarry-dev/quarry/api"
@@ -23,6 +24,9 @@ type NATSControlPlane struct {
 	mc   *api.ManagerClient
 	peer string
 	HTTP *HTTPControlPlane
+	// Stats, when set, gives the light statistics each heartbeat carries
+	// (disk, replication lag) for the cluster page.
+	Stats func() api.PeerStats
 
 	mu    sync.Mutex
 	tasks map[uint64]FixupTask // delivered, not yet reported
@@ -53,7 +57,11 @@ func (c *NATSControlPlane) Register(ctx context.Context, id string, req Register
 }
 
 func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
-	rep, err := c.mc.Heartbeat(ctx, api.Heartbeat{Peer: id})
+	h := api.Heartbeat{Peer: id}
+	if c.Stats != nil {
+		h.Stats = c.Stats()
+	}
+	rep, err := c.mc.Heartbeat(ctx, h)
 	if err != nil {
 		return "", err
 	}
@@ -70,7 +78,7 @@ func (c *NATSControlPlane) Config(ctx context.Context) (fsm.Config, error) {
 	}
 	// The peer config carries the single-site RF; with sites min(2, RF)
 	// is taken from it too (a multisite total is at least 2 in practice).
-	return fsm.Config{ReplicationFactor: pc.ReplicationFactor, HeartbeatPeriod: pc.HeartbeatPeriod, HECTokens: pc.HECTokens,
+	return fsm.Config{ReplicationFactor: pc.ReplicationFactor, HeartbeatPeriod: pc.HeartbeatPeriod, HECTokens: pc.HECTokens, SearchTokens: pc.SearchTokens,
 		Indexes: pc.Indexes, AutoCreateIndexes: pc.AutoCreateIndexes, MaxHotBytes: pc.MaxHotBytes, MaxHotSpan: pc.MaxHotSpan,
 		MaxHotBuckets: pc.MaxHotBuckets}, nil
 }
@@ -110,6 +118,7 @@ func (c *NATSControlPlane) Targets(ctx context.Context, req TargetsRequest) (Tar
 
 var eventKinds = map[string]api.BucketEventKind{
 	"rolled": api.EventRolled, "target_failed": api.EventTargetFailed, "length": api.EventLength,
+	"target_lagging": api.EventTargetLagging, "target_caught_up": api.EventTargetCaughtUp,
 	"searchable": api.EventSearchable, "copy_added": api.EventCopyAdded, "copy_removed": api.EventCopyRemoved,
 }
 
@@ -118,7 +127,13 @@ func (c *NATSControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) erro
 	if !ok {
 		return fmt.Errorf("bucket event %q: unknown type", ev.Type)
 	}
-	_, err := c.mc.BucketEvent(ctx, api.BucketEvent{RequestID: fmt.Sprintf("%s-%s-%s-%d", ev.Type, ev.Bucket, ev.Peer, ev.Blocks),
+	rid := fmt.Sprintf("%s-%s-%s-%d", ev.Type, ev.Bucket, ev.Peer, ev.Blocks)
+	if ev.Target != "" {
+		// A target can lag, catch up and lag again: each report is new
+		// (its retries share the id).
+		rid = fmt.Sprintf("%s-%s-%s-%s-%d", ev.Type, ev.Bucket, ev.Peer, ev.Target, time.Now().UnixNano())
+	}
+	_, err := c.mc.BucketEvent(ctx, api.BucketEvent{RequestID: rid,
 		Kind: kind, Bucket: ev.Bucket, Peer: ev.Peer, Target: ev.Target, Searchable: ev.Searchable, Earliest: ev.Earliest,
 		Latest: ev.Latest, Bytes: ev.Size, Events: ev.Events, Blocks: int64(ev.Blocks), LastBlockChecksum: ev.LastChecksum})
 	return err

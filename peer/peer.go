@@ -10,8 +10,10 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,13 +24,17 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/quarry-dev/quarry/query"
@@ -42,6 +48,12 @@ type Config struct {
 	HTTPAddr string
 	Attrs    map[string]string
 	Tokens   []hec.Token
+	// SearchTokens and AdminToken guard POST /v1/search on a standalone
+	// peer (a cluster peer takes search tokens from the managers and its
+	// admin token is ManagerToken). With none configured, searches need
+	// no token (said at start).
+	SearchTokens []fsm.SearchToken
+	AdminToken   string
 	// Searchable: whether the copies this peer creates are searchable
 	// (default true); false keeps journal-only copies (--searchable=false).
 	Searchable    bool
@@ -65,6 +77,10 @@ type Config struct {
 	JoinTimeout            time.Duration // how long Start waits for the managers (default 60 s)
 	FixupPoll              time.Duration // how often fixup tasks are polled (default 500 ms)
 	ReplicationRate        int64         // fixup replication throttle, bytes/s (0: DefaultReplicationRate, < 0: none)
+	// BeforeReplicaAppend, when set, is called by the replication receiver
+	// before it appends an origin's blocks: a test hook (a slow target
+	// that stays Up); never set by the CLI.
+	BeforeReplicaAppend func(bucket string)
 }
 
 // Peer is a running peer.
@@ -82,6 +98,18 @@ type Peer struct {
 	decommissioning bool
 	offlineCh       chan struct{}
 	offlineOnce     sync.Once
+	// draining is closed when a graceful stop begins draining the bus
+	// searches (Draining).
+	draining     chan struct{}
+	drainingOnce sync.Once
+	searchStats  SearchStats
+
+	// Search metrics (serveSearch).
+	searches        prometheus.Counter
+	searchSeconds   prometheus.Histogram
+	searchBuckets   *prometheus.CounterVec
+	searchErrors    *prometheus.CounterVec
+	searchCancelled prometheus.Counter
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -175,7 +203,10 @@ func Start(cfg Config) (*Peer, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
-	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{})}
+	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{})}
+	registerSearchMetrics(reg, &p.searchStats)
+	p.registerSearchMetrics(reg)
+	reg.MustRegister(&replLagCollector{p: p})
 	if cfg.NATS != "" {
 		if p.cfg.JoinTimeout <= 0 {
 			p.cfg.JoinTimeout = time.Minute
@@ -185,7 +216,22 @@ func Start(cfg Config) (*Peer, error) {
 			st.Close()
 			return nil, err
 		}
+		if p.cl != nil && p.cl.fix != nil {
+			fix := p.cl.fix
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_fixup_sent_bytes_total",
+				Help: "Block bytes this peer sent to other peers for the managers' fixup tasks (none in maintenance mode)."},
+				func() float64 { return float64(fix.sentBytes.Load()) }))
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_restart_catchup_bytes_total",
+				Help: "Block bytes this peer sent, after a restart, to bring its hot buckets' replicas to its length."},
+				func() float64 { return float64(fix.catchupBytes.Load()) }))
+		}
 		cfg.Tokens = toks
+		if err := bus.RegisterMetrics(reg); err != nil {
+			p.closeCluster(false)
+			st.Close()
+			return nil, err
+		}
+		registerReplicationMetrics(reg, p.cl.repl)
 	}
 	p.hec = hec.New(hec.Config{Tokens: cfg.Tokens, Store: st, DefaultHost: host, Logger: log, Registerer: reg})
 	mux := http.NewServeMux()
@@ -223,6 +269,10 @@ func (p *Peer) GUID() string { return p.guid }
 
 // Store is the peer's store.
 func (p *Peer) Store() *store.Store { return p.store }
+
+// Draining is closed once a graceful stop (Close) has stopped taking bus
+// searches and lets the running ones finish (peer/search.go searchDrain).
+func (p *Peer) Draining() <-chan struct{} { return p.draining }
 
 // Done is closed-over errors of the HTTP server.
 func (p *Peer) Done() <-chan error { return p.done }
@@ -299,7 +349,15 @@ func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 
 // serveSearch is single-peer search: every searchable copy here, through
 // query.Search. It stays thin on purpose: the language lives in query.
+// ?stream=true answers NDJSON like a search head (SPEC §7): one line per
+// result, then one {"summary": …} line. A syntax error's reply carries its
+// 0-based byte offset in the query as "position" (an addition).
 func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
+	allowed, status, msg := p.searchScope(r)
+	if status != 0 {
+		writeError(w, status, map[int]string{401: "token_required", 403: "invalid_token"}[status], msg)
+		return
+	}
 	var req query.Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err := dec.Decode(&req); err != nil {
@@ -307,19 +365,88 @@ func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Server = p.cfg.ID
-	resp, err := query.Search(r.Context(), req, p.store.Segments())
+	if _, err := query.ParsePreference(req.Preference); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_preference", err.Error())
+		return
+	}
+	segs := p.store.Segments()
+	if allowed != nil {
+		kept := segs[:0]
+		for _, s := range segs {
+			if slices.Contains(allowed, s.Index()) {
+				kept = append(kept, s)
+			}
+		}
+		segs = kept
+	}
+	p.searches.Inc()
+	start := time.Now()
+	resp, err := query.Search(r.Context(), req, segs)
+	p.searchSeconds.Observe(time.Since(start).Seconds())
+	var se *query.SyntaxError
 	switch {
 	case err == nil:
+		p.searchBuckets.WithLabelValues("searched").Add(float64(resp.Summary.Buckets.Successful - resp.Summary.Buckets.Skipped))
+		p.searchBuckets.WithLabelValues("skipped").Add(float64(resp.Summary.Buckets.Skipped))
+		p.searchBuckets.WithLabelValues("failed").Add(float64(resp.Summary.Buckets.Failed))
+		p.searchBuckets.WithLabelValues("missing").Add(float64(resp.Summary.Buckets.Missing))
+		if r.URL.Query().Get("stream") == "true" {
+			writeNDJSON(w, resp)
+			return
+		}
 		writeJSON(w, 200, resp)
+	case errors.As(err, &se):
+		p.searchErrors.WithLabelValues("bad_query").Inc()
+		writeJSON(w, http.StatusBadRequest, SearchError{Error: err.Error(), Code: "bad_query", Position: &se.Pos})
 	case errors.Is(err, query.ErrNotBuilt):
+		p.searchErrors.WithLabelValues("not_built").Inc()
 		writeError(w, http.StatusNotImplemented, "not_built", err.Error())
 	case query.IsRequestError(err):
+		p.searchErrors.WithLabelValues("bad_query").Inc()
 		writeError(w, http.StatusBadRequest, "bad_query", err.Error())
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away (closed the page, pressed stop).
+		p.searchCancelled.Inc()
+		writeError(w, http.StatusGatewayTimeout, "search_cancelled", err.Error())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		p.searchErrors.WithLabelValues("search_timeout").Inc()
 		writeError(w, http.StatusGatewayTimeout, "search_timeout", err.Error())
 	default:
+		p.searchErrors.WithLabelValues("search_failed").Inc()
 		writeError(w, http.StatusInternalServerError, "search_failed", err.Error())
 	}
+}
+
+// SearchError is a search's error reply: SPEC §7's {"error", "code"} and,
+// for a syntax error, the 0-based byte offset in the query where the parser
+// stopped (the message shows it as a 1-based column).
+type SearchError struct {
+	Error    string `json:"error"`
+	Code     string `json:"code"`
+	Position *int   `json:"position,omitempty"`
+}
+
+// writeNDJSON writes a finished answer as SPEC §7's stream: result lines,
+// then the summary line, flushing as it goes.
+func writeNDJSON(w http.ResponseWriter, resp *query.Response) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	fl, _ := w.(http.Flusher)
+	var line bytes.Buffer
+	for i, row := range resp.Results {
+		line.Reset()
+		if query.AppendRowJSON(&line, row, resp.Fields) != nil {
+			return
+		}
+		if _, err := w.Write(line.Bytes()); err != nil {
+			return
+		}
+		if fl != nil && i%256 == 255 {
+			fl.Flush()
+		}
+	}
+	enc.Encode(map[string]any{"summary": resp.Summary})
 }
 
 func (p *Peer) serveHealthz(w http.ResponseWriter, r *http.Request) {
@@ -349,4 +476,87 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store) {
 	gauge("quarry_peer_unindexed_events", "Appended events waiting for the indexer.", func() float64 { return float64(s.Unindexed.Load()) })
 	gauge("quarry_peer_rolls_in_progress", "Rolls waiting for their index to be written.", func() float64 { return float64(s.RollsInProgress.Load()) })
 	gauge("quarry_peer_buckets", "Bucket copies on this peer.", func() float64 { return float64(len(st.Inventory())) })
+}
+
+func registerSearchMetrics(reg prometheus.Registerer, s *SearchStats) {
+	counter := func(name, help string, v *atomic.Int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) }))
+	}
+	counter("quarry_peer_search_requests_total", "Distributed search requests this peer answered.", &s.Requests)
+	counter("quarry_peer_search_buckets_searched_total", "Buckets searched for search heads.", &s.Buckets)
+	counter("quarry_peer_search_buckets_skipped_total", "Buckets skipped by time range for search heads.", &s.Skipped)
+	counter("quarry_peer_search_events_scanned_total", "Events decoded for search heads.", &s.Scanned)
+	counter("quarry_peer_search_refused_total", "Search requests refused (unresolvable generation, bad request).", &s.Refused)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quarry_peer_searches_running", Help: "Distributed searches running now."},
+		func() float64 { return float64(s.Running.Load()) }))
+}
+
+// SearchStats returns the peer's distributed-search counters.
+func (p *Peer) SearchStats() *SearchStats { return &p.searchStats }
+
+// searchScope checks a /v1/search request's token: the indexes it may read
+// (nil: every index), or an HTTP status and message.
+func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
+	toks, admin := p.cfg.SearchTokens, p.cfg.AdminToken
+	if p.cl != nil {
+		toks, admin = p.cl.cfg.SearchTokens, p.cfg.ManagerToken
+	}
+	if len(toks) == 0 && (admin == "" || p.cl != nil && len(toks) == 0) {
+		return nil, 0, "" // no search token configured: open (said at start)
+	}
+	a := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(a, "Bearer ")
+	if !ok || tok == "" {
+		return nil, 401, "a search token is required: Authorization: Bearer <token>"
+	}
+	if admin != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(admin)) == 1 {
+		return nil, 0, ""
+	}
+	for _, t := range toks {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
+			if len(t.Indexes) == 0 {
+				return nil, 0, ""
+			}
+			return t.Indexes, 0, ""
+		}
+	}
+	return nil, 403, "invalid search token"
+}
+
+// registerSearchMetrics creates the single-peer search metrics.
+func (p *Peer) registerSearchMetrics(reg prometheus.Registerer) {
+	p.searches = prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_peer_searches_total",
+		Help: "Searches received on POST /v1/search."})
+	p.searchSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_peer_search_duration_seconds",
+		Help:    "Time to answer a search on POST /v1/search, errors included.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}})
+	p.searchBuckets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_peer_search_buckets_total",
+		Help: "Buckets of answered searches by outcome (searched, skipped by time range, failed, missing)."}, []string{"outcome"})
+	p.searchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_peer_search_errors_total",
+		Help: "Searches answered with an error, by error code."}, []string{"code"})
+	p.searchCancelled = prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_peer_searches_cancelled_total",
+		Help: "Searches stopped because their client (a search head, or an HTTP client) went away or timed out."})
+	for _, o := range []string{"searched", "skipped", "failed", "missing"} {
+		p.searchBuckets.WithLabelValues(o)
+	}
+	reg.MustRegister(p.searches, p.searchSeconds, p.searchBuckets, p.searchErrors, p.searchCancelled)
+}
+
+var descReplLag = prometheus.NewDesc("quarry_peer_replication_lag_blocks",
+	"Blocks of this peer's hot buckets durable here and not yet acknowledged, per replication target.", []string{"target"}, nil)
+
+// replLagCollector reads the replicator's lag at scrape time (nothing on a
+// standalone peer).
+type replLagCollector struct{ p *Peer }
+
+func (c *replLagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descReplLag }
+
+func (c *replLagCollector) Collect(ch chan<- prometheus.Metric) {
+	cl := c.p.cl
+	if cl == nil || cl.repl == nil {
+		return
+	}
+	for target, n := range cl.repl.lagBlocks() {
+		ch <- prometheus.MustNewConstMetric(descReplLag, prometheus.GaugeValue, float64(n), target)
+	}
 }

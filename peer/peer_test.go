@@ -1,6 +1,7 @@
 package peer_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 )
@@ -152,6 +154,9 @@ func TestIngestClientEnvelopesAndLinesThenEndpoints(t *testing.T) {
 		if !strings.Contains(string(m), name) {
 			t.Fatalf("metrics lack %q", name)
 		}
+	}
+	if probs, err := promlint.New(bytes.NewReader(m)).Lint(); err != nil || len(probs) > 0 {
+		t.Fatalf("standalone /metrics: lint %v, problems %+v", err, probs)
 	}
 	// roll on demand, then the GUID and the data survive a restart
 	resp, _ = http.Post(url+"/v1/buckets/"+br.Buckets[0].ID+"/roll", "application/json", nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/repl"
@@ -69,6 +71,11 @@ type replTarget struct {
 	pendingSince time.Time // when the oldest unacknowledged send started
 	lagging      bool      // maintenance: timed out, kept in the set, not waited for
 	retryAt      time.Time // after a failed send
+	// reporting: timed out, and the managers are being told the copy is
+	// short; acks keep waiting for it until they know (so no search can
+	// pick as primary a copy that misses an acknowledged event), then it
+	// leaves the set (or, in maintenance, turns lagging).
+	reporting bool
 }
 
 func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, timeout time.Duration, minCopies int) *replicator {
@@ -232,16 +239,23 @@ func (r *replicator) step(hb *hotRepl) bool {
 	now := time.Now()
 	for i := 0; i < len(hb.targets); i++ {
 		t := hb.targets[i]
-		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.timeout {
-			if !r.maintenance.Load() {
+		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.timeout && !t.reporting {
+			maint := r.maintenance.Load()
+			switch {
+			case t.lagging && !maint:
+				// Maintenance ended with it still late: already known
+				// short, it leaves the set now.
 				r.failLocked(hb, t)
 				i--
 				continue
-			}
-			if !t.lagging {
-				t.lagging = true
-				r.log.Warn("maintenance: replication target is late; kept in the set, acks go on without it",
-					"bucket", hb.id, "target", t.peer, "acked", t.acked, "durable", hb.durable)
+			case !t.lagging:
+				kind := "target_failed"
+				if maint {
+					kind = "target_lagging"
+				}
+				t.reporting = true
+				r.wg.Add(1)
+				go r.reportShort(hb, t, kind)
 			}
 		}
 		if t.acked < hb.durable && !t.inflight && now.After(t.retryAt) {
@@ -284,28 +298,73 @@ func (r *replicator) step(hb *hotRepl) bool {
 	return done
 }
 
-// failLocked removes a target that did not acknowledge in time.
-func (r *replicator) failLocked(hb *hotRepl, t *replTarget) {
-	for i, x := range hb.targets {
-		if x == t {
-			hb.targets = append(hb.targets[:i:i], hb.targets[i+1:]...)
-			break
-		}
+// reportShort tells the managers that target t misses blocks that are
+// about to be acknowledged without it (kind target_failed: it leaves the
+// set; target_lagging: maintenance keeps it), and only then stops waiting
+// for it. With the managers unreachable it stops waiting anyway after the
+// report's timeout: acks go on (SPEC §4), and the copy is known short from
+// the seal's lengths at the latest.
+func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind string) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := r.cp.BucketEvent(ctx, BucketEvent{Type: kind, Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer})
+	cancel()
+	if err != nil && !errors.Is(err, ErrUnsupported) {
+		r.log.Warn("could not report a short replication target; acks go on without it", "kind", kind, "bucket", hb.id, "target", t.peer, "err", err)
 	}
-	r.failures[t.peer]++
-	n := r.failures[t.peer]
-	r.log.Warn("replication target left the set", "bucket", hb.id, "target", t.peer, "acked", t.acked,
-		"durable", hb.durable, "consecutive_failures", n)
-	ev := BucketEvent{Type: "target_failed", Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.reporting = false
+	if t.acked >= hb.durable {
+		// It answered meanwhile: nothing is missing.
+		t.pendingSince = time.Time{}
+		r.reportCaughtUpLocked(hb, t)
+		return
+	}
+	if kind == "target_lagging" {
+		t.lagging = true
+		r.log.Warn("maintenance: replication target is late; kept in the set, acks go on without it",
+			"bucket", hb.id, "target", t.peer, "acked", t.acked, "durable", hb.durable)
+	} else {
+		r.failLocked(hb, t)
+	}
+	r.advanceLocked(hb)
+	hb.poke()
+}
+
+// reportCaughtUpLocked tells the managers that a target reported short
+// holds every durable block again.
+func (r *replicator) reportCaughtUpLocked(hb *hotRepl, t *replTarget) {
+	ev := BucketEvent{Type: "target_caught_up", Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := r.cp.BucketEvent(ctx, ev); err != nil && !errors.Is(err, ErrUnsupported) {
-			r.log.Warn("could not report a failed target", "err", err)
+			r.log.Warn("could not report a caught-up target (its copy stays short until sealed and fetched)", "bucket", hb.id, "target", t.peer, "err", err)
 		}
 	}()
+}
+
+// failLocked removes a target that did not acknowledge in time (the
+// managers were told by reportShort).
+func (r *replicator) failLocked(hb *hotRepl, t *replTarget) {
+	found := false
+	for i, x := range hb.targets {
+		if x == t {
+			hb.targets = append(hb.targets[:i:i], hb.targets[i+1:]...)
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	r.failures[t.peer]++
+	n := r.failures[t.peer]
+	r.log.Warn("replication target left the set", "bucket", hb.id, "target", t.peer, "acked", t.acked,
+		"durable", hb.durable, "consecutive_failures", n)
 	if n <= 3 && hb.closedAt < 0 {
 		// Roll off the store's lock order: the writer calls us under r.mu.
 		r.wg.Add(1)
@@ -381,6 +440,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 			if t.lagging {
 				t.lagging = false
 				r.log.Info("replication target caught up", "bucket", hb.id, "target", t.peer, "blocks", t.acked)
+				r.reportCaughtUpLocked(hb, t)
 			}
 		} else {
 			t.pendingSince = time.Now()
@@ -433,10 +493,39 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := r.cp.BucketEvent(ctx, ev); err != nil && !errors.Is(err, ErrUnsupported) {
-		r.log.Warn("could not report a roll", "bucket", hb.id, "err", err)
+	// The roll must reach the managers: until it does they hold the bucket
+	// hot, with its primaries pinned and a replica that missed the last
+	// blocks (a target cut off) still counted whole. A leader change or a
+	// cut bus node loses single requests, so the report is retried (its
+	// request id makes a retry apply once) until the managers answer —
+	// taken, or refused with a reason, which no retry changes — or the
+	// replicator stops (a restart rolls and reports again).
+	backoff := 250 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := r.cp.BucketEvent(ctx, ev)
+		cancel()
+		var remote *bus.RemoteError
+		switch {
+		case err == nil || errors.Is(err, ErrUnsupported):
+			if attempt > 0 {
+				r.log.Info("roll reported", "bucket", hb.id, "attempts", attempt+1)
+			}
+			return
+		case errors.As(err, &remote) && remote.Code != api.CodeNotLeader:
+			r.log.Warn("the managers refused a roll report", "bucket", hb.id, "err", err)
+			return
+		}
+		if attempt == 0 {
+			r.log.Warn("could not report a roll; retrying until the managers take it", "bucket", hb.id, "err", err)
+		}
+		select {
+		case <-r.stop:
+			r.log.Warn("stopping with a roll not reported", "bucket", hb.id, "err", err)
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -447,6 +536,9 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 	}
 	switch req.Op {
 	case repl.OpBlocks:
+		if h := p.cfg.BeforeReplicaAppend; h != nil {
+			h(req.Bucket)
+		}
 		n, err := p.store.ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
 		if err != nil {
 			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err
@@ -489,3 +581,53 @@ func minCopiesOf(cfg fsm.Config) int {
 
 var _ = strconv.Itoa
 var _ = fmt.Sprint
+
+// lag reports how far the targets trail this origin: blocks durable here
+// that the current replication set does not all hold yet, and the age of
+// the oldest send a target has not acknowledged.
+func (r *replicator) lag() (blocks float64, oldest time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for _, hb := range r.hot {
+		upTo := hb.durable
+		for _, t := range hb.targets {
+			upTo = min(upTo, t.acked)
+			if t.inflight && !t.pendingSince.IsZero() {
+				oldest = max(oldest, now.Sub(t.pendingSince))
+			}
+		}
+		if upTo < hb.durable {
+			blocks += float64(hb.durable - upTo)
+		}
+	}
+	return blocks, oldest
+}
+
+// registerReplicationMetrics exports the replication lag (SPEC §4: a
+// searchable hot replica trails its origin by at most a block interval).
+func registerReplicationMetrics(reg prometheus.Registerer, r *replicator) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "quarry_peer_replication_lag_seconds",
+		Help: "Age of the oldest block send to a replication target that is not acknowledged yet (0 when none).",
+	}, func() float64 { _, d := r.lag(); return d.Seconds() }))
+}
+
+// lagBlocks is, per target peer, the blocks durable here that the target
+// has not acknowledged yet, summed over the hot buckets it replicates; a
+// target that is caught up counts 0.
+func (r *replicator) lagBlocks() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int64{}
+	for _, h := range r.hot {
+		for _, t := range h.targets {
+			lag := int64(0)
+			if h.durable > t.acked {
+				lag = int64(h.durable - t.acked)
+			}
+			out[t.peer] += lag
+		}
+	}
+	return out
+}

@@ -548,6 +548,40 @@ func (a *aggregator) mergeGroups(gs []group) {
 	}
 }
 
+// wireCounts is a count-only aggregator's compact wire form, keys sorted.
+func (a *aggregator) wireCounts() *countsWire {
+	a.foldRuns()
+	c := &countsWire{K: make([]string, 0, len(a.counts)), N: make([]int64, 0, len(a.counts))}
+	for jk := range a.counts {
+		c.K = append(c.K, jk)
+	}
+	sort.Strings(c.K)
+	for _, jk := range c.K {
+		c.N = append(c.N, a.counts[jk])
+	}
+	return c
+}
+
+// mergeCounts folds a count-only wire form in: as a sorted run when this
+// aggregator is count-only too (top/rare merge runs without hashing), else
+// into groups.
+func (a *aggregator) mergeCounts(c *countsWire) {
+	if a.countOnly {
+		run := make([]keyCount, len(c.K))
+		for i, k := range c.K {
+			run[i] = keyCount{k: k, n: c.N[i]}
+		}
+		a.addRun(run)
+		return
+	}
+	for i, jk := range c.K {
+		g := a.groupForJK(jk, a.splitKey(jk))
+		if len(g.States) > 0 {
+			g.States[0].N += c.N[i]
+		}
+	}
+}
+
 // wireGroups lists the groups in key order with canonical states.
 func (a *aggregator) wireGroups() []group {
 	a.materialize()

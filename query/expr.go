@@ -480,10 +480,19 @@ type etok struct {
 }
 
 type exprParser struct {
-	q    string
-	toks []etok
-	i    int
-	end  int
+	q     string
+	toks  []etok
+	i     int
+	end   int
+	depth int
+}
+
+// nest counts one level of nesting at t; the caller defers p.depth--.
+func (p *exprParser) nest(t etok) error {
+	if p.depth++; p.depth > MaxNesting {
+		return tooDeep(p.q, t.pos, fmt.Sprintf("%q", t.text))
+	}
+	return nil
 }
 
 func lexExpr(q, s string, base int) ([]etok, error) {
@@ -676,6 +685,10 @@ func (p *exprParser) parseAnd() (Expr, error) {
 
 func (p *exprParser) parseNot() (Expr, error) {
 	if p.isWord("NOT", "!") {
+		if err := p.nest(p.peek()); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
 		p.i++
 		x, err := p.parseNot()
 		if err != nil {
@@ -766,6 +779,10 @@ func (p *exprParser) parseMul() (Expr, error) {
 
 func (p *exprParser) parseUnary() (Expr, error) {
 	if t := p.peek(); t.kind == 'o' && t.text == "-" {
+		if err := p.nest(t); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
 		p.i++
 		x, err := p.parseUnary()
 		if err != nil {
@@ -785,6 +802,10 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 	case 's':
 		return litExpr{t.text}, nil
 	case '(':
+		if err := p.nest(t); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
 		e, err := p.parseOr()
 		if err != nil {
 			return nil, err

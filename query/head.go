@@ -33,10 +33,13 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 	if p.Aggregating() {
 		a := p.newAggregator()
 		for _, pt := range parts {
-			if pt.agg != nil {
+			switch {
+			case pt.agg != nil:
 				a.mergeAggregator(pt.agg)
 				pt.agg = nil
-			} else {
+			case pt.Counts != nil:
+				a.mergeCounts(pt.Counts)
+			default:
 				a.mergeGroups(pt.Groups)
 			}
 		}
@@ -202,3 +205,29 @@ func Search(ctx context.Context, req Request, segs []Segment) (*Response, error)
 // ErrNotBuilt was returned before the search language landed; kept for
 // callers that still compare against it.
 var ErrNotBuilt = errors.New("search is not built yet")
+
+// Combine merges the aggregate partials of several buckets into one
+// partial, as the head's merge would, without finalising: a peer sends one
+// partial for all the buckets it searched instead of one per bucket (far
+// fewer groups to encode when values repeat across buckets). Skipped and
+// event partials are not combined; the caller keeps those per bucket.
+func (p *Plan) Combine(parts []*Partial) *Partial {
+	a := p.newAggregator()
+	var scanned int64
+	for _, pt := range parts {
+		if pt == nil || pt.Skipped {
+			continue
+		}
+		switch {
+		case pt.agg != nil:
+			a.mergeAggregator(pt.agg)
+			pt.agg = nil
+		case pt.Counts != nil:
+			a.mergeCounts(pt.Counts)
+		default:
+			a.mergeGroups(pt.Groups)
+		}
+		scanned += pt.Scanned
+	}
+	return &Partial{V: WireVersion, Kind: "agg", Scanned: scanned, agg: a}
+}

@@ -22,6 +22,7 @@ type MemSegment struct {
 	fcounts   map[string][]uint64
 	fnames    []string
 	lo, hi    int64
+	cols      map[string]*Column
 }
 
 // NewMemSegment indexes events (ordinal = position) as bucket id of index.
@@ -30,6 +31,7 @@ func NewMemSegment(id, index string, events []Event) *MemSegment {
 		terms: map[string]*roaring.Bitmap{}, fields: map[string]map[string]*roaring.Bitmap{},
 		fsorted: map[string][]string{}, fcounts: map[string][]uint64{}, lo: math.MaxInt64, hi: math.MinInt64}
 	var tk Tokenizer
+	cb := ColumnBuilder{Index: true}
 	addField := func(name, val string, ord uint32) {
 		vm := m.fields[name]
 		if vm == nil {
@@ -49,6 +51,7 @@ func NewMemSegment(id, index string, events []Event) *MemSegment {
 		m.times = append(m.times, ev.Time)
 		m.lo = min(m.lo, ev.Time)
 		m.hi = max(m.hi, ev.Time)
+		cb.Add(ev)
 		tk.Tokenize([]byte(ev.Raw), func(tok []byte) {
 			b := m.terms[string(tok)]
 			if b == nil {
@@ -89,8 +92,12 @@ func NewMemSegment(id, index string, events []Event) *MemSegment {
 		m.fcounts[f] = cs
 	}
 	sort.Strings(m.fnames)
+	m.cols = cb.Columns()
 	return m
 }
+
+// Column implements ColumnSource.
+func (m *MemSegment) Column(field string) (*Column, error) { return m.cols[field], nil }
 
 func (m *MemSegment) BucketID() string { return m.id }
 func (m *MemSegment) Index() string    { return m.index }

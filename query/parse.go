@@ -265,11 +265,21 @@ type stok struct {
 }
 
 type searchParser struct {
-	q    string
-	src  string
-	base int
-	i    int
-	peek *stok
+	q     string
+	src   string
+	base  int
+	i     int
+	peek  *stok
+	depth int
+}
+
+// MaxNesting bounds how deeply parentheses and NOT (and eval's
+// parentheses, NOT and unary minus) may nest: deeper queries get a syntax
+// error instead of a stack overflow or seconds of CPU (SPEC §11).
+const MaxNesting = 100
+
+func tooDeep(q string, pos int, found string) error {
+	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("at most %d levels of nesting (parentheses, NOT)", MaxNesting), Found: found}
 }
 
 func (p *searchParser) next() stok {
@@ -394,6 +404,10 @@ func (p *searchParser) parseOr() (Node, error) {
 func (p *searchParser) parseNot() (Node, error) {
 	t := p.next()
 	if t.kind == 'w' && t.text == "NOT" {
+		if p.depth++; p.depth > MaxNesting {
+			return nil, tooDeep(p.q, t.pos, "NOT")
+		}
+		defer func() { p.depth-- }()
 		x, err := p.parseNot()
 		if err != nil {
 			return nil, err
@@ -408,6 +422,10 @@ func (p *searchParser) parsePrimary() (Node, error) {
 	t := p.next()
 	switch t.kind {
 	case '(':
+		if p.depth++; p.depth > MaxNesting {
+			return nil, tooDeep(p.q, t.pos, `"("`)
+		}
+		defer func() { p.depth-- }()
 		n, err := p.parseAnd()
 		if err != nil {
 			return nil, err

@@ -332,3 +332,23 @@ func TestExtraction(t *testing.T) {
 		t.Errorf("json extraction = %v, want %v", g, wantJ)
 	}
 }
+
+// Deep nesting is a syntax error, fast, never a stack overflow (SPEC §11).
+func TestNestingLimit(t *testing.T) {
+	deep := strings.Repeat("(", 1<<20) + "a" + strings.Repeat(")", 1<<20)
+	nots := strings.Repeat("NOT ", 250000) + "a"
+	evalDeep := "* | eval x=" + strings.Repeat("(", 5000) + "1" + strings.Repeat(")", 5000)
+	whereNot := "* | where " + strings.Repeat("NOT ", 5000) + "x=1"
+	neg := "* | eval x=" + strings.Repeat("-", 5000) + "1"
+	for _, q := range []string{deep, nots, evalDeep, whereNot, neg} {
+		_, err := Parse(q)
+		var se *SyntaxError
+		if !errors.As(err, &se) || !strings.Contains(se.Error(), "levels of nesting") {
+			t.Fatalf("query of %d bytes: err %v, want a nesting syntax error", len(q), err)
+		}
+	}
+	ok := strings.Repeat("(", MaxNesting) + "a" + strings.Repeat(")", MaxNesting)
+	if _, err := Parse(ok); err != nil {
+		t.Fatalf("%d levels: %v", MaxNesting, err)
+	}
+}

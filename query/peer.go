@@ -430,6 +430,24 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 	}
 	var rows []Row
 	env := &evalEnv{now: p.now}
+	if cs, ok := seg.(ColumnSource); ok && p.colOK && !decode.isEmpty() {
+		// Events the index proves are served from columns; only those
+		// needing verification or lacking an indexed field are decoded.
+		served := andNot(decode, verify, x.n)
+		if !served.isEmpty() {
+			cols, ok, err := x.loadColumns(cs)
+			if err != nil {
+				return nil, fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
+			}
+			if ok {
+				rest, err := x.runColumns(served, cols, agg, &rows)
+				if err != nil {
+					return nil, fmt.Errorf("search bucket %s: columns: %w", seg.BucketID(), err)
+				}
+				decode = or(rest, verify)
+			}
+		}
+	}
 	if !decode.isEmpty() {
 		var vb *roaring.Bitmap
 		if !verify.isEmpty() {

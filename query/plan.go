@@ -27,6 +27,11 @@ type Plan struct {
 	aggKeys  []string
 	aggSpan  int64
 	aggNull  bool
+
+	// colNeeds are the fields the peer half reads when it runs from
+	// columns; colOK is false when it cannot (columns.go).
+	colNeeds []string
+	colOK    bool
 }
 
 // Bounded reports whether both ends of the time range are set.
@@ -34,6 +39,10 @@ func (p *Plan) Bounded() bool { return p.earliest != math.MinInt64 && p.latest !
 
 // TimeRange returns the search's [earliest, latest) in unix ns.
 func (p *Plan) TimeRange() (int64, int64) { return p.earliest, p.latest }
+
+// Streamable reports whether the search is a pure event search (only
+// streaming commands): its results can be released bucket by bucket.
+func (p *Plan) Streamable() bool { return p.split == nil && len(p.post) == 0 }
 
 // Aggregating reports whether peers answer with partial aggregates.
 func (p *Plan) Aggregating() bool { return p.aggSpecs != nil }
@@ -109,6 +118,7 @@ func Compile(req Request) (*Plan, error) {
 	case TimechartCmd:
 		p.aggSpecs, p.aggKeys, p.aggSpan, p.aggNull = c.Aggs, c.keys(), c.Span, c.By != ""
 	}
+	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -41,18 +42,7 @@ func runSplit(t *testing.T, req Request, segs []Segment) []map[string]any {
 	}
 	var parts []*Partial
 	for _, s := range segs {
-		pt, err := p.RunSegment(context.Background(), s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := pt.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := DecodePartial(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		back, _ := runWire(t, p, s)
 		parts = append(parts, back)
 	}
 	rows, _, err := p.Merge(parts)
@@ -60,6 +50,25 @@ func runSplit(t *testing.T, req Request, segs []Segment) []map[string]any {
 		t.Fatal(err)
 	}
 	return Results(rows)
+}
+
+// runWire runs the plan's peer half over one segment and ships the partial
+// through its wire form: the decoded partial and its encoded bytes.
+func runWire(t *testing.T, p *Plan, seg Segment) (*Partial, []byte) {
+	t.Helper()
+	pt, err := p.RunSegment(context.Background(), seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pt.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodePartial(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back, b
 }
 
 // TestSplitExecution: for every command and aggregate, merging the peer
@@ -93,7 +102,7 @@ func TestSplitExecution(t *testing.T) {
 }
 
 func TestDecodePartialRefusesOtherVersions(t *testing.T) {
-	for _, in := range []string{`{"v":2,"kind":"agg"}`, `{"v":0}`, `nonsense`, `{"v":1,"kind":"weird"}`} {
+	for _, in := range []string{`{"v":3,"kind":"agg"}`, `{"v":1,"kind":"agg"}`, `{"v":0}`, `nonsense`, `{"v":2,"kind":"weird"}`, `{"v":2,"kind":"agg","counts":{"k":["a","b"],"n":[1]}}`} {
 		if _, err := DecodePartial([]byte(in)); err == nil {
 			t.Errorf("DecodePartial(%s) succeeded, want an error", in)
 		}
@@ -304,4 +313,45 @@ func TestResponseFields(t *testing.T) {
 	if got := strings.Join(resp.Fields[:9], " "); got != "_time _raw host source sourcetype index splunk_server _bkt _cd" {
 		t.Errorf("event fields start %q", got)
 	}
+}
+
+// A count-only aggregate travels as compact counts (no group objects), an
+// aggregate with any other function as groups; both merge to the same
+// results as one process (TestSplitExecution), and the counts form of a
+// many-key count is several times smaller.
+func TestCountOnlyWireForm(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	seg := NewMemSegment(uniq("w~0~p"), "main", genEvents(r, 800))
+	now := genBase.Add(5 * time.Hour)
+	enc := func(q string) (*Partial, []byte) {
+		p, err := Compile(Request{Query: q, Now: now, Server: "p1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runWire(t, p, seg)
+	}
+	for _, q := range []string{"| stats count by _raw", "| top limit=3 path", "| stats count, count as n by host, status"} {
+		back, b := enc(q)
+		if back.Counts == nil || len(back.Groups) != 0 || len(back.Counts.K) == 0 || len(back.Counts.K) != len(back.Counts.N) {
+			t.Fatalf("%q: wire form %.200s: want counts only", q, b)
+		}
+		for i := 1; i < len(back.Counts.K); i++ {
+			if back.Counts.K[i-1] >= back.Counts.K[i] {
+				t.Fatalf("%q: counts keys not sorted: %q then %q", q, back.Counts.K[i-1], back.Counts.K[i])
+			}
+		}
+	}
+	back, _ := enc("| stats count, avg(bytes) by host")
+	if back.Counts != nil || len(back.Groups) == 0 {
+		t.Fatalf("count+avg: want groups, got counts %v", back.Counts)
+	}
+	// Size: the same many-key count in both forms.
+	p, _ := Compile(Request{Query: "| stats count by _raw", Now: now, Server: "p1"})
+	pt, _ := p.RunSegment(context.Background(), seg)
+	groups, _ := json.Marshal(&Partial{V: WireVersion, Kind: "agg", Groups: pt.agg.wireGroups()})
+	_, counts := enc("| stats count by _raw")
+	if len(counts) >= len(groups) {
+		t.Fatalf("counts form %d bytes, groups form %d: want smaller", len(counts), len(groups))
+	}
+	t.Logf("800 keys: counts form %d bytes, groups form %d (%.100s)", len(counts), len(groups), groups[40:])
 }

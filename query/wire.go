@@ -8,8 +8,10 @@ import (
 )
 
 // WireVersion is the version of the partial-result wire form. A decoder
-// refuses any other version rather than guess (see DESIGN.md).
-const WireVersion = 1
+// refuses any other version rather than guess (see DESIGN.md). Version 2
+// added the compact counts of count-only aggregates (Partial.Counts): a
+// version-1 head would ignore them and answer wrong, so it must refuse.
+const WireVersion = 2
 
 // Partial is one bucket's answer from a peer half: either its matching
 // events (newest first, pre-reduced by head/tail/dedup/sort when the
@@ -24,10 +26,22 @@ type Partial struct {
 	Scanned int64   `json:"scanned"` // events decoded
 	Events  []Row   `json:"-"`
 	Groups  []group `json:"groups,omitempty"`
+	// Counts is the wire form of a count-only aggregate (every aggregate
+	// a plain count: stats count by …, top, rare): its joined keys in
+	// order and their counts, instead of one group object per key — a
+	// high-cardinality top (a path with ids) sends hundreds of thousands.
+	Counts *countsWire `json:"counts,omitempty"`
 
 	// agg is the peer's aggregator while the partial stays in process;
 	// Encode turns it into Groups.
 	agg *aggregator
+}
+
+// countsWire lists keys (joined with \x00 for several by-fields), sorted,
+// and their counts.
+type countsWire struct {
+	K []string `json:"k"`
+	N []int64  `json:"n"`
 }
 
 type wireRow struct {
@@ -53,8 +67,12 @@ func wireValue(v any) any {
 
 // Encode writes the partial's versioned wire form (JSON).
 func (p *Partial) Encode() ([]byte, error) {
-	if p.agg != nil && p.Groups == nil {
-		p.Groups = p.agg.wireGroups()
+	if p.agg != nil && p.Groups == nil && p.Counts == nil {
+		if p.agg.countOnly {
+			p.Counts = p.agg.wireCounts()
+		} else {
+			p.Groups = p.agg.wireGroups()
+		}
 	}
 	w := wirePartial{Partial: *p}
 	w.V = WireVersion
@@ -96,6 +114,9 @@ func DecodePartial(b []byte) (*Partial, error) {
 	}
 	if p.Kind != "events" && p.Kind != "agg" {
 		return nil, fmt.Errorf("decode partial: unknown kind %q", p.Kind)
+	}
+	if c := p.Counts; c != nil && len(c.K) != len(c.N) {
+		return nil, fmt.Errorf("decode partial: counts of %d keys with %d numbers", len(c.K), len(c.N))
 	}
 	return &p, nil
 }

@@ -1,6 +1,8 @@
-// Package searchhead will own the search head (SPEC §1, §5): the search API
-// and page, the plan (generation + site, or preference), fan-out over NATS,
-// the coverage check and re-dispatch, the merge through query's head half,
-// and publishing results. It is not built yet; no issue has asked for it.
-// Until then `quarry search --peer` searches one peer's searchable copies.
+// Package searchhead owns the search head (SPEC §1, §5): the search API
+// (POST /v1/search, JSON or NDJSON), the generation table it keeps current
+// from the managers' notices and deltas, the plan (generation + site, or a
+// preference), the fan-out over NATS, the coverage check and re-dispatch of
+// whatever a failed, silent or finished-without-it peer left, the merge
+// through query's head half, search tokens and limits, and publishing
+// results on NATS. See DESIGN.md.
 package searchhead

@@ -38,7 +38,7 @@ func busCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "gateways", Usage: "other sites' gateways, site=nats://host:port (repeat for more)", EnvVars: envVars("gateways")},
 			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
-			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, admin, or peer/SITE/PEER for one peer (repeat)", EnvVars: envVars("role-user")},
+			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, subscriber (may only subscribe to results and generation notices, e.g. nats sub), admin, or peer/SITE/PEER for one peer (repeat)", EnvVars: envVars("role-user")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate: client connections must use TLS (routes and gateways stay plain)", EnvVars: envVars("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: envVars("tls-key")},
 			&cli.StringFlag{Name: "http-listen", Usage: "monitoring address host:port (/healthz, /varz, /connz, /routez, /gatewayz)", EnvVars: envVars("http-listen")},

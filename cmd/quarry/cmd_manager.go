@@ -28,6 +28,7 @@ import (
 func managerCommand() *cli.Command {
 	def := fsm.DefaultConfig()
 	hecTokens := &repeatable{}
+	searchTokens := &repeatable{}
 	return &cli.Command{
 		Name:  "manager",
 		Usage: "run a manager: a member of the Raft group that owns the cluster state",
@@ -57,7 +58,8 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.IntFlag{Name: "replication-factor", Usage: "single-site replication factor", Value: def.ReplicationFactor, EnvVars: envVars("replication-factor")},
 			&cli.IntFlag{Name: "search-factor", Usage: "single-site search factor", Value: def.SearchFactor, EnvVars: envVars("search-factor")},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "a peer not heard from for this long is declared Down", Value: def.HeartbeatTimeout, EnvVars: envVars("heartbeat-timeout")},
-			&cli.GenericFlag{Name: "hec-token", Usage: "HEC token `T[=index,…]` (repeatable; the first index is its default; no index: any); acknowledging. From the environment: entries separated by spaces or ';'", Value: hecTokens, EnvVars: envVars("hec-token")},
+			&cli.GenericFlag{Name: "hec-token", Usage: "HEC token `T[=index,…][:useack=false]` (repeatable; the first index is its default; no index: any); acknowledging unless :useack=false (then no channel, and the 200 waits until the events are durable); :allowquerystringauth=true accepts ?token=. From the environment: entries separated by spaces or ';'", Value: hecTokens, EnvVars: envVars("hec-token")},
+			&cli.GenericFlag{Name: "search-token", Usage: "search token `T[=index,…]` (repeatable; no index: every index) for search heads and peers' /v1/search", Value: searchTokens, EnvVars: envVars("search-token")},
 			&cli.StringSliceFlag{Name: "index", Usage: "declare an index (repeatable)", EnvVars: envVars("index")},
 			// Not in SPEC §8 (named in manager/DESIGN.md, "NATS service").
 			&cli.StringFlag{Name: "nats-user", Usage: "NATS user (a manager-role user of the bus)", EnvVars: envVars("nats-user")},
@@ -167,6 +169,15 @@ func seedConfig(c *cli.Context, hecTokens []string) (fsm.Config, error) {
 			return cfg, err
 		}
 		cfg.HECTokens = append(cfg.HECTokens, tok)
+	}
+	if st, ok := c.Generic("search-token").(*repeatable); ok && st != nil {
+		for _, v := range st.values {
+			tok, err := fsm.ParseSearchToken(v)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.SearchTokens = append(cfg.SearchTokens, tok)
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("cluster config refused: %w", err)

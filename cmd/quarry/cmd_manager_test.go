@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestManagerFlagsSeedConfig(t *testing.T) {
 		"--bootstrap", "m1=127.0.0.1:7001,m2=127.0.0.1:7002",
 		"--sites", "site1,site2", "--site-replication-factor", "origin:2,total:3", "--site-search-factor", "origin:1,total:2",
 		"--heartbeat-timeout", "7s", "--index", "web", "--index", "app",
-		"--hec-token", "t1=web,app", "--hec-token", "t2",
+		"--hec-token", "t1=web,app", "--hec-token", "t2:useack=false",
 		"--nats", "nats://10.0.0.1:4222", "--raft-snapshot-threshold", "100")
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +66,9 @@ func TestManagerFlagsSeedConfig(t *testing.T) {
 	}
 	var toks []string
 	for _, tk := range s.HECTokens {
-		toks = append(toks, tk.Token+"="+strings.Join(tk.Indexes, ","))
+		toks = append(toks, fmt.Sprintf("%s=%s:%v", tk.Token, strings.Join(tk.Indexes, ","), tk.Ack))
 	}
-	if strings.Join(toks, " ") != "envtok=web plain= t1=web,app t2=" {
+	if strings.Join(toks, " ") != "envtok=web:true plain=:true t1=web,app:true t2=:false" {
 		t.Fatalf("hec tokens %v", toks)
 	}
 	// Unset config flags keep fsm's defaults.
@@ -87,6 +88,7 @@ func TestManagerFlagsRefused(t *testing.T) {
 		{[]string{"--site-search-factor", "origin:x"}, "--site-search-factor"},
 		{[]string{"--sites", "site1,site0"}, "cluster config refused"},
 		{[]string{"--hec-token", "=x"}, "--hec-token"},
+		{[]string{"--hec-token", "x:useack=maybe"}, "--hec-token"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--bootstrap", "m1=nope"}, "--bootstrap"},
 	} {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/urfave/cli/v2"
@@ -34,8 +35,12 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
 			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]` (optional: what the NATS service does not answer)", EnvVars: envVars("manager")},
 			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token", EnvVars: envVars("token")},
+			&cli.StringFlag{Name: "nats-user", Usage: "cluster mode: this peer's NATS user", EnvVars: envVars("nats-user")},
+			&cli.StringFlag{Name: "nats-password", Usage: "cluster mode: password of --nats-user", EnvVars: envVars("nats-password")},
 			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
-			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token T[=index,index…] (repeatable; acknowledging)", EnvVars: envVars("hec-token")},
+			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token `T[=index,…][:useack=false]` (repeatable; acknowledging unless :useack=false; :allowquerystringauth=true accepts ?token=)", EnvVars: envVars("hec-token")},
+			&cli.GenericFlag{Name: "search-token", Value: &repeatable{}, Usage: "standalone search token T[=index,…] for /v1/search (repeatable; in a cluster they come from the managers)", EnvVars: envVars("search-token")},
+			&cli.StringFlag{Name: "admin-token", Usage: "standalone admin token: searches every index (in a cluster: --token)", EnvVars: envVars("admin-token")},
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
@@ -53,9 +58,21 @@ func runPeer(c *cli.Context) error {
 		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		NATS:   c.String("nats"), ManagerToken: c.String("token"), TargetTimeout: c.Duration("target-timeout"),
+		NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"),
 	}
 	if m := c.String("manager"); m != "" {
 		cfg.Managers = strings.Split(m, ",")
+	}
+	cfg.AdminToken = c.String("admin-token")
+	for _, v := range c.Generic("search-token").(*repeatable).values {
+		t, err := fsm.ParseSearchToken(v)
+		if err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		cfg.SearchTokens = append(cfg.SearchTokens, t)
+	}
+	if cfg.NATS != "" && (len(cfg.SearchTokens) > 0 || cfg.AdminToken != "") {
+		return errors.New("peer: in cluster mode (--nats) search tokens come from the managers and the admin token is --token; drop --search-token/--admin-token")
 	}
 	for _, a := range c.Generic("attr").(*repeatable).values {
 		k, v, ok := strings.Cut(a, "=")

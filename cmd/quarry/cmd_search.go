@@ -18,9 +18,10 @@ import (
 )
 
 // searchCommand is `quarry search '<query>'` (SPEC §8): it posts the search
-// to a peer's /v1/search (single-peer search) and prints the results as a
-// table, JSON or raw events. Search heads (--searchhead) come with their
-// own issue.
+// to a search head's /v1/search (--searchhead, the cluster) or a peer's
+// (--peer, single-peer search) and prints the results as a table, JSON or
+// raw events. Through a search head, an event search streams
+// (?stream=true): rows print as the head releases them.
 func searchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "search",
@@ -28,11 +29,13 @@ func searchCommand() *cli.Command {
 		ArgsUsage: "'<query>'",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "peer", Usage: "a peer's HTTP URL: search every searchable copy on it", EnvVars: envVars("peer")},
-			&cli.StringFlag{Name: "searchhead", Usage: "a search head's HTTP URL (not built yet)", EnvVars: envVars("searchhead")},
+			&cli.StringFlag{Name: "searchhead", Usage: "a search head's HTTP URL: search the cluster", EnvVars: envVars("searchhead")},
+			&cli.StringFlag{Name: "token", Usage: "search token (Authorization: Bearer)", EnvVars: envVars("token")},
+			&cli.BoolFlag{Name: "fresh", Usage: "read hot buckets from their origin (search head only)", EnvVars: envVars("fresh")},
 			&cli.StringFlag{Name: "earliest", Usage: "earliest time: -15m, -1h@h, now, RFC 3339", EnvVars: envVars("earliest")},
 			&cli.StringFlag{Name: "latest", Usage: "latest time (exclusive)", EnvVars: envVars("latest")},
 			&cli.StringFlag{Name: "preference", Usage: "copy preference (search head only)", EnvVars: envVars("preference")},
-			&cli.StringFlag{Name: "site", Usage: "search affinity site (search head only)", EnvVars: envVars("site")},
+			&cli.StringFlag{Name: "site", Usage: "the search affinity site expected of the search head: refused when the head serves another (search head only)", EnvVars: envVars("site")},
 			&cli.StringFlag{Name: "publish", Usage: "publish results to quarry.results.<name>", EnvVars: envVars("publish")},
 			&cli.StringFlag{Name: "output", Value: "table", Usage: "table, json or raw", EnvVars: envVars("output")},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", EnvVars: envVars("timeout")},
@@ -55,11 +58,14 @@ func runSearch(c *cli.Context) error {
 		return fmt.Errorf("search: --output %q: want table, json or raw", out)
 	}
 	target := c.String("peer")
-	if c.String("searchhead") != "" && target == "" {
-		return errors.New("search: --searchhead is not built yet in this version of quarry; use --peer URL")
+	if sh := c.String("searchhead"); sh != "" && target == "" {
+		return searchHead(c, q, sh, out)
 	}
 	if target == "" {
-		return errors.New("search: need --peer URL (or QUARRY_PEER)")
+		return errors.New("search: need --searchhead URL (or QUARRY_SEARCHHEAD), or --peer URL for one peer")
+	}
+	if c.String("site") != "" || c.String("preference") != "" || c.Bool("fresh") {
+		return errors.New("search: --site, --preference and --fresh need --searchhead (a peer searches all its copies)")
 	}
 	// Answer a syntax error here, before any network call.
 	if _, err := query.Parse(q); err != nil {
@@ -77,6 +83,9 @@ func runSearch(c *cli.Context) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if t := c.String("token"); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("search %s: %w", target, err)
@@ -174,4 +183,148 @@ func printResults(w io.Writer, resp *query.Response, mode string) {
 		fmt.Fprintln(tw, strings.Join(parts, "\t"))
 	}
 	tw.Flush()
+}
+
+// searchHead runs a search through a search head with ?stream=true and
+// prints rows as they arrive (an event search's rows come bucket by
+// bucket; a transforming search's at the end).
+func searchHead(c *cli.Context, q, target, out string) error {
+	plan, err := query.Compile(query.Request{Query: q, Earliest: c.String("earliest"), Latest: c.String("latest")})
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	if !strings.Contains(target, "://") {
+		target = "http://" + target
+	}
+	target = strings.TrimRight(target, "/")
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	do := func(method, path string, body []byte) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, target+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if t := c.String("token"); t != "" {
+			req.Header.Set("Authorization", "Bearer "+t)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	if site := c.String("site"); site != "" {
+		res, err := do(http.MethodGet, "/healthz", nil)
+		if err != nil {
+			return fmt.Errorf("search %s: %w", target, err)
+		}
+		var hz struct {
+			Site string `json:"site"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&hz)
+		res.Body.Close()
+		if hz.Site != site {
+			return fmt.Errorf("search: the search head at %s serves site %q, not %q (--site): use that site's search head", target, hz.Site, site)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"query": q, "earliest": c.String("earliest"), "latest": c.String("latest"),
+		"preference": c.String("preference"), "publish": c.String("publish"), "fresh": c.Bool("fresh")})
+	// An event search streams (rows print as buckets finish); a
+	// transforming search's table comes whole, with its columns.
+	path := "/v1/search"
+	if plan.Streamable() {
+		path += "?stream=true"
+	}
+	res, err := do(http.MethodPost, path, body)
+	if err != nil {
+		return fmt.Errorf("search %s: %w", target, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		var e struct {
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			return fmt.Errorf("search: %s (%s, HTTP %d)", e.Error, e.Code, res.StatusCode)
+		}
+		return fmt.Errorf("search %s: HTTP %d: %s", target, res.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	if !plan.Streamable() {
+		var resp query.Response
+		d := json.NewDecoder(res.Body)
+		d.UseNumber()
+		if err := d.Decode(&resp); err != nil {
+			return fmt.Errorf("search %s: bad answer: %w", target, err)
+		}
+		if out == "json" {
+			for _, r := range resp.Results {
+				var line bytes.Buffer
+				_ = query.AppendRowJSON(&line, r, resp.Fields)
+				os.Stdout.Write(line.Bytes())
+			}
+		} else {
+			printResults(os.Stdout, &resp, out)
+		}
+		return searchSummary(&resp.Summary)
+	}
+	dec := json.NewDecoder(res.Body)
+	dec.UseNumber()
+	var rows []map[string]any
+	var sum *query.Summary
+	var fields []string
+	isEvent := func(r map[string]any) bool { _, ok := r["_raw"]; return ok }
+	for {
+		var line map[string]any
+		if err := dec.Decode(&line); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return fmt.Errorf("search %s: bad answer: %w", target, err)
+		}
+		if e, ok := line["error"].(string); ok && len(line) <= 2 {
+			return fmt.Errorf("search: %s", e)
+		}
+		if s, ok := line["summary"]; ok && len(line) <= 2 {
+			b, _ := json.Marshal(s)
+			sum = &query.Summary{}
+			_ = json.Unmarshal(b, sum)
+			if f, ok := line["fields"].([]any); ok {
+				for _, x := range f {
+					fields = append(fields, fmt.Sprint(x))
+				}
+			}
+			continue
+		}
+		switch {
+		case out == "json":
+			b, _ := json.Marshal(line)
+			fmt.Println(string(b))
+		case isEvent(line) && out == "raw":
+			fmt.Println(cell(line["_raw"]))
+		case isEvent(line):
+			fmt.Printf("%s\t%s\t%s\t%s\n", cell(line["_time"]), cell(line["host"]), cell(line["sourcetype"]), strings.ReplaceAll(cell(line["_raw"]), "\t", " "))
+		default:
+			rows = append(rows, line)
+		}
+	}
+	if sum == nil {
+		return fmt.Errorf("search %s: the answer ended without a summary", target)
+	}
+	if len(rows) > 0 {
+		printResults(os.Stdout, &query.Response{Results: rows, Fields: fields}, out)
+	}
+	return searchSummary(sum)
+}
+
+// searchSummary prints a search head's summary line and warnings, and
+// fails on a partial result.
+func searchSummary(s *query.Summary) error {
+	fmt.Fprintf(os.Stderr, "generation %d, site %s, peers %s; buckets: %d total, %d successful, %d skipped, %d failed, %d missing; %.1f ms\n",
+		s.Generation, s.Site, strings.Join(s.Peers, ","), s.Buckets.Total, s.Buckets.Successful, s.Buckets.Skipped, s.Buckets.Failed, s.Buckets.Missing, s.TookMS)
+	for _, w := range s.Warnings {
+		fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+	}
+	if s.Partial {
+		return fmt.Errorf("search: partial results (%d failed, %d missing buckets)", s.Buckets.Failed, s.Buckets.Missing)
+	}
+	return nil
 }

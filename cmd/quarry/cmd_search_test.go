@@ -98,9 +98,16 @@ func TestSearchCLI(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "column 14") {
 		t.Errorf("syntax error = %v, want its column", err)
 	}
+	// --preference, --site and --fresh route through a search head only.
+	_, err = runCLI(t, "--peer", srv.URL, "--preference", "_local", "error")
+	if err == nil || !strings.Contains(err.Error(), "need --searchhead") {
+		t.Errorf("--preference with --peer = %v, want a refusal", err)
+	}
+	// --searchhead is built (searchhead/); pointed at a peer, which does
+	// not stream a search head's answer, it fails with one clear line.
 	_, err = runCLI(t, "--searchhead", srv.URL, "error")
-	if err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("--searchhead = %v, want not built yet", err)
+	if err == nil || !strings.Contains(err.Error(), "without a summary") {
+		t.Errorf("--searchhead at a peer = %v, want an answer without a summary", err)
 	}
 	_, err = runCLI(t, "--peer", "127.0.0.1:1", "--timeout", "2s", "error")
 	if err == nil {

@@ -13,13 +13,24 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "quarry: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// newApp builds the command tree (tests run it in process).
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "quarry",
 		Usage: "a multisite indexer cluster for logs and events",
 		Commands: []*cli.Command{
 			busCommand(),
 			managerCommand(),
 			peerCommand(),
+			searchheadCommand(),
+			devCommand(),
+			sampleCommand(),
 			clusterCommand(),
 			peersCommand(),
 			bucketsCommand(),
@@ -31,10 +42,6 @@ func main() {
 		},
 		// Errors are printed once, as one clear line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "quarry: %v\n", err)
-		os.Exit(1)
 	}
 }
 

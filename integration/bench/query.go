@@ -165,6 +165,59 @@ var qbVariants = []string{
 	"earliest=2026-01-01T03:00:00Z latest=2026-01-01T03:10:00Z | timechart span=1m count",
 }
 
+// Field-value queries (README "Field-value queries"); every answer is
+// checked against the oracle, and the 5M answers the README fixes are
+// checked too. Baselines: BASELINES.md, measured 2026-12-01 (5M only).
+var qbFieldQueries = []struct{ id, spl string }{
+	{"P1", "status=500 | stats dc(path) avg(bytes)"},
+	{"P2", "host=web-31 | stats perc90(bytes) min(bytes) by status"},
+	{"P3", `"POST /api/v1/cart" | stats count`},
+	{"P4", "* | stats dc(path)"},
+	{"P5", "earliest=2026-01-01T14:00:00Z latest=2026-01-01T18:00:00Z status>=400 | timechart span=30m avg(bytes)"},
+	{"P6", "method=DELETE | stats sum(bytes) as s by host | sort - s | head 3"},
+	{"P7", "* | stats avg(bytes) by sourcetype"},
+	{"P8", "earliest=2026-01-01T06:00:00Z latest=2026-01-01T07:00:00Z | stats dc(clientip) by host"},
+}
+
+var qbFieldBaselines = map[string]float64{"P1": 0.115, "P2": 0.037, "P3": 0.503, "P4": 0.304, "P5": 0.031, "P6": 0.056, "P7": 0.042, "P8": 0.061}
+
+// qbFieldFixed are the README's 5M answers, checked beside the oracle.
+var qbFieldFixed = map[string]func(r *query.Response) error{
+	"P3": func(r *query.Response) error { return qbWantCount(map[string]int64{"5m": 27914})("5m", r) },
+	"P1": func(r *query.Response) error {
+		if len(r.Results) != 1 || fmt.Sprint(r.Results[0]["dc(path)"]) != "3957" || fmt.Sprint(r.Results[0]["avg(bytes)"]) != "50295.52938370779" {
+			return fmt.Errorf("got %v, want dc 3957, avg 50295.52938370779", r.Results)
+		}
+		return nil
+	},
+	"P6": func(r *query.Response) error {
+		got := ""
+		for _, row := range r.Results {
+			got += fmt.Sprintf("%v %v;", row["host"], row["s"])
+		}
+		if got != "web-42 148449409;web-47 147062286;web-32 146085190;" {
+			return fmt.Errorf("got %v", r.Results)
+		}
+		return nil
+	},
+	"P7": func(r *query.Response) error {
+		got := ""
+		for _, row := range r.Results {
+			got += fmt.Sprintf("%v %v;", row["sourcetype"], row["avg(bytes)"])
+		}
+		if got != "access_combined 46624.725620197605;haproxy:http 46636.455444683124;nginx:access 46559.637088308686;" {
+			return fmt.Errorf("got %s", got)
+		}
+		return nil
+	},
+	"P4": func(r *query.Response) error {
+		if len(r.Results) != 1 || fmt.Sprint(r.Results[0]["dc(path)"]) != "340543" {
+			return fmt.Errorf("got %v, want dc 340543", r.Results)
+		}
+		return nil
+	},
+}
+
 type qbSearcher interface {
 	search(ctx context.Context, spl string) (*query.Response, time.Duration, error)
 }
@@ -293,28 +346,41 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans)
 	}
 	fmt.Printf("\nvariants checked against the oracle (query.Reference, one naive pass over %s):\n", filepath.Base(file))
-	refs := make([]*query.Reference, len(qbVariants))
-	for i, v := range qbVariants {
+	all := append([]string(nil), qbVariants...)
+	for _, q := range qbFieldQueries {
+		all = append(all, q.spl)
+	}
+	refs := make([]*query.Reference, len(all))
+	for i, v := range all {
 		ref, err := query.NewReference(query.Request{Query: v})
 		if err != nil {
 			return fmt.Errorf("variant %q: %w", v, err)
 		}
 		refs[i] = ref
 	}
+	noOracle := os.Getenv("QUARRY_BENCH_NO_ORACLE") != ""
+	if noOracle {
+		fmt.Println("  QUARRY_BENCH_NO_ORACLE set: the oracle pass is skipped; only the README's fixed answers are checked")
+	}
 	ostart := time.Now()
 	var ord uint32
-	if err := qbScanHEC(file, func(ev *query.Event) bool {
-		ord++
-		row := query.EventRow(ev, "oracle", ord, "oracle")
-		for _, r := range refs {
-			r.Add(row)
+	if !noOracle {
+		if err := qbScanHEC(file, func(ev *query.Event) bool {
+			ord++
+			row := query.EventRow(ev, "oracle", ord, "oracle")
+			for _, r := range refs {
+				r.Add(row)
+			}
+			return true
+		}); err != nil {
+			return fmt.Errorf("oracle: %w", err)
 		}
-		return true
-	}); err != nil {
-		return fmt.Errorf("oracle: %w", err)
 	}
 	fmt.Printf("  (oracle pass: %.1fs)\n", time.Since(ostart).Seconds())
 	for i, v := range qbVariants {
+		if noOracle {
+			break
+		}
 		r, took, err := s.search(ctx, v)
 		if err != nil {
 			return fmt.Errorf("variant %q: %w", v, err)
@@ -325,6 +391,42 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 			errs = append(errs, fmt.Sprintf("variant %q: %s", v, d))
 		}
 		fmt.Printf("  %-90s %8.4fs %5d rows  %s\n", v, took.Seconds(), len(r.Results), verdict)
+	}
+	fmt.Printf("\nfield-value queries, %s set (seconds; answers checked against the oracle)\n", size)
+	fmt.Printf("%-3s %-100s %9s %9s %9s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "answer")
+	for i, q := range qbFieldQueries {
+		want := refs[len(qbVariants)+i].Results()
+		var times []float64
+		ans := "ok"
+		for k := 0; k < 5; k++ {
+			r, took, err := s.search(ctx, q.spl)
+			if err != nil {
+				return fmt.Errorf("query %s: %w", q.id, err)
+			}
+			times = append(times, took.Seconds())
+			if ans != "ok" {
+				continue
+			}
+			if d := qbDiff(r.Results, want); d != "" && !noOracle {
+				ans = "WRONG: " + d
+			} else if chk := qbFieldFixed[q.id]; chk != nil && size == "5m" {
+				if err := chk(r); err != nil {
+					ans = "WRONG: " + err.Error()
+				}
+			}
+		}
+		if ans != "ok" {
+			errs = append(errs, fmt.Sprintf("query %s: %s", q.id, ans))
+		}
+		sorted := append([]float64(nil), times...)
+		sort.Float64s(sorted)
+		med := sorted[2]
+		bl, ratio := "–", "–"
+		if size == "5m" {
+			bl = fmt.Sprintf("%.3f", qbFieldBaselines[q.id])
+			ratio = fmt.Sprintf("%.2fx", med/qbFieldBaselines[q.id])
+		}
+		fmt.Printf("%-3s %-100s %9.4f %9.4f %9s %7s %s\n", q.id, q.spl, times[0], med, bl, ratio, ans)
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -99,7 +99,8 @@ func Ingest(ctx context.Context, cfg ClientConfig, files []string) (Result, erro
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Streams * 2, MaxConnsPerHost: cfg.Streams * 2, IdleConnTimeout: time.Minute,
+	conns := cfg.Streams * (noAckInFlight + 1)
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute,
 		DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
@@ -125,8 +126,8 @@ func Ingest(ctx context.Context, cfg ClientConfig, files []string) (Result, erro
 					bar.Add64(int64(len(b.body)))
 				}
 			})
-			requests.Add(s.requests)
-			retries.Add(s.retries)
+			requests.Add(s.requests.Load())
+			retries.Add(s.retries.Load())
 			if err != nil {
 				setErr(err)
 			}
@@ -242,9 +243,20 @@ type stream struct {
 	channel  string
 	pending  map[int64]*batch
 	lastPoll time.Time
-	requests int64
-	retries  int64
+	requests atomic.Int64
+	retries  atomic.Int64
+	// noAck: the token answers without ack ids (useack=false), so a 200
+	// is the acknowledgement; the stream then keeps up to noAckInFlight
+	// requests in flight at once instead of pipelining through acks.
+	noAck    bool
+	inflight sync.WaitGroup
+	sem      chan struct{}
+	asyncErr atomic.Pointer[error]
 }
+
+// noAckInFlight bounds the concurrent requests of one stream on a token
+// without acks (each waits for durability on the server).
+const noAckInFlight = 4
 
 type hecAnswer struct {
 	Text  string `json:"text"`
@@ -292,7 +304,7 @@ func (s *stream) send(ctx context.Context, b *batch) (*int64, error) {
 	backoff := 20 * time.Millisecond
 	first := time.Now()
 	for {
-		s.requests++
+		s.requests.Add(1)
 		status, body, err := s.do(ctx, s.endpoint(b.raw), b.body)
 		if err == nil && status == 200 {
 			var a hecAnswer
@@ -313,7 +325,7 @@ func (s *stream) send(ctx context.Context, b *batch) (*int64, error) {
 			}
 			return nil, fmt.Errorf("hec kept answering HTTP %d for %v: %s", status, s.cfg.GiveUpAfter, strings.TrimSpace(string(body)))
 		}
-		s.retries++
+		s.retries.Add(1)
 		wait := backoff
 		if err == nil && status == http.StatusServiceUnavailable {
 			// Server is busy (code 9): it is draining its queue, come back
@@ -380,16 +392,54 @@ func (s *stream) submit(ctx context.Context, b *batch, done func(*batch)) error 
 		return err
 	}
 	if id == nil {
-		done(b) // a token without acks: accepted is all we get
+		s.noAck = true // a token without acks: the 200 is the acknowledgement
+		done(b)
 		return nil
 	}
 	s.pending[*id] = b
 	return nil
 }
 
+// submitAsync sends a batch of a token without acks on its own goroutine,
+// at most noAckInFlight at once.
+func (s *stream) submitAsync(ctx context.Context, b *batch, done func(*batch)) error {
+	if p := s.asyncErr.Load(); p != nil {
+		return *p
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer func() { <-s.sem }()
+		b.sent = time.Now()
+		id, err := s.send(ctx, b)
+		if err == nil && id != nil {
+			err = fmt.Errorf("hec: the token answered with an ack id after answering without one")
+		}
+		if err != nil {
+			s.asyncErr.CompareAndSwap(nil, &err)
+			return
+		}
+		done(b)
+	}()
+	return nil
+}
+
 func (s *stream) run(ctx context.Context, in <-chan *batch, done func(*batch)) error {
 	const pollEvery = 50 * time.Millisecond
+	s.sem = make(chan struct{}, noAckInFlight)
+	defer s.inflight.Wait()
 	for b := range in {
+		if s.noAck {
+			if err := s.submitAsync(ctx, b, done); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.submit(ctx, b, done); err != nil {
 			return err
 		}
@@ -418,6 +468,10 @@ func (s *stream) run(ctx context.Context, in <-chan *batch, done func(*batch)) e
 		if err := s.poll(ctx, done); err != nil {
 			return err
 		}
+	}
+	s.inflight.Wait()
+	if p := s.asyncErr.Load(); p != nil {
+		return *p
 	}
 	return ctx.Err()
 }

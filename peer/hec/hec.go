@@ -1,10 +1,15 @@
 // Package hec is quarry's HTTP Event Collector: Splunk's HEC protocol
 // (SPEC §4) in front of a peer's store — /services/collector/event
 // (concatenated JSON envelopes), /raw (line breaking), /health and /ack,
-// tokens with allowed indexes, a default index and an ack switch, channels
-// with ack ids from 0, Splunk's replies and codes for every bad input, all or
-// nothing per request, and back-pressure answered with 503 code 9 rather
-// than buffered without bound.
+// tokens with allowed indexes, a default index and an ack switch (Splunk's
+// useACK), channels with ack ids from 0 that belong to the token that made
+// them (each token with its own caps), Splunk's replies and codes for every
+// bad input, all or nothing per request, and back-pressure answered with 503
+// code 9 rather than buffered without bound.
+//
+// A token without acks needs no channel; its 200 is sent only once the
+// request's events are durable by the ack rule (store.Store.Wait), so the
+// answer itself is the acknowledgement.
 package hec
 
 import (
@@ -36,9 +41,13 @@ type Token struct {
 	// the default index when DefaultIndex is empty.
 	Indexes      []string
 	DefaultIndex string
-	// Ack: requests get ack ids and /ack answers; Splunk's useACK.
-	Ack      bool
-	Disabled bool
+	// Ack: requests get ack ids and /ack answers; Splunk's useACK. Without
+	// it a request needs no channel and is answered once durable.
+	Ack bool
+	// AllowQueryStringAuth: the token may come as ?token= (Splunk's
+	// allowQueryStringAuth; off by default).
+	AllowQueryStringAuth bool
+	Disabled             bool
 }
 
 func (t *Token) defaultIndex() string {
@@ -63,9 +72,10 @@ func (t *Token) allows(index string) bool {
 	return false
 }
 
-// ParseTokenFlag parses a standalone peer's --hec-token T[=index,index…]
-// with the cluster's own syntax (fsm.ParseHECToken: the first index is the
-// default; acknowledging), and refuses an index name the store cannot hold.
+// ParseTokenFlag parses a standalone peer's --hec-token
+// T[=index,index…][:useack=false] with the cluster's own syntax
+// (fsm.ParseHECToken: the first index is the default; acknowledging unless
+// useack=false), and refuses an index name the store cannot hold.
 func ParseTokenFlag(s string) (Token, error) {
 	ft, err := fsm.ParseHECToken(s)
 	if err != nil {
@@ -81,12 +91,17 @@ func ParseTokenFlag(s string) (Token, error) {
 
 // TokenFromConfig is the HEC token of a cluster-config token.
 func TokenFromConfig(t fsm.HECToken) Token {
-	return Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack, Disabled: t.Disabled}
+	return Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack,
+		AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled}
 }
 
 // Appender is what HEC needs of the store.
 type Appender interface {
 	AppendRelease(evs []store.Event, release func()) (*store.Ack, error)
+	// SealOpen and Wait serve tokens without acks: seal the request's open
+	// blocks, then wait until they are durable by the ack rule.
+	SealOpen(a *store.Ack)
+	Wait(ctx context.Context, a *store.Ack) error
 	Busy() bool
 	Err() error
 }
@@ -102,9 +117,11 @@ type Config struct {
 	// event gets 400 code 6 with its invalid-event-number.
 	MaxBodyBytes  int64
 	MaxEventBytes int
-	// MaxChannels (default 10,000), MaxPendingAcks per channel (default
-	// 100,000) and MaxTotalPendingAcks over all channels (default 1,000,000)
-	// bound the ack bookkeeping; beyond them requests get code 9.
+	// MaxChannels per token (default 10,000), MaxPendingAcks per channel
+	// (default 100,000) and MaxTotalPendingAcks over all channels of a token
+	// (default 1,000,000) bound the ack bookkeeping; beyond them that
+	// token's requests get code 9. Every bound is per token, so one token
+	// cannot use up what another needs.
 	MaxChannels         int
 	MaxPendingAcks      int
 	MaxTotalPendingAcks int64
@@ -124,17 +141,33 @@ type Config struct {
 // Handler serves the HEC endpoints.
 type Handler struct {
 	cfg    Config
-	tokens map[string]*Token
-	pool   sync.Pool // *decoder
-	bodies sync.Pool // *[]byte
-
-	mu       sync.Mutex
-	channels map[string]*channel
-	pending  atomic.Int64 // unread acks over all channels
+	tokens atomic.Pointer[map[string]*tokenState] // replaced whole by SetTokens
+	tmu    sync.Mutex                             // serialises SetTokens
+	pool   sync.Pool                              // *decoder
+	bodies sync.Pool                              // *[]byte
 
 	requests *prometheus.CounterVec
-	events   prometheus.Counter
-	busyWait prometheus.Counter
+	// byEndpoint and latency: every HEC request by endpoint (event, raw,
+	// ack, health) and HTTP status — labels that never name a token.
+	byEndpoint *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	events     prometheus.Counter
+	rawBytes   prometheus.Counter
+	busyWait   prometheus.Counter
+}
+
+// tokenState is a token and the channels it created: a channel id names a
+// channel only within its token, so another token can neither read its acks
+// nor fill its table.
+type tokenState struct {
+	Token
+	*tokenChannels // kept when the token's settings change (SetTokens)
+}
+
+type tokenChannels struct {
+	mu       sync.Mutex
+	channels map[string]*channel
+	pending  atomic.Int64 // unread acks over the token's channels
 }
 
 type channel struct {
@@ -176,40 +209,106 @@ func New(cfg Config) *Handler {
 	if cfg.DefaultHost == "" {
 		cfg.DefaultHost = "localhost"
 	}
-	h := &Handler{cfg: cfg, tokens: map[string]*Token{}, channels: map[string]*channel{}}
-	for i := range cfg.Tokens {
-		t := cfg.Tokens[i]
-		h.tokens[t.Value] = &t
-	}
+	h := &Handler{cfg: cfg}
+	h.SetTokens(cfg.Tokens)
 	h.pool.New = func() any { return &decoder{} }
 	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quarry_peer_hec_requests_total", Help: "HEC requests by reply code.",
+		Name: "quarry_peer_hec_requests_total", Help: "HEC requests by reply code (Splunk's HEC code, not the HTTP status).",
 	}, []string{"code"})
 	h.events = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_events_total", Help: "Events accepted over HEC.",
 	})
+	h.rawBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_event_bytes_total", Help: "Bytes of _raw in the events accepted over HEC.",
+	})
 	h.busyWait = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_busy_wait_seconds_total", Help: "Time HEC requests waited for a busy store.",
 	})
+	h.byEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_http_requests_total", Help: "HEC requests by endpoint (event, raw, ack, health) and HTTP status.",
+	}, []string{"endpoint", "status"})
+	h.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "quarry_peer_hec_request_duration_seconds",
+		Help:    "Time from a HEC request's arrival to its answer, by endpoint (a token without acks waits for durability).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"endpoint"})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events, h.busyWait)
+		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.byEndpoint, h.latency)
 	}
 	return h
 }
 
+// SetTokens replaces the tokens (a cluster peer gets new ones from the
+// managers' config). A token that stays keeps its channels and unread acks;
+// a removed token's are forgotten.
+func (h *Handler) SetTokens(tokens []Token) {
+	h.tmu.Lock()
+	defer h.tmu.Unlock()
+	old := map[string]*tokenState{}
+	if p := h.tokens.Load(); p != nil {
+		old = *p
+	}
+	next := make(map[string]*tokenState, len(tokens))
+	for _, t := range tokens {
+		st := &tokenState{Token: t}
+		if o := old[t.Value]; o != nil {
+			st.tokenChannels = o.tokenChannels
+		} else {
+			st.tokenChannels = &tokenChannels{channels: map[string]*channel{}}
+		}
+		next[t.Value] = st
+	}
+	h.tokens.Store(&next)
+}
+
+// token is the current state of a token value, nil when unknown.
+func (h *Handler) token(v string) *tokenState { return (*h.tokens.Load())[v] }
+
 // Register mounts the HEC endpoints on mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	for _, p := range []string{"/services/collector", "/services/collector/event", "/services/collector/event/1.0"} {
-		mux.HandleFunc("POST "+p, h.serveEvent)
+		mux.HandleFunc("POST "+p, h.measured("event", h.serveEvent))
 	}
 	for _, p := range []string{"/services/collector/raw", "/services/collector/raw/1.0"} {
-		mux.HandleFunc("POST "+p, h.serveRaw)
+		mux.HandleFunc("POST "+p, h.measured("raw", h.serveRaw))
 	}
 	for _, p := range []string{"/services/collector/ack", "/services/collector/ack/1.0"} {
-		mux.HandleFunc("POST "+p, h.serveAck)
+		mux.HandleFunc("POST "+p, h.measured("ack", h.serveAck))
 	}
 	for _, p := range []string{"/services/collector/health", "/services/collector/health/1.0"} {
-		mux.HandleFunc("GET "+p, h.serveHealth)
+		mux.HandleFunc("GET "+p, h.measured("health", h.serveHealth))
+	}
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// measured counts a handler's requests by endpoint and status and times
+// them. A request whose client left before an answer counts as status 0.
+func (h *Handler) measured(endpoint string, fn http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		fn(sw, r)
+		h.byEndpoint.WithLabelValues(endpoint, strconv.Itoa(sw.status)).Inc()
+		h.latency.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -229,11 +328,22 @@ func plain(r Reply) Reply {
 	return r
 }
 
-// auth finds the request's token: "Authorization: Splunk <token>", or basic
-// auth with the token as password.
-func (h *Handler) auth(r *http.Request) (*Token, *Reply) {
+// auth finds the request's token: "Authorization: Splunk <token>", basic
+// auth with the token as password, or — only for a token that allows it,
+// as Splunk's allowQueryStringAuth — ?token=<token>. A query token that
+// does not allow it counts as no token at all.
+func (h *Handler) auth(r *http.Request) (*tokenState, *Reply) {
 	a := r.Header.Get("Authorization")
 	if a == "" {
+		if qt := r.URL.Query().Get("token"); qt != "" {
+			if t := h.token(qt); t != nil && t.AllowQueryStringAuth {
+				if t.Disabled {
+					rp := plain(replyTokenDisabled)
+					return nil, &rp
+				}
+				return t, nil
+			}
+		}
 		rp := plain(replyTokenRequired)
 		return nil, &rp
 	}
@@ -263,7 +373,7 @@ func (h *Handler) auth(r *http.Request) (*Token, *Reply) {
 		rp := plain(replyInvalidAuth)
 		return nil, &rp
 	}
-	t := h.tokens[tok]
+	t := h.token(tok)
 	if t == nil {
 		rp := plain(replyInvalidToken)
 		return nil, &rp
@@ -337,7 +447,10 @@ func (h *Handler) readBody(r *http.Request) (*[]byte, *Reply) {
 	return bp, nil
 }
 
-func (h *Handler) defaults(r *http.Request, t *Token, now int64) (Defaults, *Reply) {
+// defaults are the request's metadata defaults: the token's default index,
+// then Splunk's query parameters host, source, sourcetype, index and time
+// (epoch seconds, decimals allowed; a bad one is code 6).
+func (h *Handler) defaults(r *http.Request, t *tokenState, now int64) (Defaults, *Reply) {
 	q := r.URL.Query()
 	d := Defaults{Index: t.defaultIndex(), Host: h.cfg.DefaultHost, Source: "http:hec", Sourcetype: "httpevent", Now: now}
 	if v := q.Get("index"); v != "" {
@@ -352,12 +465,20 @@ func (h *Handler) defaults(r *http.Request, t *Token, now int64) (Defaults, *Rep
 	if v := q.Get("sourcetype"); v != "" {
 		d.Sourcetype = v
 	}
+	if v := q.Get("time"); v != "" {
+		ns, ok := parseEpoch([]byte(v))
+		if !ok {
+			rp := plain(replyInvalidFormat)
+			return d, &rp
+		}
+		d.Now = ns
+	}
 	return d, nil
 }
 
 // precheck runs the checks every data request shares, in Splunk's order:
 // authorization, back-pressure, channel.
-func (h *Handler) precheck(r *http.Request, raw bool) (*Token, string, *Reply) {
+func (h *Handler) precheck(r *http.Request) (*tokenState, string, *Reply) {
 	t, rp := h.auth(r)
 	if rp != nil {
 		return nil, "", rp
@@ -370,7 +491,7 @@ func (h *Handler) precheck(r *http.Request, raw bool) (*Token, string, *Reply) {
 		rp := plain(replyInternal)
 		return nil, "", &rp
 	}
-	ch, rp := channelOf(r, t.Ack || raw)
+	ch, rp := channelOf(r, t.Ack)
 	if rp != nil {
 		return nil, "", rp
 	}
@@ -403,7 +524,7 @@ func (h *Handler) waitNotBusy(ctx context.Context) bool {
 }
 
 func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
-	t, ch, rp := h.precheck(r, false)
+	t, ch, rp := h.precheck(r)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -418,7 +539,12 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, plain(replyNoData))
 		return
 	}
-	def, _ := h.defaults(r, t, h.cfg.Now().UnixNano())
+	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())
+	if rp != nil {
+		h.bodies.Put(bp)
+		h.reply(w, *rp)
+		return
+	}
 	d := h.pool.Get().(*decoder)
 	evs, res := d.decodeEnvelopes(*bp, def, t.allows, h.cfg.MaxEventBytes)
 	h.bodies.Put(bp) // the scanner holds its own copy
@@ -431,21 +557,28 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, res)
 		return
 	}
-	h.commit(w, t, ch, evs, func() { h.pool.Put(d) })
+	h.commit(w, r, t, ch, evs, func() { h.pool.Put(d) })
 }
 
-// commit appends a request's validated events and answers it.
-func (h *Handler) commit(w http.ResponseWriter, t *Token, chID string, evs []store.Event, release func()) {
+// commit appends a request's validated events and answers it: with an ack
+// id on the token's channel, or — for a token without acks — with a plain
+// Success once the events are durable by the ack rule. A request whose
+// client goes away before then is not answered (it was never
+// acknowledged); a store that fails or closes first answers code 8.
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, chID string, evs []store.Event, release func()) {
 	var c *channel
 	if t.Ack {
 		var rp *Reply
-		if c, rp = h.channel(chID); rp != nil {
+		if c, rp = h.channel(t, chID); rp != nil {
 			release()
 			h.reply(w, *rp)
 			return
 		}
 	}
-	n := len(evs)
+	n, raw := len(evs), 0
+	for i := range evs {
+		raw += len(evs[i].Raw)
+	}
 	ack, err := h.cfg.Store.AppendRelease(evs, release)
 	if err != nil {
 		h.cfg.Logger.Error("hec append failed", "err", err)
@@ -453,49 +586,62 @@ func (h *Handler) commit(w http.ResponseWriter, t *Token, chID string, evs []sto
 		return
 	}
 	h.events.Add(float64(n))
+	h.rawBytes.Add(float64(raw))
 	res := plain(replySuccess)
-	if c != nil {
-		c.mu.Lock()
-		res.AckID = c.next
-		c.next++
-		c.pending[res.AckID] = ack
-		h.pending.Add(1)
-		c.lastUsed = h.cfg.Now()
-		c.mu.Unlock()
+	if c == nil {
+		h.cfg.Store.SealOpen(ack)
+		if err := h.cfg.Store.Wait(r.Context(), ack); err != nil {
+			if r.Context().Err() != nil {
+				return // the client left: nothing was acknowledged to it
+			}
+			h.cfg.Logger.Error("hec events not durable", "err", err)
+			h.reply(w, plain(replyInternal))
+			return
+		}
+		h.reply(w, res)
+		return
 	}
+	c.mu.Lock()
+	res.AckID = c.next
+	c.next++
+	c.pending[res.AckID] = ack
+	t.pending.Add(1)
+	c.lastUsed = h.cfg.Now()
+	c.mu.Unlock()
 	h.reply(w, res)
 }
 
-// channel returns (creating) an ack channel, enforcing the bounds.
-func (h *Handler) channel(id string) (*channel, *Reply) {
+// channel returns (creating) one of a token's ack channels, enforcing the
+// token's bounds.
+func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 	now := h.cfg.Now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.pending.Load() >= h.cfg.MaxTotalPendingAcks {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending.Load() >= h.cfg.MaxTotalPendingAcks {
 		rp := plain(replyBusy)
 		return nil, &rp
 	}
-	c := h.channels[id]
+	c := t.channels[id]
 	if c == nil {
-		if len(h.channels) >= h.cfg.MaxChannels || len(h.channels)%1024 == 1023 {
+		if len(t.channels) >= h.cfg.MaxChannels || len(t.channels)%1024 == 1023 {
 			// forget idle channels (and their unread acks), as Splunk does
-			for k, old := range h.channels {
+			for k, old := range t.channels {
 				old.mu.Lock()
 				idle := now.Sub(old.lastUsed) > h.cfg.ChannelIdle
 				n := len(old.pending)
 				old.mu.Unlock()
 				if idle {
-					delete(h.channels, k)
-					h.pending.Add(-int64(n))
+					delete(t.channels, k)
+					t.pending.Add(-int64(n))
 				}
 			}
-			if len(h.channels) >= h.cfg.MaxChannels {
+			if len(t.channels) >= h.cfg.MaxChannels {
 				rp := plain(replyBusy)
 				return nil, &rp
 			}
 		}
 		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now}
-		h.channels[id] = c
+		t.channels[id] = c
 	}
 	c.mu.Lock()
 	full := len(c.pending) >= h.cfg.MaxPendingAcks
@@ -508,7 +654,7 @@ func (h *Handler) channel(id string) (*channel, *Reply) {
 }
 
 func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
-	t, ch, rp := h.precheck(r, true)
+	t, ch, rp := h.precheck(r)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -518,7 +664,12 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	def, _ := h.defaults(r, t, h.cfg.Now().UnixNano())
+	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())
+	if rp != nil {
+		h.bodies.Put(bp)
+		h.reply(w, *rp)
+		return
+	}
 	if !store.ValidIndexName(def.Index) || !t.allows(def.Index) {
 		h.bodies.Put(bp)
 		h.reply(w, plain(replyIncorrectIdx))
@@ -551,7 +702,7 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, plain(replyNoData))
 		return
 	}
-	h.commit(w, t, ch, evs, func() { h.bodies.Put(bp) })
+	h.commit(w, r, t, ch, evs, func() { h.bodies.Put(bp) })
 }
 
 func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
@@ -577,9 +728,9 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, plain(replyInvalidFormat))
 		return
 	}
-	h.mu.Lock()
-	c := h.channels[chID]
-	h.mu.Unlock()
+	t.mu.Lock()
+	c := t.channels[chID] // only this token's channels: another's are invisible
+	t.mu.Unlock()
 	out := make(map[string]bool, len(req.Acks))
 	for _, id := range req.Acks {
 		done := false
@@ -588,7 +739,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 			if a := c.pending[id]; a != nil && a.Durable() {
 				done = true
 				delete(c.pending, id) // read as true once, then forgotten
-				h.pending.Add(-1)
+				t.pending.Add(-1)
 			}
 			c.lastUsed = h.cfg.Now()
 			c.mu.Unlock()

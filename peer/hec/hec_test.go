@@ -59,7 +59,17 @@ type fixture struct {
 	srv *httptest.Server
 }
 
+// fixedNow is the fixture's clock: the receive time of events that name
+// none.
+var fixedNow = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+
 func newFixture(t *testing.T, opts store.Options) *fixture {
+	t.Helper()
+	return newFixtureWith(t, opts, nil)
+}
+
+// newFixtureWith lets a test adjust the handler's config before it starts.
+func newFixtureWith(t *testing.T, opts store.Options, adjust func(*Config)) *fixture {
 	t.Helper()
 	opts.Dir = t.TempDir()
 	opts.GUID = "g1"
@@ -69,18 +79,26 @@ func newFixture(t *testing.T, opts store.Options) *fixture {
 		t.Fatal(err)
 	}
 	fs := &faultyStore{Store: st}
-	h := New(Config{
+	cfg := Config{
 		Store: fs,
 		Tokens: []Token{
 			{Value: "ack", Ack: true},
+			{Value: "ack2", Ack: true},
 			{Value: "noack"},
+			{Value: "qs", AllowQueryStringAuth: true},
 			{Value: "web", Indexes: []string{"web", "main"}, Ack: true},
 			{Value: "off", Disabled: true, Ack: true},
 		},
 		MaxBodyBytes:  1 << 20,
 		MaxEventBytes: 1000,
 		BusyWait:      20 * time.Millisecond,
-	})
+		DefaultHost:   "peerhost",
+		Now:           func() time.Time { return fixedNow },
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	h := New(cfg)
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -157,7 +175,7 @@ func TestSplunkCodeTable(t *testing.T) {
 		{"internal error", "/services/collector/event", "Splunk ack", chanA, good, 500, 8, "Internal server error", nil, func() { f.fs.broken.Store(true) }},
 		{"busy", "/services/collector/event", "Splunk ack", chanA, good, 503, 9, "Server is busy", nil, func() { f.fs.busy.Store(true) }},
 		{"channel missing", "/services/collector/event", "Splunk ack", "", good, 400, 10, "Data channel is missing", nil, nil},
-		{"raw channel missing", "/services/collector/raw", "Splunk noack", "", "a line", 400, 10, "Data channel is missing", nil, nil},
+		{"raw channel missing", "/services/collector/raw", "Splunk ack", "", "a line", 400, 10, "Data channel is missing", nil, nil},
 		{"invalid channel", "/services/collector/event", "Splunk ack", "not-a-guid", good, 400, 11, "Invalid data channel", nil, nil},
 		{"event missing", "/services/collector/event", "Splunk ack", chanA, good + `{"host":"h"}`, 400, 12, "Event field is required", intp(1), nil},
 		{"event blank", "/services/collector/event", "Splunk ack", chanA, good + good + `{"event":""}`, 400, 13, "Event field cannot be blank", intp(2), nil},

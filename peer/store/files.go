@@ -17,6 +17,7 @@ const (
 	copyFile    = "copy.json"  // written before the first block: the copy exists
 	journalFile = "journal.qj" // the blocks
 	indexFile   = "index.qi"   // searchable copies only
+	columnsFile = "columns.qc" // searchable copies only, beside the index
 	metaFile    = "meta.json"  // written last when the bucket is warm
 	tmpSuffix   = ".tmp"
 )
@@ -52,6 +53,7 @@ type metaInfo struct {
 	Blocks       int    `json:"blocks"`
 	JournalBytes int64  `json:"journal_bytes"`
 	IndexBytes   int64  `json:"index_bytes"`
+	ColumnBytes  int64  `json:"column_bytes,omitempty"`
 	RawBytes     int64  `json:"raw_bytes"`
 	Earliest     int64  `json:"earliest"`
 	Latest       int64  `json:"latest"`
@@ -130,6 +132,7 @@ func syncDir(dir string) error {
 // disk), block-write (half a frame written), fsync
 // (blocks written, before fsync), roll (journal closed, before the index),
 // index-write / index-rename (half an index temp file; before its rename),
+// columns-write / columns-rename (the same for the column file),
 // meta-write / meta-rename, copy-write / copy-rename. Without the variable
 // a point costs one atomic load.
 var (

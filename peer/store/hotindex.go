@@ -304,12 +304,19 @@ type fieldTable struct {
 	lastVal []byte
 	lastID  uint32
 	hasLast bool
+
+	// The column (columns.go): per event, 1 + the table id of its first
+	// value, 0 when it has none; further values of multivalue events.
+	col      []uint32
+	colMulti map[uint32][]uint32
+	colLast  uint32 // 1 + the last ordinal given a value
 }
 
-func (f *fieldTable) addValue(v []byte, ord uint32) {
+// addValue adds the value to the postings and returns its table id.
+func (f *fieldTable) addValue(v []byte, ord uint32) uint32 {
 	if f.hasLast && bytes.Equal(v, f.lastVal) {
 		f.addID(f.lastID, ord) // same value as the previous event: no map lookup
-		return
+		return f.lastID
 	}
 	id, slot, h32, ok := f.find(v)
 	if !ok {
@@ -320,6 +327,7 @@ func (f *fieldTable) addValue(v []byte, ord uint32) {
 	f.lastID = id
 	f.lastVal = append(f.lastVal[:0], v...)
 	f.hasLast = true
+	return id
 }
 
 // hotIndex is the in-memory index of a hot searchable bucket. One writer
@@ -333,8 +341,11 @@ type hotIndex struct {
 	times  []int64
 	terms  *termTable
 	fields map[string]*fieldTable
+	meta   [3]*fieldTable // host, source, sourcetype
 	tok    query.Tokenizer
 }
+
+var metaFields = [3]string{fieldHost, fieldSource, fieldSourcetype}
 
 func newHotIndex() *hotIndex {
 	pool := &postingPool{}
@@ -363,11 +374,20 @@ func (h *hotIndex) addLocked(e *decodedEvent) {
 	h.times = append(h.times, e.Time)
 	terms := h.terms
 	h.tok.Tokenize(e.Raw, func(tok []byte) { terms.add(tok, ord) })
-	h.field([]byte(fieldHost)).addValue(e.Host, ord)
-	h.field([]byte(fieldSource)).addValue(e.Source, ord)
-	h.field([]byte(fieldSourcetype)).addValue(e.Sourcetype, ord)
+	for i, v := range [3][]byte{e.Host, e.Source, e.Sourcetype} {
+		ft := h.meta[i]
+		if ft == nil {
+			ft = h.field([]byte(metaFields[i]))
+			h.meta[i] = ft
+		}
+		ft.colAdd(ft.addValue(v, ord), ord)
+	}
 	for _, f := range e.Fields {
-		h.field(f.Name).addValue(f.Value, ord)
+		ft := h.field(f.Name)
+		id := ft.addValue(f.Value, ord)
+		if !defaultFieldName(f.Name) {
+			ft.colAdd(id, ord)
+		}
 	}
 	h.n = ord + 1
 }

@@ -282,6 +282,8 @@ type indexReader struct {
 	fieldNames  []string
 	blocks      []blockInfo
 
+	cols *colReader // the bucket's column file (columns.go), nil for none
+
 	bloomOnce sync.Once
 	bloom     *bloom.BloomFilter
 	bloomErr  error
@@ -416,7 +418,10 @@ func (r *indexReader) readSparse(sec int) ([]sparseEntry, error) {
 	return out, pr.err
 }
 
-func (r *indexReader) close() error { return r.f.Close() }
+func (r *indexReader) close() error {
+	r.cols.close()
+	return r.f.Close()
+}
 
 func (r *indexReader) times() ([]int64, error) {
 	b, err := r.section(secTimes)

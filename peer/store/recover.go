@@ -16,6 +16,7 @@ import (
 type Report struct {
 	Opened       int      // copies opened as they were
 	Rolled       int      // hot copies rolled (their index rebuilt from the journal)
+	RolledIDs    []string // their bucket ids
 	TornTails    int      // journals cut back to their last whole block
 	DroppedBytes int64    // bytes cut off torn tails
 	Rebuilt      int      // warm indexes rebuilt (missing or damaged)
@@ -190,6 +191,7 @@ func (s *Store) recoverHot(b *Bucket) error {
 		return os.RemoveAll(b.dir)
 	}
 	s.report.Rolled++
+	s.report.RolledIDs = append(s.report.RolledIDs, b.id)
 	return s.makeWarm(b, nil, res.blocks, sumEvents(res.blocks), res.validLen, contentHash(res.blocks), b.searchable)
 }
 
@@ -225,6 +227,17 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 			err = fmt.Errorf("%w: index does not match the metadata", ErrCorrupt)
 		}
 		if err == nil {
+			// A copy written before columns existed (no column_bytes) is
+			// rebuilt too: index and columns come from one pass.
+			r.cols, err = openColumns(filepath.Join(b.dir, columnsFile))
+			if err == nil && (r.cols.events != m.Events || r.cols.size != m.ColumnBytes) {
+				err = fmt.Errorf("%w: columns do not match the metadata", ErrCorrupt)
+			}
+			if err != nil {
+				r.close()
+			}
+		}
+		if err == nil {
 			b.widx = r
 			b.blocks = r.blocks
 			s.report.Opened++
@@ -241,6 +254,7 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 		// An index left by a make-searchable that crashed before its
 		// metadata was written is not trusted: the copy is journal-only.
 		os.Remove(filepath.Join(b.dir, indexFile))
+		os.Remove(filepath.Join(b.dir, columnsFile))
 		b.blocks = res.blocks
 		s.report.Opened++
 		return nil
@@ -341,6 +355,11 @@ func (s *Store) Verify(id string) error {
 	if b.widx != nil {
 		if err := b.widx.verify(); err != nil {
 			return fmt.Errorf("bucket %s index: %w", id, err)
+		}
+		if b.widx.cols != nil {
+			if err := b.widx.cols.verify(); err != nil {
+				return fmt.Errorf("bucket %s columns: %w", id, err)
+			}
 		}
 	}
 	return nil

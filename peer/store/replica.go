@@ -57,7 +57,7 @@ func (s *Store) replBlockDurable(sb *sealedBlock) {
 		return
 	}
 	tok := sb.tok
-	h.BlockDurable(sb.b.id, sb.b.index, sb.no, func() { tok.repl.Store(true) })
+	h.BlockDurable(sb.b.id, sb.b.index, sb.no, func() { tok.repl.Store(true); tok.settle() })
 }
 
 func (s *Store) replJournalClosed(b *Bucket) {
@@ -386,6 +386,7 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 		return err
 	}
 	os.Remove(filepath.Join(b.dir, indexFile))
+	os.Remove(filepath.Join(b.dir, columnsFile))
 	if err := syncDir(b.dir); err != nil {
 		return err
 	}

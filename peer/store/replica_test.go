@@ -2,6 +2,10 @@ package store
 
 import (
 	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,4 +196,69 @@ func TestReplicaReopenedAfterRestart(t *testing.T) {
 	if err := target.Verify(id); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestReplicaRefusesPathIDs: a bucket id that arrives from the network
+// names a directory; one that is not <index>~<number>~<guid> — a path
+// traversal above all — is refused with valid frames, and nothing is
+// written anywhere (SPEC §11).
+func TestReplicaRefusesPathIDs(t *testing.T) {
+	hook := &captureHook{}
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	origin.SetReplication(hook)
+	appendN(t, origin, "main", 0, 200)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	var id string
+	for b := range hook.blocks {
+		id = b
+	}
+	hook.mu.Unlock()
+	frames, err := origin.ReadFrames(id, 0, 1<<30)
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("read frames: %d, %v", len(frames), err)
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b", "data")
+	target := mustOpen(t, Options{Dir: dir, GUID: "B0000000-0000-4000-8000-000000000000", Searchable: true})
+	defer target.Close()
+	before := tree(t, root)
+	for _, bad := range []string{
+		"main~7~x/../../../evil",
+		"main~7~../../evil",
+		"main~7~" + strings.Repeat("A", 65),
+		"main~7~a\\b",
+		"../main~7~G",
+		"Main~7~G",
+		"main~-1~G",
+		"main~7~",
+		"main~7",
+	} {
+		if _, err := target.ReplicaAppend(bad, "main", true, 0, frames); err == nil {
+			t.Errorf("bucket id %q accepted", bad)
+		}
+	}
+	if after := tree(t, root); !slices.Equal(before, after) {
+		t.Fatalf("files changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// tree lists every path under root.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

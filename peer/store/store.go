@@ -8,6 +8,7 @@
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +99,10 @@ var (
 
 var indexNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,79}$`)
 
+// guidRE is a peer GUID as the part of a bucket id (a UUID, or any short
+// token of letters, digits and dashes): never a path.
+var guidRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+
 // ValidIndexName reports whether name can be an index: lower-case letters,
 // digits, '_' and '-', starting with a letter or digit, at most 80 bytes.
 func ValidIndexName(name string) bool { return indexNameRE.MatchString(name) }
@@ -129,6 +135,8 @@ type Store struct {
 	bmu     sync.RWMutex
 	closed  bool
 	failed  atomic.Pointer[error]
+	// failedCh is closed when failed is set (wakes Wait).
+	failedCh chan struct{}
 
 	writeCh chan writeJob
 	indexCh chan indexJob
@@ -148,6 +156,49 @@ type indexState struct {
 // Ack is the durability of one Append: done once every event it added is
 // fsynced.
 type Ack struct{ toks []*blockToken }
+
+// Wait blocks until every event of the Append is durable by the same rule
+// as Durable (fsynced here and, in a cluster, on the copies the ack rule
+// demands), the store fails or closes, or ctx ends. It is woken by the
+// writer and the replication hook, not by polling.
+func (s *Store) Wait(ctx context.Context, a *Ack) error {
+	for _, t := range a.toks {
+		select {
+		case <-t.durable:
+		case <-s.failedCh:
+			if t.isDurable() {
+				continue
+			}
+			return s.Err()
+		case <-s.stop:
+			if t.isDurable() {
+				continue
+			}
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// SealOpen seals the open blocks that hold events of a, so a caller that
+// waits for them (Wait) waits for one fsync rather than a block interval.
+// Events appended since stay in a new open block.
+func (s *Store) SealOpen(a *Ack) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, is := range s.indexes {
+		for _, b := range is.hot {
+			if b.open.n > 0 && slices.Contains(a.toks, b.openTok) {
+				s.sealLocked(b)
+			}
+		}
+	}
+}
 
 // Durable reports whether every event of the Append is on disk.
 func (a *Ack) Durable() bool {
@@ -176,6 +227,25 @@ type blockToken struct {
 	done     atomic.Bool
 	needRepl bool
 	repl     atomic.Bool
+	// durable is closed once done and, when needRepl, repl (Store.Wait).
+	durable chan struct{}
+	once    sync.Once
+}
+
+func newBlockToken(needRepl bool) *blockToken {
+	return &blockToken{needRepl: needRepl, durable: make(chan struct{})}
+}
+
+func (t *blockToken) isDurable() bool {
+	return t.done.Load() && (!t.needRepl || t.repl.Load())
+}
+
+// settle closes durable once both conditions hold; called after each of
+// them is set, so whichever comes last closes it.
+func (t *blockToken) settle() {
+	if t.isDurable() {
+		t.once.Do(func() { close(t.durable) })
+	}
 }
 
 type writeJob struct {
@@ -221,15 +291,16 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.New("store: a peer GUID is required")
 	}
 	s := &Store{
-		opts:    opts,
-		dir:     filepath.Join(opts.Dir, "buckets"),
-		log:     opts.Logger,
-		indexes: map[string]*indexState{},
-		buckets: map[string]*Bucket{},
-		writeCh: make(chan writeJob, 256),
-		indexCh: make(chan indexJob, 64),
-		rollCh:  make(chan *Bucket, 1),
-		stop:    make(chan struct{}),
+		opts:     opts,
+		dir:      filepath.Join(opts.Dir, "buckets"),
+		log:      opts.Logger,
+		indexes:  map[string]*indexState{},
+		buckets:  map[string]*Bucket{},
+		writeCh:  make(chan writeJob, 256),
+		indexCh:  make(chan indexJob, 64),
+		rollCh:   make(chan *Bucket, 1),
+		stop:     make(chan struct{}),
+		failedCh: make(chan struct{}),
 	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
@@ -259,6 +330,7 @@ func (s *Store) Err() error {
 
 func (s *Store) fail(err error) {
 	if s.failed.CompareAndSwap(nil, &err) {
+		close(s.failedCh)
 		s.log.Error("store failed; no more events are acknowledged", "err", err)
 	}
 }
@@ -330,7 +402,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if b.open.n == 0 {
 			b.openFirstOrd = b.appended
 			b.openSince = time.Now()
-			b.openTok = &blockToken{needRepl: s.repl.hook != nil}
+			b.openTok = newBlockToken(s.repl.hook != nil)
 		}
 		b.open.add(e)
 		b.appended++
@@ -652,6 +724,7 @@ func (s *Store) writer() {
 		for _, j := range group {
 			if j.blk != nil {
 				j.blk.tok.done.Store(true)
+				j.blk.tok.settle()
 				s.Stats.BlocksWritten.Add(1)
 				s.replBlockDurable(j.blk)
 			}
@@ -770,7 +843,16 @@ func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint
 			return err
 		}
 		m.IndexBytes = int64(len(data))
+		cols := buildColumns(h)
+		if err := writeFileAtomic(b.dir, columnsFile, cols, "columns"); err != nil {
+			return err
+		}
+		m.ColumnBytes = int64(len(cols))
 		if r, err = openIndex(filepath.Join(b.dir, indexFile)); err != nil {
+			return err
+		}
+		if r.cols, err = openColumns(filepath.Join(b.dir, columnsFile)); err != nil {
+			r.close()
 			return err
 		}
 	}
@@ -1103,7 +1185,9 @@ func (b *Bucket) segment() query.Segment {
 // helpers for ids on disk
 func parseBucketDir(name string) (index string, localID uint64, guid string, ok bool) {
 	parts := strings.Split(name, "~")
-	if len(parts) != 3 {
+	if len(parts) != 3 || !ValidIndexName(parts[0]) || !guidRE.MatchString(parts[2]) {
+		// Bucket ids arrive from the network (replication, fixups) and
+		// name directories: nothing but <index>~<number>~<guid> is one.
 		return "", 0, "", false
 	}
 	id, err := strconv.ParseUint(parts[1], 10, 64)

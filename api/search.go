@@ -1,0 +1,171 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/quarry-dev/quarry/bus"
+)
+
+// Search protocol (SPEC §5, §6): a search head sends a SearchRequest on
+// <prefix>.search.<site> (the default plan: every peer of that site
+// answers for its primaries of (Generation, TableSite)) or on
+// <prefix>.search.<site>.<peer> (an explicit bucket list: retries,
+// preference, fresh). The request carries one stream invite per peer the
+// head expects; a peer with something to answer opens a bus stream to its
+// invite and sends SearchMsg values, one per stream message, in this order
+// per bucket: zero or more "batch" messages (for an aggregating search, one
+// batch at the end combining every bucket the peer searched, see
+// SearchMsg.Buckets), then exactly one "marker"
+// ("searched" or "skipped"; an explicit bucket the peer cannot search gets
+// a "marker" with Error set). "beat" messages come at least every second of
+// a long scan; the last message is "done" naming the table version the
+// peer resolved primaries with. A peer that refuses the whole request (an
+// unresolvable generation, a bad query) sends one "error" message instead.
+// A peer with no primaries for the request stays silent (no stream).
+//
+// Both ends use exactly these types: the head decodes what the peer
+// encodes, the rules are in this comment and nowhere else.
+
+// SearchRequest is what a search head asks peers.
+type SearchRequest struct {
+	V int `json:"v"`
+	// ID identifies the search (logs, cancellation, metrics).
+	ID string `json:"id"`
+	// Head is the search head's id.
+	Head  string `json:"head"`
+	Query string `json:"query"`
+	// Earliest and Latest are the request's time range as the user wrote
+	// it (absolute or relative); NowNS is the head's "now" (unix ns), so
+	// every peer resolves relative times (-15m, @h, earliest= in the query)
+	// to the same instants.
+	Earliest string `json:"earliest,omitempty"`
+	Latest   string `json:"latest,omitempty"`
+	NowNS    int64  `json:"now_ns"`
+	// Generation and TableVersion pin the default plan: the peer answers for
+	// the buckets whose primary in TableSite's table at Generation is itself,
+	// using a table at least as new as TableVersion.
+	Generation   uint64 `json:"generation"`
+	TableVersion uint64 `json:"table_version"`
+	// TableSite is the primary table used: the head's site or "site0".
+	TableSite string `json:"table_site"`
+	// Buckets, when set, is an explicit bucket list (the request is then
+	// addressed to one peer): search exactly these, whatever the primaries.
+	Buckets []string `json:"buckets,omitempty"`
+	// Indexes limits the search to these indexes (the search token's
+	// scope); empty means every index. A peer never answers a bucket of an
+	// index outside it, whatever Buckets says.
+	Indexes []string `json:"indexes,omitempty"`
+	// Invites maps a peer id to the stream it answers on.
+	Invites map[string]bus.Invite `json:"invites"`
+	// TimeoutMs is how long the head waits at most; the peer stops
+	// scanning after it.
+	TimeoutMs int64 `json:"timeout_ms"`
+	// BeatMs is how often the peer sends a progress beat while it scans
+	// (0: every second, SPEC §5); the head asks for at least three beats
+	// per search_peer_timeout.
+	BeatMs int64 `json:"beat_ms,omitempty"`
+}
+
+// Validate checks a request as a peer receives it.
+func (r *SearchRequest) Validate() error {
+	if err := CheckVersion("search request", r.V); err != nil {
+		return err
+	}
+	if r.ID == "" || r.Query == "" {
+		return fmt.Errorf("search request: id and query are required")
+	}
+	if len(r.Invites) == 0 {
+		return fmt.Errorf("search request %s: no stream invites", r.ID)
+	}
+	if r.Buckets == nil && r.TableSite == "" {
+		return fmt.Errorf("search request %s: a default-plan request needs table_site", r.ID)
+	}
+	for _, b := range r.Buckets {
+		if err := ValidBucketID(b); err != nil {
+			return fmt.Errorf("search request %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// ValidBucketID checks the shape <index>~<localid>~<originGUID> of a
+// bucket id that came from the network.
+func ValidBucketID(id string) error {
+	n, parts, start := 0, 0, 0
+	for i := 0; i <= len(id); i++ {
+		if i == len(id) || id[i] == '~' {
+			if i == start {
+				return fmt.Errorf("bucket id %q: empty part", id)
+			}
+			parts++
+			start = i + 1
+			continue
+		}
+		c := id[i]
+		if c <= ' ' || c == '/' || c == '\\' || c == 0x7f {
+			return fmt.Errorf("bucket id %q: invalid character %q", id, c)
+		}
+		n++
+	}
+	if parts != 3 || len(id) > 512 {
+		return fmt.Errorf("bucket id %q: want <index>~<localid>~<origin guid>", id)
+	}
+	return nil
+}
+
+// Search message kinds.
+const (
+	SearchBatch  = "batch"
+	SearchMarker = "marker"
+	SearchBeat   = "beat"
+	SearchDone   = "done"
+	SearchError  = "error"
+)
+
+// Marker outcomes.
+const (
+	MarkerSearched = "searched"
+	MarkerSkipped  = "skipped"
+)
+
+// SearchMsg is one message of a peer's answer stream.
+type SearchMsg struct {
+	Kind string `json:"kind"`
+	Peer string `json:"peer"`
+	// Bucket is set on batch and marker.
+	Bucket string `json:"bucket,omitempty"`
+	// Buckets, on a batch instead of Bucket, says the partial combines the
+	// aggregates of all these buckets (an aggregating search: the peer
+	// merges what it searched before sending). The head merges it only once
+	// every listed bucket's marker arrived on the same stream; if the
+	// stream fails first, every listed bucket is re-dispatched.
+	Buckets []string `json:"buckets,omitempty"`
+	// Partial is a batch's content: query.Partial's wire form (a bucket's
+	// events, a part of them, or its partial aggregates).
+	Partial json.RawMessage `json:"partial,omitempty"`
+	// Outcome of a marker: searched or skipped; Error set when the bucket
+	// could not be searched here (the head re-dispatches it).
+	Outcome string `json:"outcome,omitempty"`
+	// Scanned is the events this peer decoded for the bucket (marker).
+	Scanned int64  `json:"scanned,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Code is a stable id for an error message: "unknown_generation",
+	// "bad_request", "internal".
+	Code string `json:"code,omitempty"`
+	// Done: the table version the peer used; beats: buckets done so far.
+	TableVersion uint64 `json:"table_version,omitempty"`
+	Done         int    `json:"done,omitempty"`
+	// ServiceMs is the peer's time spent on the request (done), for the
+	// adaptive replica selection's service-time figure; Queue is its
+	// searches running when it started this one.
+	ServiceMs float64 `json:"service_ms,omitempty"`
+	Queue     int     `json:"queue,omitempty"`
+}
+
+// Search error codes of a SearchMsg.
+const (
+	SearchCodeGeneration = "unknown_generation"
+	SearchCodeBadRequest = "bad_request"
+	SearchCodeInternal   = "internal"
+)

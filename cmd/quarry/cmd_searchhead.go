@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/quarry-dev/quarry/searchhead"
+)
+
+// searchheadCommand is `quarry searchhead` (SPEC §8): a search head that
+// follows the managers' generation table over NATS and serves
+// POST /v1/search, /healthz and /metrics.
+func searchheadCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "searchhead",
+		Usage: "run a search head: distributed search over the cluster's peers",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Required: true, Usage: "search head id (sh1)", EnvVars: envVars("id")},
+			&cli.StringFlag{Name: "site", Required: true, Usage: "its site (search affinity), or site0 for none", EnvVars: envVars("site")},
+			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8089", Usage: "HTTP listen address", EnvVars: envVars("http-addr")},
+			&cli.StringFlag{Name: "nats", Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s)", EnvVars: envVars("nats")},
+			&cli.StringFlag{Name: "nats-user", Usage: "NATS user of this search head", EnvVars: envVars("nats-user")},
+			&cli.StringFlag{Name: "nats-password", Usage: "NATS password", EnvVars: envVars("nats-password")},
+			&cli.StringFlag{Name: "subject-prefix", Value: "quarry", Usage: "NATS subject prefix", EnvVars: envVars("subject-prefix")},
+			&cli.StringFlag{Name: "admin-token", Usage: "a token that searches every index (the managers' admin token)", EnvVars: envVars("admin-token")},
+			&cli.DurationFlag{Name: "peer-timeout", Value: searchhead.DefaultPeerTimeout, Usage: "search_peer_timeout: a peer silent this long loses its buckets to other copies", EnvVars: envVars("peer-timeout")},
+			&cli.DurationFlag{Name: "search-timeout", Value: searchhead.DefaultSearchTimeout, Usage: "a search's time limit", EnvVars: envVars("search-timeout")},
+			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
+			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches (more get HTTP 429)", EnvVars: envVars("max-searches")},
+			&cli.StringFlag{Name: "knowledge", Usage: "knowledge bundle folder (not supported yet: refused when set)", EnvVars: envVars("knowledge")},
+		},
+		Action: func(c *cli.Context) error {
+			if c.String("knowledge") != "" {
+				return fmt.Errorf("searchhead: --knowledge: knowledge bundles are not built yet in this version of quarry")
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cfg := searchhead.Config{
+				ID: c.String("id"), Site: c.String("site"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
+				NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"), SubjectPrefix: c.String("subject-prefix"),
+				AdminToken: c.String("admin-token"), PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
+				MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+			}
+			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			h, err := searchhead.New(sctx, cfg)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if err := h.Start(); err != nil {
+				h.Close()
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "search head %s (site %s) on %s\n", cfg.ID, cfg.Site, h.URL())
+			<-ctx.Done()
+			return h.Close()
+		},
+	}
+}

@@ -1,0 +1,447 @@
+// Package devcluster runs a whole multisite quarry cluster in one process on
+// 127.0.0.1 — the cluster of `quarry dev`: three managers (one per site and
+// a witness) with real Raft on BoltDB, peers with real bucket files, one
+// embedded NATS node per site joined by gateways, and a search head per site
+// plus one for site0. Everything lives under one data folder; the addresses
+// chosen at the first start are kept in DATA/dev.json, so a second start on
+// the same folder resumes the same cluster (Raft remembers its members'
+// addresses) instead of bootstrapping a new one.
+//
+// It sits on the top floor with cmd/quarry and the integration harness: it
+// imports the roles (manager, peer, searchhead) and never the other way.
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/manager"
+	"github.com/quarry-dev/quarry/peer"
+	"github.com/quarry-dev/quarry/searchhead"
+)
+
+// Tokens of a dev cluster (loopback only; printed at start).
+const (
+	AdminToken  = "dev-admin"
+	HECToken    = "dev-hec"
+	SampleIndex = "sample"
+)
+
+// Options shape a dev cluster.
+type Options struct {
+	DataDir      string // required
+	Sites        int    // default 2
+	PeersPerSite int    // default 3
+	// PortBase, when not 0, gives fixed ports at the first start: managers'
+	// HTTP PortBase+1…, Raft PortBase+11…, peers PortBase+21…, search heads
+	// PortBase+41… (sh0 first). 0: the OS chooses. Later starts reuse the
+	// ports recorded in dev.json whatever PortBase says.
+	PortBase int
+	Logger   *slog.Logger
+	// RaftLog is where hashicorp/raft writes (default: discarded).
+	RaftLog io.Writer
+}
+
+// Member is one process of the layout, as kept in dev.json.
+type Member struct {
+	ID       string `json:"id"`
+	Site     string `json:"site"`
+	HTTPAddr string `json:"http_addr"`
+	RaftAddr string `json:"raft_addr,omitempty"`
+}
+
+// Layout is DATA/dev.json: the cluster's shape and addresses, and the
+// sample data loaded (so a resumed cluster does not load it twice).
+type Layout struct {
+	Version      int       `json:"version"`
+	Sites        []string  `json:"sites"`
+	PeersPerSite int       `json:"peers_per_site"`
+	Managers     []Member  `json:"managers"`
+	Peers        []Member  `json:"peers"`
+	Heads        []Member  `json:"search_heads"`
+	Sample       *Sample   `json:"sample,omitempty"`
+	Created      time.Time `json:"created"`
+}
+
+// Sample records a sample load: started, and acknowledged in full.
+type Sample struct {
+	Index     string    `json:"index"`
+	Events    int       `json:"events"`
+	Status5xx int       `json:"status_5xx"`
+	Errors    int       `json:"errors"`
+	Rare      int       `json:"rare"`
+	Base      time.Time `json:"base"`
+	Seed      uint64    `json:"seed"`
+	Acked     bool      `json:"acked"`
+}
+
+// Cluster is a running dev cluster.
+type Cluster struct {
+	opts     Options
+	log      *slog.Logger
+	Layout   Layout
+	Resumed  bool
+	Bus      *bus.Sites
+	mu       sync.Mutex
+	Managers map[string]*manager.Manager
+	Peers    map[string]*peer.Peer
+	Heads    map[string]*searchhead.Head
+}
+
+func layoutPath(dir string) string { return filepath.Join(dir, "dev.json") }
+
+func (c *Cluster) saveLayout() error {
+	b, err := json.MarshalIndent(c.Layout, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := layoutPath(c.opts.DataDir) + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	return os.Rename(tmp, layoutPath(c.opts.DataDir))
+}
+
+// SaveSample records a sample load in dev.json.
+func (c *Cluster) SaveSample(s Sample) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Layout.Sample = &s
+	return c.saveLayout()
+}
+
+func port(base, off int) string {
+	if base == 0 {
+		return "127.0.0.1:0"
+	}
+	return "127.0.0.1:" + strconv.Itoa(base+off)
+}
+
+// newLayout plans a first start.
+func newLayout(o Options) Layout {
+	l := Layout{Version: 1, PeersPerSite: o.PeersPerSite, Created: time.Now().UTC()}
+	for i := 1; i <= o.Sites; i++ {
+		l.Sites = append(l.Sites, "site"+strconv.Itoa(i))
+	}
+	mgrSites := []string{l.Sites[0], "witness", "witness"}
+	if len(l.Sites) > 1 {
+		mgrSites = []string{l.Sites[0], l.Sites[1], "witness"}
+	}
+	for i, s := range mgrSites {
+		l.Managers = append(l.Managers, Member{ID: fmt.Sprintf("m%d", i+1), Site: s,
+			HTTPAddr: port(o.PortBase, 1+i), RaftAddr: port(o.PortBase, 11+i)})
+	}
+	n := 0
+	for _, s := range l.Sites {
+		for i := 1; i <= o.PeersPerSite; i++ {
+			n++
+			l.Peers = append(l.Peers, Member{ID: fmt.Sprintf("p%d", n), Site: s, HTTPAddr: port(o.PortBase, 20+n)})
+		}
+	}
+	l.Heads = append(l.Heads, Member{ID: "sh0", Site: "site0", HTTPAddr: port(o.PortBase, 41)})
+	for i, s := range l.Sites {
+		l.Heads = append(l.Heads, Member{ID: fmt.Sprintf("sh%d", i+1), Site: s, HTTPAddr: port(o.PortBase, 42+i)})
+	}
+	return l
+}
+
+// portsFree says whether every fixed address of the layout can be bound now.
+func (l Layout) portsFree() bool {
+	var all []Member
+	all = append(append(append(all, l.Managers...), l.Peers...), l.Heads...)
+	for _, m := range all {
+		for _, a := range []string{m.HTTPAddr, m.RaftAddr} {
+			if a == "" {
+				continue
+			}
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				return false
+			}
+			ln.Close()
+		}
+	}
+	return true
+}
+
+// Start starts (or resumes, when DataDir holds a dev.json) the cluster and
+// returns once every peer is Up and every search head serves. On failure
+// everything started is stopped.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.DataDir == "" {
+		return nil, errors.New("dev: a data folder is required")
+	}
+	if o.Sites == 0 {
+		o.Sites = 2
+	}
+	if o.PeersPerSite == 0 {
+		o.PeersPerSite = 3
+	}
+	if o.Sites < 1 || o.Sites > 9 || o.PeersPerSite < 1 || o.PeersPerSite > 9 {
+		return nil, fmt.Errorf("dev: %d sites × %d peers: want 1–9 of each", o.Sites, o.PeersPerSite)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.RaftLog == nil {
+		o.RaftLog = io.Discard
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("dev: data folder: %w", err)
+	}
+	c := &Cluster{opts: o, log: o.Logger, Managers: map[string]*manager.Manager{},
+		Peers: map[string]*peer.Peer{}, Heads: map[string]*searchhead.Head{}}
+	b, err := os.ReadFile(layoutPath(o.DataDir))
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &c.Layout); err != nil {
+			return nil, fmt.Errorf("dev: %s: %w", layoutPath(o.DataDir), err)
+		}
+		if len(c.Layout.Sites) != o.Sites || c.Layout.PeersPerSite != o.PeersPerSite {
+			return nil, fmt.Errorf("dev: %s holds a cluster of %d sites × %d peers, not %d × %d; use another --data-dir",
+				o.DataDir, len(c.Layout.Sites), c.Layout.PeersPerSite, o.Sites, o.PeersPerSite)
+		}
+		c.Resumed = true
+	case errors.Is(err, os.ErrNotExist):
+		c.Layout = newLayout(o)
+		if o.PortBase != 0 && !c.Layout.portsFree() {
+			c.log.Warn("some of the fixed ports are taken; the OS chooses them instead", "port_base", o.PortBase)
+			o.PortBase = 0
+			c.Layout = newLayout(o)
+		}
+	default:
+		return nil, fmt.Errorf("dev: %w", err)
+	}
+	if err := c.start(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	l := &c.Layout
+	var err error
+	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: l.Sites, Logger: c.log.With("role", "bus")})
+	if err != nil {
+		return fmt.Errorf("dev: start the bus: %w", err)
+	}
+	seed := fsm.DefaultConfig()
+	seed.Sites = l.Sites
+	if len(l.Sites) > 1 {
+		seed.SiteReplicationFactor, _ = fsm.ParsePolicy("origin:2,total:3")
+		seed.SiteSearchFactor, _ = fsm.ParsePolicy("origin:1,total:2")
+	} else {
+		seed.Sites = nil
+		seed.ReplicationFactor = min(3, l.PeersPerSite)
+		seed.SearchFactor = min(2, l.PeersPerSite)
+	}
+	seed.HeartbeatTimeout = 5 * time.Second
+	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
+	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: SampleIndex})
+	if err := seed.Validate(); err != nil {
+		return fmt.Errorf("dev: cluster config: %w", err)
+	}
+	for i := range l.Managers {
+		mem := &l.Managers[i]
+		busSite := mem.Site
+		if c.Bus.Server(busSite) == nil {
+			busSite = l.Sites[0] // the witness uses the first site's node
+		}
+		dir := filepath.Join(c.opts.DataDir, mem.ID)
+		cfg := manager.Config{ID: mem.ID, Site: mem.Site, DataDir: dir, RaftAddr: mem.RaftAddr, HTTPAddr: mem.HTTPAddr,
+			NATS: c.Bus.Server(busSite).ClientURL(), AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: c.opts.RaftLog,
+			Logger: c.log.With("role", "manager"), JoinTimeout: 60 * time.Second}
+		if !c.Resumed {
+			if i == 0 {
+				cfg.Bootstrap = []manager.Server{{ID: mem.ID, RaftAddr: mem.RaftAddr}}
+				cfg.Seed = &seed
+			} else {
+				cfg.Join = "http://" + l.Managers[0].HTTPAddr
+			}
+		}
+		m, err := manager.New(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("dev: start manager %s: %w", mem.ID, err)
+		}
+		c.mu.Lock()
+		c.Managers[mem.ID] = m
+		c.mu.Unlock()
+		mem.HTTPAddr, mem.RaftAddr = m.HTTPAddr(), m.RaftAddr()
+		if !c.Resumed && i == 0 {
+			if err := waitFor(ctx, func() error {
+				if !m.IsLeader() {
+					return errors.New("m1 is not the leader yet")
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("dev: %w", err)
+			}
+		}
+	}
+	if err := waitFor(ctx, func() error {
+		for _, id := range sortedKeys(c.Managers) {
+			if n := len(c.Managers[id].Members()); n != len(l.Managers) {
+				return fmt.Errorf("manager %s knows %d managers, want %d", id, n, len(l.Managers))
+			}
+		}
+		if c.Leader() == nil {
+			return errors.New("no manager leader")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	if err := c.saveLayout(); err != nil { // the managers' addresses are now fixed in Raft
+		return fmt.Errorf("dev: %w", err)
+	}
+	var urls []string
+	for _, mem := range l.Managers {
+		urls = append(urls, "http://"+mem.HTTPAddr)
+	}
+	for i := range l.Peers {
+		mem := &l.Peers[i]
+		p, err := peer.Start(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
+			HTTPAddr: mem.HTTPAddr, Searchable: true, Logger: c.log.With("role", "peer"),
+			NATS: c.Bus.Server(mem.Site).ClientURL(), Managers: urls, ManagerToken: AdminToken,
+			MaxHotBytes: 4 << 20, JoinTimeout: 60 * time.Second})
+		if err != nil {
+			return fmt.Errorf("dev: start peer %s: %w", mem.ID, err)
+		}
+		c.mu.Lock()
+		c.Peers[mem.ID] = p
+		c.mu.Unlock()
+		mem.HTTPAddr = p.Addr()
+	}
+	if err := c.WaitPeersUp(ctx); err != nil {
+		return err
+	}
+	for i := range l.Heads {
+		mem := &l.Heads[i]
+		busSite := mem.Site
+		if c.Bus.Server(busSite) == nil {
+			busSite = l.Sites[0]
+		}
+		h, err := searchhead.New(ctx, searchhead.Config{ID: mem.ID, Site: mem.Site, HTTPAddr: mem.HTTPAddr,
+			NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log.With("role", "searchhead")})
+		if err != nil {
+			return fmt.Errorf("dev: start search head %s: %w", mem.ID, err)
+		}
+		if err := h.Start(); err != nil {
+			h.Close()
+			return fmt.Errorf("dev: start search head %s: %w", mem.ID, err)
+		}
+		c.mu.Lock()
+		c.Heads[mem.ID] = h
+		c.mu.Unlock()
+		mem.HTTPAddr = h.Addr()
+	}
+	return c.saveLayout()
+}
+
+// Leader is the manager that leads, or nil.
+func (c *Cluster) Leader() *manager.Manager {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range sortedKeys(c.Managers) {
+		if c.Managers[id].IsLeader() {
+			return c.Managers[id]
+		}
+	}
+	return nil
+}
+
+// WaitPeersUp waits (bounded by ctx) until the leader counts every peer Up.
+func (c *Cluster) WaitPeersUp(ctx context.Context) error {
+	return waitFor(ctx, func() error {
+		l := c.Leader()
+		if l == nil {
+			return errors.New("no manager leader")
+		}
+		var err error
+		l.Read(func(s *fsm.State) {
+			for _, mem := range c.Layout.Peers {
+				p, ok := s.Peer(mem.ID)
+				if !ok || p.State != fsm.StateUp {
+					err = fmt.Errorf("peer %s is not Up yet", mem.ID)
+					return
+				}
+			}
+		})
+		return err
+	})
+}
+
+// Stop stops the search heads, peers, managers and the bus, in that order,
+// each cleanly. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	heads, peers, mgrs := c.Heads, c.Peers, c.Managers
+	c.Heads, c.Peers, c.Managers = map[string]*searchhead.Head{}, map[string]*peer.Peer{}, map[string]*manager.Manager{}
+	c.mu.Unlock()
+	for _, h := range heads {
+		h.Close()
+	}
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Close() }()
+	}
+	wg.Wait()
+	for _, m := range mgrs {
+		m.Close()
+	}
+	if c.Bus != nil {
+		c.Bus.Shutdown()
+		c.Bus = nil
+	}
+}
+
+// HeadURLs are the search heads' URLs by id.
+func (c *Cluster) HeadURLs() map[string]string {
+	out := map[string]string{}
+	for _, m := range c.Layout.Heads {
+		out[m.ID] = "http://" + m.HTTPAddr
+	}
+	return out
+}
+
+// waitFor polls cond every 50 ms until it returns nil or ctx ends (then it
+// returns cond's last error).
+func waitFor(ctx context.Context, cond func() error) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,141 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/sampledata"
+)
+
+// LoadSample loads n sample events (the bench event model) into index
+// sample through the first peer's HEC, with acknowledgements, unless
+// dev.json says a load was made before: then it returns that load. A load
+// interrupted before its last ack is not repeated (it would duplicate what
+// was acknowledged); it is reported with Acked false.
+func (c *Cluster) LoadSample(ctx context.Context, n int) (Sample, error) {
+	if s := c.Layout.Sample; s != nil {
+		return *s, nil
+	}
+	base := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Hour)
+	file := filepath.Join(c.opts.DataDir, "sample.hec.json")
+	f, err := os.Create(file)
+	if err != nil {
+		return Sample{}, fmt.Errorf("dev: sample data: %w", err)
+	}
+	counts, err := sampledata.Write(f, n, 1, base, SampleIndex)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Sample{}, fmt.Errorf("dev: sample data: %w", err)
+	}
+	s := Sample{Index: SampleIndex, Events: counts.Events, Status5xx: counts.Status5xx, Errors: counts.Errors,
+		Rare: counts.Rare, Base: base, Seed: 1}
+	if err := c.SaveSample(s); err != nil { // started: never load twice
+		return s, err
+	}
+	if _, err := hec.Ingest(ctx, hec.ClientConfig{URL: "http://" + c.Layout.Peers[0].HTTPAddr, Token: HECToken,
+		Streams: 2, Batch: 1000}, []string{file}); err != nil {
+		return s, fmt.Errorf("dev: load sample data: %w", err)
+	}
+	os.Remove(file)
+	s.Acked = true
+	return s, c.SaveSample(s)
+}
+
+// SearchAnswer is a search head's answer to one search.
+type SearchAnswer struct {
+	Status int
+	Resp   query.Response
+	Error  string `json:"error"`
+}
+
+// Search posts a search to a search head (token may be empty).
+func Search(ctx context.Context, url, token string, req map[string]any) (SearchAnswer, error) {
+	b, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return SearchAnswer{}, err
+	}
+	a := SearchAnswer{Status: res.StatusCode}
+	if res.StatusCode != http.StatusOK {
+		_ = json.Unmarshal(raw, &a)
+		if a.Error == "" {
+			a.Error = string(raw)
+		}
+		return a, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&a.Resp); err != nil {
+		return a, fmt.Errorf("decode search answer: %w", err)
+	}
+	return a, nil
+}
+
+// Count runs `<q> | stats count` on a search head and returns the count
+// of a complete (not partial) answer.
+func Count(ctx context.Context, url, token, q string) (int64, error) {
+	a, err := Search(ctx, url, token, map[string]any{"query": q + " | stats count", "allow_partial": false})
+	if err != nil {
+		return 0, err
+	}
+	if a.Status != http.StatusOK {
+		return 0, fmt.Errorf("%s: HTTP %d %s", url, a.Status, a.Error)
+	}
+	if a.Resp.Summary.Partial {
+		return 0, fmt.Errorf("%s: partial answer: %v", url, a.Resp.Summary.Warnings)
+	}
+	if len(a.Resp.Results) != 1 {
+		return 0, fmt.Errorf("%s: %d result rows, want 1", url, len(a.Resp.Results))
+	}
+	switch v := a.Resp.Results[0]["count"].(type) {
+	case json.Number:
+		return v.Int64()
+	case string:
+		var n int64
+		_, err := fmt.Sscan(v, &n)
+		return n, err
+	default:
+		return 0, fmt.Errorf("%s: count is %T %v", url, v, v)
+	}
+}
+
+// WaitSearchable waits (bounded by ctx) until every search head answers
+// the exact sample count, complete.
+func (c *Cluster) WaitSearchable(ctx context.Context, s Sample) error {
+	return waitFor(ctx, func() error {
+		for _, h := range c.Layout.Heads {
+			n, err := Count(ctx, "http://"+h.HTTPAddr, "", "index="+s.Index)
+			if err != nil {
+				return err
+			}
+			if n != int64(s.Events) {
+				return fmt.Errorf("search head %s counts %d sample events, want %d", h.ID, n, s.Events)
+			}
+		}
+		return nil
+	})
+}

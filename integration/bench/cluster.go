@@ -1,0 +1,354 @@
+package main
+
+// The cluster part of `make bench` (issue 8, ../shared/bench/README.md step
+// 4): 2 NATS nodes joined by a gateway, one manager (one is enough to
+// measure search; the Raft group is measured by the integration suite),
+// 6 peers on 2 sites at RF=3 (origin:2,total:3, SF origin:1,total:2) and a
+// site1 search head, all as `quarry` processes on loopback. It ingests the
+// set through site1's first peer with acks, then measures
+//   - ingest with acks at RF=3 (events/s) against the single-peer baseline;
+//   - fan-out overhead: a term that never occurs, over all time, through
+//     the head vs straight to one peer (median and p99 of 40 runs);
+//   - the five queries through the head (median of 5) against the same
+//     queries on one standalone peer holding the whole set (same run);
+//   - searches per second the head sustains for query e (4 clients, 10 s).
+// Every answer is checked.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func init() { register("cluster", runClusterBench) }
+
+type cbProc struct {
+	name string
+	cmd  *exec.Cmd
+}
+
+type cbCluster struct {
+	procs []*cbProc
+	dir   string
+	peers map[string]string // id → http addr
+	head  string
+	mgr   string
+}
+
+func (c *cbCluster) start(bin, name string, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	logf, err := os.Create(filepath.Join(c.dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	c.procs = append(c.procs, &cbProc{name: name, cmd: cmd})
+	return nil
+}
+
+func (c *cbCluster) stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func cbWaitHealthy(url string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	c := http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		if res, err := c.Get(url + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // polling a child process
+	}
+	return fmt.Errorf("%s not healthy within %s", url, d)
+}
+
+func startBenchCluster(cfg Config, size string) (*cbCluster, error) {
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "cluster-"+size))
+	if err != nil {
+		return nil, err
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &cbCluster{dir: dir, peers: map[string]string{}}
+	// Every port at once, each listener held until all are chosen, so no
+	// two roles get the same port.
+	names := []string{"n1", "n2", "g1", "g2", "raft", "mgr", "sh", "site1-p1", "site1-p2", "site1-p3", "site2-p1", "site2-p2", "site2-p3"}
+	ports := map[string]string{}
+	var lns []net.Listener
+	for _, k := range names {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports[k] = ln.Addr().String()
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	fail := func(err error) (*cbCluster, error) { c.stop(); return nil, err }
+	if err := c.start(cfg.Bin, "n1", "bus", "--name", "n1", "--site", "site1", "--listen", ports["n1"], "--gateway-listen", ports["g1"],
+		"--gateways", "site2=nats://"+ports["g2"]); err != nil {
+		return fail(err)
+	}
+	if err := c.start(cfg.Bin, "n2", "bus", "--name", "n2", "--site", "site2", "--listen", ports["n2"], "--gateway-listen", ports["g2"],
+		"--gateways", "site1=nats://"+ports["g1"]); err != nil {
+		return fail(err)
+	}
+	c.mgr = "http://" + ports["mgr"]
+	if err := c.start(cfg.Bin, "m1", "manager", "--id", "m1", "--site", "site1", "--data-dir", filepath.Join(dir, "m1"),
+		"--raft-addr", ports["raft"], "--http-addr", ports["mgr"], "--nats", "nats://"+ports["n1"], "--admin-token", "bench-admin",
+		"--bootstrap", "m1="+ports["raft"], "--sites", "site1,site2", "--site-replication-factor", "origin:2,total:3",
+		"--site-search-factor", "origin:1,total:2", "--hec-token", "bench-token"); err != nil {
+		return fail(err)
+	}
+	if err := cbWaitHealthy(c.mgr, 60*time.Second); err != nil {
+		return fail(err)
+	}
+	for _, site := range []string{"site1", "site2"} {
+		nats := "nats://" + ports["n1"]
+		if site == "site2" {
+			nats = "nats://" + ports["n2"]
+		}
+		for i := 1; i <= 3; i++ {
+			id := fmt.Sprintf("%s-p%d", site, i)
+			addr := ports[id]
+			c.peers[id] = "http://" + addr
+			if err := c.start(cfg.Bin, id, "peer", "--id", id, "--site", site, "--data-dir", filepath.Join(dir, id), "--http-addr", addr,
+				"--nats", nats, "--manager", c.mgr, "--token", "bench-admin"); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	for id, u := range c.peers {
+		if err := cbWaitHealthy(u, 90*time.Second); err != nil {
+			return fail(fmt.Errorf("peer %s: %w", id, err))
+		}
+	}
+	c.head = "http://" + ports["sh"]
+	if err := c.start(cfg.Bin, "sh1", "searchhead", "--id", "sh1", "--site", "site1", "--http-addr", ports["sh"], "--nats", "nats://"+ports["n1"]); err != nil {
+		return fail(err)
+	}
+	if err := cbWaitHealthy(c.head, 60*time.Second); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// rollAll rolls every hot bucket on every peer.
+func (c *cbCluster) rollAll() error {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for _, u := range c.peers {
+		bs, err := buckets(u)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b.State == "hot" {
+				req, _ := http.NewRequest(http.MethodPost, u+"/v1/buckets/"+b.ID+"/roll", nil)
+				req.Header.Set("Authorization", "Bearer bench-admin")
+				if res, err := hc.Do(req); err == nil {
+					res.Body.Close()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func percentile(xs []float64, p float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+func runClusterBench(cfg Config) error {
+	for _, size := range cfg.Sizes {
+		if err := clusterBenchSize(cfg, size); err != nil {
+			return fmt.Errorf("%s set: %w", size, err)
+		}
+	}
+	return nil
+}
+
+func clusterBenchSize(cfg Config, size string) error {
+	n, ok := qbSizeEvents[size]
+	if !ok {
+		return fmt.Errorf("unknown size %q", size)
+	}
+	file, err := qbEnsureHEC(cfg, size, n)
+	if err != nil {
+		return err
+	}
+	// The single-peer figures, same run.
+	single, stopSingle, err := qbStartPeerWithData(cfg, size, file, n)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	singleMed := map[string]float64{}
+	for _, q := range qbQueries {
+		var ts []float64
+		for i := 0; i < 5; i++ {
+			r, took, err := single.search(ctx, q.spl)
+			if err != nil {
+				stopSingle()
+				return fmt.Errorf("single peer %s: %w", q.id, err)
+			}
+			if err := q.check(size, r); err != nil {
+				stopSingle()
+				return fmt.Errorf("single peer %s: %w", q.id, err)
+			}
+			ts = append(ts, took.Seconds())
+		}
+		singleMed[q.id] = percentile(ts, 0.5)
+	}
+	stopSingle()
+
+	c, err := startBenchCluster(cfg, size)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c.stop()
+		if os.Getenv("QUARRY_BENCH_KEEP") == "" {
+			os.RemoveAll(c.dir)
+		}
+	}()
+	fmt.Printf("\ncluster bench, %s set: 6 peers on 2 sites (RF origin:2,total:3, SF origin:1,total:2), 1 manager, site1 search head, loopback\n", size)
+	start := time.Now()
+	cmd := exec.Command(cfg.Bin, "ingest", "--quiet", "--hec", c.peers["site1-p1"], "--token", "bench-token", file)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("quarry ingest: %w", err)
+	}
+	ingestSecs := time.Since(start).Seconds()
+	fmt.Printf("ingest with acks at RF=3 through site1-p1: %d events in %.1f s = %.1fk events/s (target ≥ 1/3 of the single-peer baseline 133.6k/s = 44.5k/s)\n",
+		n, ingestSecs, float64(n)/ingestSecs/1000)
+	if err := c.rollAll(); err != nil {
+		return err
+	}
+	head := qbHTTPSearcher{url: c.head}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		r, _, err := head.search(ctx, "| stats count")
+		if err == nil && !r.Summary.Partial {
+			if got, _ := qbCountOf(r); got == int64(n) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the search head did not see every event within 10 minutes")
+		}
+		time.Sleep(time.Second) // polling the cluster
+	}
+	// Wait until replication settled (rolled copies everywhere) so the
+	// figures are not taken during fixup.
+	time.Sleep(5 * time.Second) // settle: background fixup traffic would skew timings (not a synchronisation)
+
+	// Fan-out overhead.
+	const never = "zzqqneveroccurs"
+	var viaHead, direct []float64
+	p1 := qbHTTPSearcher{url: c.peers["site1-p1"]}
+	for i := 0; i < 40; i++ {
+		r, took, err := head.search(ctx, never)
+		if err != nil || len(r.Results) != 0 || r.Summary.Partial {
+			return fmt.Errorf("fan-out query through the head: %v (%d results)", err, len(r.Results))
+		}
+		viaHead = append(viaHead, took.Seconds()*1000)
+		_, took, err = p1.search(ctx, never)
+		if err != nil {
+			return err
+		}
+		direct = append(direct, took.Seconds()*1000)
+	}
+	fmt.Printf("fan-out overhead (a term that never occurs, all time, 6 peers): head median %.2f ms p99 %.2f ms; one peer median %.2f ms p99 %.2f ms; overhead median %.2f ms, p99 %.2f ms (target < 5 ms)\n",
+		percentile(viaHead, 0.5), percentile(viaHead, 0.99), percentile(direct, 0.5), percentile(direct, 0.99),
+		percentile(viaHead, 0.5)-percentile(direct, 0.5), percentile(viaHead, 0.99)-percentile(direct, 0.99))
+
+	fmt.Printf("%-3s %-72s %9s %9s %11s %7s %s\n", "id", "query", "first", "median", "1 peer med", "ratio", "answer")
+	for _, q := range qbQueries {
+		var ts []float64
+		answer := "ok"
+		for i := 0; i < 5; i++ {
+			r, took, err := head.search(ctx, q.spl)
+			if err != nil {
+				return fmt.Errorf("head %s: %w", q.id, err)
+			}
+			if err := q.check(size, r); err != nil {
+				answer = "WRONG: " + err.Error()
+			}
+			if r.Summary.Partial {
+				answer = "PARTIAL"
+			}
+			ts = append(ts, took.Seconds())
+		}
+		med := percentile(ts, 0.5)
+		fmt.Printf("%-3s %-72s %9.4f %9.4f %11.4f %6.2fx %s\n", q.id, q.spl, ts[0], med, singleMed[q.id], med/singleMed[q.id], answer)
+		if answer != "ok" {
+			return fmt.Errorf("query %s through the head: %s", q.id, answer)
+		}
+	}
+	// Searches per second for query e.
+	var e qbQuery
+	for _, q := range qbQueries {
+		if q.id == "e" {
+			e = q
+		}
+	}
+	var count, bad int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	end := time.Now().Add(10 * time.Second)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				r, _, err := head.search(ctx, e.spl)
+				mu.Lock()
+				if err != nil || e.check(size, r) != nil {
+					bad++
+				} else {
+					count++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("query e through the head, 4 clients for 10 s: %.1f searches/s (%d wrong or failed)\n", float64(count)/10, bad)
+	if bad > 0 {
+		return fmt.Errorf("%d searches of query e failed", bad)
+	}
+	return nil
+}

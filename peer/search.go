@@ -1,0 +1,579 @@
+package peer
+
+// The peer's half of distributed search (SPEC §5, api/search.go): it serves
+// <prefix>.search.<site> (the default plan: answer for its primaries of the
+// request's generation and table) and <prefix>.search.<site>.<peer>
+// (explicit bucket lists), streaming per-bucket partial results to the
+// search head under the head's credits.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/query"
+)
+
+// searchBatchRows is the most events one batch message carries; a bucket
+// with more matching events is sent as several batches before its marker.
+const searchBatchRows = 2000
+
+// maxPeerSearches bounds the searches a peer runs at once; more wait for a
+// slot (their heads see beats only once they start, and retry elsewhere
+// after search_peer_timeout).
+const maxPeerSearches = 16
+
+// SearchStats are the peer's distributed-search counters.
+type SearchStats struct {
+	Requests  atomic.Int64 // requests this peer answered (opened a stream for)
+	Buckets   atomic.Int64 // buckets searched (markers sent as searched)
+	Skipped   atomic.Int64 // buckets skipped by time range
+	Scanned   atomic.Int64 // events decoded
+	Cancelled atomic.Int64 // searches stopped because the head went away or timed out
+	Refused   atomic.Int64 // requests refused (unresolvable generation, bad query)
+	Running   atomic.Int64 // searches running now
+}
+
+// searchService is a cluster peer's search endpoint.
+type searchService struct {
+	p    *Peer
+	nc   *nats.Conn
+	mc   *api.ManagerClient
+	subs []*nats.Subscription
+	gens *genCache
+	sem  chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	// runMu orders wg.Add against close: a request the subscription
+	// delivers after close began is dropped, never added to a WaitGroup
+	// that is being waited on.
+	runMu   sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// startSearch subscribes the search subjects of this peer's site (and of
+// the default site, as replication does, for single-site clusters).
+func (p *Peer) startSearch(nc *nats.Conn, subj bus.Subjects) (*searchService, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &searchService{p: p, nc: nc, mc: api.NewManagerClient(nc, subj), sem: make(chan struct{}, maxPeerSearches),
+		ctx: ctx, cancel: cancel}
+	s.gens = newGenCache(p.cfg.ID, s.mc)
+	sites := []string{p.site()}
+	if p.site() != fsm.DefaultSite {
+		sites = append(sites, fsm.DefaultSite)
+	}
+	for _, site := range sites {
+		all, err := subj.Search(site)
+		if err != nil {
+			s.close(0)
+			return nil, err
+		}
+		one, err := subj.SearchPeer(site, p.cfg.ID)
+		if err != nil {
+			s.close(0)
+			return nil, err
+		}
+		for _, sb := range []string{all, one} {
+			sub, err := nc.Subscribe(sb, s.onRequest)
+			if err != nil {
+				s.close(0)
+				return nil, fmt.Errorf("peer: subscribe %s: %w", sb, err)
+			}
+			_ = sub.SetPendingLimits(-1, 64<<20)
+			s.subs = append(s.subs, sub)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		s.close(0)
+		return nil, err
+	}
+	return s, nil
+}
+
+// cancelled counts a search stopped because its head went away or timed
+// out (quarry_peer_searches_cancelled_total, shared with the HTTP API).
+func (s *searchService) cancelled() {
+	s.p.searchStats.Cancelled.Add(1)
+	if s.p.searchCancelled != nil {
+		s.p.searchCancelled.Inc()
+	}
+}
+
+// searchDrain bounds how long a peer that is stopping gracefully (SIGTERM,
+// a rolling restart) lets the searches it already accepted finish before
+// it cancels them. A search that finishes here is one the search head does
+// not have to re-dispatch after search_peer_timeout of silence.
+const searchDrain = 5 * time.Second
+
+// close unsubscribes, then waits up to drain for the searches already
+// running (0: cancels them at once, as a crash would) and cancels what is
+// left.
+func (s *searchService) close(drain time.Duration) {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
+	s.runMu.Lock()
+	s.closing = true
+	s.runMu.Unlock()
+	s.p.drainingOnce.Do(func() { close(s.p.draining) })
+	finished := make(chan struct{})
+	go func() { s.wg.Wait(); close(finished) }()
+	if drain > 0 {
+		t := time.NewTimer(drain)
+		select {
+		case <-finished:
+		case <-t.C:
+			s.p.log.Warn("stopping: cancelling searches still running after the drain", "drain", drain, "running", s.p.searchStats.Running.Load())
+		}
+		t.Stop()
+	}
+	s.cancel()
+	<-finished
+}
+
+func (s *searchService) onRequest(m *nats.Msg) {
+	var req api.SearchRequest
+	if err := bus.Decode(m, &req); err != nil {
+		s.p.log.Warn("search request: undecodable", "subject", m.Subject, "err", err)
+		return
+	}
+	inv, ok := req.Invites[s.p.cfg.ID]
+	if !ok {
+		return // not addressed to this peer
+	}
+	s.runMu.Lock()
+	if s.closing {
+		s.runMu.Unlock()
+		return // arrived after close began: the head re-dispatches it
+	}
+	s.wg.Add(1)
+	s.runMu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.run(&req, inv)
+	}()
+}
+
+// run answers one request. Every path that opened the stream ends it.
+func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
+	st := &s.p.searchStats
+	start := time.Now()
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > 10*time.Minute {
+		timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	queue := int(st.Running.Load())
+	// refuse sends one error message on a fresh stream.
+	refuse := func(code string, err error) {
+		st.Refused.Add(1)
+		snd, serr := bus.NewSender(ctx, s.nc, inv)
+		if serr != nil {
+			return
+		}
+		b, _ := json.Marshal(api.SearchMsg{Kind: api.SearchError, Peer: s.p.cfg.ID, Code: code, Error: err.Error()})
+		if serr := snd.Send(ctx, b); serr != nil {
+			snd.Abort(serr)
+			return
+		}
+		_ = snd.Close(ctx)
+	}
+	if err := req.Validate(); err != nil {
+		refuse(api.SearchCodeBadRequest, err)
+		return
+	}
+	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest,
+		Now: time.Unix(0, req.NowNS), Server: s.p.cfg.ID})
+	if err != nil {
+		refuse(api.SearchCodeBadRequest, err)
+		return
+	}
+	allowed := func(index string) bool { return len(req.Indexes) == 0 || slices.Contains(req.Indexes, index) }
+
+	type item struct {
+		bucket string
+		seg    query.Segment
+		err    string
+	}
+	var items []item
+	var version uint64
+	if req.Buckets != nil {
+		for _, b := range req.Buckets {
+			seg := s.p.store.Segment(b)
+			switch {
+			case seg == nil:
+				items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
+			case !allowed(seg.Index()):
+				items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
+			default:
+				items = append(items, item{bucket: b, seg: seg})
+			}
+		}
+	} else {
+		mine, ver, err := s.gens.primaries(ctx, req.TableSite, req.Generation, req.TableVersion)
+		if err != nil {
+			code := api.SearchCodeInternal
+			if bus.IsRemote(err, api.CodeGeneration) {
+				code = api.SearchCodeGeneration
+			}
+			refuse(code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err))
+			return
+		}
+		version = ver
+		for _, b := range mine {
+			seg := s.p.store.Segment(b)
+			if seg == nil {
+				items = append(items, item{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
+				continue
+			}
+			if !allowed(seg.Index()) || !plan.TargetsIndex(seg.Index()) {
+				continue
+			}
+			items = append(items, item{bucket: b, seg: seg})
+		}
+		if len(items) == 0 {
+			return // nothing here for this search: stay silent
+		}
+	}
+	st.Running.Add(1)
+	defer st.Running.Add(-1)
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return
+	}
+	snd, err := bus.NewSender(ctx, s.nc, inv)
+	if err != nil {
+		s.cancelled()
+		return
+	}
+	st.Requests.Add(1)
+	var sendMu sync.Mutex
+	var sendErr error
+	send := func(m api.SearchMsg) error {
+		m.Peer = s.p.cfg.ID
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr != nil {
+			return sendErr
+		}
+		if err := snd.Send(ctx, b); err != nil {
+			sendErr = err
+			cancel() // the head is gone: stop scanning
+			return err
+		}
+		return nil
+	}
+	var done atomic.Int64
+	beatStop := make(chan struct{})
+	var beatWG sync.WaitGroup
+	beatWG.Add(1)
+	go func() {
+		defer beatWG.Done()
+		every := time.Second
+		if b := time.Duration(req.BeatMs) * time.Millisecond; b > 0 && b < every {
+			every = max(b, 10*time.Millisecond)
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-beatStop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = send(api.SearchMsg{Kind: api.SearchBeat, Done: int(done.Load())})
+			}
+		}
+	}()
+	// An aggregating search combines the partials of the buckets each
+	// worker searched into one batch per worker, sent when the worker is
+	// done (api.SearchMsg.Buckets): combining and encoding stay parallel.
+	work := make(chan item)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(items)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var comb *combiner
+			if plan.Aggregating() {
+				comb = &combiner{}
+			}
+			for it := range work {
+				s.searchBucket(ctx, plan, it.bucket, it.seg, it.err, send, comb)
+				done.Add(1)
+			}
+			if comb != nil && ctx.Err() == nil {
+				s.sendCombined(plan, comb, send)
+			}
+		}()
+	}
+feed:
+	for _, it := range items {
+		select {
+		case work <- it:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(beatStop)
+	beatWG.Wait()
+	if ctx.Err() != nil || sendErr != nil {
+		s.cancelled()
+		snd.Abort(errors.New("search cancelled"))
+		return
+	}
+	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Done: int(done.Load()),
+		ServiceMs: float64(time.Since(start).Microseconds()) / 1000, Queue: queue}); err != nil {
+		s.cancelled()
+		snd.Abort(err)
+		return
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if err := snd.Close(cctx); err != nil {
+		// The head went away before confirming the end.
+		s.cancelled()
+	}
+}
+
+// searchBucket runs the peer half over one bucket and sends its batches
+// and marker.
+func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, problem string,
+	send func(api.SearchMsg) error, comb *combiner) {
+	st := &s.p.searchStats
+	if problem != "" {
+		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
+		return
+	}
+	part, err := plan.RunSegment(ctx, seg)
+	if err != nil {
+		if ctx.Err() == nil {
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error()})
+		}
+		return
+	}
+	st.Scanned.Add(part.Scanned)
+	if comb != nil {
+		comb.add(bucket, part)
+		return
+	}
+	for _, b := range splitPartial(part) {
+		enc, err := b.Encode()
+		if err != nil {
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: fmt.Sprintf("encode: %v", err)})
+			return
+		}
+		if send(api.SearchMsg{Kind: api.SearchBatch, Bucket: bucket, Partial: enc}) != nil {
+			return
+		}
+	}
+	outcome := api.MarkerSearched
+	if part.Skipped {
+		outcome = api.MarkerSkipped
+		st.Skipped.Add(1)
+	} else {
+		st.Buckets.Add(1)
+	}
+	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned})
+}
+
+// combiner collects an aggregating search's per-bucket partials.
+type combiner struct {
+	mu      sync.Mutex
+	buckets []string
+	parts   []*query.Partial
+}
+
+func (c *combiner) add(bucket string, p *query.Partial) {
+	c.mu.Lock()
+	c.buckets = append(c.buckets, bucket)
+	c.parts = append(c.parts, p)
+	c.mu.Unlock()
+}
+
+// sendCombined sends one batch combining the searched buckets' aggregates,
+// then every collected bucket's marker.
+func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(api.SearchMsg) error) {
+	st := &s.p.searchStats
+	var searched []string
+	var keep []*query.Partial
+	for i, p := range c.parts {
+		if !p.Skipped {
+			searched = append(searched, c.buckets[i])
+			keep = append(keep, p)
+		}
+	}
+	if len(searched) > 0 {
+		enc, err := plan.Combine(keep).Encode()
+		if err != nil {
+			for _, b := range searched {
+				_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Error: fmt.Sprintf("encode: %v", err)})
+			}
+			searched = nil
+		} else if send(api.SearchMsg{Kind: api.SearchBatch, Buckets: searched, Partial: enc}) != nil {
+			return
+		}
+	}
+	for i, p := range c.parts {
+		b := c.buckets[i]
+		if p.Skipped {
+			st.Skipped.Add(1)
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped})
+			continue
+		}
+		if !slices.Contains(searched, b) {
+			continue
+		}
+		st.Buckets.Add(1)
+		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned})
+	}
+}
+
+// splitPartial cuts an events partial into batches of searchBatchRows.
+func splitPartial(p *query.Partial) []*query.Partial {
+	if len(p.Events) <= searchBatchRows {
+		return []*query.Partial{p}
+	}
+	var out []*query.Partial
+	for i := 0; i < len(p.Events); i += searchBatchRows {
+		q := *p
+		q.Events = p.Events[i:min(i+searchBatchRows, len(p.Events))]
+		if i > 0 {
+			q.Scanned = 0
+		}
+		out = append(out, &q)
+	}
+	return out
+}
+
+// genCache resolves "the buckets this peer is primary for in (table site,
+// generation)" from generation tables fetched from the managers on a miss
+// and kept by (site, generation), with the table version they reflect.
+type genCache struct {
+	me string
+	mc *api.ManagerClient
+
+	mu      sync.Mutex
+	entries map[genKey]*genEntry
+}
+
+type genKey struct {
+	site string
+	gen  uint64
+}
+
+type genEntry struct {
+	mu      sync.Mutex // one fetch at a time per key
+	version uint64
+	mine    map[string]bool
+	loaded  bool
+}
+
+// genCacheSize is how many (site, generation) tables a peer keeps.
+const genCacheSize = 8
+
+func newGenCache(me string, mc *api.ManagerClient) *genCache {
+	return &genCache{me: me, mc: mc, entries: map[genKey]*genEntry{}}
+}
+
+// primaries returns the buckets this peer is primary for, sorted, and the
+// table version they reflect (at least version).
+func (c *genCache) primaries(ctx context.Context, site string, gen, version uint64) ([]string, uint64, error) {
+	k := genKey{site, gen}
+	c.mu.Lock()
+	e := c.entries[k]
+	if e == nil {
+		e = &genEntry{}
+		c.entries[k] = e
+		if len(c.entries) > genCacheSize {
+			var oldest *genKey
+			for kk := range c.entries {
+				if kk != k && (oldest == nil || kk.gen < oldest.gen) {
+					kk := kk
+					oldest = &kk
+				}
+			}
+			delete(c.entries, *oldest)
+		}
+	}
+	c.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.loaded || e.version < version {
+		if err := c.refresh(ctx, site, gen, e); err != nil {
+			return nil, 0, err
+		}
+	}
+	out := make([]string, 0, len(e.mine))
+	for b := range e.mine {
+		out = append(out, b)
+	}
+	slices.Sort(out)
+	return out, e.version, nil
+}
+
+func (c *genCache) refresh(ctx context.Context, site string, gen uint64, e *genEntry) error {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if e.loaded {
+		// Changes since what we hold, if the table is still at gen.
+		v, err := c.mc.FetchGeneration(fctx, site, e.version, 0)
+		if err != nil {
+			return err
+		}
+		if v.Generation == gen {
+			c.apply(e, v)
+			return nil
+		}
+	}
+	v, err := c.mc.FetchGeneration(fctx, site, 0, gen)
+	if err != nil {
+		return err
+	}
+	if v.Generation != gen {
+		return bus.Errorf(api.CodeGeneration, "generation %d: the managers answered generation %d", gen, v.Generation)
+	}
+	e.mine, e.loaded = map[string]bool{}, true
+	c.apply(e, v)
+	return nil
+}
+
+func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
+	if v.Full {
+		e.mine = map[string]bool{}
+	}
+	for b, p := range v.Primaries {
+		if p == c.me {
+			e.mine[b] = true
+		} else {
+			delete(e.mine, b)
+		}
+	}
+	for _, b := range v.Removed {
+		delete(e.mine, b)
+	}
+	e.version = max(e.version, v.Version)
+}

@@ -1,0 +1,691 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/quarry-dev/quarry/query"
+)
+
+// Column file (columns.qc), format version 1: the values of every indexed
+// field per event, so that aggregations over field values read a few
+// compact arrays instead of decoding _raw. Written with the index when a
+// bucket rolls or a copy becomes searchable, atomically (temp file, fsync,
+// rename, directory fsync); never modified; rebuilt byte-identically from
+// the journal (it depends only on the events, in order).
+//
+//	header   "QCOL", version byte 1, 3 reserved bytes
+//	blobs    zstd frames, each named by the directory with its CRC-32C
+//	directory (plain bytes):
+//	  uvarint events per column block (colBlockEvents when written)
+//	  uvarint column count; per column, in ascending name order:
+//	    uvarint len + name, kind byte (1 dictionary, 2 dictionary with
+//	    multivalue events, 3 integers, 4 integers with missing events)
+//	    dictionary kinds: uvarint values, uvarint off, len, crc of the
+//	      dictionary blob (values in ascending byte order, front-coded:
+//	      uvarint shared prefix, uvarint suffix length, suffix)
+//	    uvarint blocks; per block: uvarint off, len, crc of its blob;
+//	    integer kinds also varint min, max and uvarint present count
+//	footer   uint64 directory offset, uint64 directory length, uint32
+//	         events, uint32 CRC-32C of every byte before it, "QCOLEND1"
+//
+// Block blobs, per event of the block: kind 1 a uvarint 0 (missing) or
+// 1 + the value's dictionary rank; kind 2 a uvarint count then count
+// ranks; kinds 3/4 (4: a presence bitmap, one bit per event, first)
+// zigzag varints of the present values, each relative to the previous one
+// (the first to 0). host, source and sourcetype hold the event's metadata;
+// an indexed field named like a default field (_raw, host, …) has no
+// column (rows never show it). _time is the index file's times section.
+const (
+	colVersion     = 1
+	colBlockEvents = 8192
+	colFooterLen   = 8 + 8 + 4 + 4 + 8
+)
+
+const (
+	colDict      = 1
+	colDictMulti = 2
+	colInt       = 3
+	colIntSparse = 4
+)
+
+var (
+	colMagic       = [5]byte{'Q', 'C', 'O', 'L', colVersion}
+	colFooterMagic = [8]byte{'Q', 'C', 'O', 'L', 'E', 'N', 'D', '1'}
+)
+
+// ---- hot side ----
+
+// colAdd records that event ord holds the value id of the field's table.
+func (f *fieldTable) colAdd(id, ord uint32) {
+	if f.colLast == ord+1 {
+		if f.colMulti == nil {
+			f.colMulti = map[uint32][]uint32{}
+		}
+		f.colMulti[ord] = append(f.colMulti[ord], id+1)
+		return
+	}
+	if n := uint32(len(f.col)); n < ord {
+		f.col = append(f.col, make([]uint32, ord-n)...)
+	}
+	f.col = append(f.col, id+1)
+	f.colLast = ord + 1
+}
+
+// defaultFieldName reports the names rows take from the event itself; an
+// indexed field with such a name never reaches a row, so it has no column.
+func defaultFieldName(name []byte) bool {
+	switch string(name) {
+	case "_time", "_raw", "host", "source", "sourcetype", "index", "splunk_server", "_bkt", "_cd":
+		return true
+	}
+	return false
+}
+
+// hotColumn is a snapshot of a hot field's column for the first n events.
+func (h *hotSegment) Column(field string) (*query.Column, error) {
+	h.h.mu.RLock()
+	ft := h.h.fields[field]
+	if ft == nil || len(ft.col) == 0 {
+		h.h.mu.RUnlock()
+		return nil, nil
+	}
+	col := ft.col
+	t := ft.termTable
+	arena, off, count := t.arena, t.off, t.n
+	var multi map[uint32][]uint32
+	for o, m := range ft.colMulti {
+		if o < h.n {
+			if multi == nil {
+				multi = map[uint32][]uint32{}
+			}
+			multi[o] = append([]uint32(nil), m...)
+		}
+	}
+	h.h.mu.RUnlock()
+	// Below n the column and the table's keys never change: appends go
+	// past them (a reallocation leaves the old array as it was).
+	ids := make([]uint32, h.n)
+	copy(ids, col[:min(uint32(len(col)), h.n)])
+	dict := make([]string, count)
+	for i := range dict {
+		dict[i] = string(arena[off[i]:off[i+1]])
+	}
+	return &query.Column{Dict: dict, IDs: ids, Multi: multi}, nil
+}
+
+// ---- writing ----
+
+// buildColumns serialises the columns of a frozen hot index of n events.
+func buildColumns(h *hotIndex) []byte {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := h.n
+	out := append([]byte(nil), colMagic[:]...)
+	out = append(out, 0, 0, 0)
+	var dir []byte
+	dir = binary.AppendUvarint(dir, colBlockEvents)
+	var names []string
+	for _, name := range h.fieldNamesLocked() {
+		if len(h.fields[name].col) > 0 {
+			names = append(names, name)
+		}
+	}
+	dir = binary.AppendUvarint(dir, uint64(len(names)))
+	var raw []byte
+	blob := func(b []byte) {
+		o := len(out)
+		out = encoder().EncodeAll(b, out)
+		c := out[o:]
+		dir = binary.AppendUvarint(dir, uint64(o))
+		dir = binary.AppendUvarint(dir, uint64(len(c)))
+		dir = binary.AppendUvarint(dir, uint64(crc32.Checksum(c, castagnoli)))
+	}
+	for _, name := range names {
+		ft := h.fields[name]
+		col := ft.col[:min(uint32(len(ft.col)), n)]
+		at := func(o uint32) uint32 { // table id + 1, 0 when missing
+			if o < uint32(len(col)) {
+				return col[o]
+			}
+			return 0
+		}
+		// the values this column uses, ranked in byte order
+		used := make([]bool, ft.len())
+		missing := false
+		for o := uint32(0); o < n; o++ {
+			if id := at(o); id > 0 {
+				used[id-1] = true
+			} else {
+				missing = true
+			}
+		}
+		multi := false
+		for o, m := range ft.colMulti {
+			if o < n {
+				multi = true
+				for _, id := range m {
+					used[id-1] = true
+				}
+			}
+		}
+		var keys []uint32
+		for _, e := range ft.sorted() {
+			if used[e.id] {
+				keys = append(keys, e.id)
+			}
+		}
+		rank := make([]uint32, ft.len())
+		ints := !multi
+		nums := make([]int64, 0, len(keys))
+		for r, id := range keys {
+			rank[id] = uint32(r)
+			if ints {
+				v, ok := query.CanonicalInt(string(ft.key(id)))
+				ints = ok
+				nums = append(nums, v)
+			}
+		}
+		dir = binary.AppendUvarint(dir, uint64(len(name)))
+		dir = append(dir, name...)
+		kind := byte(colDict)
+		switch {
+		case ints && missing:
+			kind = colIntSparse
+		case ints:
+			kind = colInt
+		case multi:
+			kind = colDictMulti
+		}
+		dir = append(dir, kind)
+		if !ints {
+			raw = raw[:0]
+			var prev []byte
+			for _, id := range keys {
+				k := ft.key(id)
+				p := 0
+				for p < len(k) && p < len(prev) && k[p] == prev[p] {
+					p++
+				}
+				raw = binary.AppendUvarint(raw, uint64(p))
+				raw = binary.AppendUvarint(raw, uint64(len(k)-p))
+				raw = append(raw, k[p:]...)
+				prev = k
+			}
+			dir = binary.AppendUvarint(dir, uint64(len(keys)))
+			blob(raw)
+		}
+		nb := (n + colBlockEvents - 1) / colBlockEvents
+		dir = binary.AppendUvarint(dir, uint64(nb))
+		for b := uint32(0); b < nb; b++ {
+			lo, hi := b*colBlockEvents, min((b+1)*colBlockEvents, n)
+			raw = raw[:0]
+			var mn, mx int64
+			present := uint64(0)
+			if kind == colIntSparse {
+				bm := make([]byte, (hi-lo+7)/8)
+				for o := lo; o < hi; o++ {
+					if at(o) > 0 {
+						bm[(o-lo)/8] |= 1 << ((o - lo) % 8)
+					}
+				}
+				raw = append(raw, bm...)
+			}
+			prev := int64(0)
+			for o := lo; o < hi; o++ {
+				id := at(o)
+				switch kind {
+				case colDict:
+					if id == 0 {
+						raw = append(raw, 0)
+					} else {
+						raw = binary.AppendUvarint(raw, uint64(rank[id-1])+1)
+					}
+				case colDictMulti:
+					if id == 0 {
+						raw = append(raw, 0)
+						continue
+					}
+					more := ft.colMulti[o]
+					raw = binary.AppendUvarint(raw, uint64(1+len(more)))
+					raw = binary.AppendUvarint(raw, uint64(rank[id-1]))
+					for _, m := range more {
+						raw = binary.AppendUvarint(raw, uint64(rank[m-1]))
+					}
+				default:
+					if id == 0 {
+						continue
+					}
+					v := nums[rank[id-1]]
+					if present == 0 || v < mn {
+						mn = v
+					}
+					if present == 0 || v > mx {
+						mx = v
+					}
+					present++
+					raw = binary.AppendVarint(raw, v-prev)
+					prev = v
+				}
+			}
+			blob(raw)
+			if ints {
+				dir = binary.AppendVarint(dir, mn)
+				dir = binary.AppendVarint(dir, mx)
+				dir = binary.AppendUvarint(dir, present)
+			}
+		}
+	}
+	dirOff := len(out)
+	out = append(out, dir...)
+	out = binary.LittleEndian.AppendUint64(out, uint64(dirOff))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(dir)))
+	out = binary.LittleEndian.AppendUint32(out, n)
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+	out = append(out, colFooterMagic[:]...)
+	return out
+}
+
+// ---- reading ----
+
+type colBlob struct {
+	off, n uint64
+	crc    uint32
+}
+
+type colBlock struct {
+	blob    colBlob
+	min     int64
+	max     int64
+	present uint64
+}
+
+type colMeta struct {
+	name   string
+	kind   byte
+	values uint64
+	dict   colBlob
+	blocks []colBlock
+}
+
+// colReader reads a column file through pread; it keeps the directory.
+type colReader struct {
+	f      *os.File
+	size   int64
+	events uint32
+	per    uint32
+	crc    uint32
+	cols   map[string]*colMeta
+
+	closed bool // guarded by colCache.mu
+}
+
+func openColumns(path string) (*colReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r, err := readColumns(f, st.Size())
+	if err == nil {
+		// The whole file is checked once at open (a bucket's columns are
+		// about a megabyte): a damaged footer or directory can then not
+		// make a reader allocate what it says.
+		err = r.verify()
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("columns %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
+	if size < int64(8+colFooterLen) {
+		return nil, fmt.Errorf("%w: column file of %d bytes", ErrCorrupt, size)
+	}
+	head := make([]byte, 8)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return nil, err
+	}
+	if [5]byte(head[:5]) != colMagic {
+		if [4]byte(head[:4]) == [4]byte(colMagic[:4]) {
+			return nil, fmt.Errorf("%w: column file version %d", ErrUnsupported, head[4])
+		}
+		return nil, fmt.Errorf("%w: bad column file magic %q", ErrCorrupt, head[:5])
+	}
+	foot := make([]byte, colFooterLen)
+	if _, err := f.ReadAt(foot, size-colFooterLen); err != nil {
+		return nil, err
+	}
+	if [8]byte(foot[colFooterLen-8:]) != colFooterMagic {
+		return nil, fmt.Errorf("%w: bad column file footer", ErrCorrupt)
+	}
+	dirOff, dirLen := binary.LittleEndian.Uint64(foot), binary.LittleEndian.Uint64(foot[8:])
+	body := uint64(size - colFooterLen)
+	if dirOff < 8 || dirOff > body || dirLen > body-dirOff {
+		return nil, fmt.Errorf("%w: column directory out of the file", ErrCorrupt)
+	}
+	r := &colReader{size: size, events: binary.LittleEndian.Uint32(foot[16:]), crc: binary.LittleEndian.Uint32(foot[20:]),
+		cols: map[string]*colMeta{}}
+	if fl, ok := f.(*os.File); ok {
+		r.f = fl
+	}
+	dir := make([]byte, dirLen)
+	if _, err := f.ReadAt(dir, int64(dirOff)); err != nil {
+		return nil, err
+	}
+	pr := &payloadReader{b: dir}
+	per := pr.uvarint()
+	if pr.err == nil && (per == 0 || per > 1<<24) {
+		return nil, fmt.Errorf("%w: column block of %d events", ErrCorrupt, per)
+	}
+	r.per = uint32(per)
+	wantBlocks := (uint64(r.events) + per - 1) / max(per, 1)
+	blobOK := func(b colBlob) bool { return b.off >= 8 && b.off <= dirOff && b.n <= dirOff-b.off }
+	readBlob := func() colBlob {
+		return colBlob{off: pr.uvarint(), n: pr.uvarint(), crc: uint32(pr.uvarint())}
+	}
+	ncols := pr.uvarint()
+	prev := ""
+	for i := uint64(0); i < ncols && pr.err == nil; i++ {
+		m := &colMeta{name: string(pr.bytes(pr.uvarint()))}
+		kb := pr.bytes(1)
+		if pr.err != nil {
+			break
+		}
+		m.kind = kb[0]
+		if m.kind < colDict || m.kind > colIntSparse {
+			return nil, fmt.Errorf("%w: column %q of kind %d", ErrCorrupt, m.name, m.kind)
+		}
+		if i > 0 && m.name <= prev {
+			return nil, fmt.Errorf("%w: column names out of order", ErrCorrupt)
+		}
+		prev = m.name
+		if m.kind <= colDictMulti {
+			m.values = pr.uvarint()
+			m.dict = readBlob()
+			if pr.err == nil && !blobOK(m.dict) {
+				return nil, fmt.Errorf("%w: column %q dictionary out of the file", ErrCorrupt, m.name)
+			}
+		}
+		nb := pr.uvarint()
+		if pr.err == nil && nb != wantBlocks {
+			return nil, fmt.Errorf("%w: column %q has %d blocks, want %d", ErrCorrupt, m.name, nb, wantBlocks)
+		}
+		for b := uint64(0); b < nb && pr.err == nil; b++ {
+			bl := colBlock{blob: readBlob()}
+			if m.kind >= colInt {
+				bl.min, bl.max, bl.present = pr.varint(), pr.varint(), pr.uvarint()
+			}
+			if pr.err == nil && !blobOK(bl.blob) {
+				return nil, fmt.Errorf("%w: column %q block %d out of the file", ErrCorrupt, m.name, b)
+			}
+			m.blocks = append(m.blocks, bl)
+		}
+		r.cols[m.name] = m
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	if len(pr.b) != 0 {
+		return nil, fmt.Errorf("%w: %d stray bytes after the column directory", ErrCorrupt, len(pr.b))
+	}
+	return r, nil
+}
+
+func (r *colReader) close() error {
+	if r == nil || r.f == nil {
+		return nil
+	}
+	r.uncache()
+	return r.f.Close()
+}
+
+// verify checks the whole-file checksum.
+func (r *colReader) verify() error {
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, io.NewSectionReader(r.f, 0, r.size-12)); err != nil {
+		return err
+	}
+	if h.Sum32() != r.crc {
+		return fmt.Errorf("%w: column file checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, r.crc, h.Sum32())
+	}
+	return nil
+}
+
+func (r *colReader) blob(ra io.ReaderAt, b colBlob, buf []byte) ([]byte, error) {
+	comp := make([]byte, b.n)
+	if _, err := ra.ReadAt(comp, int64(b.off)); err != nil {
+		return nil, fmt.Errorf("read column blob: %w", err)
+	}
+	if crc32.Checksum(comp, castagnoli) != b.crc {
+		return nil, fmt.Errorf("%w: column blob at %d checksum mismatch", ErrCorrupt, b.off)
+	}
+	out, err := decoder().DecodeAll(comp, buf[:0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: column blob at %d: %v", ErrCorrupt, b.off, err)
+	}
+	return out, nil
+}
+
+// column decodes one column. Decoded columns are cached across searches
+// (a warm column never changes) within a global byte budget, so repeated
+// aggregations over the same fields skip the decompression.
+func (r *colReader) column(field string) (*query.Column, error) {
+	m := r.cols[field]
+	if m == nil {
+		return nil, nil
+	}
+	key := colKey{r, field}
+	colCache.mu.Lock()
+	c := colCache.m[key]
+	colCache.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := r.decode(r.f, m)
+	if err != nil {
+		return nil, fmt.Errorf("column %s: %w", field, err)
+	}
+	size := columnBytes(c)
+	colCache.mu.Lock()
+	if colCache.bytes+size > colCacheBytes {
+		clear(colCache.m)
+		colCache.bytes = 0
+	}
+	if size <= colCacheBytes/4 && !r.closed {
+		colCache.m[key] = c
+		colCache.bytes += size
+	}
+	colCache.mu.Unlock()
+	return c, nil
+}
+
+// colCacheBytes is the budget of decoded warm columns kept in memory.
+const colCacheBytes = 96 << 20
+
+type colKey struct {
+	r     *colReader
+	field string
+}
+
+var colCache = struct {
+	mu    sync.Mutex
+	m     map[colKey]*query.Column
+	bytes int64
+}{m: map[colKey]*query.Column{}}
+
+func columnBytes(c *query.Column) int64 {
+	n := int64(len(c.IDs))*4 + int64(len(c.Ints))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
+	for _, v := range c.Dict {
+		n += int64(len(v)) + 16
+	}
+	return n
+}
+
+// uncache drops a closed reader's columns from the cache.
+func (r *colReader) uncache() {
+	colCache.mu.Lock()
+	defer colCache.mu.Unlock()
+	r.closed = true
+	for k, c := range colCache.m {
+		if k.r == r {
+			colCache.bytes -= columnBytes(c)
+			delete(colCache.m, k)
+		}
+	}
+}
+
+func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
+	n := r.events
+	c := &query.Column{}
+	var raw []byte
+	var err error
+	if m.kind <= colDictMulti {
+		if raw, err = r.blob(ra, m.dict, nil); err != nil {
+			return nil, err
+		}
+		if m.values > uint64(len(raw)) {
+			return nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
+		}
+		c.Dict = make([]string, 0, m.values)
+		pr := &payloadReader{b: raw}
+		var key []byte
+		for i := uint64(0); i < m.values; i++ {
+			p := pr.uvarint()
+			suf := pr.bytes(pr.uvarint())
+			if pr.err != nil || p > uint64(len(key)) {
+				return nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
+			}
+			key = append(key[:p], suf...)
+			if i > 0 && string(key) <= c.Dict[i-1] {
+				return nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+			}
+			c.Dict = append(c.Dict, string(key))
+		}
+		if len(pr.b) != 0 {
+			return nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
+		}
+		c.IDs = make([]uint32, 0, n)
+	} else {
+		c.Ints = make([]int64, 0, n)
+		if m.kind == colIntSparse {
+			c.Has = make([]uint64, (n+63)/64)
+		}
+	}
+	d := uint64(len(c.Dict))
+	for bi, bl := range m.blocks {
+		lo := uint32(bi) * r.per
+		hi := min(lo+r.per, n)
+		if raw, err = r.blob(ra, bl.blob, raw); err != nil {
+			return nil, err
+		}
+		pr := &payloadReader{b: raw}
+		var bm []byte
+		if m.kind == colIntSparse {
+			bm = pr.bytes(uint64(hi-lo+7) / 8)
+		}
+		prev := int64(0)
+		present := uint64(0)
+		for o := lo; o < hi && pr.err == nil; o++ {
+			switch m.kind {
+			case colDict:
+				id := pr.uvarint()
+				if id > d {
+					return nil, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+				}
+				c.IDs = append(c.IDs, uint32(id))
+			case colDictMulti:
+				k := pr.uvarint()
+				if k == 0 {
+					c.IDs = append(c.IDs, 0)
+					continue
+				}
+				if k > uint64(len(pr.b)) {
+					return nil, fmt.Errorf("%w: %d values of one event", ErrCorrupt, k)
+				}
+				for j := uint64(0); j < k; j++ {
+					id := pr.uvarint()
+					if id >= d {
+						return nil, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+					}
+					if j == 0 {
+						c.IDs = append(c.IDs, uint32(id)+1)
+						continue
+					}
+					if c.Multi == nil {
+						c.Multi = map[uint32][]uint32{}
+					}
+					c.Multi[o] = append(c.Multi[o], uint32(id)+1)
+				}
+			default:
+				if bm != nil && bm[(o-lo)/8]>>((o-lo)%8)&1 == 0 {
+					c.Ints = append(c.Ints, 0)
+					continue
+				}
+				if c.Has != nil {
+					c.Has[o>>6] |= 1 << (o & 63)
+				}
+				v := prev + pr.varint()
+				if pr.err == nil && (v < bl.min || v > bl.max) {
+					return nil, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+				}
+				present++
+				c.Ints = append(c.Ints, v)
+				prev = v
+			}
+		}
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		if len(pr.b) != 0 {
+			return nil, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+		}
+		if m.kind >= colInt && present != bl.present {
+			return nil, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, present, bl.present)
+		}
+	}
+	if err := c.Validate(n); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return c, nil
+}
+
+// Column implements query.ColumnSource for a warm copy.
+func (w *warmSegment) Column(field string) (*query.Column, error) {
+	if w.r.cols == nil {
+		return nil, nil
+	}
+	return w.r.cols.column(field)
+}
+
+// columnNames lists the columns of a file (tests, tools).
+func (r *colReader) columnNames() []string {
+	names := make([]string, 0, len(r.cols))
+	for n := range r.cols {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// blockRange returns an integer column block's [min, max] and present
+// count (block pruning for numeric comparisons).
+func (r *colReader) blockRange(field string, block int) (lo, hi int64, present uint64, ok bool) {
+	m := r.cols[field]
+	if m == nil || m.kind < colInt || block >= len(m.blocks) {
+		return 0, 0, 0, false
+	}
+	b := m.blocks[block]
+	return b.min, b.max, b.present, true
+}

@@ -1,0 +1,838 @@
+package query
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// ColumnSource is an optional extra a Segment may implement: the values of
+// its indexed fields per event, read from a column store instead of the
+// raw events. A Segment without it is searched by decoding events, as
+// before; with it, a pipeline that needs only indexed fields (and _time,
+// index, splunk_server, _bkt, _cd) reads columns and never decodes _raw
+// for the events the index proves (see DESIGN.md, "Columns").
+type ColumnSource interface {
+	// Column returns the column of an indexed field for the segment's Len()
+	// events; nil, nil when the segment keeps no column for it. host,
+	// source and sourcetype hold the event's metadata only (an indexed
+	// field that reuses a default field's name never reaches a row).
+	Column(field string) (*Column, error)
+}
+
+// Column is the values of one indexed field for events 0..n-1, in one of
+// two forms:
+//
+//   - dictionary (Ints == nil): Dict holds the distinct values in any order;
+//     IDs[ord] is 0 when the event lacks the field, else 1 + the index in
+//     Dict of its first value; Multi[ord], when present, lists the further
+//     values (1 + index each) of a multivalue event in the order sent.
+//   - integers (Ints != nil): every value is a canonical decimal int64
+//     (strconv.FormatInt gives it back exactly) and no event holds two;
+//     Ints[ord] is the value and Has (a bitset, nil when every event has a
+//     value) says which events hold one.
+//
+// A Column is owned by the caller once returned (a source may share it
+// between searches only if it never changes it).
+type Column struct {
+	Dict  []string
+	IDs   []uint32
+	Multi map[uint32][]uint32
+	Ints  []int64
+	Has   []uint64
+}
+
+// Len is the number of events the column describes.
+func (c *Column) Len() int {
+	if c.Ints != nil {
+		return len(c.Ints)
+	}
+	return len(c.IDs)
+}
+
+// Present reports whether event ord holds a value.
+func (c *Column) Present(ord uint32) bool {
+	if c.Ints != nil {
+		if int(ord) >= len(c.Ints) {
+			return false
+		}
+		return c.Has == nil || c.Has[ord>>6]>>(ord&63)&1 != 0
+	}
+	return int(ord) < len(c.IDs) && c.IDs[ord] != 0
+}
+
+// Value is event ord's value as a row holds it: a string, a []string for a
+// multivalue event, nil when absent.
+func (c *Column) Value(ord uint32) any {
+	if !c.Present(ord) {
+		return nil
+	}
+	if c.Ints != nil {
+		return strconv.FormatInt(c.Ints[ord], 10)
+	}
+	first := c.Dict[c.IDs[ord]-1]
+	more := c.Multi[ord]
+	if len(more) == 0 {
+		return first
+	}
+	out := make([]string, 0, 1+len(more))
+	out = append(out, first)
+	for _, id := range more {
+		out = append(out, c.Dict[id-1])
+	}
+	return out
+}
+
+// Validate checks the column's internal references for n events: a
+// ColumnSource reading files hands only validated columns to the executor.
+func (c *Column) Validate(n uint32) error {
+	if c.Ints != nil {
+		if len(c.Ints) != int(n) {
+			return fmt.Errorf("integer column of %d values for %d events", len(c.Ints), n)
+		}
+		if c.Has != nil && len(c.Has) != int(n+63)/64 {
+			return fmt.Errorf("presence bitset of %d words for %d events", len(c.Has), n)
+		}
+		if len(c.IDs) != 0 || len(c.Multi) != 0 {
+			return fmt.Errorf("integer column with dictionary ids")
+		}
+		return nil
+	}
+	if len(c.IDs) != int(n) {
+		return fmt.Errorf("dictionary column of %d ids for %d events", len(c.IDs), n)
+	}
+	d := uint32(len(c.Dict))
+	for _, id := range c.IDs {
+		if id > d {
+			return fmt.Errorf("dictionary id %d beyond %d values", id, d)
+		}
+	}
+	for ord, more := range c.Multi {
+		if ord >= n || c.IDs[ord] == 0 {
+			return fmt.Errorf("multivalue entry for event %d without a first value", ord)
+		}
+		for _, id := range more {
+			if id == 0 || id > d {
+				return fmt.Errorf("dictionary id %d beyond %d values", id, d)
+			}
+		}
+	}
+	return nil
+}
+
+// ---- what a plan needs from columns ----
+
+// columnFree are the row fields a column row gets without a column.
+func columnFree(name string) bool {
+	switch name {
+	case "_time", "splunk_server", "_bkt", "_cd":
+		return true
+	}
+	return false
+}
+
+func exprFields(e Expr, fn func(string)) {
+	switch x := e.(type) {
+	case fieldExpr:
+		fn(x.name)
+	case unaryExpr:
+		exprFields(x.x, fn)
+	case binExpr:
+		exprFields(x.l, fn)
+		exprFields(x.r, fn)
+	case callExpr:
+		for _, a := range x.args {
+			exprFields(a, fn)
+		}
+	}
+}
+
+// planColumns decides whether the peer half can run from columns (every
+// row field it can observe is an indexed field or a default field other
+// than _raw) and which fields it reads. ok is false for a pipeline that
+// needs _raw, a field only search-time extraction can give, or whole
+// events (no table and no aggregation).
+func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []string) (needs []string, ok bool) {
+	seen := map[string]bool{}
+	assigned := map[string]bool{}
+	ok = true
+	need := func(f string) {
+		if assigned[f] || seen[f] {
+			return
+		}
+		if f == "_raw" || f == "" {
+			ok = false
+		}
+		seen[f] = true
+		needs = append(needs, f)
+	}
+	truncated := false
+	for _, c := range pre {
+		switch x := c.(type) {
+		case WhereCmd:
+			exprFields(x.Expr, need)
+		case EvalCmd:
+			for _, a := range x.Assign {
+				exprFields(a.Expr, need)
+				assigned[a.Field] = true
+			}
+		case TableCmd:
+			if hasWildcard(x.Fields) {
+				return nil, false
+			}
+			for _, f := range x.Fields {
+				need(f)
+			}
+			truncated = true
+		default: // search (matches _raw), rex, fields (keeps _raw)
+			return nil, false
+		}
+		if truncated || !ok {
+			break
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	if !truncated {
+		if aggSpecs == nil {
+			return nil, false
+		}
+		for _, k := range aggKeys {
+			if k != spanKey {
+				need(k)
+			}
+		}
+		for _, s := range aggSpecs {
+			if s.Field != "" {
+				need(s.Field)
+			}
+		}
+		if _, isTC := split.(TimechartCmd); isTC {
+			need("_time")
+		}
+	}
+	return needs, ok
+}
+
+// ---- execution over columns ----
+
+// colSet is the columns a search reads on one segment.
+type colSet struct {
+	names []string
+	cols  []*Column // nil for a column-free field (_time, index, …)
+	check []*Column // columns whose absence sends an event to decoding
+}
+
+// loadColumns reads the columns the plan needs; ok is false when one is
+// missing (the segment does not index that field).
+func (x *segExec) loadColumns(cs ColumnSource) (*colSet, bool, error) {
+	s := &colSet{}
+	for _, f := range x.p.colNeeds {
+		s.names = append(s.names, f)
+		if columnFree(f) {
+			s.cols = append(s.cols, nil)
+			continue
+		}
+		if !x.idx[f] && !isDefaultField(f) {
+			return nil, false, nil
+		}
+		c, err := cs.Column(f)
+		if err != nil {
+			return nil, false, fmt.Errorf("column %s: %w", f, err)
+		}
+		if c == nil && f == "index" {
+			// Without an index column every event is in the segment's index.
+			s.cols = append(s.cols, nil)
+			continue
+		}
+		if c == nil {
+			return nil, false, nil
+		}
+		if c.Len() < int(x.n) {
+			return nil, false, fmt.Errorf("column %s: %d values for %d events", f, c.Len(), x.n)
+		}
+		s.cols = append(s.cols, c)
+		s.check = append(s.check, c)
+	}
+	return s, true, nil
+}
+
+// complete reports whether event ord holds every checked column: an event
+// lacking an indexed field may still get it from search-time extraction,
+// so it is decoded instead.
+func (s *colSet) complete(ord uint32) bool {
+	for _, c := range s.check {
+		if !c.Present(ord) {
+			return false
+		}
+	}
+	return true
+}
+
+// forEach calls fn for every ordinal of b (all: 0..n-1).
+func forEach(b bset, n uint32, fn func(ord uint32)) {
+	if b.all {
+		for o := uint32(0); o < n; o++ {
+			fn(o)
+		}
+		return
+	}
+	buf := make([]uint32, 1024)
+	it := b.b.ManyIterator()
+	for {
+		k := it.NextMany(buf)
+		if k == 0 {
+			return
+		}
+		for _, o := range buf[:k] {
+			if o < n {
+				fn(o)
+			}
+		}
+	}
+}
+
+// runColumns runs the peer half over the events of set from columns. It
+// returns the events it could not serve (lacking a checked field), to be
+// decoded.
+func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row) (bset, error) {
+	rest := roaring.New()
+	if agg != nil && len(x.p.pre) == 0 {
+		if fa := newFastAgg(x, cs, agg); fa != nil {
+			// _time is decoded only for a time span key.
+			var ts []int64
+			if fa.span > 0 {
+				var err error
+				if ts, err = x.times(); err != nil {
+					return bset{}, err
+				}
+			}
+			forEach(set, x.n, func(o uint32) {
+				if !cs.complete(o) {
+					rest.Add(o)
+					return
+				}
+				var t int64
+				if ts != nil {
+					t = ts[o]
+				}
+				fa.add(o, t)
+			})
+			fa.flush()
+			return bset{b: rest}, nil
+		}
+	}
+	ts, err := x.times()
+	if err != nil {
+		return bset{}, err
+	}
+	env := &evalEnv{now: x.p.now}
+	bucket, index, server := x.seg.BucketID(), x.seg.Index(), x.p.server
+	var scratch map[string]any
+	forEach(set, x.n, func(o uint32) {
+		if !cs.complete(o) {
+			rest.Add(o)
+			return
+		}
+		var f map[string]any
+		if agg != nil && scratch != nil {
+			f = scratch
+			clear(f)
+		} else {
+			f = make(map[string]any, len(cs.names)+2)
+		}
+		for i, name := range cs.names {
+			var v any
+			switch name {
+			case "_time":
+				v = Time(ts[o])
+			case "index":
+				if c := cs.cols[i]; c != nil {
+					v = c.Value(o)
+				} else {
+					v = index
+				}
+			case "splunk_server":
+				v = server
+			case "_bkt":
+				v = bucket
+			case "_cd":
+				v = int64(o)
+			default:
+				v = cs.cols[i].Value(o)
+			}
+			if v != nil {
+				f[name] = v
+			}
+		}
+		r := Row{T: ts[o], B: bucket, C: o, F: f}
+		for _, cmd := range x.p.pre {
+			if !applyStreaming(cmd, &r, env) {
+				return
+			}
+		}
+		if agg != nil {
+			agg.add(&r)
+			scratch = f
+		} else {
+			*rows = append(*rows, r)
+		}
+	})
+	return bset{b: rest}, nil
+}
+
+// ---- fast aggregation over dictionary ids ----
+
+// fastAgg aggregates straight from column ids: groups are keyed by the key
+// columns' ids (and the time span), aggregates read precomputed numbers per
+// dictionary value. It serves stats/timechart/top/rare with no streaming
+// command before, single-valued columns and every aggregate but
+// earliest/latest; it hands the aggregator exactly the states a row-by-row
+// pass would build.
+type fastAgg struct {
+	agg   *aggregator
+	keys  []*numCol // nil for the span key
+	specs []*numCol // nil for plain count
+	span  int64
+	base  int64 // floorSpan of the segment's first time
+	dense bool  // one dictionary key: group = id-1
+	gidx  map[uint64]int32
+	gkeys []uint64
+	st    [][]colState // per group, per spec
+}
+
+// numCol is a column with the number of each dictionary value.
+type numCol struct {
+	c     *Column
+	num   []float64
+	isNum []bool
+	// an integer key column's values, numbered as first met
+	ikeys map[int64]uint32
+	ivals []int64
+}
+
+// keyID is event o's key number in an key column.
+func (nc *numCol) keyID(o uint32) uint32 {
+	if nc.ikeys == nil {
+		return nc.c.IDs[o] - 1
+	}
+	v := nc.c.Ints[o]
+	id, ok := nc.ikeys[v]
+	if !ok {
+		id = uint32(len(nc.ivals))
+		nc.ikeys[v] = id
+		nc.ivals = append(nc.ivals, v)
+	}
+	return id
+}
+
+// keyString is the value of key number id.
+func (nc *numCol) keyString(id uint32) string {
+	if nc.ikeys == nil {
+		return nc.c.Dict[id]
+	}
+	return strconv.FormatInt(nc.ivals[id], 10)
+}
+
+type colState struct {
+	n      int64
+	sum    float64
+	numN   int64
+	hasNum bool
+	mn, mx float64
+	hasStr bool
+	smn    string
+	smx    string
+	ids    []uint64 // dc/values over a dictionary: bitset of ids
+	ints   map[int64]struct{}
+	nums   []float64
+}
+
+func fastAggOK(f string) bool {
+	switch f {
+	case "count", "sum", "avg", "min", "max", "dc", "values", "perc":
+		return true
+	}
+	return false
+}
+
+func newFastAgg(x *segExec, cs *colSet, agg *aggregator) *fastAgg {
+	byName := map[string]*Column{}
+	for i, n := range cs.names {
+		if cs.cols[i] != nil {
+			if len(cs.cols[i].Multi) > 0 {
+				return nil
+			}
+			byName[n] = cs.cols[i]
+		}
+	}
+	numOf := map[*Column]*numCol{}
+	// numbers are parsed once per dictionary value, and only for the
+	// columns a numeric aggregate reads (a dc over 100k paths parses none)
+	numeric := map[string]bool{}
+	for _, s := range agg.specs {
+		switch s.Func {
+		case "sum", "avg", "min", "max", "perc":
+			numeric[s.Field] = true
+		}
+	}
+	prep := func(c *Column, name string) *numCol {
+		if nc := numOf[c]; nc != nil {
+			return nc
+		}
+		nc := &numCol{c: c}
+		if c.Ints == nil && numeric[name] {
+			nc.num = make([]float64, len(c.Dict))
+			nc.isNum = make([]bool, len(c.Dict))
+			for i, v := range c.Dict {
+				nc.num[i], nc.isNum[i] = parseNum(v)
+			}
+		}
+		numOf[c] = nc
+		return nc
+	}
+	fa := &fastAgg{agg: agg, span: agg.span, gidx: map[uint64]int32{}}
+	for _, k := range agg.keys {
+		if k == spanKey {
+			fa.keys = append(fa.keys, nil)
+			continue
+		}
+		c := byName[k]
+		if c == nil {
+			return nil
+		}
+		nc := prep(c, k)
+		if c.Ints != nil && nc.ikeys == nil {
+			nc.ikeys = map[int64]uint32{}
+		}
+		fa.keys = append(fa.keys, nc)
+	}
+	if len(fa.keys) > 2 {
+		return nil
+	}
+	for _, s := range agg.specs {
+		if !fastAggOK(s.Func) {
+			return nil
+		}
+		if s.Func == "count" && s.Field == "" {
+			fa.specs = append(fa.specs, nil)
+			continue
+		}
+		c := byName[s.Field]
+		if c == nil {
+			return nil
+		}
+		fa.specs = append(fa.specs, prep(c, s.Field))
+	}
+	if fa.span > 0 {
+		lo, _ := x.seg.Bounds()
+		fa.base = floorSpan(lo, fa.span)
+	}
+	fa.dense = len(fa.keys) == 1 && fa.keys[0] != nil && fa.keys[0].ikeys == nil
+	if fa.dense {
+		fa.st = make([][]colState, len(fa.keys[0].c.Dict))
+	}
+	return fa
+}
+
+func (fa *fastAgg) group(o uint32, t int64) []colState {
+	if fa.dense {
+		g := fa.keys[0].c.IDs[o] - 1
+		st := fa.st[g]
+		if st == nil {
+			st = make([]colState, len(fa.specs))
+			fa.st[g] = st
+		}
+		return st
+	}
+	var k uint64
+	for i, kc := range fa.keys {
+		var part uint64
+		if kc == nil {
+			part = uint64((floorSpan(t, fa.span) - fa.base) / fa.span)
+		} else {
+			part = uint64(kc.keyID(o))
+		}
+		k |= part << (32 * i)
+	}
+	gi, ok := fa.gidx[k]
+	if !ok {
+		gi = int32(len(fa.st))
+		fa.gidx[k] = gi
+		fa.gkeys = append(fa.gkeys, k)
+		fa.st = append(fa.st, make([]colState, len(fa.specs)))
+	}
+	return fa.st[gi]
+}
+
+func (s *colState) numVal(f float64) {
+	s.sum += f
+	s.numN++
+}
+
+func (fa *fastAgg) add(o uint32, t int64) {
+	st := fa.group(o, t)
+	for i, nc := range fa.specs {
+		s := &st[i]
+		if nc == nil {
+			s.n++
+			continue
+		}
+		c := nc.c
+		var f float64
+		var isNum bool
+		var id uint32
+		if c.Ints != nil {
+			f, isNum = float64(c.Ints[o]), true
+		} else {
+			id = c.IDs[o] - 1
+			if nc.num != nil {
+				f, isNum = nc.num[id], nc.isNum[id]
+			}
+		}
+		switch fa.agg.specs[i].Func {
+		case "count":
+			s.n++
+		case "sum", "avg":
+			if isNum {
+				s.sum += f
+				s.numN++
+			}
+		case "min", "max":
+			if isNum {
+				if !s.hasNum {
+					s.mn, s.mx, s.hasNum = f, f, true
+				} else {
+					s.mn = math.Min(s.mn, f)
+					s.mx = math.Max(s.mx, f)
+				}
+			} else {
+				v := c.Dict[id]
+				if !s.hasStr {
+					s.smn, s.smx, s.hasStr = v, v, true
+				} else {
+					if v < s.smn {
+						s.smn = v
+					}
+					if v > s.smx {
+						s.smx = v
+					}
+				}
+			}
+		case "dc", "values":
+			if c.Ints != nil {
+				if s.ints == nil {
+					s.ints = map[int64]struct{}{}
+				}
+				s.ints[c.Ints[o]] = struct{}{}
+			} else {
+				if s.ids == nil {
+					s.ids = make([]uint64, (len(c.Dict)+63)/64)
+				}
+				s.ids[id>>6] |= 1 << (id & 63)
+			}
+		case "perc":
+			if isNum {
+				s.nums = append(s.nums, f)
+			}
+		}
+	}
+}
+
+// flush hands the groups to the aggregator as partial states.
+func (fa *fastAgg) flush() {
+	key := make([]string, len(fa.keys))
+	emit := func(k uint64, st []colState) {
+		for i, kc := range fa.keys {
+			part := uint32(k >> (32 * i))
+			if kc == nil {
+				key[i] = strconv.FormatInt(fa.base+int64(part)*fa.span, 10)
+			} else {
+				key[i] = kc.keyString(part)
+			}
+		}
+		if fa.agg.countOnly {
+			fa.agg.addCount(key, st[0].n)
+			return
+		}
+		g := fa.agg.groupFor(key)
+		for i := range st {
+			g.States[i].merge(st[i].state(fa.specs[i]))
+		}
+	}
+	if fa.dense {
+		for g, st := range fa.st {
+			if st != nil {
+				emit(uint64(g), st)
+			}
+		}
+		return
+	}
+	for gi, k := range fa.gkeys {
+		emit(k, fa.st[gi])
+	}
+}
+
+func (s *colState) state(nc *numCol) *aggState {
+	a := &aggState{N: s.n, Sum: s.sum, NumN: s.numN, HasNum: s.hasNum, NumMin: s.mn, NumMax: s.mx,
+		HasStr: s.hasStr, StrMin: s.smn, StrMax: s.smx, Nums: s.nums}
+	if s.ids != nil || s.ints != nil {
+		a.set = make(map[string]struct{})
+		for w, word := range s.ids {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				a.set[nc.c.Dict[w*64+b]] = struct{}{}
+				word &= word - 1
+			}
+		}
+		for v := range s.ints {
+			a.set[strconv.FormatInt(v, 10)] = struct{}{}
+		}
+	}
+	return a
+}
+
+// ---- building columns ----
+
+// CanonicalInt returns s as an int64 when s is exactly the decimal form
+// strconv.FormatInt gives (no sign plus, no leading zeros, no spaces), so
+// an integer column gives every value back byte for byte.
+func CanonicalInt(s string) (int64, bool) {
+	if s == "" || len(s) > 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != s {
+		return 0, false
+	}
+	return v, true
+}
+
+// ColumnBuilder builds the columns of a run of events, one per indexed
+// field, the way a row sees them: host, source and sourcetype from the
+// event's metadata, every other field from its indexed fields (a field
+// named like a default field is left out, as rows leave it out; a repeated
+// name is a multivalue).
+type ColumnBuilder struct {
+	// Index adds an "index" column from Event.Index (segments whose
+	// events may belong to other indexes than Segment.Index).
+	Index bool
+	n     uint32
+	cols  map[string]*colBuild
+}
+
+type colBuild struct {
+	ids   []uint32
+	multi map[uint32][]uint32
+	dict  map[string]uint32
+	vals  []string
+	last  uint32 // ordinal+1 of the last event that set a value
+}
+
+// Add appends the next event.
+func (b *ColumnBuilder) Add(ev *Event) {
+	if b.cols == nil {
+		b.cols = map[string]*colBuild{}
+	}
+	ord := b.n
+	b.add("host", ev.Host, ord)
+	b.add("source", ev.Source, ord)
+	b.add("sourcetype", ev.Sourcetype, ord)
+	if b.Index {
+		b.add("index", ev.Index, ord)
+	}
+	for _, f := range ev.Fields {
+		if !isDefaultField(f.Name) {
+			b.add(f.Name, f.Value, ord)
+		}
+	}
+	b.n++
+}
+
+func (b *ColumnBuilder) add(name, v string, ord uint32) {
+	c := b.cols[name]
+	if c == nil {
+		c = &colBuild{dict: map[string]uint32{}}
+		b.cols[name] = c
+	}
+	id, ok := c.dict[v]
+	if !ok {
+		c.vals = append(c.vals, v)
+		id = uint32(len(c.vals))
+		c.dict[v] = id
+	}
+	if c.last == ord+1 {
+		if c.multi == nil {
+			c.multi = map[uint32][]uint32{}
+		}
+		c.multi[ord] = append(c.multi[ord], id)
+		return
+	}
+	for uint32(len(c.ids)) < ord {
+		c.ids = append(c.ids, 0)
+	}
+	c.ids = append(c.ids, id)
+	c.last = ord + 1
+}
+
+// Columns returns the columns of the events added so far: integer form
+// when every value of a single-valued field is a canonical integer.
+func (b *ColumnBuilder) Columns() map[string]*Column {
+	out := make(map[string]*Column, len(b.cols))
+	for name, c := range b.cols {
+		ids := append([]uint32(nil), c.ids...)
+		for uint32(len(ids)) < b.n {
+			ids = append(ids, 0)
+		}
+		col := &Column{Dict: append([]string(nil), c.vals...), IDs: ids}
+		if len(c.multi) > 0 {
+			col.Multi = make(map[uint32][]uint32, len(c.multi))
+			for o, m := range c.multi {
+				col.Multi[o] = append([]uint32(nil), m...)
+			}
+		}
+		out[name] = IntColumn(col)
+	}
+	return out
+}
+
+// IntColumn returns c in integer form when it qualifies (single-valued,
+// every value a canonical integer), else c itself.
+func IntColumn(c *Column) *Column {
+	if c.Ints != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
+		return c
+	}
+	nums := make([]int64, len(c.Dict))
+	for i, v := range c.Dict {
+		x, ok := CanonicalInt(v)
+		if !ok {
+			return c
+		}
+		nums[i] = x
+	}
+	out := &Column{Ints: make([]int64, len(c.IDs))}
+	all := true
+	for _, id := range c.IDs {
+		if id == 0 {
+			all = false
+			break
+		}
+	}
+	if !all {
+		out.Has = make([]uint64, (len(c.IDs)+63)/64)
+	}
+	for o, id := range c.IDs {
+		if id == 0 {
+			continue
+		}
+		out.Ints[o] = nums[id-1]
+		if out.Has != nil {
+			out.Has[o>>6] |= 1 << (o & 63)
+		}
+	}
+	return out
+}

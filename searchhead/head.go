@@ -1,0 +1,672 @@
+package searchhead
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/searchhead/ui"
+)
+
+// Defaults of a search head's limits (SPEC §11).
+const (
+	DefaultPeerTimeout   = 3 * time.Second  // search_peer_timeout (SPEC §5 step 4)
+	DefaultSearchTimeout = 2 * time.Minute  // a search's time limit
+	DefaultMaxResults    = 50000            // Splunk's maxresultrows
+	DefaultMaxSearches   = 16               // concurrent searches per head
+	maxRequestBytes      = 4 << 20          // a search request body
+	suspectFor           = 10 * time.Second // how long a failed peer is not waited for in the default plan
+	publishBatchBytes    = 256 << 10        // one published NDJSON batch
+	configRefresh        = 30 * time.Second // backstop for search-token changes
+)
+
+// Config configures a search head.
+type Config struct {
+	ID       string
+	Site     string // siteN, or site0 (no affinity)
+	HTTPAddr string
+	NATS     string
+	// NATSUser/NATSPassword: this head's bus credentials.
+	NATSUser, NATSPassword string
+	SubjectPrefix          string
+	// AdminToken, when set, searches every index (as the managers' admin
+	// token does on peers).
+	AdminToken    string
+	PeerTimeout   time.Duration
+	SearchTimeout time.Duration
+	MaxResults    int
+	MaxSearches   int
+	Logger        *slog.Logger
+	// Conn, when set, is used instead of dialling NATS (tests, quarry dev).
+	Conn *nats.Conn
+	// OnMessage, when set, sees every peer message before the head acts
+	// on it (fault-injection tests kill a peer between its batches).
+	OnMessage func(peer, kind, bucket string)
+}
+
+// Head is a running search head.
+type Head struct {
+	cfg     Config
+	log     *slog.Logger
+	nc      *nats.Conn
+	ownConn bool
+	subj    bus.Subjects
+	mc      *api.ManagerClient
+	tables  *tables
+
+	adaptive *adaptive
+	rr       atomic.Uint64
+	sem      chan struct{}
+	metrics  *metrics
+	reg      *prometheus.Registry
+
+	tokMu      sync.RWMutex
+	tokens     []fsm.SearchToken
+	tokensSeen bool
+	configID   string
+
+	susMu    sync.Mutex
+	suspects map[string]time.Time
+
+	closeOnce sync.Once
+	ln        net.Listener
+	srv       *http.Server
+	stop      chan struct{}
+	wg        sync.WaitGroup
+
+	// Page serves GET / and /ui/ (the search page, searchhead/ui).
+	Page http.Handler
+}
+
+// New connects to the bus and starts following the generation table; Start
+// serves HTTP.
+func New(ctx context.Context, cfg Config) (*Head, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("search head: --id is required")
+	}
+	if cfg.Site == "" {
+		return nil, errors.New("search head: --site is required (siteN, or site0 for no affinity)")
+	}
+	if err := bus.ValidToken("site", cfg.Site); err != nil {
+		return nil, fmt.Errorf("search head: %w", err)
+	}
+	if cfg.PeerTimeout <= 0 {
+		cfg.PeerTimeout = DefaultPeerTimeout
+	}
+	if cfg.SearchTimeout <= 0 {
+		cfg.SearchTimeout = DefaultSearchTimeout
+	}
+	if cfg.MaxResults <= 0 {
+		cfg.MaxResults = DefaultMaxResults
+	}
+	if cfg.MaxSearches <= 0 {
+		cfg.MaxSearches = DefaultMaxSearches
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:8089"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("searchhead", cfg.ID)
+	subj, err := bus.NewSubjects(cfg.SubjectPrefix)
+	if err != nil {
+		return nil, err
+	}
+	h := &Head{cfg: cfg, log: log, subj: subj, adaptive: newAdaptive(), sem: make(chan struct{}, cfg.MaxSearches),
+		suspects: map[string]time.Time{}, stop: make(chan struct{}), Page: ui.Handler()}
+	h.nc = cfg.Conn
+	if h.nc == nil {
+		if cfg.NATS == "" {
+			return nil, errors.New("search head: --nats is required")
+		}
+		h.nc, err = bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "searchhead " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("search head: connect to the bus: %w", err)
+		}
+		h.ownConn = true
+	}
+	h.mc = api.NewManagerClient(h.nc, subj)
+	h.reg = prometheus.NewRegistry()
+	h.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h.metrics = newMetrics(h.reg)
+	if err := bus.RegisterMetrics(h.reg); err != nil {
+		h.closeConn()
+		return nil, err
+	}
+	h.tables = newTables(h.mc, cfg.Site, log)
+	h.tables.onNotice = func(n api.Notice) {
+		h.tokMu.RLock()
+		changed := n.ConfigID != "" && n.ConfigID != h.configID
+		h.tokMu.RUnlock()
+		if changed {
+			go h.refreshConfig()
+		}
+	}
+	if err := h.tables.start(h.nc, subj); err != nil {
+		h.closeConn()
+		return nil, err
+	}
+	h.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quarry_searchhead_generation", Help: "Generation of the head's table."},
+		func() float64 { h.tables.mu.RLock(); defer h.tables.mu.RUnlock(); return float64(h.tables.generation) }))
+	h.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quarry_searchhead_table_buckets", Help: "Buckets in the head's table."},
+		func() float64 {
+			h.tables.mu.RLock()
+			defer h.tables.mu.RUnlock()
+			return float64(len(h.tables.buckets))
+		}))
+	// Wait (bounded by ctx) for a first table and config so the first
+	// searches are not refused; a head with no manager keeps trying.
+	h.waitReady(ctx)
+	h.wg.Add(1)
+	go h.configLoop()
+	return h, nil
+}
+
+func (h *Head) waitReady(ctx context.Context) {
+	h.refreshConfig()
+	for {
+		if loaded, _, _, _ := h.tables.status(); loaded {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (h *Head) configLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(configRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			h.refreshConfig()
+		}
+	}
+}
+
+// refreshConfig reads the search tokens of the cluster config.
+func (h *Head) refreshConfig() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	pc, err := h.mc.Config(ctx, "")
+	if err != nil {
+		h.log.Debug("cluster config", "err", err)
+		return
+	}
+	h.tokMu.Lock()
+	h.tokens, h.tokensSeen, h.configID = pc.SearchTokens, true, pc.ID
+	h.tokMu.Unlock()
+}
+
+// Start listens and serves HTTP until Close.
+func (h *Head) Start() error {
+	ln, err := net.Listen("tcp", h.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("search head: listen %s: %w", h.cfg.HTTPAddr, err)
+	}
+	if !isLoopback(ln.Addr()) && h.cfg.AdminToken == "" && !h.hasTokens() {
+		ln.Close()
+		return fmt.Errorf("search head: listening on %s (not loopback) needs a search token in the cluster config (--search-token on the managers) or --admin-token", ln.Addr())
+	}
+	if h.cfg.AdminToken == "" && !h.hasTokens() {
+		h.log.Warn("no search token configured: searches are served without a token because the head listens on loopback only", "addr", ln.Addr().String())
+	}
+	h.ln = ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/search", h.serveSearch)
+	mux.HandleFunc("GET /healthz", h.serveHealthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}))
+	if h.Page != nil {
+		mux.Handle("GET /", h.Page)
+	}
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.log.Error("http server", "err", err)
+		}
+	}()
+	h.log.Info("search head serving", "addr", ln.Addr().String(), "site", h.cfg.Site)
+	return nil
+}
+
+// Addr is the HTTP listen address (after Start).
+func (h *Head) Addr() string {
+	if h.ln == nil {
+		return ""
+	}
+	return h.ln.Addr().String()
+}
+
+// URL is http://<addr>.
+func (h *Head) URL() string { return "http://" + h.Addr() }
+
+// Close stops HTTP (running searches are cancelled), the table loop and
+// the bus connection it opened.
+func (h *Head) Close() error {
+	h.closeOnce.Do(h.close)
+	return nil
+}
+
+func (h *Head) close() {
+	if h.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = h.srv.Shutdown(ctx)
+		cancel()
+		_ = h.srv.Close()
+	}
+	select {
+	case <-h.stop:
+	default:
+		close(h.stop)
+	}
+	h.tables.close()
+	h.wg.Wait()
+	h.closeConn()
+}
+
+func (h *Head) closeConn() {
+	if h.ownConn {
+		h.nc.Close()
+	}
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+func (h *Head) hasTokens() bool {
+	h.tokMu.RLock()
+	defer h.tokMu.RUnlock()
+	return len(h.tokens) > 0
+}
+
+// suspect reports whether a peer failed a recent search.
+func (h *Head) suspect(p string) bool {
+	h.susMu.Lock()
+	defer h.susMu.Unlock()
+	until, ok := h.suspects[p]
+	if ok && time.Now().After(until) {
+		delete(h.suspects, p)
+		return false
+	}
+	return ok
+}
+
+func (h *Head) markSuspect(p string) {
+	h.susMu.Lock()
+	h.suspects[p] = time.Now().Add(suspectFor)
+	h.susMu.Unlock()
+}
+
+// authorize returns the indexes the request's token may search (nil: all).
+func (h *Head) authorize(r *http.Request) ([]string, error) {
+	tok := bearer(r)
+	if h.cfg.AdminToken != "" && tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1 {
+		return nil, nil
+	}
+	h.tokMu.RLock()
+	toks := h.tokens
+	h.tokMu.RUnlock()
+	if len(toks) == 0 && h.cfg.AdminToken == "" {
+		return nil, nil // loopback only, said at start
+	}
+	if tok == "" {
+		return nil, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
+	}
+	for _, t := range toks {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
+			if len(t.Indexes) == 0 {
+				return nil, nil
+			}
+			return append([]string{}, t.Indexes...), nil
+		}
+	}
+	return nil, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
+}
+
+func bearer(r *http.Request) string {
+	a := r.Header.Get("Authorization")
+	for _, p := range []string{"Bearer ", "Splunk "} {
+		if strings.HasPrefix(a, p) {
+			return strings.TrimSpace(a[len(p):])
+		}
+	}
+	return ""
+}
+
+func (h *Head) serveHealthz(w http.ResponseWriter, r *http.Request) {
+	loaded, stale, lastOK, lastErr := h.tables.status()
+	h.tables.mu.RLock()
+	gen := h.tables.generation
+	h.tables.mu.RUnlock()
+	body := map[string]any{"status": "ok", "searchhead": h.cfg.ID, "site": h.cfg.Site, "generation": gen, "table_stale": stale}
+	if !lastOK.IsZero() {
+		body["table_refreshed"] = lastOK.UTC().Format(time.RFC3339Nano)
+	}
+	if !loaded {
+		msg := "no generation table yet"
+		if lastErr != nil {
+			msg += ": " + lastErr.Error()
+		}
+		writeError(w, 503, "no_generation_table", msg)
+		return
+	}
+	writeJSON(w, 200, body)
+}
+
+// Search runs one search (the API's core; HTTP adds auth and output).
+// emit, when set, receives result rows as they are released (streaming
+// event searches) — otherwise rows come back in the response.
+func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error) (*query.Response, error) {
+	start := time.Now()
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, &RequestError{Status: 400, Code: "bad_query", Msg: "query is required"}
+	}
+	pref, err := ParsePreference(req.Preference)
+	if err != nil {
+		return nil, err
+	}
+	if pref.Kind == PrefOnlyLocal && h.cfg.Site == fsm.Site0 {
+		return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: "no local site for a site0 search head"}
+	}
+	if req.Publish != "" {
+		if _, err := h.subj.Results(req.Publish); err != nil {
+			return nil, &RequestError{Status: 400, Code: "bad_publish", Msg: fmt.Sprintf("publish name %q: %v", req.Publish, err)}
+		}
+	}
+	now := time.Now()
+	if req.Site != "" && req.Site != h.cfg.Site {
+		return nil, &RequestError{Status: 400, Code: "wrong_site",
+			Msg: fmt.Sprintf("search head %s serves site %q, not %q: use that site's search head", h.cfg.ID, h.cfg.Site, req.Site)}
+	}
+	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now})
+	if err != nil {
+		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error()}
+		var se *query.SyntaxError
+		if errors.As(err, &se) {
+			pos := se.Pos
+			re.Position = &pos
+		}
+		return nil, re
+	}
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		h.metrics.rejected.Inc()
+		return nil, &RequestError{Status: 429, Code: "too_many_searches",
+			Msg: fmt.Sprintf("too many concurrent searches on search head %s (limit %d); retry later", h.cfg.ID, h.cfg.MaxSearches)}
+	}
+	defer func() { <-h.sem }()
+	h.metrics.running.Inc()
+	defer h.metrics.running.Dec()
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.SearchTimeout)
+	defer cancel()
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	rn := &run{h: h, ctx: ctx, plan: plan, req: req, pref: pref, id: h.cfg.ID + "-" + hex.EncodeToString(idb[:]),
+		nowNS: now.UnixNano(), indexes: indexes, site: h.tables.tableSite(), tsite: h.tables.tableSite(),
+		buckets: map[string]*bucketRun{}, events: make(chan streamEvent, 256), failed: map[string]bool{},
+		answered: map[string]bool{}, scanned: map[string]int64{}, retries: map[string][]string{}}
+	if _, stale, lastOK, lastErr := h.tables.status(); stale {
+		w := "the managers are unreachable"
+		if lastErr != nil {
+			w += " (" + lastErr.Error() + ")"
+		}
+		if !lastOK.IsZero() {
+			w += fmt.Sprintf("; searching on the last known generation table, refreshed %s", lastOK.UTC().Format(time.RFC3339))
+		}
+		rn.warn(w)
+	}
+	if err := rn.planBuckets(); err != nil {
+		return nil, err
+	}
+	if len(rn.warnings) > 0 {
+		rn.warnings[0] += fmt.Sprintf(" (generation %d)", rn.generation)
+	}
+	// Streaming output: a pure event search releases each bucket's events
+	// once its marker arrived; anything else is merged at the end.
+	streamable := emit != nil && plan.Streamable()
+	var parts []*query.Partial
+	emitted := 0
+	var emitErr error
+	limitHit := false
+	pub := h.publisher(req.Publish)
+	rn.onBucket = func(ps []*query.Partial) {
+		if !streamable {
+			parts = append(parts, ps...)
+			return
+		}
+		rows, _, err := plan.Merge(ps)
+		if err != nil {
+			emitErr = err
+			cancel()
+			return
+		}
+		res := query.Results(rows)
+		if room := h.cfg.MaxResults - emitted; len(res) > room {
+			res, limitHit = res[:room], true
+		}
+		emitted += len(res)
+		if len(res) > 0 && emitErr == nil {
+			if err := emit(res, eventFields); err != nil {
+				emitErr = err
+				cancel()
+				return
+			}
+			pub.rows(res)
+		}
+		if limitHit {
+			cancel()
+		}
+	}
+	err = rn.dispatchFirst()
+	if err == nil {
+		err = rn.collect()
+	}
+	rn.closeStreams(errors.New("search finished"))
+	h.metrics.observeScanned(rn.scanned)
+	if emitErr != nil {
+		h.metrics.cancelled.Inc()
+		return nil, emitErr
+	}
+	if err != nil && !limitHit {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			h.metrics.cancelled.Inc()
+			return nil, &RequestError{Status: 504, Code: "search_timeout",
+				Msg: fmt.Sprintf("search exceeded its time limit of %s and was stopped on every peer", h.cfg.SearchTimeout)}
+		}
+		h.metrics.cancelled.Inc()
+		return nil, err
+	}
+	sum := rn.summary()
+	h.metrics.observeSummary(sum)
+	if req.AllowPartial != nil && !*req.AllowPartial {
+		if sum.Buckets.Missing > 0 {
+			return nil, &RequestError{Status: 503, Code: "buckets_missing",
+				Msg: fmt.Sprintf("%d bucket(s) missing and allow_partial=false: %s", sum.Buckets.Missing, firstReason(sum))}
+		}
+		if sum.Buckets.Failed > 0 {
+			return nil, &RequestError{Status: 502, Code: "buckets_failed",
+				Msg: fmt.Sprintf("%d bucket(s) failed and allow_partial=false: %s", sum.Buckets.Failed, firstReason(sum))}
+		}
+	}
+	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
+	if !streamable {
+		rows, cols, err := plan.Merge(parts)
+		if err != nil {
+			return nil, err
+		}
+		resp.Results = query.Results(rows)
+		if cols != nil {
+			resp.Fields = cols
+		}
+		if len(resp.Results) > h.cfg.MaxResults {
+			resp.Results, limitHit = resp.Results[:h.cfg.MaxResults], true
+		}
+		if emit != nil && len(resp.Results) > 0 {
+			if err := emit(resp.Results, resp.Fields); err != nil {
+				return nil, err
+			}
+		}
+		pub.rows(resp.Results)
+	}
+	if limitHit {
+		sum.Warnings = append(sum.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", h.cfg.MaxResults))
+	}
+	sum.TookMS = float64(time.Since(start).Microseconds()) / 1000
+	resp.Summary = sum
+	pub.summary(sum)
+	h.metrics.latency.Observe(time.Since(start).Seconds())
+	return resp, nil
+}
+
+// firstReason names the first bucket a partial search lacks, and why.
+func firstReason(sum query.Summary) string {
+	if len(sum.Buckets.Failures) == 0 {
+		return ""
+	}
+	f := sum.Buckets.Failures[0]
+	return fmt.Sprintf("bucket %s: %s", f.Bucket, f.Reason)
+}
+
+func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
+	indexes, err := h.authorize(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var req Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, 400, "bad_request", fmt.Sprintf("decode search request: %v", err))
+		return
+	}
+	stream := r.URL.Query().Get("stream") == "true"
+	if !stream {
+		resp, err := h.Search(r.Context(), req, indexes, nil)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, resp)
+		return
+	}
+	// NDJSON: result lines as they are released (keys in the answer's
+	// fields order, query.AppendRowJSON), then one {"summary": …} line.
+	// Errors before the first line keep their HTTP status.
+	bw := bufio.NewWriterSize(w, 64<<10)
+	fl, _ := w.(http.Flusher)
+	started := false
+	var line bytes.Buffer
+	emit := func(rows []map[string]any, fields []string) error {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(200)
+			started = true
+		}
+		for _, row := range rows {
+			line.Reset()
+			if err := query.AppendRowJSON(&line, row, fields); err != nil {
+				return err
+			}
+			if _, err := bw.Write(line.Bytes()); err != nil {
+				return err
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return nil
+	}
+	resp, err := h.Search(r.Context(), req, indexes, emit)
+	enc := json.NewEncoder(bw)
+	if err != nil {
+		if !started {
+			writeErr(w, err)
+			return
+		}
+		_ = enc.Encode(map[string]any{"error": err.Error(), "code": codeOf(err)})
+		_ = bw.Flush()
+		return
+	}
+	if !started {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(200)
+	}
+	_ = enc.Encode(map[string]any{"summary": resp.Summary})
+	_ = bw.Flush()
+}
+
+func codeOf(err error) string {
+	var re *RequestError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return "search_failed"
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var re *RequestError
+	if errors.As(err, &re) {
+		if re.Position != nil {
+			writeJSON(w, re.Status, map[string]any{"error": re.Msg, "code": re.Code, "position": *re.Position})
+			return
+		}
+		writeError(w, re.Status, re.Code, re.Msg)
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		writeError(w, 499, "cancelled", err.Error())
+		return
+	}
+	writeError(w, 500, "search_failed", err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg, "code": code})
+}
+
+// eventFields orders an event's keys in a streamed line.
+var eventFields = []string{"_time", "_raw", "host", "source", "sourcetype", "index", "splunk_server", "_bkt", "_cd"}

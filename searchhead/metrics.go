@@ -1,0 +1,57 @@
+package searchhead
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarry-dev/quarry/query"
+)
+
+// metrics are a search head's Prometheus series (quarry_searchhead_…).
+type metrics struct {
+	latency   prometheus.Histogram
+	running   prometheus.Gauge
+	rejected  prometheus.Counter
+	cancelled prometheus.Counter
+	retries   prometheus.Counter
+	buckets   *prometheus.CounterVec
+	scanned   *prometheus.CounterVec
+	searches  prometheus.Counter
+	partial   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_searchhead_search_duration_seconds",
+			Help: "Search latency on the head.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		running:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_searchhead_searches_running", Help: "Searches running now."}),
+		rejected:  prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_rejected_total", Help: "Searches refused with 429 (concurrency cap)."}),
+		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_cancelled_total", Help: "Searches cancelled (client gone, time limit)."}),
+		retries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_bucket_retries_total", Help: "Buckets re-dispatched to another copy."}),
+		buckets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_buckets_total",
+			Help: "Buckets per outcome: searched, skipped, failed, missing."}, []string{"outcome"}),
+		scanned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_events_scanned_total",
+			Help: "Events peers decoded for this head, per peer."}, []string{"peer"}),
+		searches: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_total", Help: "Searches completed."}),
+		partial:  prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_partial_total", Help: "Searches that returned partial results."}),
+	}
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial)
+	return m
+}
+
+func (m *metrics) observeSummary(s query.Summary) {
+	m.searches.Inc()
+	if s.Partial {
+		m.partial.Inc()
+	}
+	b := s.Buckets
+	m.buckets.WithLabelValues("searched").Add(float64(b.Successful - b.Skipped))
+	m.buckets.WithLabelValues("skipped").Add(float64(b.Skipped))
+	m.buckets.WithLabelValues("failed").Add(float64(b.Failed))
+	m.buckets.WithLabelValues("missing").Add(float64(b.Missing))
+}
+
+func (m *metrics) observeScanned(per map[string]int64) {
+	for p, n := range per {
+		m.scanned.WithLabelValues(p).Add(float64(n))
+	}
+}

@@ -1,0 +1,70 @@
+package searchhead
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/quarry-dev/quarry/query"
+)
+
+// publisher sends a search's results to <prefix>.results.<name> (SPEC §5,
+// §6): NDJSON batches (each message a run of result lines, at most
+// publishBatchBytes), then one message holding {"summary": …}. Core NATS,
+// no persistence: a subscriber that joins late gets nothing stale, and
+// the stock client consumes it with `nats sub 'quarry.results.>'`.
+// Messages are plain payloads (no quarry codec header) so any client reads
+// them as text.
+type publisher struct {
+	h       *Head
+	subject string
+	buf     bytes.Buffer
+	err     error
+}
+
+func (h *Head) publisher(name string) *publisher {
+	if name == "" {
+		return &publisher{}
+	}
+	subj, _ := h.subj.Results(name) // validated before the search started
+	return &publisher{h: h, subject: subj}
+}
+
+func (p *publisher) rows(rows []map[string]any) {
+	if p.subject == "" || p.err != nil {
+		return
+	}
+	for _, r := range rows {
+		line, err := json.Marshal(r)
+		if err != nil {
+			continue
+		}
+		if p.buf.Len() > 0 && p.buf.Len()+len(line)+1 > publishBatchBytes {
+			p.flush()
+		}
+		p.buf.Write(line)
+		p.buf.WriteByte('\n')
+	}
+}
+
+func (p *publisher) flush() {
+	if p.buf.Len() == 0 || p.err != nil {
+		return
+	}
+	if err := p.h.nc.Publish(p.subject, append([]byte(nil), p.buf.Bytes()...)); err != nil {
+		p.err = err
+		p.h.log.Warn("publish results", "subject", p.subject, "err", err)
+	}
+	p.buf.Reset()
+}
+
+func (p *publisher) summary(s query.Summary) {
+	if p.subject == "" {
+		return
+	}
+	p.flush()
+	b, _ := json.Marshal(map[string]any{"summary": s})
+	if err := p.h.nc.Publish(p.subject, b); err != nil {
+		p.h.log.Warn("publish summary", "subject", p.subject, "err", err)
+	}
+	_ = p.h.nc.Flush()
+}

@@ -1,0 +1,236 @@
+package searchhead
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// tablePoll is the backstop poll of the generation table: notices on
+// <prefix>.gen are at most once, so the head also asks for changes every
+// tablePoll (SPEC §5 step 1: "every 5 s at most").
+const tablePoll = 5 * time.Second
+
+// tables keeps the generation tables the head needs current — its own
+// site's (or site0's) primaries and, for _primary/_replica preferences,
+// site0's — from <prefix>.gen notices and deltas since its version; never
+// fetched per search. Searches read it under the read lock.
+type tables struct {
+	mc    *api.ManagerClient
+	log   *slog.Logger
+	sites []string // table sites kept: the head's site first, then site0
+
+	mu         sync.RWMutex
+	loaded     bool
+	generation uint64
+	versions   map[string]uint64 // per table site
+	peers      map[string]fsm.GenerationPeer
+	primaries  map[string]map[string]string // table site → bucket → peer
+	buckets    map[string]fsm.BucketInfo
+	lastOK     time.Time
+	lastErr    error
+	stale      bool // the last refresh failed: searches use the last known table and say so
+
+	kick chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+	sub  *nats.Subscription
+	// onNotice is called for every notice (config changes).
+	onNotice func(api.Notice)
+}
+
+func newTables(mc *api.ManagerClient, site string, log *slog.Logger) *tables {
+	t := &tables{mc: mc, log: log, sites: []string{site}, versions: map[string]uint64{},
+		peers: map[string]fsm.GenerationPeer{}, primaries: map[string]map[string]string{}, buckets: map[string]fsm.BucketInfo{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	if site != fsm.Site0 {
+		t.sites = append(t.sites, fsm.Site0)
+	}
+	for _, s := range t.sites {
+		t.primaries[s] = map[string]string{}
+	}
+	return t
+}
+
+// start subscribes to notices and runs the refresh loop.
+func (t *tables) start(nc *nats.Conn, subj bus.Subjects) error {
+	var err error
+	t.sub, err = nc.Subscribe(subj.Gen(), func(m *nats.Msg) {
+		var n api.Notice
+		if err := bus.Decode(m, &n); err != nil {
+			return
+		}
+		if t.onNotice != nil {
+			t.onNotice(n)
+		}
+		t.mu.RLock()
+		behind := !t.loaded || n.Generation != t.generation || n.TableVersion > t.minVersion()
+		t.mu.RUnlock()
+		if behind {
+			t.refreshSoon()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("search head: subscribe %s: %w", subj.Gen(), err)
+	}
+	t.wg.Add(1)
+	go t.loop()
+	return nil
+}
+
+func (t *tables) close() {
+	if t.sub != nil {
+		_ = t.sub.Unsubscribe()
+	}
+	close(t.stop)
+	t.wg.Wait()
+}
+
+func (t *tables) refreshSoon() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tables) minVersion() uint64 {
+	var v uint64
+	for i, s := range t.sites {
+		if i == 0 || t.versions[s] < v {
+			v = t.versions[s]
+		}
+	}
+	return v
+}
+
+func (t *tables) loop() {
+	defer t.wg.Done()
+	tick := time.NewTicker(tablePoll)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		go func() {
+			select {
+			case <-t.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := t.refresh(ctx)
+		cancel()
+		if err != nil {
+			t.log.Warn("generation table refresh failed; searching on the last known table", "err", err)
+		}
+		select {
+		case <-t.stop:
+			return
+		case <-t.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// refresh fetches what changed since the held versions, for every table
+// site, and applies it.
+func (t *tables) refresh(ctx context.Context) error {
+	for _, site := range t.sites {
+		t.mu.RLock()
+		since := t.versions[site]
+		if !t.loaded {
+			since = 0
+		}
+		t.mu.RUnlock()
+		v, err := t.mc.FetchGeneration(ctx, site, since, 0)
+		if err != nil && bus.IsRemote(err, "bad_site") && site == t.sites[0] && site != fsm.DefaultSite && site != fsm.Site0 {
+			// A single-site cluster has no table for the head's site: the
+			// head follows the cluster's only site (and says so once).
+			t.log.Warn("the cluster is single-site: this search head follows its default site's table", "configured_site", site)
+			t.mu.Lock()
+			t.sites[0] = fsm.DefaultSite
+			t.primaries[fsm.DefaultSite] = map[string]string{}
+			t.mu.Unlock()
+			site = fsm.DefaultSite
+			v, err = t.mc.FetchGeneration(ctx, site, 0, 0)
+		}
+		if err != nil {
+			t.mu.Lock()
+			t.stale, t.lastErr = true, err
+			t.mu.Unlock()
+			return err
+		}
+		t.apply(site, v)
+	}
+	t.mu.Lock()
+	t.loaded, t.stale, t.lastErr, t.lastOK = true, false, nil, time.Now()
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *tables) apply(site string, v fsm.GenerationView) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if site == t.sites[0] {
+		t.generation = v.Generation
+	}
+	peers := make(map[string]fsm.GenerationPeer, len(v.Peers))
+	for _, p := range v.Peers {
+		peers[p.ID] = p
+	}
+	t.peers = peers
+	prim := t.primaries[site]
+	if v.Full {
+		prim = maps.Clone(v.Primaries)
+		if prim == nil {
+			prim = map[string]string{}
+		}
+		t.primaries[site] = prim
+		if site == t.sites[0] {
+			t.buckets = maps.Clone(v.Buckets)
+			if t.buckets == nil {
+				t.buckets = map[string]fsm.BucketInfo{}
+			}
+		}
+	} else {
+		for b, p := range v.Primaries {
+			if p == "" {
+				delete(prim, b)
+			} else {
+				prim[b] = p
+			}
+		}
+		for b, info := range v.Buckets {
+			t.buckets[b] = info
+		}
+	}
+	for _, b := range v.Removed {
+		delete(t.buckets, b)
+		for _, pm := range t.primaries {
+			delete(pm, b)
+		}
+	}
+	t.versions[site] = v.Version
+}
+
+// tableSite is the site whose primaries the default plan uses: the head's
+// site, or "default" in a single-site cluster.
+func (t *tables) tableSite() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.sites[0]
+}
+
+// status is the table's freshness for a search's summary.
+func (t *tables) status() (loaded, stale bool, lastOK time.Time, lastErr error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.loaded, t.stale, t.lastOK, t.lastErr
+}

@@ -2,6 +2,7 @@ package query
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -546,6 +547,44 @@ func (a *aggregator) mergeGroups(gs []group) {
 			}
 		}
 	}
+}
+
+// checkShape refuses a decoded partial whose groups or counts do not fit
+// this aggregator (a key per by-field, a state per aggregate): a peer of
+// another build, or a damaged or forged message, is an error for that
+// bucket, never a search head that panics (FuzzMergePartial).
+func (a *aggregator) checkShape(pt *Partial) error {
+	if pt.agg != nil {
+		return nil
+	}
+	for i := range pt.Groups {
+		g := &pt.Groups[i]
+		if len(g.Key) != len(a.keys) {
+			return fmt.Errorf("a group of %d keys, the search groups by %d", len(g.Key), len(a.keys))
+		}
+		if len(g.States) != len(a.specs) {
+			return fmt.Errorf("a group of %d aggregate states, the search has %d aggregates", len(g.States), len(a.specs))
+		}
+		for _, st := range g.States {
+			if st == nil {
+				return fmt.Errorf("a group with an empty aggregate state")
+			}
+		}
+	}
+	if c := pt.Counts; c != nil {
+		if len(c.K) != len(c.N) {
+			return fmt.Errorf("counts of %d keys with %d numbers", len(c.K), len(c.N))
+		}
+		for i, k := range c.K {
+			if i > 0 && c.K[i-1] >= k {
+				return fmt.Errorf("counts keys not in strictly ascending order at %d", i)
+			}
+			if len(a.keys) > 1 && strings.Count(k, "\x00") != len(a.keys)-1 {
+				return fmt.Errorf("a counts key of %d parts, the search groups by %d", strings.Count(k, "\x00")+1, len(a.keys))
+			}
+		}
+	}
+	return nil
 }
 
 // wireCounts is a count-only aggregator's compact wire form, keys sorted.

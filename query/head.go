@@ -16,16 +16,9 @@ import (
 func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 	parts = append([]*Partial(nil), parts...)
 	sortPartials(parts)
-	want := "events"
-	if p.Aggregating() {
-		want = "agg"
-	}
 	for _, pt := range parts {
-		if pt.V != WireVersion {
-			return nil, nil, fmt.Errorf("merge bucket %s: wire version %d, want %d", pt.Bucket, pt.V, WireVersion)
-		}
-		if pt.Kind != want && !(pt.Kind == "" || pt.Skipped) {
-			return nil, nil, fmt.Errorf("merge bucket %s: partial of kind %q, the plan wants %q", pt.Bucket, pt.Kind, want)
+		if err := p.CheckPartial(pt); err != nil {
+			return nil, nil, fmt.Errorf("merge bucket %s: %w", pt.Bucket, err)
 		}
 	}
 	var rows []Row
@@ -71,6 +64,28 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		cols = mcols
 	}
 	return rows, p.columns(rows, cols), nil
+}
+
+// CheckPartial checks that a decoded partial fits this plan (its kind,
+// and for an aggregate a key per by-field and a state per aggregate), so
+// a search head can refuse one peer's malformed answer for that bucket
+// as it arrives (and search the bucket elsewhere) instead of failing the
+// merge. Merge runs the same checks.
+func (p *Plan) CheckPartial(pt *Partial) error {
+	if pt.V != WireVersion {
+		return fmt.Errorf("wire version %d, want %d", pt.V, WireVersion)
+	}
+	want := "events"
+	if p.Aggregating() {
+		want = "agg"
+	}
+	if pt.Kind != want && !(pt.Kind == "" || pt.Skipped) {
+		return fmt.Errorf("partial of kind %q, the plan wants %q", pt.Kind, want)
+	}
+	if p.Aggregating() {
+		return p.newAggregator().checkShape(pt)
+	}
+	return nil
 }
 
 // columns decides the response's fields list: a table's columns, an

@@ -392,35 +392,10 @@ func (h *Head) serveHealthz(w http.ResponseWriter, r *http.Request) {
 // event searches) — otherwise rows come back in the response.
 func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error) (*query.Response, error) {
 	start := time.Now()
-	if strings.TrimSpace(req.Query) == "" {
-		return nil, &RequestError{Status: 400, Code: "bad_query", Msg: "query is required"}
-	}
-	pref, err := ParsePreference(req.Preference)
+	now := time.Now()
+	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
 	if err != nil {
 		return nil, err
-	}
-	if pref.Kind == PrefOnlyLocal && h.cfg.Site == fsm.Site0 {
-		return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: "no local site for a site0 search head"}
-	}
-	if req.Publish != "" {
-		if _, err := h.subj.Results(req.Publish); err != nil {
-			return nil, &RequestError{Status: 400, Code: "bad_publish", Msg: fmt.Sprintf("publish name %q: %v", req.Publish, err)}
-		}
-	}
-	now := time.Now()
-	if req.Site != "" && req.Site != h.cfg.Site {
-		return nil, &RequestError{Status: 400, Code: "wrong_site",
-			Msg: fmt.Sprintf("search head %s serves site %q, not %q: use that site's search head", h.cfg.ID, h.cfg.Site, req.Site)}
-	}
-	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now})
-	if err != nil {
-		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error()}
-		var se *query.SyntaxError
-		if errors.As(err, &se) {
-			pos := se.Pos
-			re.Position = &pos
-		}
-		return nil, re
 	}
 	select {
 	case h.sem <- struct{}{}:
@@ -551,6 +526,44 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	pub.summary(sum)
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
+}
+
+// checkRequest checks a search request before anything is sent: the
+// query compiles, the preference parses and fits this head's site, the
+// publish name makes a subject, the site (if named) is this head's. Every
+// refusal is a *RequestError (400) naming the input; FuzzCheckRequest
+// feeds it arbitrary requests.
+func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Time) (*Preference, *query.Plan, error) {
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, nil, &RequestError{Status: 400, Code: "bad_query", Msg: "query is required"}
+	}
+	pref, err := ParsePreference(req.Preference)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pref.Kind == PrefOnlyLocal && site == fsm.Site0 {
+		return nil, nil, &RequestError{Status: 400, Code: "bad_preference", Msg: "no local site for a site0 search head"}
+	}
+	if req.Publish != "" {
+		if _, err := subj.Results(req.Publish); err != nil {
+			return nil, nil, &RequestError{Status: 400, Code: "bad_publish", Msg: fmt.Sprintf("publish name %q: %v", req.Publish, err)}
+		}
+	}
+	if req.Site != "" && req.Site != site {
+		return nil, nil, &RequestError{Status: 400, Code: "wrong_site",
+			Msg: fmt.Sprintf("search head %s serves site %q, not %q: use that site's search head", head, site, req.Site)}
+	}
+	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now})
+	if err != nil {
+		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error()}
+		var se *query.SyntaxError
+		if errors.As(err, &se) {
+			pos := se.Pos
+			re.Position = &pos
+		}
+		return nil, nil, re
+	}
+	return pref, plan, nil
 }
 
 // firstReason names the first bucket a partial search lacks, and why.

@@ -406,7 +406,10 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 			if err == nil && m.Kind == api.SearchBatch {
 				// Decoded here, in parallel across peers, not on the
 				// coordinator.
-				if part, err = query.DecodePartial(m.Partial); err != nil {
+				if part, err = query.DecodePartial(m.Partial); err == nil {
+					err = r.plan.CheckPartial(part)
+				}
+				if err != nil {
 					err = fmt.Errorf("bucket %s: %w", m.Bucket, err)
 				}
 				m.Partial = nil

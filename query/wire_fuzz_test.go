@@ -1,0 +1,60 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// FuzzMergePartial feeds a search head arbitrary bytes as a peer's partial
+// answer (what arrives in a search stream's batch): it is refused by
+// DecodePartial or by Merge with an error, or merged — never a panic,
+// whatever the plan (events, stats, top, timechart, dedup, sort).
+func FuzzMergePartial(f *testing.F) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var evs []Event
+	for i := 0; i < 40; i++ {
+		evs = append(evs, Event{Time: base + int64(i)*int64(time.Second), Host: fmt.Sprintf("web-%d", i%3), Sourcetype: "access", Index: "main",
+			Raw: fmt.Sprintf("GET /p/%d status=%d bytes=%d", i%5, 200+100*(i%4), i*13)})
+	}
+	seg := NewMemSegment("main~1~G", "main", evs)
+	queries := []string{
+		"status=500",
+		"* | stats count dc(bytes) avg(bytes) perc90(bytes) values(status) by host",
+		"* | top limit=3 host",
+		"* | timechart span=10s count by host",
+		"* | dedup host | sort -bytes | head 3",
+		"* | stats earliest(_time) latest(_time) by status",
+	}
+	var plans []*Plan
+	for _, q := range queries {
+		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
+		if err != nil {
+			f.Fatal(err)
+		}
+		plans = append(plans, plan)
+		// Seeds: the real wire form of each plan's answer.
+		p, err := plan.RunSegment(context.Background(), seg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := p.Encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(len(plans)-1))
+	}
+	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","counts":{"k":["a","b"],"n":[1]}}`), uint8(2))
+	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","groups":[{"k":[1,{"$t":"x"}],"a":[null]}]}`), uint8(1))
+	f.Add([]byte(`{"v":2,"bucket":"b","kind":"events","events":[{"t":-1,"b":"x","f":{"bytes":{"$t":"9"},"status":[1,"2"]}}]}`), uint8(4))
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		plan := plans[int(which)%len(plans)]
+		p, err := DecodePartial(b)
+		if err != nil {
+			return
+		}
+		_, _, _ = plan.Merge([]*Partial{p})
+		_ = plan.Combine([]*Partial{p})
+	})
+}

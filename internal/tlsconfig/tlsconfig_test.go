@@ -1,0 +1,182 @@
+package tlsconfig
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustGenerate(t *testing.T, hosts ...string) Files {
+	t.Helper()
+	f, err := Generate(t.TempDir(), hosts, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// serve accepts TLS connections on 127.0.0.1 with cfg and completes each
+// handshake; the handshake errors arrive on the channel.
+func serve(t *testing.T, cfg *tls.Config) (string, <-chan error) {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	errs := make(chan error, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			errs <- c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	return ln.Addr().String(), errs
+}
+
+func dial(addr string, cfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// TLS 1.3: a refused client certificate shows on the first read.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if errors.Is(err, os.ErrDeadlineExceeded) || err == nil || strings.Contains(err.Error(), "EOF") {
+		return nil
+	}
+	return err
+}
+
+func TestTLSServerAndClient(t *testing.T) {
+	f := mustGenerate(t, "127.0.0.1", "localhost")
+	srv, err := f.Server()
+	if err != nil || srv == nil {
+		t.Fatalf("server config: %v %v", srv, err)
+	}
+	addr, _ := serve(t, srv)
+	cli, err := f.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(addr, cli); err != nil {
+		t.Fatalf("client with the CA refused: %v", err)
+	}
+	// Without the CA (system roots) and with another CA: x509 refusals.
+	other, _ := mustGenerate(t, "127.0.0.1").Client()
+	for name, cfg := range map[string]*tls.Config{"no CA": nil, "another CA": other} {
+		err := dial(addr, cfg)
+		var uerr x509.UnknownAuthorityError
+		var verr *tls.CertificateVerificationError
+		if !errors.As(err, &uerr) && !errors.As(err, &verr) {
+			t.Errorf("%s: want an x509 verification error, got %v", name, err)
+		}
+	}
+	// The certificate names its hosts only.
+	cfg := cli.Clone()
+	cfg.ServerName = "elsewhere.example"
+	var herr x509.HostnameError
+	if err := dial(addr, cfg); !errors.As(err, &herr) {
+		t.Errorf("wrong host name: want x509.HostnameError, got %v", err)
+	}
+}
+
+func TestTLSMutual(t *testing.T) {
+	f := mustGenerate(t, "127.0.0.1")
+	m, err := f.Mutual()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, errs := serve(t, m)
+	if err := dial(addr, m); err != nil {
+		t.Fatalf("mutual: %v", err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatalf("mutual, server side: %v", err)
+	}
+	// A client that trusts the server but has no certificate: the server
+	// refuses it.
+	cli, _ := f.Client()
+	dial(addr, cli)
+	if err := <-errs; err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("client without a certificate: server said %v", err)
+	}
+	// A client certificate of another CA: refused too.
+	om, _ := mustGenerate(t, "127.0.0.1").Mutual()
+	om.RootCAs = m.RootCAs // it trusts the server, the server does not trust it
+	dial(addr, om)
+	if err := <-errs; err == nil {
+		t.Fatal("client certificate of another CA accepted")
+	}
+	if _, err := (Files{Cert: f.Cert, Key: f.Key}).Mutual(); !errors.Is(err, ErrNoCA) {
+		t.Fatalf("mutual without CA: %v", err)
+	}
+}
+
+func TestTLSCheckRefusesBadFiles(t *testing.T) {
+	f := mustGenerate(t, "localhost")
+	for name, c := range map[string]struct {
+		files Files
+		want  string
+	}{
+		"cert without key": {Files{Cert: f.Cert}, "go together"},
+		"key as cert":      {Files{Cert: f.Key, Key: f.Key}, f.Key},
+		"missing CA":       {Files{CA: filepath.Join(t.TempDir(), "nope.pem")}, "nope.pem"},
+		"CA not PEM":       {Files{CA: f.Key}, "no PEM certificate"},
+	} {
+		if err := c.files.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
+		}
+	}
+	if err := f.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := (Files{}).Server(); cfg != nil || err != nil {
+		t.Fatalf("zero files serve TLS: %v %v", cfg, err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	if got, _ := (Files{}).WrapListener(ln); got != ln {
+		t.Fatal("zero files wrapped the listener")
+	}
+}
+
+func TestTLSGenerateExisting(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok, err := Existing(dir); ok || err != nil {
+		t.Fatalf("empty dir: %v %v", ok, err)
+	}
+	f, err := Generate(dir, []string{"a", "10.0.0.1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := Existing(dir); !ok || err != nil {
+		t.Fatalf("after Generate: %v %v", ok, err)
+	}
+	st, err := os.Stat(f.Key)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key mode: %v %v", st.Mode(), err)
+	}
+	os.Remove(f.CA)
+	if _, _, err := Existing(dir); !errors.Is(err, ErrPartial) {
+		t.Fatalf("partial dir: %v", err)
+	}
+	if _, err := Generate(dir, []string{" "}, 0); err == nil {
+		t.Fatal("no hosts accepted")
+	}
+}

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
 // DefaultReadyTimeout bounds how long Start waits for the server to accept
@@ -58,11 +59,16 @@ type ServerConfig struct {
 	Users []User
 	// Subjects is the subject scheme the role permissions are built for.
 	Subjects Subjects
-	// TLSCert and TLSKey (PEM files), when set, make client connections
-	// TLS-only (SPEC §11: optional TLS on NATS). Routes and gateways stay
-	// plain: they run between the deployment's own servers, on addresses
-	// the operator keeps private.
+	// TLSCert and TLSKey (PEM files), when set, make every connection of
+	// this node TLS-only (SPEC §11: optional TLS on NATS): client
+	// connections (clients trust the node with ConnectOptions.TLSCA), the
+	// monitoring endpoint (HTTPS), and routes and gateways, which are
+	// mutual TLS — both ends present TLSCert and verify the other's
+	// against TLSCA, which they then require.
 	TLSCert, TLSKey string
+	// TLSCA is the PEM file of the CA that signed the deployment's
+	// certificates (needed with TLSCert when routes or gateways are on).
+	TLSCA string
 	// MaxPayload overrides the maximum message size (default 1 MiB).
 	MaxPayload int32
 	// Logger receives the server's log lines (default slog.Default()).
@@ -230,21 +236,15 @@ func (c ServerConfig) options() (*server.Options, error) {
 	} else if len(c.Gateways) > 0 {
 		return nil, errors.New("bus: --gateways needs --gateway-listen")
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, errors.New("bus: --tls-cert and --tls-key go together")
-	}
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("bus: load TLS certificate %s: %w", c.TLSCert, err)
-		}
-		o.TLS = true
-		o.TLSTimeout = 2
-		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if err := c.tlsOptions(o); err != nil {
+		return nil, err
 	}
 	if c.HTTPListen != "" {
 		if o.HTTPHost, o.HTTPPort, err = parseListen("http", c.HTTPListen); err != nil {
 			return nil, err
+		}
+		if o.TLS { // monitoring over HTTPS, with the client port's certificate
+			o.HTTPSPort, o.HTTPPort = o.HTTPPort, 0
 		}
 	}
 	if c.User != "" || len(c.Users) > 0 {
@@ -256,6 +256,43 @@ func (c ServerConfig) options() (*server.Options, error) {
 	}
 	return o, nil
 }
+
+// tlsOptions turns TLSCert, TLSKey and TLSCA into nats-server's TLS
+// options: TLS on the client port, and mutual TLS on routes and gateways.
+func (c ServerConfig) tlsOptions(o *server.Options) error {
+	files := tlsconfig.Files{Cert: c.TLSCert, Key: c.TLSKey, CA: c.TLSCA}
+	if !files.Serving() {
+		if c.TLSCA != "" {
+			return errors.New("bus: --tls-ca needs --tls-cert and --tls-key (a node with a CA but no certificate would serve plain text)")
+		}
+		return nil
+	}
+	srv, err := files.Server()
+	if err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	o.TLS, o.TLSTimeout, o.TLSConfig = true, tlsTimeout, srv
+	if c.ClusterListen == "" && c.GatewayListen == "" {
+		return nil
+	}
+	mutual, err := files.Mutual()
+	if errors.Is(err, tlsconfig.ErrNoCA) {
+		return errors.New("bus: routes and gateways with --tls-cert need --tls-ca: they are mutual TLS between the deployment's servers")
+	}
+	if err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	if c.ClusterListen != "" {
+		o.Cluster.TLSConfig, o.Cluster.TLSTimeout = mutual.Clone(), tlsTimeout
+	}
+	if c.GatewayListen != "" {
+		o.Gateway.TLSConfig, o.Gateway.TLSTimeout = mutual.Clone(), tlsTimeout
+	}
+	return nil
+}
+
+// tlsTimeout bounds a TLS handshake on every port, in seconds.
+const tlsTimeout = 2
 
 // StartServer starts an embedded nats-server node and waits until it accepts
 // connections, up to ctx's deadline (DefaultReadyTimeout without one). On
@@ -381,6 +418,9 @@ func (s *Server) MonitorURL() string {
 	a := s.nats().MonitorAddr()
 	if a == nil {
 		return ""
+	}
+	if s.cfg.TLSCert != "" {
+		return "https://" + a.String()
 	}
 	return "http://" + a.String()
 }

@@ -20,7 +20,12 @@ type SitesConfig struct {
 	// can partition a site from the others while its own clients stay
 	// connected (tests and fault injection).
 	Cuttable bool
-	Logger   *slog.Logger
+	// TLSCert, TLSKey and TLSCA turn on TLS on every node: client
+	// connections, and gateways with mutual TLS (see ServerConfig). Not
+	// with Cuttable: the cut proxy reads the dialling site from the
+	// CONNECT line, which TLS hides.
+	TLSCert, TLSKey, TLSCA string
+	Logger                 *slog.Logger
 }
 
 // Sites is a running multisite bus.
@@ -47,6 +52,9 @@ func StartSites(ctx context.Context, cfg SitesConfig) (*Sites, error) {
 			}
 		}
 	}
+	if cfg.Cuttable && cfg.TLSCert != "" {
+		return nil, errors.New("bus: Cuttable sites cannot run TLS (the cut proxy reads the gateway's CONNECT line)")
+	}
 	ss := &Sites{bySite: map[string]*Server{}, proxies: map[string]*gatewayProxy{}}
 	fail := func(err error) (*Sites, error) {
 		ss.Shutdown()
@@ -57,6 +65,7 @@ func StartSites(ctx context.Context, cfg SitesConfig) (*Sites, error) {
 		sc := ServerConfig{
 			Name: site + "-nats", Site: site, Listen: "127.0.0.1:0",
 			User: cfg.User, Password: cfg.Password, Users: cfg.Users, Subjects: cfg.Subjects,
+			TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, TLSCA: cfg.TLSCA,
 			Logger: cfg.Logger,
 		}
 		var proxy *gatewayProxy

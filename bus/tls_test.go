@@ -1,19 +1,29 @@
 package bus
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
 // selfSigned writes a CA-less self-signed certificate for 127.0.0.1 and
@@ -94,4 +104,124 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// logLines records the messages a server logs, for tests that wait on one.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.lines = append(l.lines, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+func (l *logLines) has(sub string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no log line with %q in %d lines", sub, len(l.lines))
+}
+
+// TestTLSRoutesAndGateways: with a certificate and a CA, a site's routes
+// and the gateways between sites are mutual TLS, requests cross both,
+// and a node whose certificate another CA signed cannot route in.
+func TestTLSRoutesAndGateways(t *testing.T) {
+	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := StartSites(ctxTimeout(t, 20*time.Second), SitesConfig{Sites: []string{"site1", "site2"}, Logger: quiet, Monitoring: true,
+		TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Shutdown)
+	// A second site1 node routed to a first one, each also a TLS node.
+	a := mustStartServer(t, ServerConfig{Name: "a", Site: "site3", ClusterListen: "127.0.0.1:0", TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
+	b := mustStartServer(t, ServerConfig{Name: "b", Site: "site3", ClusterListen: "127.0.0.1:0", Routes: []string{a.ClusterURL()},
+		TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
+	if err := b.WaitRoutes(ctxTimeout(t, 10*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.NATS().Varz(nil); err != nil || !v.Cluster.TLSRequired || !v.Cluster.TLSVerify {
+		t.Fatalf("routes not mutual TLS: %+v %v", v.Cluster, err)
+	}
+	for _, pair := range [][2]*Server{{a, b}, {ss.Server("site1"), ss.Server("site2")}} {
+		srv := mustConnect(t, pair[0].ClientURL(), ConnectOptions{TLSCA: files.CA})
+		cli := mustConnect(t, pair[1].ClientURL(), ConnectOptions{TLSCA: files.CA})
+		mustServe(t, srv, "quarry.mgr.echo", ServeOptions{}, echo(pair[0].Name()))
+		waitFor(t, 10*time.Second, func() error {
+			_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.mgr.echo", echoReq{Text: "x"})
+			return err
+		})
+	}
+	// Gateways: every connection between the sites is TLS.
+	for _, s := range ss.Servers {
+		gz, err := s.NATS().Gatewayz(&server.GatewayzOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, rg := range gz.OutboundGateways {
+			if rg.Connection == nil || rg.Connection.TLSVersion == "" {
+				t.Fatalf("%s: outbound gateway to %s is not TLS: %+v", s.Name(), name, rg.Connection)
+			}
+		}
+		if !strings.HasPrefix(s.MonitorURL(), "https://") {
+			t.Fatalf("monitoring of a TLS node is %s", s.MonitorURL())
+		}
+	}
+	// A node with another CA's certificate cannot route in.
+	other, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := &logLines{}
+	rogue := mustStartServer(t, ServerConfig{Name: "rogue", Site: "site3", ClusterListen: "127.0.0.1:0", Routes: []string{a.ClusterURL()},
+		TLSCert: other.Cert, TLSKey: other.Key, TLSCA: other.CA, Logger: slog.New(lines)})
+	waitFor(t, 10*time.Second, func() error { return lines.has("TLS route handshake error") })
+	if n := rogue.RoutedServers(); n != 0 {
+		t.Fatalf("rogue node has routes to %d nodes", n)
+	}
+	if n := a.RoutedServers(); n != 1 {
+		t.Fatalf("a has routes to %d nodes, want 1 (b only)", n)
+	}
+	// Routes or gateways with a certificate but no CA: refused at start.
+	_, err = StartServer(ctxTimeout(t, time.Second), ServerConfig{Name: "n", Site: "site1", Listen: "127.0.0.1:0", GatewayListen: "127.0.0.1:0",
+		TLSCert: files.Cert, TLSKey: files.Key})
+	if err == nil || !strings.Contains(err.Error(), "need --tls-ca") {
+		t.Fatalf("gateway TLS without CA: %v", err)
+	}
+	if _, err := StartSites(ctxTimeout(t, time.Second), SitesConfig{Sites: []string{"s1", "s2"}, Cuttable: true, TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA}); err == nil {
+		t.Fatal("cuttable TLS sites started")
+	}
+}
+
+// TestTLSClientWithoutCA: a client of a TLS node without the CA (system
+// roots) is refused at once, with a certificate error.
+func TestTLSClientWithoutCA(t *testing.T) {
+	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
+	start := time.Now()
+	_, err = Connect(ctxTimeout(t, 5*time.Second), s.ClientURL(), ConnectOptions{Logger: quiet})
+	var verr *tls.CertificateVerificationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("client without CA: want a certificate verification error, got %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("refusal took %s", took)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,9 +23,10 @@ import (
 // (bad request, unauthorized, unknown peer) is final. Writes follow a
 // follower's 307 to the leader with the token. Every call has a timeout.
 type Client struct {
-	URLs  []string
-	Token string
-	http  *http.Client
+	URLs    []string
+	Token   string
+	http    *http.Client
+	timeout time.Duration
 }
 
 // DefaultClientTimeout bounds one HTTP call of the Client.
@@ -53,7 +55,14 @@ func NewClient(urls []string, token string, timeout time.Duration) (*Client, err
 	if len(clean) == 0 {
 		return nil, errors.New("no manager URL given (--manager or QUARRY_MANAGER)")
 	}
-	return &Client{URLs: clean, Token: token, http: redirectClient(timeout)}, nil
+	return &Client{URLs: clean, Token: token, http: redirectClient(timeout, nil), timeout: timeout}, nil
+}
+
+// UseTLS makes the client verify HTTPS managers with cfg (a
+// tlsconfig.Files.Client config: the deployment's CA) instead of the
+// system roots.
+func (c *Client) UseTLS(cfg *tls.Config) {
+	c.http = redirectClient(c.timeout, cfg)
 }
 
 // noLeaderRetry is how long the client keeps retrying while the managers

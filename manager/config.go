@@ -13,6 +13,7 @@ import (
 
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
 // Server is one voter of the bootstrap member list: `--bootstrap m1=addr,…`.
@@ -49,6 +50,11 @@ type Config struct {
 	// not in the FSM config, because only peers read it.
 	TargetTimeout time.Duration
 	AdminToken    string // bearer token every write must carry
+	// TLS: with a certificate the HTTP API serves HTTPS and the Raft
+	// transport is mutual TLS (both need the CA); with the CA, the
+	// manager verifies the bus, and the other managers it joins through,
+	// against it (DESIGN.md, "Raft over TLS").
+	TLS tlsconfig.Files
 
 	// Bootstrap is the initial member list. It is used only when the data
 	// directory holds no Raft state; otherwise it is ignored.
@@ -209,6 +215,12 @@ func (c *Config) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("--join %q: want http://host:port", c.Join)
 		}
+	}
+	if err := c.TLS.Check(); err != nil {
+		return bad("%v", err)
+	}
+	if c.TLS.Serving() && c.TLS.CA == "" {
+		return bad("--tls-cert needs --tls-ca: the Raft transport between managers is mutual TLS, verified against that CA")
 	}
 	if _, err := bus.NewSubjects(c.NATSPrefix); err != nil {
 		return bad("nats prefix %q: %v", c.NATSPrefix, err)

@@ -139,7 +139,11 @@ func (m *Manager) redirectToLeader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.metrics.redirects.Inc()
-	http.Redirect(w, r, "http://"+addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	scheme := "http"
+	if r.TLS != nil { // the managers of a group all serve HTTPS, or none does
+		scheme = "https"
+	}
+	http.Redirect(w, r, scheme+"://"+addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 }
 
 // applyHTTP proposes cmd for an HTTP write and writes the answer. A lost

@@ -3,6 +3,7 @@ package manager
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func (m *Manager) postJoin(ctx context.Context, url string, body []byte) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+m.cfg.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := redirectClient(10 * time.Second).Do(req)
+	resp, err := redirectClient(10*time.Second, m.tlsClient).Do(req)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func (m *Manager) registerSelf() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		body, _ := json.Marshal(JoinRequest(m.self()))
-		err = m.postJoin(ctx, "http://"+leaderHTTP+"/v1/managers/join", body)
+		err = m.postJoin(ctx, m.cfg.TLS.Scheme()+"://"+leaderHTTP+"/v1/managers/join", body)
 		cancel()
 		if err != nil {
 			m.log.Debug("publishing own address to the leader failed; will retry", "err", err)
@@ -159,10 +160,18 @@ func (m *Manager) registerSelf() {
 // redirectClient is an HTTP client with a timeout that follows a manager's
 // 307 redirects to the leader and re-sends the Authorization header (Go drops
 // it when the host changes; the redirect comes from a manager we trust with
-// the token already). At most 3 redirects.
-func redirectClient(timeout time.Duration) *http.Client {
+// the token already). At most 3 redirects. tlsCfg (nil: Go's defaults)
+// verifies HTTPS managers.
+func redirectClient(timeout time.Duration, tlsCfg *tls.Config) *http.Client {
+	var tr http.RoundTripper = http.DefaultTransport
+	if tlsCfg != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsCfg
+		tr = t
+	}
 	return &http.Client{
-		Timeout: timeout,
+		Timeout:   timeout,
+		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > 3 {
 				return errors.New("more than 3 redirects")

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,7 +46,10 @@ type Manager struct {
 
 	httpLn  net.Listener
 	httpSrv *http.Server
-	metrics *metrics
+	// tlsClient verifies other managers' HTTPS (join, registerSelf); nil:
+	// Go's defaults.
+	tlsClient *tls.Config
+	metrics   *metrics
 
 	// NATS service (natsvc.go); nc is nil without Config.NATS.
 	nc       *nats.Conn
@@ -116,12 +120,21 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		closeNATS()
 		return nil, fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err)
 	}
-	m.httpLn = ln
 	m.cfg.HTTPAddr = ln.Addr().String()
+	if m.httpLn, err = cfg.TLS.WrapListener(ln); err != nil { // HTTPS with a certificate
+		ln.Close()
+		closeNATS()
+		return nil, err
+	}
+	if m.tlsClient, err = cfg.TLS.Client(); err != nil {
+		ln.Close()
+		closeNATS()
+		return nil, err
+	}
 
 	node, err := openRaft(&m.cfg, m.mux, func() raft.FSM { return newMuxFSM(fsm.New()) }, m.log)
 	if err != nil {
-		ln.Close()
+		m.httpLn.Close()
 		closeNATS()
 		return nil, err
 	}

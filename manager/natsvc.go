@@ -40,7 +40,7 @@ func (m *Manager) connectNATS(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.NATSConnectTimeout)
 	defer cancel()
 	nc, err := bus.Connect(cctx, m.cfg.NATS, bus.ConnectOptions{
-		Name: "manager " + m.cfg.ID, User: m.cfg.NATSUser, Password: m.cfg.NATSPassword, Logger: m.log,
+		Name: "manager " + m.cfg.ID, User: m.cfg.NATSUser, Password: m.cfg.NATSPassword, Logger: m.log, TLSCA: m.cfg.TLS.CA,
 		OnReconnect: m.busHeard,
 	})
 	if err != nil {

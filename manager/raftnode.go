@@ -96,8 +96,7 @@ func openRaft(cfg *Config, fsm raft.FSM, newFSM func() raft.FSM, log *slog.Logge
 		// Let the transport advertise what it actually bound.
 		adv = nil
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog.Named("transport"))
-	if err != nil {
+	if n.trans, err = newRaftTransport(cfg, adv, hlog.Named("transport")); err != nil {
 		return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
 	}
 
@@ -152,6 +151,27 @@ func openRaft(cfg *Config, fsm raft.FSM, newFSM func() raft.FSM, log *slog.Logge
 		log.Info("no raft state and no bootstrap list: waiting to be added by a leader (join)")
 	}
 	return n, nil
+}
+
+// newRaftTransport is hashicorp/raft's TCP transport, or the same network
+// transport on a mutual-TLS stream layer when the manager has a
+// certificate (DESIGN.md, "Raft over TLS").
+func newRaftTransport(cfg *Config, adv net.Addr, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	const maxPool, timeout = 3, 10 * time.Second
+	if !cfg.TLS.Serving() {
+		return raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, maxPool, timeout, logger)
+	}
+	mutual, err := cfg.TLS.Mutual()
+	if err != nil {
+		return nil, err
+	}
+	stream, err := newTLSStreamLayer(cfg.RaftAddr, adv, mutual)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: maxPool, Timeout: timeout, Logger: logger,
+	}), nil
 }
 
 // closeStores releases the stores and the transport; used on a failed open

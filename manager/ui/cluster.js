@@ -151,7 +151,7 @@
     fill($("managers").tBodies[0], m.managers.map((x) => el("tr", { "data-manager": x.id },
       el("td", { text: x.id + (x.id === m.self ? " (this page)" : "") }), el("td", { text: x.site || "" }),
       el("td", { text: x.raft_addr }),
-      el("td", {}, x.http_addr ? el("a", { href: "http://" + x.http_addr + "/", text: x.http_addr }) : ""),
+      el("td", {}, x.http_addr ? el("a", { href: location.protocol + "//" + x.http_addr + "/", text: x.http_addr }) : ""),
       el("td", {}, yes(x.voter)), el("td", { text: x.leader ? "leader" : "follower" }))), 6, "none");
     const leader = m.managers.find((x) => x.leader);
     const note = $("leader-note");
@@ -160,7 +160,7 @@
     for (const b of ["maint-on", "maint-off", "rebalance"]) $(b).disabled = follower;
     if (follower) {
       note.append("This manager is a follower: writes go to the leader. ");
-      if (leader && leader.http_addr) note.append(el("a", { href: "http://" + leader.http_addr + "/", text: "Open the leader's page (" + leader.id + ")" }));
+      if (leader && leader.http_addr) note.append(el("a", { href: location.protocol + "//" + leader.http_addr + "/", text: "Open the leader's page (" + leader.id + ")" }));
       else note.append("No leader known yet.");
     }
   }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,10 @@ type cluster struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
+
+	// searchToks are the cluster config's search tokens, read by every
+	// /v1/search and GET /v1/buckets (auth.go), set by the heartbeats.
+	searchToks atomic.Pointer[[]fsm.SearchToken]
 }
 
 func (p *Peer) site() string {
@@ -94,7 +99,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "peer " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: p.log})
+	nc, err := bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "peer " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: p.log, TLSCA: cfg.TLS.CA})
 	if err != nil {
 		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
 	}
@@ -104,6 +109,10 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
 		if len(cfg.Managers) > 0 {
 			ncp.HTTP = NewHTTPControlPlane(cfg.Managers, cfg.ManagerToken)
+			if err := verifyManagers(ncp.HTTP.Client, cfg.TLS); err != nil {
+				nc.Close()
+				return nil, err
+			}
 		}
 		cl.cp = ncp
 	}
@@ -197,6 +206,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		p.log.Info("this control plane cannot report fixup results; fixup tasks are left to a peer that can")
 	}
 	cl.tokens = cl.cfg.HECTokens
+	cl.searchToks.Store(&cl.cfg.SearchTokens)
 	var toks []hec.Token
 	for _, t := range cl.cfg.HECTokens {
 		toks = append(toks, hec.TokenFromConfig(t))
@@ -209,7 +219,14 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 // changed (SPEC §8: config changes reach running peers within seconds).
 func (p *Peer) refreshTokens(ctx context.Context) {
 	cfg, err := p.cl.cp.Config(ctx)
-	if err != nil || reflect.DeepEqual(cfg.HECTokens, p.cl.tokens) {
+	if err != nil {
+		return
+	}
+	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
+		p.cl.searchToks.Store(&cfg.SearchTokens)
+		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
+	}
+	if reflect.DeepEqual(cfg.HECTokens, p.cl.tokens) {
 		return
 	}
 	var toks []hec.Token

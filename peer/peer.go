@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/quarry-dev/quarry/query"
@@ -48,12 +47,16 @@ type Config struct {
 	HTTPAddr string
 	Attrs    map[string]string
 	Tokens   []hec.Token
-	// SearchTokens and AdminToken guard POST /v1/search on a standalone
-	// peer (a cluster peer takes search tokens from the managers and its
-	// admin token is ManagerToken). With none configured, searches need
-	// no token (said at start).
+	// SearchTokens guard GET /v1/buckets and POST /v1/search on a
+	// standalone peer; AdminToken those and roll, searchable and pprof (a
+	// cluster peer takes search tokens from the managers and its admin
+	// token is ManagerToken). See auth.go: without them the peer serves
+	// those requests only on a loopback address (said at start); on any
+	// other address Start refuses without an admin token.
 	SearchTokens []fsm.SearchToken
 	AdminToken   string
+	// Pprof serves /debug/pprof/* (behind the admin token); off by default.
+	Pprof bool
 	// Searchable: whether the copies this peer creates are searchable
 	// (default true); false keeps journal-only copies (--searchable=false).
 	Searchable    bool
@@ -81,6 +84,10 @@ type Config struct {
 	// before it appends an origin's blocks: a test hook (a slow target
 	// that stays Up); never set by the CLI.
 	BeforeReplicaAppend func(bucket string)
+	// TLS: with a certificate the HTTP API (HEC included) serves HTTPS;
+	// with the CA the peer verifies the bus and the managers' HTTPS
+	// against it (tls.go).
+	TLS tlsconfig.Files
 }
 
 // Peer is a running peer.
@@ -103,6 +110,9 @@ type Peer struct {
 	draining     chan struct{}
 	drainingOnce sync.Once
 	searchStats  SearchStats
+
+	// loopback: cfg.HTTPAddr binds loopback addresses only (auth.go).
+	loopback bool
 
 	// Search metrics (serveSearch).
 	searches        prometheus.Counter
@@ -176,6 +186,12 @@ func Start(cfg Config) (*Peer, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("peer: --data-dir is required")
 	}
+	if err := cfg.TLS.Check(); err != nil {
+		return nil, fmt.Errorf("peer: %w", err)
+	}
+	if err := checkAuthConfig(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -203,7 +219,8 @@ func Start(cfg Config) (*Peer, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
-	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{})}
+	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
+		loopback: loopbackOnly(cfg.HTTPAddr)}
 	registerSearchMetrics(reg, &p.searchStats)
 	p.registerSearchMetrics(reg)
 	reg.MustRegister(&replLagCollector{p: p})
@@ -237,19 +254,24 @@ func Start(cfg Config) (*Peer, error) {
 	mux := http.NewServeMux()
 	p.hec.Register(mux)
 	mux.HandleFunc("GET /v1/buckets", p.serveBuckets)
-	mux.HandleFunc("POST /v1/buckets/{id}/roll", p.serveRoll)
-	mux.HandleFunc("POST /v1/buckets/{id}/searchable", p.serveMakeSearchable)
+	mux.HandleFunc("POST /v1/buckets/{id}/roll", p.adminOnly(p.serveRoll))
+	mux.HandleFunc("POST /v1/buckets/{id}/searchable", p.adminOnly(p.serveMakeSearchable))
 	mux.HandleFunc("POST /v1/search", p.serveSearch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", p.serveHealthz)
-	// Profiling (pprof) for operators chasing a slow or fat peer.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	p.registerPprof(mux)
+	p.logAuth()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		p.closeCluster(false)
 		st.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	if ln, err = cfg.TLS.WrapListener(ln); err != nil { // HTTPS with a certificate
+		ln.Close()
+		p.closeCluster(false)
+		st.Close()
+		return nil, fmt.Errorf("peer: %w", err)
 	}
 	p.ln = ln
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
@@ -306,7 +328,12 @@ type BucketsResponse struct {
 }
 
 func (p *Peer) serveBuckets(w http.ResponseWriter, r *http.Request) {
-	inv := p.store.Inventory()
+	allowed, status, msg := p.searchScope(r)
+	if status != 0 {
+		writeAuthError(w, status, msg)
+		return
+	}
+	inv := bucketsInScope(p.store.Inventory(), allowed)
 	if idx := r.URL.Query().Get("index"); idx != "" {
 		out := inv[:0]
 		for _, c := range inv {
@@ -344,7 +371,26 @@ func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, err.Error())
 		return
 	}
-	writeJSON(w, 200, map[string]string{"bucket": id, "status": "searchable"})
+	out := map[string]any{"bucket": id, "status": "searchable"}
+	if p.cl != nil {
+		// The managers learn of the searchable copy as they do of one a
+		// fixup task made (auth.go reportSearchable).
+		done := make(chan error, 1)
+		go p.reportSearchable(id, done)
+		t := time.NewTimer(searchableReportWait)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			out["reported"] = err == nil
+			if err != nil {
+				out["report_error"] = err.Error()
+			}
+		case <-t.C:
+			out["reported"] = false
+			out["report_error"] = "the managers have not taken the report yet; the peer keeps retrying"
+		}
+	}
+	writeJSON(w, 200, out)
 }
 
 // serveSearch is single-peer search: every searchable copy here, through
@@ -355,7 +401,7 @@ func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
 	allowed, status, msg := p.searchScope(r)
 	if status != 0 {
-		writeError(w, status, map[int]string{401: "token_required", 403: "invalid_token"}[status], msg)
+		writeAuthError(w, status, msg)
 		return
 	}
 	var req query.Request
@@ -493,35 +539,6 @@ func registerSearchMetrics(reg prometheus.Registerer, s *SearchStats) {
 
 // SearchStats returns the peer's distributed-search counters.
 func (p *Peer) SearchStats() *SearchStats { return &p.searchStats }
-
-// searchScope checks a /v1/search request's token: the indexes it may read
-// (nil: every index), or an HTTP status and message.
-func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
-	toks, admin := p.cfg.SearchTokens, p.cfg.AdminToken
-	if p.cl != nil {
-		toks, admin = p.cl.cfg.SearchTokens, p.cfg.ManagerToken
-	}
-	if len(toks) == 0 && (admin == "" || p.cl != nil && len(toks) == 0) {
-		return nil, 0, "" // no search token configured: open (said at start)
-	}
-	a := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(a, "Bearer ")
-	if !ok || tok == "" {
-		return nil, 401, "a search token is required: Authorization: Bearer <token>"
-	}
-	if admin != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(admin)) == 1 {
-		return nil, 0, ""
-	}
-	for _, t := range toks {
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
-			if len(t.Indexes) == 0 {
-				return nil, 0, ""
-			}
-			return t.Indexes, 0, ""
-		}
-	}
-	return nil, 403, "invalid search token"
-}
 
 // registerSearchMetrics creates the single-peer search metrics.
 func (p *Peer) registerSearchMetrics(reg prometheus.Registerer) {

@@ -60,7 +60,7 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,
 	// joining it, and the peer-facing calls until the NATS transport lands.
-	mux.HandleFunc("GET /v1/config", m.read(m.handleGetConfig))
+	mux.HandleFunc("GET /v1/config", m.read(m.admin(m.handleGetConfig)))
 	mux.HandleFunc("POST /v1/config", m.write(m.handleSetConfig))
 	mux.HandleFunc("/v1/config", m.read(m.handleGetConfig)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
@@ -117,6 +117,19 @@ func (m *Manager) write(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h(w, r)
+	}
+}
+
+// admin wraps a read that shows secrets (GET /v1/config holds the tokens):
+// answered locally, like every read, but only with the admin token.
+func (m *Manager) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !m.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="quarry-manager"`)
+			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("%s %s: missing or wrong admin token (Authorization: Bearer <token>)", r.Method, r.URL.Path)})
+			return
+		}
 		h(w, r)
 	}
 }

@@ -567,9 +567,10 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	}
 }
 
-// GET /v1/config answers the committed config; POST /v1/config replaces it
-// through the leader, and a config that cannot be met is refused with 400
-// bad_config and changes nothing.
+// GET /v1/config answers the committed config to the admin token only (it
+// holds the tokens: SPEC §7); POST /v1/config replaces it through the
+// leader, and a config that cannot be met is refused with 400 bad_config
+// and changes nothing.
 func TestConfigAPI(t *testing.T) {
 	g := newGroup(t, 2, nil)
 	l := g.leader()
@@ -579,8 +580,24 @@ func TestConfigAPI(t *testing.T) {
 			f = m
 		}
 	}
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+f.HTTPAddr()+"/v1/config", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"unauthorized"`) || strings.Contains(string(b), "heartbeat") {
+			t.Fatalf("GET /v1/config with token %q: %d %s, want 401 unauthorized and no config", tok, resp.StatusCode, b)
+		}
+	}
 	var cfg fsm.Config
-	if err := getJSON("http://"+f.HTTPAddr()+"/v1/config", &cfg); err != nil {
+	fc, _ := NewClient([]string{"http://" + f.HTTPAddr()}, testToken, 5*time.Second)
+	if err := fc.do(ctxT(t), http.MethodGet, "/v1/config", nil, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.HeartbeatTimeout != 2*time.Second {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"sort"
 	"sync"
 
@@ -315,7 +314,7 @@ type colMeta struct {
 
 // colReader reads a column file through pread; it keeps the directory.
 type colReader struct {
-	f      *os.File
+	f      *cachedFile // through the store's file cache (filecache.go)
 	size   int64
 	events uint32
 	per    uint32
@@ -325,11 +324,12 @@ type colReader struct {
 	closed bool // guarded by colCache.mu
 }
 
-func openColumns(path string) (*colReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
+func openColumns(path string) (*colReader, error) { return openColumnsIn(nil, path) }
+
+// openColumnsIn opens a column file whose descriptor the cache fc holds (a
+// plain file when fc is nil).
+func openColumnsIn(fc *fileCache, path string) (*colReader, error) {
+	f := fc.handle(path)
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -377,7 +377,7 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 	}
 	r := &colReader{size: size, events: binary.LittleEndian.Uint32(foot[16:]), crc: binary.LittleEndian.Uint32(foot[20:]),
 		cols: map[string]*colMeta{}}
-	if fl, ok := f.(*os.File); ok {
+	if fl, ok := f.(*cachedFile); ok {
 		r.f = fl
 	}
 	dir := make([]byte, dirLen)

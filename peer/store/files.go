@@ -38,6 +38,9 @@ type copyInfo struct {
 	Index      string `json:"index"`
 	LocalID    uint64 `json:"local_id"`
 	Searchable bool   `json:"searchable"`
+	// Quarantine: the index's quarantine bucket (placement.go). Optional,
+	// so version 1 still reads and writes it.
+	Quarantine bool `json:"quarantine,omitempty"`
 }
 
 // metaInfo is meta.json, format version 1: a warm bucket's metadata. Its
@@ -58,6 +61,7 @@ type metaInfo struct {
 	Earliest     int64  `json:"earliest"`
 	Latest       int64  `json:"latest"`
 	ContentHash  string `json:"content_hash"`
+	Quarantine   bool   `json:"quarantine,omitempty"`
 	// PendingTruncate, when >= 0, is a truncation to that many blocks that
 	// was decided but may not be finished; open completes it.
 	PendingTruncate int `json:"pending_truncate"`

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -268,7 +267,7 @@ type sparseEntry struct {
 // indexReader reads an index file through pread; it keeps only the small
 // sparse dictionaries (and, once asked, the bloom filter) in memory.
 type indexReader struct {
-	f        *os.File
+	f        *cachedFile // through the store's file cache (filecache.go)
 	size     int64
 	secs     [numSections][2]uint64
 	events   uint32
@@ -284,16 +283,19 @@ type indexReader struct {
 
 	cols *colReader // the bucket's column file (columns.go), nil for none
 
-	bloomOnce sync.Once
-	bloom     *bloom.BloomFilter
-	bloomErr  error
+	// The bloom filter, read on first use. A read that failed is not
+	// kept (it may be a want of file descriptors), a damaged one is.
+	bloomMu  sync.Mutex
+	bloom    *bloom.BloomFilter
+	bloomErr error
 }
 
-func openIndex(path string) (*indexReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
+func openIndex(path string) (*indexReader, error) { return openIndexIn(nil, path) }
+
+// openIndexIn opens an index file whose descriptor the cache fc holds (a
+// plain file when fc is nil).
+func openIndexIn(fc *fileCache, path string) (*indexReader, error) {
+	f := fc.handle(path)
 	r, err := readIndex(f)
 	if err != nil {
 		f.Close()
@@ -302,7 +304,7 @@ func openIndex(path string) (*indexReader, error) {
 	return r, nil
 }
 
-func readIndex(f *os.File) (*indexReader, error) {
+func readIndex(f *cachedFile) (*indexReader, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -446,24 +448,26 @@ func (r *indexReader) times() ([]int64, error) {
 }
 
 func (r *indexReader) getBloom() (*bloom.BloomFilter, error) {
-	r.bloomOnce.Do(func() {
-		b, err := r.section(secBloom)
-		if err != nil {
-			r.bloomErr = err
-			return
-		}
-		if err := checkBloomSize(b); err != nil {
-			r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
-			return
-		}
-		bf := &bloom.BloomFilter{}
-		if err := bf.UnmarshalBinary(b); err != nil {
-			r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
-			return
-		}
-		r.bloom = bf
-	})
-	return r.bloom, r.bloomErr
+	r.bloomMu.Lock()
+	defer r.bloomMu.Unlock()
+	if r.bloom != nil || r.bloomErr != nil {
+		return r.bloom, r.bloomErr
+	}
+	b, err := r.section(secBloom)
+	if err != nil {
+		return nil, err // not kept: the next search tries again
+	}
+	if err := checkBloomSize(b); err != nil {
+		r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
+		return nil, r.bloomErr
+	}
+	bf := &bloom.BloomFilter{}
+	if err := bf.UnmarshalBinary(b); err != nil {
+		r.bloomErr = fmt.Errorf("%w: bloom: %v", ErrCorrupt, err)
+		return nil, r.bloomErr
+	}
+	r.bloom = bf
+	return bf, nil
 }
 
 // checkBloomSize checks the bloom section's declared sizes against its

@@ -69,7 +69,7 @@ func (s *Store) recover() error {
 			continue
 		}
 		b := &Bucket{s: s, id: ci.ID, index: ci.Index, localID: ci.LocalID, dir: path, searchable: ci.Searchable,
-			journalClosed: make(chan struct{})}
+			quarantine: ci.Quarantine, journalClosed: make(chan struct{})}
 		close(b.journalClosed)
 		if ci.Version != formatVersion {
 			b.id = name
@@ -80,8 +80,7 @@ func (s *Store) recover() error {
 			s.addCorrupt(b, fmt.Errorf("%w: copy.json names %q", ErrCorrupt, ci.ID))
 			continue
 		}
-		rd, err := os.Open(filepath.Join(path, journalFile))
-		if err != nil {
+		if _, err := os.Stat(filepath.Join(path, journalFile)); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				os.RemoveAll(path)
 				s.report.Removed++
@@ -89,7 +88,7 @@ func (s *Store) recover() error {
 			}
 			return err
 		}
-		b.rd = rd
+		b.rd = s.files.handle(filepath.Join(path, journalFile))
 		var m metaInfo
 		merr := readJSON(filepath.Join(path, metaFile), &m)
 		switch {
@@ -113,6 +112,9 @@ func (s *Store) recover() error {
 		if b.state == StateRemoved {
 			continue
 		}
+		// The descriptors recovery used go back: the first search opens
+		// what it reads (the cache would only keep the last copies opened).
+		b.dropFiles()
 		s.bmu.Lock()
 		s.buckets[b.id] = b
 		s.bmu.Unlock()
@@ -221,7 +223,7 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 	b.contentHash = m.ContentHash
 	b.state = StateWarm
 	if m.Searchable {
-		r, err := openIndex(filepath.Join(b.dir, indexFile))
+		r, err := openIndexIn(s.files, filepath.Join(b.dir, indexFile))
 		if err == nil && (r.events != m.Events || r.size != m.IndexBytes || len(r.blocks) != m.Blocks) {
 			r.close()
 			err = fmt.Errorf("%w: index does not match the metadata", ErrCorrupt)
@@ -229,7 +231,7 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 		if err == nil {
 			// A copy written before columns existed (no column_bytes) is
 			// rebuilt too: index and columns come from one pass.
-			r.cols, err = openColumns(filepath.Join(b.dir, columnsFile))
+			r.cols, err = openColumnsIn(s.files, filepath.Join(b.dir, columnsFile))
 			if err == nil && (r.cols.events != m.Events || r.cols.size != m.ColumnBytes) {
 				err = fmt.Errorf("%w: columns do not match the metadata", ErrCorrupt)
 			}

@@ -293,13 +293,8 @@ func (s *Store) createReplica(id, index string, localID uint64, searchable bool)
 		jf.Close()
 		return nil, err
 	}
-	rd, err := os.Open(filepath.Join(dir, journalFile))
-	if err != nil {
-		jf.Close()
-		return nil, err
-	}
 	b := &Bucket{s: s, id: id, index: index, localID: localID, dir: dir, searchable: searchable,
-		state: StateHot, jf: jf, rd: rd, hash: sha256.New(), journalClosed: make(chan struct{}), replica: true}
+		state: StateHot, jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(), journalClosed: make(chan struct{}), replica: true}
 	if searchable {
 		b.hidx = newHotIndex()
 	}

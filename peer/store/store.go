@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,13 +37,28 @@ type Options struct {
 	GUID       string // the peer's GUID, part of every bucket id
 	Searchable bool   // whether new buckets are searchable copies
 	// Roll limits (SPEC §3): a hot bucket rolls when its uncompressed event
-	// bytes reach MaxHotBytes (default 32 MiB), when an event would make it
-	// span more than MaxHotSpan (default 90 days), and the least recently
-	// written hot bucket of an index rolls when it would have more than
-	// MaxHotBuckets (default 3).
+	// bytes reach MaxHotBytes (default 32 MiB). An index has at most
+	// MaxHotBuckets (default 3) hot buckets besides its quarantine bucket,
+	// whatever the events' times: an event goes to a hot bucket it fits
+	// without making it span more than MaxHotSpan (default 90 days), else
+	// to a new one while the index has fewer than MaxHotBuckets, else to
+	// the one it widens least (placement.go).
 	MaxHotBytes   int64
 	MaxHotSpan    time.Duration
 	MaxHotBuckets int
+	// Quarantine (Splunk's quarantinePastSecs / quarantineFutureSecs): an
+	// event more than QuarantinePast before or QuarantineFuture after the
+	// peer's clock at ingest goes to the index's one quarantine bucket
+	// (defaults 900 days and 30 days; a negative value turns that side
+	// off).
+	QuarantinePast   time.Duration
+	QuarantineFuture time.Duration
+	// MaxOpenFiles caps the descriptors kept open for reading copies
+	// (journals, index and column files; filecache.go). 0 takes
+	// DefaultMaxOpenFiles (half the soft RLIMIT_NOFILE, 16 to 4,096).
+	MaxOpenFiles int
+	// Now is the clock quarantine is judged by (default time.Now).
+	Now func() time.Time
 	// Block sealing (SPEC §4): 128 KiB of payload or 200 ms.
 	BlockBytes    int
 	BlockInterval time.Duration
@@ -66,6 +82,18 @@ func (o *Options) defaults() {
 	}
 	if o.MaxHotBuckets <= 0 {
 		o.MaxHotBuckets = 3
+	}
+	if o.QuarantinePast == 0 {
+		o.QuarantinePast = 900 * 24 * time.Hour
+	}
+	if o.QuarantineFuture == 0 {
+		o.QuarantineFuture = 30 * 24 * time.Hour
+	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.BlockBytes <= 0 {
 		o.BlockBytes = 128 << 10
@@ -119,6 +147,7 @@ type Stats struct {
 	PendingBytes    atomic.Int64
 	Unindexed       atomic.Int64
 	RollsInProgress atomic.Int64
+	Files           FileStats // the file cache (filecache.go)
 }
 
 // Store is a peer's bucket storage.
@@ -144,7 +173,8 @@ type Store struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	repl replState // replication hooks and replica copies (replica.go)
+	repl  replState  // replication hooks and replica copies (replica.go)
+	files *fileCache // read descriptors of every copy (filecache.go)
 }
 
 type indexState struct {
@@ -302,6 +332,7 @@ func Open(opts Options) (*Store, error) {
 		stop:     make(chan struct{}),
 		failedCh: make(chan struct{}),
 	}
+	s.files = newFileCache(opts.MaxOpenFiles, &s.Stats.Files)
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -328,7 +359,14 @@ func (s *Store) Err() error {
 	return nil
 }
 
+// fail stops the store from acknowledging. Running out of file descriptors
+// never does: it is a want of a resource, not damage, and every caller
+// returns it to its request (filecache.go).
 func (s *Store) fail(err error) {
+	if isFDError(err) {
+		s.log.Warn("out of file descriptors; the request fails, the store goes on", "err", err)
+		return
+	}
 	if s.failed.CompareAndSwap(nil, &err) {
 		close(s.failedCh)
 		s.log.Error("store failed; no more events are acknowledged", "err", err)
@@ -372,6 +410,17 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
+	// Place the whole request first and create the buckets it needs, so a
+	// bucket that cannot be created fails the request with nothing added
+	// (placement.go).
+	pl := s.planAppend(evs)
+	if err := s.createPlanned(pl); err != nil {
+		if !isFDError(err) {
+			// A disk error: the store stops acknowledging (DESIGN.md).
+			s.fail(err)
+		}
+		return nil, err
+	}
 	ack := &Ack{}
 	var cur *Bucket
 	start := 0
@@ -387,14 +436,8 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 	}
 	for i := range evs {
 		e := &evs[i]
-		b, err := s.hotFor(e.Index, e.Time)
-		if err != nil {
-			// A bucket could not be created (disk error): the store stops
-			// acknowledging; what was added keeps journal and index in step.
-			flush(i)
-			s.fail(err)
-			return nil, err
-		}
+		sl := pl.target[i]
+		b := sl.b
 		if b != cur {
 			flush(i)
 			cur = b
@@ -413,7 +456,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if b.appended == 1 || e.Time > b.maxT {
 			b.maxT = e.Time
 		}
-		b.lastUse = s.tick()
+		b.lastUse = sl.lastUse
 		tok := b.openTok
 		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
 			ack.toks = append(ack.toks, tok)
@@ -421,7 +464,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if b.open.size() >= s.opts.BlockBytes {
 			s.sealLocked(b)
 		}
-		if b.rawBytes >= s.opts.MaxHotBytes {
+		if pl.rollAfter[i] {
 			flush(i + 1)
 			s.rollLocked(b)
 			cur = nil
@@ -435,44 +478,6 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 var tickCounter atomic.Int64
 
 func (s *Store) tick() int64 { return tickCounter.Add(1) }
-
-// hotFor picks (or creates) the hot bucket of index that can take an event
-// at time t without spanning more than MaxHotSpan. s.mu is held.
-func (s *Store) hotFor(index string, t int64) (*Bucket, error) {
-	is := s.indexes[index]
-	if is == nil {
-		is = &indexState{name: index, nextID: s.nextLocalID(index)}
-		s.indexes[index] = is
-	}
-	span := int64(s.opts.MaxHotSpan)
-	var best *Bucket
-	for _, b := range is.hot {
-		lo, hi := min(b.minT, t), max(b.maxT, t)
-		if b.appended == 0 || hi-lo <= span {
-			if best == nil || b.lastUse > best.lastUse {
-				best = b
-			}
-		}
-	}
-	if best != nil {
-		return best, nil
-	}
-	if len(is.hot) >= s.opts.MaxHotBuckets {
-		lru := is.hot[0]
-		for _, b := range is.hot {
-			if b.lastUse < lru.lastUse {
-				lru = b
-			}
-		}
-		s.rollLocked(lru)
-	}
-	b, err := s.createBucket(is)
-	if err != nil {
-		return nil, err
-	}
-	is.hot = append(is.hot, b)
-	return b, nil
-}
 
 func (s *Store) nextLocalID(index string) uint64 {
 	s.bmu.RLock()
@@ -491,7 +496,7 @@ func BucketID(index string, localID uint64, guid string) string {
 	return index + "~" + strconv.FormatUint(localID, 10) + "~" + guid
 }
 
-func (s *Store) createBucket(is *indexState) (*Bucket, error) {
+func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	id := BucketID(is.name, is.nextID, s.opts.GUID)
 	is.nextID++
 	dir := filepath.Join(s.dir, id)
@@ -501,7 +506,7 @@ func (s *Store) createBucket(is *indexState) (*Bucket, error) {
 	if err := syncDir(s.dir); err != nil {
 		return nil, err
 	}
-	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID - 1, Searchable: s.opts.Searchable}
+	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID - 1, Searchable: s.opts.Searchable, Quarantine: quarantine}
 	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
 		return nil, err
 	}
@@ -513,14 +518,9 @@ func (s *Store) createBucket(is *indexState) (*Bucket, error) {
 		jf.Close()
 		return nil, err
 	}
-	rd, err := os.Open(filepath.Join(dir, journalFile))
-	if err != nil {
-		jf.Close()
-		return nil, err
-	}
 	b := &Bucket{
-		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable,
-		state: StateHot, open: newBlockBuilder(), jf: jf, rd: rd, hash: sha256.New(),
+		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable, quarantine: quarantine,
+		state: StateHot, open: newBlockBuilder(), jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(),
 		journalClosed: make(chan struct{}),
 	}
 	if b.searchable {
@@ -782,7 +782,14 @@ func (s *Store) roller() {
 				return
 			}
 			if s.Err() == nil {
-				if err := s.finishRoll(b); err != nil {
+				err := s.retryFDs(func() error { return s.finishRoll(b) })
+				if err != nil && isFDError(err) {
+					// Out of descriptors: the bucket stays rolling (hot
+					// and searchable) and the roll is tried again.
+					s.retryRollLater(b, err)
+					continue
+				}
+				if err != nil {
 					s.fail(fmt.Errorf("roll %s: %w", b.id, err))
 				} else {
 					s.Stats.Rolls.Add(1)
@@ -793,6 +800,20 @@ func (s *Store) roller() {
 			return
 		}
 	}
+}
+
+// retryRollLater hands a roll that found no file descriptor back to the
+// roller after a pause (doubling, up to 5 s): want of descriptors delays
+// a roll, it never fails the store.
+func (s *Store) retryRollLater(b *Bucket, err error) {
+	b.rollRetry = min(max(2*b.rollRetry, 50*time.Millisecond), 5*time.Second)
+	s.log.Warn("roll waits for file descriptors", "bucket", b.id, "retry_in", b.rollRetry, "err", err)
+	time.AfterFunc(b.rollRetry, func() {
+		select {
+		case s.rollCh <- b:
+		case <-s.stop:
+		}
+	})
 }
 
 func (s *Store) finishRoll(b *Bucket) error {
@@ -825,7 +846,7 @@ func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint
 			return err
 		}
 	}
-	m := metaInfo{Version: 1, ID: b.id, Index: b.index, LocalID: b.localID, Searchable: searchable,
+	m := metaInfo{Version: 1, ID: b.id, Index: b.index, LocalID: b.localID, Searchable: searchable, Quarantine: b.quarantine,
 		Events: events, Blocks: len(blocks), JournalBytes: jbytes, ContentHash: hashHex, PendingTruncate: -1,
 		Earliest: 0, Latest: -1}
 	for i, bl := range blocks {
@@ -848,10 +869,10 @@ func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint
 			return err
 		}
 		m.ColumnBytes = int64(len(cols))
-		if r, err = openIndex(filepath.Join(b.dir, indexFile)); err != nil {
+		if r, err = openIndexIn(s.files, filepath.Join(b.dir, indexFile)); err != nil {
 			return err
 		}
-		if r.cols, err = openColumns(filepath.Join(b.dir, columnsFile)); err != nil {
+		if r.cols, err = openColumnsIn(s.files, filepath.Join(b.dir, columnsFile)); err != nil {
 			r.close()
 			return err
 		}
@@ -881,7 +902,7 @@ func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint
 }
 
 // indexJournal builds a hot index by decoding every block of a journal.
-func indexJournal(rd *os.File, blocks []blockInfo) (*hotIndex, error) {
+func indexJournal(rd io.ReaderAt, blocks []blockInfo) (*hotIndex, error) {
 	h := newHotIndex()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1056,6 +1077,9 @@ type CopyInfo struct {
 	Latest           int64  `json:"latest"`
 	ContentHash      string `json:"content_hash"`
 	Problem          string `json:"problem,omitempty"`
+	// Quarantine marks the bucket that holds an index's events far from
+	// the origin's clock (placement.go); origin copies only.
+	Quarantine bool `json:"quarantine,omitempty"`
 }
 
 // Inventory lists every copy: events and blocks count what is durable in
@@ -1086,7 +1110,7 @@ type Bucket struct {
 	journalBytes  int64
 	hash          hash.Hash
 	contentHash   string
-	rd            *os.File
+	rd            *cachedFile // the journal, read through the file cache
 	hidx          *hotIndex
 	widx          *indexReader
 	meta          metaInfo
@@ -1104,7 +1128,9 @@ type Bucket struct {
 	nextBlock    uint32
 	lastUse      int64
 
-	replica bool // a hot replica written by ReplicaAppend (replica.go)
+	replica    bool          // a hot replica written by ReplicaAppend (replica.go)
+	quarantine bool          // the index's quarantine bucket (placement.go); set at creation
+	rollRetry  time.Duration // roller only: the pause before retrying a roll short of descriptors
 
 	// writer side, owned by the writer goroutine
 	jf      *os.File
@@ -1129,7 +1155,7 @@ func (b *Bucket) info() CopyInfo {
 	defer b.mu.RUnlock()
 	ci := CopyInfo{ID: b.id, Index: b.index, State: string(b.state), Searchable: b.searchable,
 		Events: b.events, Blocks: len(b.blocks), JournalBytes: b.journalBytes, Problem: b.problem,
-		Earliest: 0, Latest: -1}
+		Earliest: 0, Latest: -1, Quarantine: b.quarantine}
 	for i, bl := range b.blocks {
 		if i == 0 || bl.minT < ci.Earliest {
 			ci.Earliest = bl.minT

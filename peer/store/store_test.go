@@ -617,17 +617,23 @@ func TestSegmentMatchesModel(t *testing.T) {
 func TestHotSpanAndMaxHotBuckets(t *testing.T) {
 	s := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, MaxHotSpan: time.Hour, MaxHotBuckets: 2})
 	defer s.Close()
+	base := time.Now().Add(-24 * time.Hour).UnixNano()
 	mk := func(h int) Event {
 		e := testEvent("main", h)
-		e.Time = int64(h) * int64(2*time.Hour)
+		e.Time = base + int64(h)*int64(2*time.Hour)
 		return e
 	}
-	for _, h := range []int{0, 1, 2} { // each 2h apart: three buckets, the first rolls
+	// Each 2 h apart with a 1 h span: two buckets, then the cap holds and
+	// the third event widens the bucket nearest in time (placement.go)
+	// rather than rolling one and opening another.
+	for _, h := range []int{0, 1, 2} {
 		if _, err := s.Append([]Event{mk(h)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.WaitIdle(5 * time.Second)
+	if err := s.WaitIdle(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	hot, warm := 0, 0
 	for _, c := range s.Inventory() {
 		switch c.State {
@@ -637,8 +643,16 @@ func TestHotSpanAndMaxHotBuckets(t *testing.T) {
 			warm++
 		}
 	}
-	if hot != 2 || warm != 1 {
-		t.Fatalf("hot %d warm %d, want 2 hot (max_hot_buckets) and 1 warm", hot, warm)
+	if hot != 2 || warm != 0 {
+		t.Fatalf("hot %d warm %d, want 2 hot (max_hot_buckets) and none rolled", hot, warm)
+	}
+	var spans []string
+	for _, seg := range s.Segments() {
+		lo, hi := seg.Bounds()
+		spans = append(spans, fmt.Sprint(seg.Len(), (hi-lo)/int64(time.Hour)))
+	}
+	if fmt.Sprint(spans) != "[1 0 2 2]" {
+		t.Fatalf("segments (events, span in hours) %v, want [1 0 2 2]: the third event widened the second bucket", spans)
 	}
 }
 
@@ -732,6 +746,7 @@ func TestStoreProperty(t *testing.T) {
 		}
 		defer func() { s.Close() }()
 		next := 0
+		base := time.Now().Truncate(time.Hour).UnixNano()
 		model := map[string]int{} // unique term -> index
 		steps := rapid.IntRange(1, 15).Draw(rt, "steps")
 		for step := 0; step < steps; step++ {
@@ -742,7 +757,10 @@ func TestStoreProperty(t *testing.T) {
 				for i := 0; i < k; i++ {
 					idx := rapid.SampledFrom([]string{"main", "web"}).Draw(rt, "index")
 					e := testEvent(idx, next)
-					e.Time = int64(rapid.IntRange(0, 3).Draw(rt, "hour")) * int64(50*time.Minute)
+					e.Time = base + int64(rapid.IntRange(0, 3).Draw(rt, "hour"))*int64(50*time.Minute)
+					if rapid.IntRange(0, 9).Draw(rt, "far") == 0 { // now and then far outside: quarantine
+						e.Time = base + int64(rapid.SampledFrom([]time.Duration{-1000 * 24 * time.Hour, 40 * 24 * time.Hour}).Draw(rt, "off"))
+					}
 					model[fmt.Sprintf("ev%dx", next)] = 1
 					next++
 					evs = append(evs, e)
@@ -780,6 +798,12 @@ func TestStoreProperty(t *testing.T) {
 				if uint32(n) != seg.Len() {
 					rt.Fatalf("segment %s decodes %d events, Len %d", seg.BucketID(), n, seg.Len())
 				}
+				if err := boundsCover(seg); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			if err := hotCapHeld(s); err != nil {
+				rt.Fatalf("step %d: %v", step, err)
 			}
 			if int(total) != len(model) || !reflect.DeepEqual(seen, model) {
 				rt.Fatalf("step %d: segments hold %d events (%d terms), model %d", step, total, len(seen), len(model))

@@ -63,9 +63,16 @@ type Config struct {
 	MaxHotBytes   int64
 	MaxHotSpan    time.Duration
 	MaxHotBuckets int
-	BlockBytes    int
-	BlockInterval time.Duration
-	Logger        *slog.Logger
+	// QuarantinePast/QuarantineFuture: events further than this before or
+	// after the peer's clock go to the index's quarantine bucket (store
+	// defaults 900 and 30 days; negative: off). MaxOpenFiles caps the
+	// descriptors kept for reading copies (0: half RLIMIT_NOFILE, 16–4,096).
+	QuarantinePast   time.Duration
+	QuarantineFuture time.Duration
+	MaxOpenFiles     int
+	BlockBytes       int
+	BlockInterval    time.Duration
+	Logger           *slog.Logger
 
 	// Cluster mode (cluster.go): with NATS set the peer joins the cluster —
 	// registers with the managers, takes its HEC tokens from the cluster
@@ -207,6 +214,7 @@ func Start(cfg Config) (*Peer, error) {
 	st, err := store.Open(store.Options{
 		Dir: cfg.DataDir, GUID: guid, Searchable: cfg.Searchable,
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
+		QuarantinePast: cfg.QuarantinePast, QuarantineFuture: cfg.QuarantineFuture, MaxOpenFiles: cfg.MaxOpenFiles,
 		BlockBytes: cfg.BlockBytes, BlockInterval: cfg.BlockInterval, Logger: log,
 	})
 	if err != nil {
@@ -522,6 +530,11 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store) {
 	gauge("quarry_peer_unindexed_events", "Appended events waiting for the indexer.", func() float64 { return float64(s.Unindexed.Load()) })
 	gauge("quarry_peer_rolls_in_progress", "Rolls waiting for their index to be written.", func() float64 { return float64(s.RollsInProgress.Load()) })
 	gauge("quarry_peer_buckets", "Bucket copies on this peer.", func() float64 { return float64(len(st.Inventory())) })
+	gauge("quarry_peer_open_files", "Descriptors the file cache holds for reading copies (journals, index and column files).", func() float64 { return float64(s.Files.Open.Load()) })
+	gauge("quarry_peer_open_files_limit", "The file cache's cap (--max-open-files).", func() float64 { return float64(st.Options().MaxOpenFiles) })
+	counter("quarry_peer_file_opens_total", "Descriptors the file cache opened.", func() float64 { return float64(s.Files.Opens.Load()) })
+	counter("quarry_peer_file_evictions_total", "Idle descriptors the file cache closed to stay under its cap.", func() float64 { return float64(s.Files.Evictions.Load()) })
+	counter("quarry_peer_file_exhausted_total", "Reads and writes refused because the process had no file descriptor left.", func() float64 { return float64(s.Files.Exhausted.Load()) })
 }
 
 func registerSearchMetrics(reg prometheus.Registerer, s *SearchStats) {

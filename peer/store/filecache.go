@@ -62,6 +62,7 @@ func DefaultMaxOpenFiles() int {
 // FileStats are the file cache's counters (metrics).
 type FileStats struct {
 	Open      atomic.Int64 // descriptors the cache holds now
+	Peak      atomic.Int64 // the most it has held at once
 	Opens     atomic.Int64 // descriptors opened
 	Evictions atomic.Int64 // idle descriptors closed to stay under the cap
 	Exhausted atomic.Int64 // reads refused with ErrNoFileDescriptors
@@ -178,6 +179,9 @@ func (h *cachedFile) openLocked() error {
 		c.open++
 		c.stats.Open.Store(int64(c.open))
 		c.stats.Opens.Add(1)
+		if int64(c.open) > c.stats.Peak.Load() {
+			c.stats.Peak.Store(int64(c.open)) // under c.mu: no lost update
+		}
 	}
 	return nil
 }

@@ -49,7 +49,8 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.StringFlag{Name: "raft-addr", Usage: "host:port of the Raft transport (bound and advertised)", Value: "127.0.0.1:7001", EnvVars: envVars("raft-addr")},
 			&cli.StringFlag{Name: "http-addr", Usage: "host:port of the admin HTTP API and cluster page", Value: "127.0.0.1:8001", EnvVars: envVars("http-addr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS `URL[,URL…]` of the bus; while leader the manager serves the peers' protocol there (registration, heartbeats, targets, bucket events, fixup delivery). Empty: HTTP API only (or the embedded node of --nats-listen)", EnvVars: envVars("nats")},
-			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API must carry", EnvVars: envVars("admin-token")},
+			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API, and GET /v1/config, must carry", EnvVars: envVars("admin-token")},
+			secretFileFlag("admin-token", "the admin token"),
 			&cli.StringFlag{Name: "bootstrap", Usage: "initial members `m1=host:port,m2=…` (Raft addresses); used only when the data dir has no state", EnvVars: envVars("bootstrap")},
 			&cli.StringFlag{Name: "join", Usage: "HTTP `URL` of any running manager to join through; used only when the data dir has no state", EnvVars: envVars("join")},
 			&cli.StringFlag{Name: "sites", Usage: "multisite: the sites, `site1,site2`; empty means single-site", EnvVars: envVars("sites")},
@@ -59,11 +60,14 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.IntFlag{Name: "search-factor", Usage: "single-site search factor", Value: def.SearchFactor, EnvVars: envVars("search-factor")},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "a peer not heard from for this long is declared Down", Value: def.HeartbeatTimeout, EnvVars: envVars("heartbeat-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Usage: "HEC token `T[=index,…][:useack=false]` (repeatable; the first index is its default; no index: any); acknowledging unless :useack=false (then no channel, and the 200 waits until the events are durable); :allowquerystringauth=true accepts ?token=. From the environment: entries separated by spaces or ';'", Value: hecTokens, EnvVars: envVars("hec-token")},
+			secretListFileFlag("hec-token", "the HEC tokens"),
 			&cli.GenericFlag{Name: "search-token", Usage: "search token `T[=index,…]` (repeatable; no index: every index) for search heads and peers' /v1/search", Value: searchTokens, EnvVars: envVars("search-token")},
+			secretListFileFlag("search-token", "the search tokens"),
 			&cli.StringSliceFlag{Name: "index", Usage: "declare an index (repeatable)", EnvVars: envVars("index")},
 			// Not in SPEC §8 (named in manager/DESIGN.md, "NATS service").
 			&cli.StringFlag{Name: "nats-user", Usage: "NATS user (a manager-role user of the bus)", EnvVars: envVars("nats-user")},
 			&cli.StringFlag{Name: "nats-password", Usage: "password of --nats-user", EnvVars: envVars("nats-password")},
+			secretFileFlag("nats-password", "the NATS password"),
 			&cli.StringFlag{Name: "nats-listen", Usage: "embed one NATS node (single node, site --site) listening on `host:port` and connect to it when --nats is empty; --nats-user/--nats-password become its admin credentials", EnvVars: envVars("nats-listen")},
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
 			&cli.DurationFlag{Name: "nats-connect-timeout", Value: bus.DefaultConnectTimeout, Usage: "how long the first connection to --nats may take before the start fails", EnvVars: envVars("nats-connect-timeout")},
@@ -98,6 +102,17 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 	if err != nil {
 		return manager.Config{}, err
 	}
+	adminToken, err := secretValue(c, "admin-token")
+	if err != nil {
+		return manager.Config{}, err
+	}
+	natsPassword, err := secretValue(c, "nats-password")
+	if err != nil {
+		return manager.Config{}, err
+	}
+	if hecTokens, err = secretValues(c, "hec-token", hecTokens); err != nil {
+		return manager.Config{}, err
+	}
 	seed, err := seedConfig(c, hecTokens)
 	if err != nil {
 		return manager.Config{}, err
@@ -114,9 +129,9 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 	return manager.Config{
 		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"),
 		RaftAddr: c.String("raft-addr"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
-		NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"), NATSPrefix: c.String("subject-prefix"),
+		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, NATSPrefix: c.String("subject-prefix"),
 		NATSConnectTimeout: c.Duration("nats-connect-timeout"), TargetTimeout: c.Duration("target-timeout"),
-		AdminToken: c.String("admin-token"), Bootstrap: bootstrap, Join: c.String("join"),
+		AdminToken: adminToken, Bootstrap: bootstrap, Join: c.String("join"),
 		Seed:              seedPtr,
 		SnapshotThreshold: th, TrailingLogs: th,
 		SnapshotInterval: c.Duration("raft-snapshot-interval"),
@@ -171,7 +186,11 @@ func seedConfig(c *cli.Context, hecTokens []string) (fsm.Config, error) {
 		cfg.HECTokens = append(cfg.HECTokens, tok)
 	}
 	if st, ok := c.Generic("search-token").(*repeatable); ok && st != nil {
-		for _, v := range st.values {
+		values, err := secretValues(c, "search-token", st.values)
+		if err != nil {
+			return cfg, err
+		}
+		for _, v := range values {
 			tok, err := fsm.ParseSearchToken(v)
 			if err != nil {
 				return cfg, err
@@ -237,7 +256,8 @@ func runManager(cfg manager.Config, natsListen string) error {
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "manager", Usage: "manager HTTP `URL[,URL…]`, tried in turn", Value: "http://127.0.0.1:8001", EnvVars: envVars("manager")},
-		&cli.StringFlag{Name: "token", Usage: "admin token (needed for writes)", EnvVars: envVars("token")},
+		&cli.StringFlag{Name: "token", Usage: "admin token (needed for writes and GET /v1/config)", EnvVars: envVars("token")},
+		secretFileFlag("token", "the admin token"),
 		&cli.StringFlag{Name: "output", Usage: "table or json", Value: "table", EnvVars: envVars("output")},
 		&cli.DurationFlag{Name: "timeout", Usage: "timeout of each call to a manager", Value: manager.DefaultClientTimeout, EnvVars: envVars("timeout")},
 	}
@@ -258,7 +278,11 @@ func adminAction(nargs int, usage string, fn func(c *cli.Context, cl *manager.Cl
 		if out != "table" && out != "json" {
 			return fmt.Errorf("--output %q: want table or json", out)
 		}
-		cl, err := manager.NewClient(strings.Split(c.String("manager"), ","), c.String("token"), c.Duration("timeout"))
+		token, err := secretValue(c, "token")
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Command.FullName(), err)
+		}
+		cl, err := manager.NewClient(strings.Split(c.String("manager"), ","), token, c.Duration("timeout"))
 		if err != nil {
 			return err
 		}

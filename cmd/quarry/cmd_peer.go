@@ -21,9 +21,7 @@ import (
 // standalone (RF=1) with its HEC tokens from --hec-token. Additions to SPEC
 // §8, all optional: --searchable (false keeps journal-only copies),
 // --max-hot-bytes, --max-hot-span, --max-hot-buckets (roll limits; in a
-// cluster they come from the managers' config), --quarantine-past,
-// --quarantine-future (the quarantine bucket's window), --max-open-files
-// (the file cache's cap).
+// cluster they come from the managers' config).
 func peerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peer",
@@ -36,20 +34,23 @@ func peerCommand() *cli.Command {
 			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
 			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]` (optional: what the NATS service does not answer)", EnvVars: envVars("manager")},
-			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token", EnvVars: envVars("token")},
+			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token (also guards this peer's roll, searchable, pprof, and /v1/buckets and /v1/search with every index)", EnvVars: envVars("token")},
+			secretFileFlag("token", "the managers' admin token"),
 			&cli.StringFlag{Name: "nats-user", Usage: "cluster mode: this peer's NATS user", EnvVars: envVars("nats-user")},
 			&cli.StringFlag{Name: "nats-password", Usage: "cluster mode: password of --nats-user", EnvVars: envVars("nats-password")},
+			secretFileFlag("nats-password", "the NATS password"),
 			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token `T[=index,…][:useack=false]` (repeatable; acknowledging unless :useack=false; :allowquerystringauth=true accepts ?token=)", EnvVars: envVars("hec-token")},
-			&cli.GenericFlag{Name: "search-token", Value: &repeatable{}, Usage: "standalone search token T[=index,…] for /v1/search (repeatable; in a cluster they come from the managers)", EnvVars: envVars("search-token")},
-			&cli.StringFlag{Name: "admin-token", Usage: "standalone admin token: searches every index (in a cluster: --token)", EnvVars: envVars("admin-token")},
+			secretListFileFlag("hec-token", "the HEC tokens"),
+			&cli.GenericFlag{Name: "search-token", Value: &repeatable{}, Usage: "standalone search token `T[=index,…]` for /v1/search and GET /v1/buckets (repeatable; in a cluster they come from the managers). None: served without a token on a loopback --http-addr only", EnvVars: envVars("search-token")},
+			secretListFileFlag("search-token", "the search tokens"),
+			&cli.StringFlag{Name: "admin-token", Usage: "standalone admin token: roll, searchable, pprof, and searches of every index (in a cluster: --token). None: served without a token on a loopback --http-addr only; any other address refuses to start without it", EnvVars: envVars("admin-token")},
+			secretFileFlag("admin-token", "the admin token"),
+			&cli.BoolFlag{Name: "pprof", Usage: "serve /debug/pprof/* (behind the admin token)", EnvVars: envVars("pprof")},
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
-			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most, besides its quarantine bucket", EnvVars: envVars("max-hot-buckets")},
-			&cli.DurationFlag{Name: "quarantine-past", Value: 900 * 24 * time.Hour, Usage: "events older than this (by the peer's clock) go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-past")},
-			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
-			&cli.IntFlag{Name: "max-open-files", Usage: "descriptors kept open for reading bucket files (0: half of RLIMIT_NOFILE, 16 to 4096)", EnvVars: envVars("max-open-files")},
+			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most", EnvVars: envVars("max-hot-buckets")},
 		},
 		Subcommands: peerAdminSubcommands(),
 		Action:      runPeer,
@@ -57,59 +58,9 @@ func peerCommand() *cli.Command {
 }
 
 func runPeer(c *cli.Context) error {
-	cfg := peer.Config{
-		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"), HTTPAddr: c.String("http-addr"),
-		Searchable: c.Bool("searchable"), MaxHotBytes: c.Int64("max-hot-bytes"), MaxHotSpan: c.Duration("max-hot-span"),
-		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		NATS:   c.String("nats"), ManagerToken: c.String("token"), TargetTimeout: c.Duration("target-timeout"),
-		NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"),
-	}
-	if cfg.MaxOpenFiles = c.Int("max-open-files"); cfg.MaxOpenFiles < 0 {
-		return fmt.Errorf("peer: --max-open-files %d: want 0 (derived from RLIMIT_NOFILE) or a positive count", cfg.MaxOpenFiles)
-	}
-	// 0 on the command line turns a side of the quarantine off (the store
-	// reads 0 as its default and a negative duration as off).
-	cfg.QuarantinePast, cfg.QuarantineFuture = c.Duration("quarantine-past"), c.Duration("quarantine-future")
-	for _, d := range []*time.Duration{&cfg.QuarantinePast, &cfg.QuarantineFuture} {
-		if *d <= 0 {
-			*d = -1
-		}
-	}
-	if m := c.String("manager"); m != "" {
-		cfg.Managers = strings.Split(m, ",")
-	}
-	cfg.AdminToken = c.String("admin-token")
-	for _, v := range c.Generic("search-token").(*repeatable).values {
-		t, err := fsm.ParseSearchToken(v)
-		if err != nil {
-			return fmt.Errorf("peer: %w", err)
-		}
-		cfg.SearchTokens = append(cfg.SearchTokens, t)
-	}
-	if cfg.NATS != "" && (len(cfg.SearchTokens) > 0 || cfg.AdminToken != "") {
-		return errors.New("peer: in cluster mode (--nats) search tokens come from the managers and the admin token is --token; drop --search-token/--admin-token")
-	}
-	for _, a := range c.Generic("attr").(*repeatable).values {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("peer: --attr %q: want key=value", a)
-		}
-		cfg.Attrs[k] = v
-	}
-	tokens := c.Generic("hec-token").(*repeatable).values
-	if cfg.NATS != "" && len(tokens) > 0 {
-		return errors.New("peer: in cluster mode (--nats) HEC tokens come from the managers; drop --hec-token")
-	}
-	if len(tokens) == 0 && cfg.NATS == "" {
-		return errors.New("peer: a standalone peer needs at least one --hec-token")
-	}
-	for _, s := range tokens {
-		t, err := hec.ParseTokenFlag(s)
-		if err != nil {
-			return fmt.Errorf("peer: %w", err)
-		}
-		cfg.Tokens = append(cfg.Tokens, t)
+	cfg, err := peerConfig(c)
+	if err != nil {
+		return err
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -134,6 +85,81 @@ func runPeer(c *cli.Context) error {
 	return p.Close()
 }
 
+// peerConfig turns the flags into a peer.Config, secrets read from their
+// files (--admin-token-file, --hec-token-file, …).
+func peerConfig(c *cli.Context) (peer.Config, error) {
+	cfg := peer.Config{
+		ID: c.String("id"), Site: c.String("site"), DataDir: c.String("data-dir"), HTTPAddr: c.String("http-addr"),
+		Searchable: c.Bool("searchable"), MaxHotBytes: c.Int64("max-hot-bytes"), MaxHotSpan: c.Duration("max-hot-span"),
+		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{}, Pprof: c.Bool("pprof"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		NATS:   c.String("nats"), TargetTimeout: c.Duration("target-timeout"), NATSUser: c.String("nats-user"),
+	}
+	fail := func(err error) (peer.Config, error) { return peer.Config{}, fmt.Errorf("peer: %w", err) }
+	if cfg.MaxOpenFiles = c.Int("max-open-files"); cfg.MaxOpenFiles < 0 {
+		return fail(fmt.Errorf("--max-open-files %d: want 0 (derived from RLIMIT_NOFILE) or a positive count", cfg.MaxOpenFiles))
+	}
+	// 0 on the command line turns a side of the quarantine off (the store
+	// reads 0 as its default and a negative duration as off).
+	cfg.QuarantinePast, cfg.QuarantineFuture = c.Duration("quarantine-past"), c.Duration("quarantine-future")
+	for _, d := range []*time.Duration{&cfg.QuarantinePast, &cfg.QuarantineFuture} {
+		if *d <= 0 {
+			*d = -1
+		}
+	}
+	var err error
+	for _, s := range []struct {
+		name string
+		dst  *string
+	}{{"token", &cfg.ManagerToken}, {"nats-password", &cfg.NATSPassword}, {"admin-token", &cfg.AdminToken}} {
+		if *s.dst, err = secretValue(c, s.name); err != nil {
+			return fail(err)
+		}
+	}
+	if m := c.String("manager"); m != "" {
+		cfg.Managers = strings.Split(m, ",")
+	}
+	searchTokens, err := secretValues(c, "search-token", c.Generic("search-token").(*repeatable).values)
+	if err != nil {
+		return fail(err)
+	}
+	for _, v := range searchTokens {
+		t, err := fsm.ParseSearchToken(v)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.SearchTokens = append(cfg.SearchTokens, t)
+	}
+	if cfg.NATS != "" && (len(cfg.SearchTokens) > 0 || cfg.AdminToken != "") {
+		return peer.Config{}, errors.New("peer: in cluster mode (--nats) search tokens come from the managers and the admin token is --token; drop --search-token/--admin-token")
+	}
+	for _, a := range c.Generic("attr").(*repeatable).values {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return peer.Config{}, fmt.Errorf("peer: --attr %q: want key=value", a)
+		}
+		cfg.Attrs[k] = v
+	}
+	tokens, err := secretValues(c, "hec-token", c.Generic("hec-token").(*repeatable).values)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.NATS != "" && len(tokens) > 0 {
+		return peer.Config{}, errors.New("peer: in cluster mode (--nats) HEC tokens come from the managers; drop --hec-token")
+	}
+	if len(tokens) == 0 && cfg.NATS == "" {
+		return peer.Config{}, errors.New("peer: a standalone peer needs at least one --hec-token (or --hec-token-file)")
+	}
+	for _, s := range tokens {
+		t, err := hec.ParseTokenFlag(s)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Tokens = append(cfg.Tokens, t)
+	}
+	return cfg, nil
+}
+
 // ingestCommand is the HEC client (SPEC §8): batches of --batch events, N
 // concurrent streams each with its own channel, acks, retries on the same
 // channel, a progress bar on stderr.
@@ -145,6 +171,7 @@ func ingestCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "hec", Usage: "HEC base URL, e.g. http://127.0.0.1:8088", EnvVars: envVars("hec")},
 			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: envVars("token")},
+			secretFileFlag("token", "the HEC token"),
 			&cli.StringFlag{Name: "index", Usage: "index of events that name none", EnvVars: envVars("index")},
 			&cli.StringFlag{Name: "sourcetype", Usage: "sourcetype of events that name none", EnvVars: envVars("sourcetype")},
 			&cli.StringFlag{Name: "host", Usage: "host of events that name none", EnvVars: envVars("host")},
@@ -161,11 +188,15 @@ func ingestCommand() *cli.Command {
 			if len(files) == 0 {
 				return errors.New("ingest: name at least one FILE")
 			}
-			// Checked here, not with Required: flags may follow the files.
-			if c.String("hec") == "" || c.String("token") == "" {
-				return errors.New("ingest: need --hec URL and --token T (or QUARRY_HEC, QUARRY_TOKEN)")
+			token, err := secretValue(c, "token")
+			if err != nil {
+				return fmt.Errorf("ingest: %w", err)
 			}
-			cfg := hec.ClientConfig{URL: c.String("hec"), Token: c.String("token"), Index: c.String("index"),
+			// Checked here, not with Required: flags may follow the files.
+			if c.String("hec") == "" || token == "" {
+				return errors.New("ingest: need --hec URL and --token T (or --token-file, QUARRY_HEC, QUARRY_TOKEN)")
+			}
+			cfg := hec.ClientConfig{URL: c.String("hec"), Token: token, Index: c.String("index"),
 				Sourcetype: c.String("sourcetype"), Host: c.String("host"), Source: c.String("source"),
 				Streams: c.Int("streams"), Batch: c.Int("batch")}
 			if !c.Bool("quiet") {

@@ -31,6 +31,7 @@ func searchCommand() *cli.Command {
 			&cli.StringFlag{Name: "peer", Usage: "a peer's HTTP URL: search every searchable copy on it", EnvVars: envVars("peer")},
 			&cli.StringFlag{Name: "searchhead", Usage: "a search head's HTTP URL: search the cluster", EnvVars: envVars("searchhead")},
 			&cli.StringFlag{Name: "token", Usage: "search token (Authorization: Bearer)", EnvVars: envVars("token")},
+			secretFileFlag("token", "the search token"),
 			&cli.BoolFlag{Name: "fresh", Usage: "read hot buckets from their origin (search head only)", EnvVars: envVars("fresh")},
 			&cli.StringFlag{Name: "earliest", Usage: "earliest time: -15m, -1h@h, now, RFC 3339", EnvVars: envVars("earliest")},
 			&cli.StringFlag{Name: "latest", Usage: "latest time (exclusive)", EnvVars: envVars("latest")},
@@ -53,13 +54,17 @@ func runSearch(c *cli.Context) error {
 		return fmt.Errorf("search: want exactly one query argument (quote it), got %d", len(args))
 	}
 	q := args[0]
+	token, err := secretValue(c, "token")
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
 	out := c.String("output")
 	if out != "table" && out != "json" && out != "raw" {
 		return fmt.Errorf("search: --output %q: want table, json or raw", out)
 	}
 	target := c.String("peer")
 	if sh := c.String("searchhead"); sh != "" && target == "" {
-		return searchHead(c, q, sh, out)
+		return searchHead(c, q, sh, out, token)
 	}
 	if target == "" {
 		return errors.New("search: need --searchhead URL (or QUARRY_SEARCHHEAD), or --peer URL for one peer")
@@ -83,7 +88,7 @@ func runSearch(c *cli.Context) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if t := c.String("token"); t != "" {
+	if t := token; t != "" {
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -188,7 +193,7 @@ func printResults(w io.Writer, resp *query.Response, mode string) {
 // searchHead runs a search through a search head with ?stream=true and
 // prints rows as they arrive (an event search's rows come bucket by
 // bucket; a transforming search's at the end).
-func searchHead(c *cli.Context, q, target, out string) error {
+func searchHead(c *cli.Context, q, target, out, token string) error {
 	plan, err := query.Compile(query.Request{Query: q, Earliest: c.String("earliest"), Latest: c.String("latest")})
 	if err != nil {
 		return fmt.Errorf("search: %w", err)
@@ -205,7 +210,7 @@ func searchHead(c *cli.Context, q, target, out string) error {
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if t := c.String("token"); t != "" {
+		if t := token; t != "" {
 			req.Header.Set("Authorization", "Bearer "+t)
 		}
 		return http.DefaultClient.Do(req)

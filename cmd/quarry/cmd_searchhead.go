@@ -28,8 +28,10 @@ func searchheadCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats", Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s)", EnvVars: envVars("nats")},
 			&cli.StringFlag{Name: "nats-user", Usage: "NATS user of this search head", EnvVars: envVars("nats-user")},
 			&cli.StringFlag{Name: "nats-password", Usage: "NATS password", EnvVars: envVars("nats-password")},
+			secretFileFlag("nats-password", "the NATS password"),
 			&cli.StringFlag{Name: "subject-prefix", Value: "quarry", Usage: "NATS subject prefix", EnvVars: envVars("subject-prefix")},
 			&cli.StringFlag{Name: "admin-token", Usage: "a token that searches every index (the managers' admin token)", EnvVars: envVars("admin-token")},
+			secretFileFlag("admin-token", "the admin token"),
 			&cli.DurationFlag{Name: "peer-timeout", Value: searchhead.DefaultPeerTimeout, Usage: "search_peer_timeout: a peer silent this long loses its buckets to other copies", EnvVars: envVars("peer-timeout")},
 			&cli.DurationFlag{Name: "search-timeout", Value: searchhead.DefaultSearchTimeout, Usage: "a search's time limit", EnvVars: envVars("search-timeout")},
 			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
@@ -40,14 +42,12 @@ func searchheadCommand() *cli.Command {
 			if c.String("knowledge") != "" {
 				return fmt.Errorf("searchhead: --knowledge: knowledge bundles are not built yet in this version of quarry")
 			}
+			cfg, err := searchheadConfig(c)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cfg := searchhead.Config{
-				ID: c.String("id"), Site: c.String("site"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
-				NATSUser: c.String("nats-user"), NATSPassword: c.String("nats-password"), SubjectPrefix: c.String("subject-prefix"),
-				AdminToken: c.String("admin-token"), PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
-				MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
-			}
 			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			h, err := searchhead.New(sctx, cfg)
 			cancel()
@@ -63,4 +63,23 @@ func searchheadCommand() *cli.Command {
 			return h.Close()
 		},
 	}
+}
+
+// searchheadConfig turns the flags into a searchhead.Config, secrets read
+// from their files (--admin-token-file, --nats-password-file).
+func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
+	adminToken, err := secretValue(c, "admin-token")
+	if err != nil {
+		return searchhead.Config{}, fmt.Errorf("searchhead: %w", err)
+	}
+	natsPassword, err := secretValue(c, "nats-password")
+	if err != nil {
+		return searchhead.Config{}, fmt.Errorf("searchhead: %w", err)
+	}
+	return searchhead.Config{
+		ID: c.String("id"), Site: c.String("site"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
+		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, SubjectPrefix: c.String("subject-prefix"),
+		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
+		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+	}, nil
 }

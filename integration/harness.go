@@ -28,6 +28,7 @@ import (
 
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/manager"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -60,6 +61,11 @@ type Options struct {
 	// PeerTweak, when set, adjusts each peer's config before its first
 	// start (test hooks such as peer.Config.BeforeReplicaAppend).
 	PeerTweak func(id string, cfg *peer.Config)
+	// TLS, when set, runs every server with it: HTTPS on managers, peers
+	// and search heads, TLS on the bus (gateways mutual), Raft over
+	// mutual TLS; every client of the harness verifies against its CA.
+	// The bus is then not Cuttable (CutSite fails).
+	TLS tlsconfig.Files
 }
 
 // Cluster is a running harness cluster.
@@ -133,7 +139,8 @@ func Start(t testing.TB, o Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var err error
-	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: o.Sites, Cuttable: true, Logger: log})
+	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Logger: log,
+		TLSCert: o.TLS.Cert, TLSKey: o.TLS.Key, TLSCA: o.TLS.CA})
 	if err != nil {
 		t.Fatalf("start bus: %v", err)
 	}
@@ -167,12 +174,13 @@ func Start(t testing.TB, o Options) *Cluster {
 			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: log,
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
 			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
+			TLS: o.TLS,
 		}
 		if i == 0 {
 			cfg.Bootstrap = []manager.Server{{ID: id, RaftAddr: "127.0.0.1:0"}}
 			cfg.Seed = &seed
 		} else {
-			cfg.Join = "http://" + c.Managers["m1"].HTTPAddr()
+			cfg.Join = o.TLS.Scheme() + "://" + c.Managers["m1"].HTTPAddr()
 		}
 		m, err := manager.New(ctx, cfg)
 		if err != nil {
@@ -205,7 +213,7 @@ func Start(t testing.TB, o Options) *Cluster {
 				ID: id, Site: site, DataDir: dir(id), HTTPAddr: "127.0.0.1:0", Searchable: true,
 				MaxHotBytes: o.MaxHotBytes, BlockInterval: o.BlockInterval, Logger: log,
 				NATS: c.Bus.Server(site).ClientURL(), ManagerToken: AdminToken,
-				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second,
+				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second, TLS: o.TLS,
 			}
 			if o.PeerTweak != nil {
 				cfg := c.peerCfgs[id]
@@ -219,13 +227,23 @@ func Start(t testing.TB, o Options) *Cluster {
 	return c
 }
 
+// HTTPClient is an HTTP client that verifies the harness's servers (with
+// Options.TLS, against its CA).
+func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
+	tr, err := c.Opts.TLS.Transport()
+	if err != nil {
+		c.T.Fatalf("harness TLS: %v", err)
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
 // ManagerURLs are the running managers' HTTP URLs.
 func (c *Cluster) ManagerURLs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
 	for _, id := range sortedKeys(c.Managers) {
-		out = append(out, "http://"+c.Managers[id].HTTPAddr())
+		out = append(out, c.Opts.TLS.Scheme()+"://"+c.Managers[id].HTTPAddr())
 	}
 	return out
 }
@@ -429,7 +447,7 @@ func (c *Cluster) NewHECClient(id string) *HECClient {
 	rand.Read(r[:])
 	h := hex.EncodeToString(r[:])
 	ch := h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-8" + h[17:20] + "-" + h[20:32]
-	return &HECClient{URL: "http://" + c.Peer(id).Addr(), Channel: ch, Token: HECToken, Client: &http.Client{Timeout: 10 * time.Second}}
+	return &HECClient{URL: c.Opts.TLS.Scheme() + "://" + c.Peer(id).Addr(), Channel: ch, Token: HECToken, Client: c.HTTPClient(10 * time.Second)}
 }
 
 // Send posts raw events (one envelope each) and returns the ack id.
@@ -573,9 +591,9 @@ func (c *Cluster) SetMaintenance(on bool) {
 	c.T.Helper()
 	l := c.Leader()
 	body := fmt.Sprintf(`{"enabled": %v}`, on)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+l.HTTPAddr()+"/v1/maintenance", bytes.NewReader([]byte(body)))
+	req, _ := http.NewRequest(http.MethodPost, c.Opts.TLS.Scheme()+"://"+l.HTTPAddr()+"/v1/maintenance", bytes.NewReader([]byte(body)))
 	req.Header.Set("Authorization", "Bearer "+AdminToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.HTTPClient(10 * time.Second).Do(req)
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -590,9 +608,9 @@ func (c *Cluster) SetMaintenance(on bool) {
 func (c *Cluster) AdminPost(path, body string) {
 	c.T.Helper()
 	l := c.Leader()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+l.HTTPAddr()+path, strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, c.Opts.TLS.Scheme()+"://"+l.HTTPAddr()+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+AdminToken)
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	resp, err := c.HTTPClient(10 * time.Second).Do(req)
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -636,7 +654,7 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 	if c.Bus.Server(site) == nil {
 		busSite = c.Opts.Sites[0]
 	}
-	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log}
+	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log, TLS: c.Opts.TLS}
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -668,6 +686,12 @@ type SearchAnswer struct {
 
 // SearchHTTP posts a search request body to a search head (or a peer) URL.
 func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, error) {
+	return SearchHTTPWith(ctx, http.DefaultClient, url, token, req)
+}
+
+// SearchHTTPWith is SearchHTTP through client (Cluster.HTTPClient for a
+// TLS harness).
+func SearchHTTPWith(ctx context.Context, client *http.Client, url, token string, req any) (SearchAnswer, error) {
 	b, _ := json.Marshal(req)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
 	if err != nil {
@@ -678,7 +702,7 @@ func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, 
 		hr.Header.Set("Authorization", "Bearer "+token)
 	}
 	start := time.Now()
-	res, err := http.DefaultClient.Do(hr)
+	res, err := client.Do(hr)
 	if err != nil {
 		return SearchAnswer{}, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead/ui"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	// OnMessage, when set, sees every peer message before the head acts
 	// on it (fault-injection tests kill a peer between its batches).
 	OnMessage func(peer, kind, bucket string)
+	// TLS: with a certificate the head serves HTTPS; with the CA it
+	// verifies the bus against it.
+	TLS tlsconfig.Files
 }
 
 // Head is a running search head.
@@ -143,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		if cfg.NATS == "" {
 			return nil, errors.New("search head: --nats is required")
 		}
-		h.nc, err = bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "searchhead " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: log})
+		h.nc, err = bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "searchhead " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: log, TLSCA: cfg.TLS.CA})
 		if err != nil {
 			return nil, fmt.Errorf("search head: connect to the bus: %w", err)
 		}
@@ -241,6 +245,10 @@ func (h *Head) Start() error {
 	if h.cfg.AdminToken == "" && !h.hasTokens() {
 		h.log.Warn("no search token configured: searches are served without a token because the head listens on loopback only", "addr", ln.Addr().String())
 	}
+	if ln, err = h.cfg.TLS.WrapListener(ln); err != nil { // HTTPS with a certificate
+		ln.Close()
+		return fmt.Errorf("search head: %w", err)
+	}
 	h.ln = ln
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/search", h.serveSearch)
@@ -269,8 +277,8 @@ func (h *Head) Addr() string {
 	return h.ln.Addr().String()
 }
 
-// URL is http://<addr>.
-func (h *Head) URL() string { return "http://" + h.Addr() }
+// URL is http://<addr>, or https://<addr> with a certificate.
+func (h *Head) URL() string { return h.cfg.TLS.Scheme() + "://" + h.Addr() }
 
 // Close stops HTTP (running searches are cancelled), the table loop and
 // the bus connection it opened.

@@ -91,9 +91,11 @@ func Generate(dir string, hosts []string, validFor time.Duration) (Files, error)
 	if err != nil {
 		return Files{}, fmt.Errorf("tls gen: CA key: %w", err)
 	}
+	caSerial := serial()
 	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{Organization: []string{"quarry"}, CommonName: "quarry CA " + now.UTC().Format("2006-01-02T15:04Z")},
+		SerialNumber: caSerial,
+		// A name of its own, so two generated CAs never look alike.
+		Subject:               pkix.Name{Organization: []string{"quarry"}, CommonName: "quarry CA " + caSerial.Text(36)},
 		NotBefore:             now,
 		NotAfter:              now.Add(validFor),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,

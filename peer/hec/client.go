@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,8 @@ type ClientConfig struct {
 	// this long ends the ingest with an error (default 5 minutes).
 	GiveUpAfter time.Duration
 	Progress    io.Writer // where the progress bar goes; nil for none
+	// TLS verifies an https:// URL's server (nil: Go's defaults).
+	TLS *tls.Config
 }
 
 // Result sums up an ingest.
@@ -101,7 +104,7 @@ func Ingest(ctx context.Context, cfg ClientConfig, files []string) (Result, erro
 	defer cancel()
 	conns := cfg.Streams * (noAckInFlight + 1)
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute,
-		DisableCompression: true}
+		DisableCompression: true, TLSClientConfig: cfg.TLS}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
 	start := time.Now()

@@ -21,7 +21,9 @@ import (
 // standalone (RF=1) with its HEC tokens from --hec-token. Additions to SPEC
 // §8, all optional: --searchable (false keeps journal-only copies),
 // --max-hot-bytes, --max-hot-span, --max-hot-buckets (roll limits; in a
-// cluster they come from the managers' config).
+// cluster they come from the managers' config), --quarantine-past,
+// --quarantine-future (the quarantine bucket's window), --max-open-files
+// (the file cache's cap).
 func peerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peer",
@@ -50,7 +52,10 @@ func peerCommand() *cli.Command {
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
-			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most", EnvVars: envVars("max-hot-buckets")},
+			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most, besides its quarantine bucket", EnvVars: envVars("max-hot-buckets")},
+			&cli.DurationFlag{Name: "quarantine-past", Value: 900 * 24 * time.Hour, Usage: "events older than this (by the peer's clock) go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-past")},
+			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
+			&cli.IntFlag{Name: "max-open-files", Usage: "descriptors kept open for reading bucket files (0: half of RLIMIT_NOFILE, 16 to 4096)", EnvVars: envVars("max-open-files")},
 		},
 		Subcommands: peerAdminSubcommands(),
 		Action:      runPeer,

@@ -17,9 +17,9 @@ import (
 // a node of a site's cluster (--cluster-listen, --routes), and/or a site's
 // gateway to other sites (--gateway-listen, --gateways site2=nats://…).
 // Beyond SPEC §8 it takes --gateway-advertise (the address other sites
-// dial, for containers), --tls-cert/--tls-key (SPEC §11, optional TLS on
-// NATS client connections), --http-listen (nats-server monitoring, with
-// /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
+// dial, for containers), --tls-cert/--tls-key/--tls-ca (SPEC §11: TLS on
+// clients, monitoring, routes and gateways), --http-listen (nats-server
+// monitoring, with /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
 // --subject-prefix (the prefix the role permissions are written for), and
 // --print-auth-config, which prints those users and permissions as a
 // nats-server authorization block for deployments on an external NATS.
@@ -39,8 +39,8 @@ func busCommand() *cli.Command {
 			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
 			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, subscriber (may only subscribe to results and generation notices, e.g. nats sub), admin, or peer/SITE/PEER for one peer (repeat)", EnvVars: envVars("role-user")},
-			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate: client connections must use TLS (routes and gateways stay plain)", EnvVars: envVars("tls-cert")},
-			&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: envVars("tls-key")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: every connection must use TLS — clients, monitoring (HTTPS), and routes and gateways (mutual TLS, needs --tls-ca)", EnvVars: envVars("tls-cert")},
+			tlsKeyFlag(), tlsCAFlag(),
 			&cli.StringFlag{Name: "http-listen", Usage: "monitoring address host:port (/healthz, /varz, /connz, /routez, /gatewayz)", EnvVars: envVars("http-listen")},
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
 			&cli.BoolFlag{Name: "print-auth-config", Usage: "print the users and role permissions as a nats-server authorization block (for an external NATS) and exit", EnvVars: envVars("print-auth-config")},
@@ -88,6 +88,7 @@ func runBus(c *cli.Context) error {
 		HTTPListen:       c.String("http-listen"),
 		TLSCert:          c.String("tls-cert"),
 		TLSKey:           c.String("tls-key"),
+		TLSCA:            c.String("tls-ca"),
 		User:             c.String("user"),
 		Password:         c.String("password"),
 		Users:            users,

@@ -17,13 +17,14 @@ func healthCommand() *cli.Command {
 		ArgsUsage: "URL",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "how long to wait for an answer", EnvVars: envVars("timeout")},
+			tlsCAFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("health: want exactly one URL, got %d arguments", c.NArg())
 			}
 			url := strings.TrimSuffix(c.Args().First(), "/") + "/healthz"
-			client := &http.Client{Timeout: c.Duration("timeout")}
+			client := cliHTTPClient(c, c.Duration("timeout"))
 			resp, err := client.Get(url)
 			if err != nil {
 				return fmt.Errorf("health %s: %w", url, err)

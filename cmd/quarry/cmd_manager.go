@@ -76,6 +76,7 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "Raft entries between snapshots; also the entries kept behind one (0: hashicorp/raft's 8192 and 10240)", EnvVars: envVars("raft-snapshot-threshold")},
 			&cli.DurationFlag{Name: "raft-snapshot-interval", Usage: "how often Raft checks the snapshot threshold (0: 120s)", EnvVars: envVars("raft-snapshot-interval")},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: envVars("log-level")},
+			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -137,6 +138,7 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 		SnapshotInterval: c.Duration("raft-snapshot-interval"),
 		RaftLogLevel:     raftLevel,
 		Logger:           logger,
+		TLS:              tlsFiles(c),
 	}, nil
 }
 
@@ -228,7 +230,8 @@ func runManager(cfg manager.Config, natsListen string) error {
 		}
 		sctx, cancel := context.WithTimeout(ctx, bus.DefaultReadyTimeout)
 		srv, err := bus.StartServer(sctx, bus.ServerConfig{Name: "manager-" + cfg.ID, Site: site, Listen: natsListen,
-			User: cfg.NATSUser, Password: cfg.NATSPassword, Subjects: subjects, Logger: cfg.Logger.With("role", "bus")})
+			User: cfg.NATSUser, Password: cfg.NATSPassword, Subjects: subjects, Logger: cfg.Logger.With("role", "bus"),
+			TLSCert: cfg.TLS.Cert, TLSKey: cfg.TLS.Key, TLSCA: cfg.TLS.CA})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("manager: embedded NATS on %s: %w", natsListen, err)
@@ -244,7 +247,7 @@ func runManager(cfg manager.Config, natsListen string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "quarry manager %s: raft %s, http http://%s\n", m.ID(), m.RaftAddr(), m.HTTPAddr())
+	fmt.Fprintf(os.Stderr, "quarry manager %s: raft %s, http %s://%s\n", m.ID(), m.RaftAddr(), cfg.TLS.Scheme(), m.HTTPAddr())
 	<-ctx.Done()
 	cfg.Logger.Info("signal received; shutting down")
 	return m.Close()
@@ -260,6 +263,7 @@ func adminFlags() []cli.Flag {
 		secretFileFlag("token", "the admin token"),
 		&cli.StringFlag{Name: "output", Usage: "table or json", Value: "table", EnvVars: envVars("output")},
 		&cli.DurationFlag{Name: "timeout", Usage: "timeout of each call to a manager", Value: manager.DefaultClientTimeout, EnvVars: envVars("timeout")},
+		tlsCAFlag(),
 	}
 }
 
@@ -286,6 +290,11 @@ func adminAction(nargs int, usage string, fn func(c *cli.Context, cl *manager.Cl
 		if err != nil {
 			return err
 		}
+		tlsCfg, err := tlsClientConfig(c)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Command.FullName(), err)
+		}
+		cl.UseTLS(tlsCfg)
 		return fn(c, cl, args, out)
 	}
 }

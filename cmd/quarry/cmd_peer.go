@@ -49,6 +49,7 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "admin-token", Usage: "standalone admin token: roll, searchable, pprof, and searches of every index (in a cluster: --token). None: served without a token on a loopback --http-addr only; any other address refuses to start without it", EnvVars: envVars("admin-token")},
 			secretFileFlag("admin-token", "the admin token"),
 			&cli.BoolFlag{Name: "pprof", Usage: "serve /debug/pprof/* (behind the admin token)", EnvVars: envVars("pprof")},
+			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 			&cli.BoolFlag{Name: "searchable", Value: true, Usage: "make new bucket copies searchable (false: journal only)", EnvVars: envVars("searchable")},
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
@@ -78,7 +79,7 @@ func runPeer(c *cli.Context) error {
 	if cfg.NATS != "" {
 		mode = "cluster member"
 	}
-	fmt.Printf("peer %s (guid %s, %s) listening on http://%s\n", cfg.ID, p.GUID(), mode, p.Addr())
+	fmt.Printf("peer %s (guid %s, %s) listening on %s://%s\n", cfg.ID, p.GUID(), mode, cfg.TLS.Scheme(), p.Addr())
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("stopping", "signal", s.String())
@@ -112,6 +113,7 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 			*d = -1
 		}
 	}
+	cfg.TLS = tlsFiles(c)
 	var err error
 	for _, s := range []struct {
 		name string
@@ -184,6 +186,7 @@ func ingestCommand() *cli.Command {
 			&cli.IntFlag{Name: "streams", Value: 1, Usage: "concurrent streams (channels)", EnvVars: envVars("streams")},
 			&cli.IntFlag{Name: "batch", Value: 1000, Usage: "events per request", EnvVars: envVars("batch")},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar", EnvVars: envVars("quiet")},
+			tlsCAFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			files, err := trailingFlags(c)
@@ -206,6 +209,9 @@ func ingestCommand() *cli.Command {
 				Streams: c.Int("streams"), Batch: c.Int("batch")}
 			if !c.Bool("quiet") {
 				cfg.Progress = os.Stderr
+			}
+			if cfg.TLS, err = tlsClientConfig(c); err != nil {
+				return fmt.Errorf("ingest: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

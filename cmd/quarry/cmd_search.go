@@ -40,6 +40,7 @@ func searchCommand() *cli.Command {
 			&cli.StringFlag{Name: "publish", Usage: "publish results to quarry.results.<name>", EnvVars: envVars("publish")},
 			&cli.StringFlag{Name: "output", Value: "table", Usage: "table, json or raw", EnvVars: envVars("output")},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", EnvVars: envVars("timeout")},
+			tlsCAFlag(),
 		},
 		Action: runSearch,
 	}
@@ -91,7 +92,7 @@ func runSearch(c *cli.Context) error {
 	if t := token; t != "" {
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := cliHTTPClient(c, 0).Do(req)
 	if err != nil {
 		return fmt.Errorf("search %s: %w", target, err)
 	}
@@ -213,7 +214,7 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 		if t := token; t != "" {
 			req.Header.Set("Authorization", "Bearer "+t)
 		}
-		return http.DefaultClient.Do(req)
+		return cliHTTPClient(c, 0).Do(req)
 	}
 	if site := c.String("site"); site != "" {
 		res, err := do(http.MethodGet, "/healthz", nil)

@@ -37,6 +37,7 @@ func searchheadCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
 			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches (more get HTTP 429)", EnvVars: envVars("max-searches")},
 			&cli.StringFlag{Name: "knowledge", Usage: "knowledge bundle folder (not supported yet: refused when set)", EnvVars: envVars("knowledge")},
+			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("knowledge") != "" {
@@ -49,6 +50,7 @@ func searchheadCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			cfg.TLS = tlsFiles(c)
 			h, err := searchhead.New(sctx, cfg)
 			cancel()
 			if err != nil {

@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			searchCommand(),
 			ingestCommand(),
 			healthCommand(),
+			tlsCommand(),
 		},
 		// Errors are printed once, as one clear line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},

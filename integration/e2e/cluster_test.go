@@ -103,6 +103,9 @@ func getJSON(ctx context.Context, url string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	// A peer's GET /v1/buckets needs a token off loopback (the managers'
+	// admin token works on every peer); the managers' reads ignore it.
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	res, err := httpc.Do(req)
 	if err != nil {
 		return err

@@ -30,6 +30,17 @@ const (
 	frameHeaderLen = 44
 	codecZstd      = 1
 	maxBlockRaw    = 64 << 20 // refuse absurd lengths when scanning
+	// maxReplicaBlockRaw bounds the decompressed size of a block that
+	// arrives from another peer (replication, fetch, fixup). A block is
+	// sealed once it reaches block_bytes (128 KiB by default), so it holds
+	// at most that plus one event (1 MiB with HEC's limits): 16 MiB leaves
+	// room for a block_bytes of up to 15 MiB.
+	maxReplicaBlockRaw = 16 << 20
+	// noFCSMax: klauspost/compress's EncodeAll leaves Frame_Content_Size
+	// out of a frame of fewer than 256 bytes unless it is single-segment
+	// (content over 1 KiB); such a frame is accepted when its block header
+	// declares fewer than 256 bytes, and decoding stops at that length.
+	noFCSMax = 256
 )
 
 var frameMagic = [4]byte{'Q', 'J', 'B', 1}
@@ -51,8 +62,93 @@ var (
 	zencOnce sync.Once
 	zenc     *zstd.Encoder
 	zdecOnce sync.Once
-	zdec     *zstd.Decoder
+	zdec     *zstd.Decoder // index and column sections
 )
+
+// frameDecoder decodes journal block payloads: each frame's declared
+// decompressed size is checked against the block header and a limit before
+// anything is decoded, and decoding writes at most that many bytes
+// (WithDecodeAllCapLimit with a destination of exactly that capacity), so a
+// small frame cannot make the peer allocate more than it declares.
+type frameDecoder struct {
+	once  sync.Once
+	dec   *zstd.Decoder
+	limit uint32
+}
+
+var (
+	// localFrames decodes the blocks of this peer's own journals (search,
+	// recovery): written here or verified by replicaFrames on arrival.
+	localFrames = &frameDecoder{limit: maxBlockRaw}
+	// replicaFrames decodes frames from other peers (replica append, fetch,
+	// fixup): its own pool of two decoders, so a flood of replication
+	// traffic never waits for search's decoders nor search for it.
+	replicaFrames = &frameDecoder{limit: maxReplicaBlockRaw}
+)
+
+func (d *frameDecoder) get() *zstd.Decoder {
+	d.once.Do(func() {
+		var err error
+		d.dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(d.limit)), zstd.WithDecoderMaxWindow(uint64(d.limit)),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return d.dec
+}
+
+// checkContentSize reads the zstd frame header of a block's compressed
+// payload and refuses it — before anything is decoded — unless its
+// Frame_Content_Size is present and equal to the block header's
+// decompressed length, and that length is within limit. Only frames under
+// noFCSMax bytes may leave the size out (the encoder omits it there).
+func checkContentSize(fh frameHeader, comp []byte, limit uint32) error {
+	if fh.rawLen > limit {
+		return fmt.Errorf("%w: block %d declares %d decompressed bytes, over the %d-byte block limit", ErrCorrupt, fh.block, fh.rawLen, limit)
+	}
+	var zh zstd.Header
+	if err := zh.Decode(comp); err != nil {
+		return fmt.Errorf("%w: block %d: zstd frame header: %v", ErrCorrupt, fh.block, err)
+	}
+	switch {
+	case zh.Skippable:
+		return fmt.Errorf("%w: block %d: skippable zstd frame", ErrCorrupt, fh.block)
+	case zh.DictionaryID != 0:
+		return fmt.Errorf("%w: block %d: zstd frame needs dictionary %d", ErrCorrupt, fh.block, zh.DictionaryID)
+	case !zh.HasFCS && fh.rawLen >= noFCSMax:
+		return fmt.Errorf("%w: block %d: zstd frame declares no content size", ErrCorrupt, fh.block)
+	case zh.HasFCS && zh.FrameContentSize != uint64(fh.rawLen):
+		return fmt.Errorf("%w: block %d: zstd frame declares %d bytes, its header %d", ErrCorrupt, fh.block, zh.FrameContentSize, fh.rawLen)
+	}
+	return nil
+}
+
+// decode verifies a frame (checksum, declared sizes) and returns its
+// decompressed payload, in dst when dst has room.
+func (d *frameDecoder) decode(frame, dst []byte) (frameHeader, []byte, error) {
+	fh, err := checkFrame(frame)
+	if err != nil {
+		return fh, nil, err
+	}
+	comp := frame[frameHeaderLen:]
+	if err := checkContentSize(fh, comp, d.limit); err != nil {
+		return fh, nil, err
+	}
+	n := int(fh.rawLen)
+	if cap(dst) < n {
+		dst = make([]byte, 0, n)
+	}
+	p, err := d.get().DecodeAll(comp, dst[:0:n])
+	if err != nil {
+		return fh, nil, fmt.Errorf("%w: block %d does not decompress: %v", ErrCorrupt, fh.block, err)
+	}
+	if len(p) != n {
+		return fh, nil, fmt.Errorf("%w: block %d decompressed to %d bytes, header says %d", ErrCorrupt, fh.block, len(p), fh.rawLen)
+	}
+	return fh, p, nil
+}
 
 func encoder() *zstd.Encoder {
 	zencOnce.Do(func() {
@@ -139,20 +235,10 @@ func checkFrame(frame []byte) (frameHeader, error) {
 	return fh, nil
 }
 
-// decodeFrame verifies a frame and returns its decompressed payload.
+// decodeFrame verifies a frame of this peer's journal and returns its
+// decompressed payload.
 func decodeFrame(frame []byte, dst []byte) (frameHeader, []byte, error) {
-	fh, err := checkFrame(frame)
-	if err != nil {
-		return fh, nil, err
-	}
-	p, err := decoder().DecodeAll(frame[frameHeaderLen:], dst[:0])
-	if err != nil {
-		return fh, nil, fmt.Errorf("%w: block %d does not decompress: %v", ErrCorrupt, fh.block, err)
-	}
-	if len(p) != int(fh.rawLen) {
-		return fh, nil, fmt.Errorf("%w: block %d decompressed to %d bytes, header says %d", ErrCorrupt, fh.block, len(p), fh.rawLen)
-	}
-	return fh, p, nil
+	return localFrames.decode(frame, dst)
 }
 
 // blockInfo locates one sealed block of a bucket.

@@ -130,12 +130,24 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	if !ok || bi != index {
 		return 0, fmt.Errorf("replica %q of index %q: not a bucket id of that index", id, index)
 	}
-	// Every frame is verified whole — checksum, number, payload — before
-	// anything is created or written: bad input changes nothing.
+	// Every frame is verified whole — checksum, number, declared sizes,
+	// payload — before anything is created or written: bad input changes
+	// nothing. Frames decode with the replica decoders (replicaFrames), each
+	// within its declared size and maxReplicaBlockRaw; payloads are kept for
+	// indexing up to replicaKeepBytes a call, the rest decoded again into one
+	// scratch buffer when indexed, so a call holds a bounded amount of
+	// memory however many frames it carries.
 	payloads := make([][]byte, len(frames))
+	var scratch []byte
+	kept := 0
 	for i, fr := range frames {
 		no := first + uint32(i)
-		fh, p, err := decodeFrame(fr, nil)
+		var dst []byte
+		keep := kept+frameRawLen(fr) <= replicaKeepBytes
+		if !keep {
+			dst = scratch
+		}
+		fh, p, err := replicaFrames.decode(fr, dst)
 		if err != nil {
 			return 0, fmt.Errorf("replica %s block %d: %w", id, no, err)
 		}
@@ -149,7 +161,12 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		if n != int(fh.events) {
 			return 0, fmt.Errorf("%w: replica %s block %d holds %d events, its header says %d", ErrCorrupt, id, no, n, fh.events)
 		}
-		payloads[i] = p
+		if keep {
+			payloads[i] = p
+			kept += len(p)
+		} else {
+			scratch = p
+		}
 	}
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
@@ -259,8 +276,16 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	s.Stats.BlocksWritten.Add(int64(len(adds)))
 	if h != nil {
 		for _, a := range adds {
+			p := a.p
+			if p == nil { // not kept: decode it again (it verified above)
+				var err error
+				if _, p, err = replicaFrames.decode(a.fr, scratch); err != nil {
+					return n, fmt.Errorf("index replica %s: %w", id, err)
+				}
+				scratch = p
+			}
 			h.mu.Lock()
-			err := decodePayload(a.p, func(_ int, e *decodedEvent) bool {
+			err := decodePayload(p, func(_ int, e *decodedEvent) bool {
 				h.addLocked(e)
 				return true
 			})
@@ -271,6 +296,22 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		}
 	}
 	return n, nil
+}
+
+// replicaKeepBytes bounds the decoded payloads one ReplicaAppend keeps
+// between verifying its frames and indexing them. A full 4 MiB message of
+// ordinary logs (about 7:1 in the journal) decodes to some 30 MiB: its
+// first 16 MiB are kept, the rest decoded a second time — decompression
+// costs a fraction of what indexing the same events does.
+var replicaKeepBytes = 16 << 20 // a variable so that a test can lower it
+
+// frameRawLen is the decompressed length a frame's header declares (0 when
+// the header is cut short; the decode refuses it then).
+func frameRawLen(fr []byte) int {
+	if len(fr) < frameHeaderLen {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint32(fr[16:]))
 }
 
 func (s *Store) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {

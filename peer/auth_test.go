@@ -139,7 +139,7 @@ func TestAuthPeerEndpoints(t *testing.T) {
 	searchable := url + "/v1/buckets/" + mainB.ID + "/searchable"
 	type endpoint struct {
 		name, method, url, body string
-		ok, wrong                []string // tokens that pass, and wrong ones besides "nope"
+		ok, wrong               []string // tokens that pass, and wrong ones besides "nope"
 	}
 	reads := []endpoint{
 		{"GET /v1/buckets", "GET", url + "/v1/buckets", "", []string{authSearch, authWebOnly, authAdmin}, nil},

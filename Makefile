@@ -62,14 +62,17 @@ image: build
 	docker build -f deploy/Dockerfile -t quarry:demo .
 
 # The multisite demo (docker-compose.yml): 2 sites x 3 peers, 3 managers, 2 NATS
-# nodes with per-process credentials, search heads sh1, sh2 and sh0. Waits until
-# healthy, loads sample data with acks and checks every head counts it exactly.
+# nodes with per-process credentials, search heads sh1, sh2 and sh0, TLS on HTTP,
+# NATS and Raft with certificates generated at start (the compose service certs,
+# `quarry tls gen`; the CA is copied to bin/demo-ca.pem). Waits until healthy,
+# loads sample data with acks and checks every head counts it exactly.
 demo: image
 	deploy/demo-up.sh
 
 # Leaves nothing: containers, the network and the volumes.
 demo-down:
 	docker-compose down -v --remove-orphans
+	rm -f bin/demo-ca.pem
 
 # The end-to-end suite against real containers (build tag e2e): its own compose
 # project (quarry-e2e), subnet and ports; torn down whatever happens.

@@ -6,9 +6,11 @@
 set -euo pipefail
 
 Q=${Q:-bin/quarry}
-export QUARRY_MANAGER=${QUARRY_MANAGER:-http://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001}}
+export QUARRY_MANAGER=${QUARRY_MANAGER:-https://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001}}
+# The CA of the demo's certificates, copied out by deploy/demo-up.sh.
+export QUARRY_TLS_CA=${QUARRY_TLS_CA:-${QUARRY_DEMO_CA:-bin/demo-ca.pem}}
 export QUARRY_TOKEN=${QUARRY_DEMO_ADMIN_TOKEN:-demo-admin}
-HEC=http://127.0.0.1:${QUARRY_DEMO_HEC_PORT:-8088}
+HEC=https://127.0.0.1:${QUARRY_DEMO_HEC_PORT:-8088}
 HEC_TOKEN=${QUARRY_DEMO_HEC_TOKEN:-demo-hec}
 DEADLINE=$((SECONDS + ${WAIT_SECONDS:-120}))
 

@@ -5,18 +5,23 @@
 # event model, `quarry sample`) through p1's HEC with acks — once: a demo
 # that already holds it is not loaded again — and waits until every search
 # head (sh1, sh2, sh0) answers its exact count. Exit status non-zero on any
-# failure, with the last state seen.
+# failure, with the last state seen. Every server speaks TLS with the
+# certificates the compose service certs generated (`quarry tls gen`): the
+# CA is copied out of its volume to $QUARRY_DEMO_CA (bin/demo-ca.pem), which
+# the host's clients verify the servers against (QUARRY_TLS_CA, curl --cacert).
 set -euo pipefail
 
 Q=${Q:-bin/quarry}
 N=${QUARRY_DEMO_SAMPLE_EVENTS:-20000}
 WAIT=${WAIT_SECONDS:-180}
-export QUARRY_MANAGER=${QUARRY_MANAGER:-http://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001}}
+export QUARRY_MANAGER=${QUARRY_MANAGER:-https://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001}}
+CA=${QUARRY_DEMO_CA:-bin/demo-ca.pem}
+export QUARRY_TLS_CA=$CA
 ADMIN=${QUARRY_DEMO_ADMIN_TOKEN:-demo-admin}
 SEARCH=${QUARRY_DEMO_SEARCH_TOKEN:-demo-search}
-HEC=http://127.0.0.1:${QUARRY_DEMO_HEC_PORT:-8088}
+HEC=https://127.0.0.1:${QUARRY_DEMO_HEC_PORT:-8088}
 HEC_TOKEN=${QUARRY_DEMO_HEC_TOKEN:-demo-hec}
-HEADS="sh1=http://127.0.0.1:${QUARRY_DEMO_SH1_PORT:-8089} sh2=http://127.0.0.1:${QUARRY_DEMO_SH2_PORT:-8090} sh0=http://127.0.0.1:${QUARRY_DEMO_SH0_PORT:-8091}"
+HEADS="sh1=https://127.0.0.1:${QUARRY_DEMO_SH1_PORT:-8089} sh2=https://127.0.0.1:${QUARRY_DEMO_SH2_PORT:-8090} sh0=https://127.0.0.1:${QUARRY_DEMO_SH0_PORT:-8091}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -37,12 +42,18 @@ poll() { # poll WHAT CMD…: run CMD until it succeeds or the deadline passes
 
 docker-compose up -d
 
-all_healthy() {
+# The CA the servers' certificate is signed by, out of the certs volume
+# (docker cp reads a stopped container's volumes).
+mkdir -p "$(dirname "$CA")"
+docker cp "$(docker-compose ps -q certs)":/certs/ca.pem "$CA"
+echo "demo: servers' CA in $CA (QUARRY_TLS_CA)"
+
+all_healthy() { # the 14 servers; certs is a one-shot container that exited
 	local ids
 	ids=$(docker-compose ps -q)
 	[[ -n $ids ]] || return 1
 	# shellcheck disable=SC2086
-	docker inspect -f '{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}no-healthcheck{{end}}' $ids >"$tmp/last"
+	docker inspect -f '{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}no-healthcheck{{end}}' $ids | grep -v '_certs_1 ' >"$tmp/last"
 	[[ $(wc -l <"$tmp/last") -eq 14 ]] && ! grep -qv ' healthy$' "$tmp/last"
 }
 poll "14 containers healthy" all_healthy
@@ -55,7 +66,7 @@ poll "a leader and 6 peers Up" cluster_ready
 echo "demo: healthy in $((SECONDS - start))s (14 containers, a leader, 6 peers Up, 3 search heads)"
 
 count() { # count URL: the exact, complete sample count of one search head
-	curl -sf -H "Authorization: Bearer $SEARCH" "$1/v1/search" \
+	curl -sf --cacert "$CA" -H "Authorization: Bearer $SEARCH" "$1/v1/search" \
 		-d '{"query": "index=sample | stats count", "allow_partial": false}' >"$tmp/last" &&
 		jq -e '.summary.partial == false' "$tmp/last" >/dev/null &&
 		jq -r '.results[0].count // 0' "$tmp/last"
@@ -80,10 +91,11 @@ done
 cat <<MSG
 demo: ready in $((SECONDS - start))s
   search heads: ${HEADS}   (search token: $SEARCH)
-  managers: http://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001} (cluster page; admin token: $ADMIN)
-  HEC: $HEC (site1), http://127.0.0.1:${QUARRY_DEMO_HEC2_PORT:-8188} (site2); token: $HEC_TOKEN
+  managers: https://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001} (cluster page; admin token: $ADMIN)
+  HEC: $HEC (site1), https://127.0.0.1:${QUARRY_DEMO_HEC2_PORT:-8188} (site2); token: $HEC_TOKEN
+  TLS: every server; the CA is $CA (browsers: import it, or accept the warning)
 try:
-  export QUARRY_MANAGER=$QUARRY_MANAGER QUARRY_TOKEN=$SEARCH QUARRY_SEARCHHEAD=${sh1#*=}
+  export QUARRY_MANAGER=$QUARRY_MANAGER QUARRY_TOKEN=$SEARCH QUARRY_SEARCHHEAD=${sh1#*=} QUARRY_TLS_CA=$CA
   $Q search 'index=sample | stats count by status'
   QUARRY_TOKEN=$ADMIN $Q cluster status
 MSG

@@ -64,7 +64,16 @@ func waitHealthy(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		f := strings.Fields(ids)
+		certs, err := compose(ctx, "ps", "-q", "certs")
+		if err != nil {
+			return err
+		}
+		var f []string
+		for _, id := range strings.Fields(ids) {
+			if id != strings.TrimSpace(certs) { // the one-shot certs container, exited
+				f = append(f, id)
+			}
+		}
 		if len(f) != 14 {
 			return fmt.Errorf("%d containers, want 14", len(f))
 		}
@@ -507,7 +516,7 @@ func verifyAcked(t *testing.T, tag string, acked []string, sent int) (lost int) 
 // metric reads one counter from a peer's /metrics (over the project
 // network; -1 when the peer does not answer).
 func metric(id, name string) float64 {
-	res, err := httpc.Get("http://" + peerIP(id) + ":8088/metrics")
+	res, err := httpc.Get("https://" + peerIP(id) + ":8088/metrics")
 	if err != nil {
 		return -1
 	}
@@ -565,7 +574,7 @@ func explainMissing(t *testing.T, head, tag string, want map[string]bool, got ma
 			var inv struct {
 				Buckets []map[string]any `json:"buckets"`
 			}
-			if getJSON(ctx, "http://"+peerIP(p)+":8088/v1/buckets", &inv) != nil {
+			if getJSON(ctx, "https://"+peerIP(p)+":8088/v1/buckets", &inv) != nil {
 				continue
 			}
 			for _, c := range inv.Buckets {

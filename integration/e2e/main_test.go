@@ -37,11 +37,12 @@ const (
 	searchToken = "demo-search"
 )
 
-// Host ports of this project (the demo's defaults + 20000).
+// Host ports of this project (the demo's defaults + 20000). Every server
+// speaks TLS (trustDemoCA).
 var (
-	managerURLs = map[string]string{"m1": "http://127.0.0.1:28001", "m2": "http://127.0.0.1:28002", "m3": "http://127.0.0.1:28003"}
-	hecURLs     = []string{"http://127.0.0.1:28088", "http://127.0.0.1:28188"} // p1 (site1), p4 (site2)
-	headURLs    = map[string]string{"sh1": "http://127.0.0.1:28089", "sh2": "http://127.0.0.1:28090", "sh0": "http://127.0.0.1:28091"}
+	managerURLs = map[string]string{"m1": "https://127.0.0.1:28001", "m2": "https://127.0.0.1:28002", "m3": "https://127.0.0.1:28003"}
+	hecURLs     = []string{"https://127.0.0.1:28088", "https://127.0.0.1:28188"} // p1 (site1), p4 (site2)
+	headURLs    = map[string]string{"sh1": "https://127.0.0.1:28089", "sh2": "https://127.0.0.1:28090", "sh0": "https://127.0.0.1:28091"}
 	peerIDs     = []string{"p1", "p2", "p3", "p4", "p5", "p6"}
 )
 
@@ -199,6 +200,10 @@ func run(m *testing.M) int {
 	start := time.Now()
 	if out, err := compose(ctx, "up", "-d"); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: up: %v\n%s\n", err, out)
+		return 1
+	}
+	if err := trustDemoCA(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
 	if err := waitHealthy(ctx); err != nil {

@@ -161,7 +161,7 @@ func sumEvents(blocks []blockInfo) uint32 {
 
 // scanAndRepair scans a copy's journal and cuts a torn tail.
 func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
-	st, err := b.rd.Stat()
+	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
 		return scanResult{}, err
 	}
@@ -203,7 +203,7 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 	if m.PendingTruncate >= 0 {
 		return s.finishTruncate(b, m)
 	}
-	st, err := b.rd.Stat()
+	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (s *Store) Truncate(id string, n int) error {
 }
 
 func (s *Store) finishTruncate(b *Bucket, m metaInfo) error {
-	st, err := b.rd.Stat()
+	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
 		return err
 	}

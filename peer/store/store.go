@@ -498,26 +498,17 @@ func BucketID(index string, localID uint64, guid string) string {
 
 func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	id := BucketID(is.name, is.nextID, s.opts.GUID)
-	is.nextID++
 	dir := filepath.Join(s.dir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := syncDir(s.dir); err != nil {
-		return nil, err
-	}
-	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID - 1, Searchable: s.opts.Searchable, Quarantine: quarantine}
-	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
-		return nil, err
-	}
-	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY, 0o644)
+	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID, Searchable: s.opts.Searchable, Quarantine: quarantine}
+	jf, err := createBucketFiles(s.dir, dir, ci)
 	if err != nil {
+		// Nothing of it stays (copy.json first: a folder without it is
+		// removed at open), and its id is used by the next attempt.
+		os.Remove(filepath.Join(dir, copyFile))
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
-		jf.Close()
-		return nil, err
-	}
+	is.nextID++
 	b := &Bucket{
 		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable, quarantine: quarantine,
 		state: StateHot, open: newBlockBuilder(), jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(),
@@ -530,6 +521,29 @@ func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	s.buckets[id] = b
 	s.bmu.Unlock()
 	return b, nil
+}
+
+// createBucketFiles makes a bucket folder durable with its copy.json and an
+// empty journal, and returns the journal open for writing.
+func createBucketFiles(parent, dir string, ci copyInfo) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := syncDir(parent); err != nil {
+		return nil, err
+	}
+	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
+		return nil, err
+	}
+	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(dir); err != nil {
+		jf.Close()
+		return nil, err
+	}
+	return jf, nil
 }
 
 // sealLocked seals b's open block and queues it for the writer. s.mu held.

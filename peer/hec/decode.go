@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/valyala/fastjson"
@@ -85,6 +86,147 @@ type decoder struct {
 	fields []store.Field
 	num    []byte
 	raws   []byte // JSON text of non-string events
+
+	// maxValues bounds the JSON values of one envelope (0: the default).
+	maxValues int
+	// charge, when set, reserves what the decoder's memory grows by from
+	// the in-flight budget (nil in tests and benchmarks: no accounting);
+	// charged is what it holds. The footprint counts the scanner's copy of
+	// the largest body and the value cache of the largest envelope it has
+	// parsed, as fastjson keeps both for reuse.
+	charge    func(n int64) *Reply
+	charged   int64
+	bodyCap   int
+	valuesCap int
+}
+
+// DefaultMaxEventValues bounds the JSON values (objects, arrays, strings,
+// numbers…) of one envelope: fastjson spends about valueBytes on each, so
+// an 8 MiB body of "0," would otherwise cost 2 GB.
+const DefaultMaxEventValues = 65536
+
+const (
+	valueBytes = 192 // a fastjson Value, its place in its parent, the cache's doubling
+	eventBytes = int64(unsafe.Sizeof(store.Event{}))
+	fieldBytes = int64(unsafe.Sizeof(store.Field{}))
+)
+
+// footprint is the memory the decoder holds.
+func (d *decoder) footprint() int64 {
+	return int64(d.bodyCap) + int64(d.valuesCap)*valueBytes + int64(cap(d.evs))*eventBytes +
+		int64(cap(d.fields))*fieldBytes + int64(cap(d.raws)) + int64(cap(d.num))
+}
+
+// chargeGrowth reserves what the footprint grew by since the last charge.
+func (d *decoder) chargeGrowth() *Reply {
+	fp := d.footprint()
+	if fp <= d.charged {
+		return nil
+	}
+	if rp := d.charge(fp - d.charged); rp != nil {
+		return rp
+	}
+	d.charged = fp
+	return nil
+}
+
+// eventSize is what the 1 MiB event limit (MaxEventBytes) measures: the
+// whole event as stored — _raw, host, source, sourcetype, index and every
+// indexed field's name and value.
+func eventSize(e *store.Event) int {
+	n := len(e.Raw) + len(e.Host) + len(e.Source) + len(e.Sourcetype) + len(e.Index)
+	for i := range e.Fields {
+		n += len(e.Fields[i].Name) + len(e.Fields[i].Value)
+	}
+	return n
+}
+
+// envelopeValues bounds the JSON values of each top-level value of body
+// before anything parses it: it returns the most values one of them holds
+// and the number of the first holding more than limit (-1 when none).
+// Every value but a top-level one follows a ',', ':' or '[' outside a
+// string, so counting those bounds the values from above. It stops at a
+// top-level value that is not an object or an array, or one cut short: the
+// parser refuses that envelope on its own.
+func envelopeValues(body []byte, limit int) (most, bad int) {
+	i := 0
+	for n := 0; ; n++ {
+		for i < len(body) && (body[i] == ' ' || body[i] == '\n' || body[i] == '\t' || body[i] == '\r') {
+			i++
+		}
+		if i >= len(body) || (body[i] != '{' && body[i] != '[') {
+			return most, -1
+		}
+		depth, vals := 0, 1
+	scan:
+		for i < len(body) {
+			switch body[i] {
+			case '"':
+				j := endOfString(body, i+1)
+				if j < 0 {
+					break scan
+				}
+				i = j
+			case '{':
+				depth++
+			case '[':
+				depth++
+				vals++
+			case ',', ':':
+				vals++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					i++
+					break scan
+				}
+			}
+			i++
+		}
+		most = max(most, vals)
+		if vals > limit {
+			return most, n
+		}
+		if depth != 0 {
+			return most, -1
+		}
+	}
+}
+
+// countValues counts the values the parser built for v.
+func countValues(v *fastjson.Value) int {
+	n := 1
+	switch v.Type() {
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		o.Visit(func(_ []byte, c *fastjson.Value) { n += countValues(c) })
+	case fastjson.TypeArray:
+		a, _ := v.Array()
+		for _, c := range a {
+			n += countValues(c)
+		}
+	}
+	return n
+}
+
+// endOfString is the index of the quote that closes the JSON string
+// starting at from, -1 when the string is cut short.
+func endOfString(b []byte, from int) int {
+	for {
+		k := bytes.IndexByte(b[from:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := from + k
+		esc := 0
+		for p := q - 1; p >= 0 && b[p] == '\\'; p-- {
+			esc++
+		}
+		if esc%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
 }
 
 // indexAllowed decides whether a token may write to an index.
@@ -96,6 +238,44 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 	d.evs = d.evs[:0]
 	d.fields = d.fields[:0]
 	d.raws = d.raws[:0]
+	maxValues := d.maxValues
+	if maxValues <= 0 {
+		maxValues = DefaultMaxEventValues
+	}
+	// No envelope holds more values than the body has ',', ':' and '['
+	// (plus one); only a body with more than maxValues of them is scanned
+	// envelope by envelope, which costs a sixth of what parsing does.
+	bound := valuesBound(body)
+	if bound > maxValues {
+		most, bad := envelopeValues(body, maxValues)
+		if bad >= 0 {
+			return nil, replyInvalidFormat.at(bad)
+		}
+		bound = most
+	}
+	d.bodyCap = max(d.bodyCap, len(body))
+	if d.charge != nil {
+		if rp := d.chargeGrowth(); rp != nil {
+			return nil, *rp
+		}
+	}
+	evs, r := d.decodeAll(body, def, allowed, maxEvent)
+	if r.Code != 0 {
+		// A refused envelope was parsed whole before it was refused: the
+		// parser's value cache may now be as large as the bound.
+		d.valuesCap = max(d.valuesCap, bound)
+	}
+	return evs, r
+}
+
+// valuesBound bounds the JSON values of any one top-level value of body:
+// every value but a top-level one follows a ',', ':' or '['.
+func valuesBound(body []byte) int {
+	return bytes.Count(body, []byte{','}) + bytes.Count(body, []byte{':'}) + bytes.Count(body, []byte{'['}) + 1
+}
+
+// decodeAll decodes the envelopes of a body whose values are bounded.
+func (d *decoder) decodeAll(body []byte, def Defaults, allowed indexAllowed, maxEvent int) ([]store.Event, Reply) {
 	// Slices into d.fields and d.raws stay valid when those grow: the old
 	// backing arrays are never written again during this request.
 	d.sc.InitBytes(body)
@@ -111,7 +291,9 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 		bad.Code = -1
 		hasEvent := false
 		fieldStart := len(d.fields)
+		vals := 1 // the values of this envelope, as the parser holds them
 		o.Visit(func(key []byte, v *fastjson.Value) {
+			vals++
 			if bad.Code >= 0 {
 				return
 			}
@@ -132,6 +314,7 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 					off := len(d.raws)
 					d.raws = v.MarshalTo(d.raws)
 					e.Raw = d.raws[off:len(d.raws):len(d.raws)]
+					vals += valuesBound(e.Raw) - 1
 				}
 			case "time":
 				t, ok := d.parseTime(v)
@@ -169,6 +352,7 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 					return
 				}
 				fo.Visit(func(k []byte, fv *fastjson.Value) {
+					vals++
 					if bad.Code >= 0 {
 						return
 					}
@@ -178,6 +362,7 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 					}
 					if fv.Type() == fastjson.TypeArray {
 						arr, _ := fv.Array()
+						vals += len(arr)
 						for _, el := range arr {
 							val, ok := d.fieldValue(el)
 							if !ok {
@@ -195,6 +380,10 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 					}
 					d.fields = append(d.fields, store.Field{Name: k, Value: val})
 				})
+			default: // ignored, but held by the parser all the same
+				if t := v.Type(); t == fastjson.TypeObject || t == fastjson.TypeArray {
+					vals += countValues(v) - 1
+				}
 			}
 		})
 		if bad.Code >= 0 {
@@ -203,15 +392,8 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 		if !hasEvent {
 			return nil, replyEventRequired.at(n)
 		}
-		if len(e.Raw) > maxEvent {
-			r := replyInvalidFormat.at(n)
-			return nil, r
-		}
 		if e.Index == "" {
 			e.Index = def.Index
-		}
-		if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
-			return nil, replyIncorrectIdx.at(n)
 		}
 		if e.Host == nil {
 			e.Host = []byte(def.Host)
@@ -225,7 +407,19 @@ func (d *decoder) decodeEnvelopes(body []byte, def Defaults, allowed indexAllowe
 		if len(d.fields) > fieldStart {
 			e.Fields = d.fields[fieldStart:len(d.fields):len(d.fields)]
 		}
+		if eventSize(&e) > maxEvent {
+			return nil, replyInvalidFormat.at(n)
+		}
+		if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
+			return nil, replyIncorrectIdx.at(n)
+		}
 		d.evs = append(d.evs, e)
+		d.valuesCap = max(d.valuesCap, vals)
+		if d.charge != nil {
+			if rp := d.chargeGrowth(); rp != nil {
+				return nil, *rp
+			}
+		}
 		n++
 	}
 	if err := d.sc.Error(); err != nil {

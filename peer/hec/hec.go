@@ -10,15 +10,51 @@
 // A token without acks needs no channel; its 200 is sent only once the
 // request's events are durable by the ack rule (store.Store.Wait), so the
 // answer itself is the acknowledgement.
+//
+// # Limits (SPEC §11: memory a request costs is bounded by its size)
+//
+// Defaults, each a Config field:
+//
+//   - MaxBodyBytes, 16 MiB: a body larger than this — after inflating a
+//     gzip body — gets 413 code 6 "Content too large", the inflating
+//     stopped at the limit.
+//   - MaxInFlightBytes, 64 MiB (or 4 × MaxBodyBytes if larger): one budget
+//     shared by every request's body buffers (reserved before they are
+//     allocated: a body of known length whole, one of unknown length —
+//     gzip, chunked — as its buffer grows, by size class up to 1 MiB, then
+//     1 MiB at a time), its gzip reader (64 KiB) and its event decoder (the
+//     decoder's copy of the body, its events and fields, its JSON values),
+//     held until the store has indexed the request's events. A request that
+//     finds no room waits up to BusyWait (500 ms) and then gets 503 code 9
+//     "Server is busy", Splunk's back-pressure answer; one that alone needs
+//     more than the whole budget gets 413. So 100 concurrent gzip bombs hold
+//     at most the budget between them (TestGzipBombsStayWithinBudget).
+//   - Pools never keep large buffers: body buffers are pooled only in their
+//     size classes (4 KiB to 1 MiB), a larger body gets a buffer of its
+//     exact length that is not pooled, and a decoder holding more than
+//     4 MiB is dropped rather than pooled; a pool holds at most what was in
+//     flight at once, which the budget bounds.
+//   - MaxEventBytes, 1 MiB: the whole event — _raw, host, source,
+//     sourcetype, index and every indexed field's name and value — larger
+//     is 400 code 6 "Invalid data format" with its invalid-event-number,
+//     and nothing of the request is stored. MaxEventValues, 65,536: an
+//     envelope of more JSON values is refused the same way before it is
+//     parsed (the JSON parser spends ~190 bytes on each).
+//   - /ack: a body of at most MaxAckBodyBytes (256 KiB) naming at most
+//     MaxAckIDs (10,000) ids; beyond either, 413 code 6 "Content too large"
+//     and no ack is read (none is forgotten).
+//   - Tokens are looked up by their SHA-256 and then compared in constant
+//     time.
 package hec
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -28,7 +64,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -112,11 +147,24 @@ type Config struct {
 	Store  Appender
 	// DefaultHost is the host of events that name none (the peer's host).
 	DefaultHost string
-	// MaxBodyBytes bounds a request body (default 64 MiB); larger bodies get
-	// 413. MaxEventBytes bounds one event's _raw (default 1 MiB); a larger
-	// event gets 400 code 6 with its invalid-event-number.
-	MaxBodyBytes  int64
-	MaxEventBytes int
+	// MaxBodyBytes bounds a request body, inflated when gzip (default
+	// 16 MiB); larger bodies get 413. MaxEventBytes bounds one whole event
+	// — _raw, host, source, sourcetype, index and every field's name and
+	// value — (default 1 MiB); a larger event gets 400 code 6 with its
+	// invalid-event-number, and so does an envelope of more than
+	// MaxEventValues JSON values (default 65,536).
+	MaxBodyBytes   int64
+	MaxEventBytes  int
+	MaxEventValues int
+	// MaxInFlightBytes is the byte budget every request's body buffers,
+	// gzip readers and event decoders share (default 64 MiB, or
+	// 4 × MaxBodyBytes if larger); see the package comment.
+	MaxInFlightBytes int64
+	// MaxAckBodyBytes (default 256 KiB) and MaxAckIDs (default 10,000)
+	// bound an /ack request; beyond them it gets 413 code 6 and no ack is
+	// read (none is forgotten).
+	MaxAckBodyBytes int64
+	MaxAckIDs       int
 	// MaxChannels per token (default 10,000), MaxPendingAcks per channel
 	// (default 100,000) and MaxTotalPendingAcks over all channels of a token
 	// (default 1,000,000) bound the ack bookkeeping; beyond them that
@@ -131,7 +179,8 @@ type Config struct {
 	// BusyWait: a data request that finds the store busy waits up to this
 	// long (default 500 ms, before its body is read) for the queues to
 	// drain, then answers 503 code 9. Memory stays bounded: a waiting
-	// request holds no body.
+	// request holds no body. A request that finds the in-flight budget
+	// spent waits up to as long again for room, then answers 503 code 9.
 	BusyWait   time.Duration
 	Now        func() time.Time
 	Logger     *slog.Logger
@@ -141,10 +190,12 @@ type Config struct {
 // Handler serves the HEC endpoints.
 type Handler struct {
 	cfg    Config
-	tokens atomic.Pointer[map[string]*tokenState] // replaced whole by SetTokens
-	tmu    sync.Mutex                             // serialises SetTokens
-	pool   sync.Pool                              // *decoder
-	bodies sync.Pool                              // *[]byte
+	tokens atomic.Pointer[map[tokenKey]*tokenState] // replaced whole by SetTokens
+	tmu    sync.Mutex                               // serialises SetTokens
+	pool   sync.Pool                                // *decoder
+	bufs   [len(sizeClasses)]sync.Pool              // *pooledBuf by size class
+	gzips  sync.Pool                                // *gzip.Reader
+	budget *budget                                  // MaxInFlightBytes
 
 	requests *prometheus.CounterVec
 	// byEndpoint and latency: every HEC request by endpoint (event, raw,
@@ -154,7 +205,13 @@ type Handler struct {
 	events     prometheus.Counter
 	rawBytes   prometheus.Counter
 	busyWait   prometheus.Counter
+	budgetBusy prometheus.Counter
 }
+
+// tokenKey is a token's SHA-256: tokens are found by it, then compared in
+// constant time, so a request's timing tells nothing of how much of a
+// token it guessed.
+type tokenKey [sha256.Size]byte
 
 // tokenState is a token and the channels it created: a channel id names a
 // channel only within its token, so another token can neither read its acks
@@ -180,10 +237,22 @@ type channel struct {
 // New builds a handler.
 func New(cfg Config) *Handler {
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 64 << 20
+		cfg.MaxBodyBytes = 16 << 20
 	}
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = 1 << 20
+	}
+	if cfg.MaxEventValues <= 0 {
+		cfg.MaxEventValues = DefaultMaxEventValues
+	}
+	if cfg.MaxInFlightBytes <= 0 {
+		cfg.MaxInFlightBytes = max(64<<20, 4*cfg.MaxBodyBytes)
+	}
+	if cfg.MaxAckBodyBytes <= 0 {
+		cfg.MaxAckBodyBytes = 256 << 10
+	}
+	if cfg.MaxAckIDs <= 0 {
+		cfg.MaxAckIDs = 10000
 	}
 	if cfg.MaxChannels <= 0 {
 		cfg.MaxChannels = 10000
@@ -209,7 +278,7 @@ func New(cfg Config) *Handler {
 	if cfg.DefaultHost == "" {
 		cfg.DefaultHost = "localhost"
 	}
-	h := &Handler{cfg: cfg}
+	h := &Handler{cfg: cfg, budget: newBudget(cfg.MaxInFlightBytes)}
 	h.SetTokens(cfg.Tokens)
 	h.pool.New = func() any { return &decoder{} }
 	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -222,8 +291,14 @@ func New(cfg Config) *Handler {
 		Name: "quarry_peer_hec_event_bytes_total", Help: "Bytes of _raw in the events accepted over HEC.",
 	})
 	h.busyWait = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "quarry_peer_hec_busy_wait_seconds_total", Help: "Time HEC requests waited for a busy store.",
+		Name: "quarry_peer_hec_busy_wait_seconds_total", Help: "Time HEC requests waited for a busy store or for room in the in-flight byte budget.",
 	})
+	h.budgetBusy = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_budget_busy_total", Help: "HEC requests answered 503 code 9 because the in-flight byte budget had no room within the busy wait.",
+	})
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "quarry_peer_hec_inflight_bytes", Help: "Bytes of the HEC in-flight budget held by requests (bodies, gzip readers, decoders).",
+	}, func() float64 { return float64(h.InFlightBytes()) })
 	h.byEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_http_requests_total", Help: "HEC requests by endpoint (event, raw, ack, health) and HTTP status.",
 	}, []string{"endpoint", "status"})
@@ -233,7 +308,7 @@ func New(cfg Config) *Handler {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"endpoint"})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.byEndpoint, h.latency)
+		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, inflight, h.byEndpoint, h.latency)
 	}
 	return h
 }
@@ -244,25 +319,33 @@ func New(cfg Config) *Handler {
 func (h *Handler) SetTokens(tokens []Token) {
 	h.tmu.Lock()
 	defer h.tmu.Unlock()
-	old := map[string]*tokenState{}
+	old := map[tokenKey]*tokenState{}
 	if p := h.tokens.Load(); p != nil {
 		old = *p
 	}
-	next := make(map[string]*tokenState, len(tokens))
+	next := make(map[tokenKey]*tokenState, len(tokens))
 	for _, t := range tokens {
+		k := sha256.Sum256([]byte(t.Value))
 		st := &tokenState{Token: t}
-		if o := old[t.Value]; o != nil {
+		if o := old[k]; o != nil {
 			st.tokenChannels = o.tokenChannels
 		} else {
 			st.tokenChannels = &tokenChannels{channels: map[string]*channel{}}
 		}
-		next[t.Value] = st
+		next[k] = st
 	}
 	h.tokens.Store(&next)
 }
 
-// token is the current state of a token value, nil when unknown.
-func (h *Handler) token(v string) *tokenState { return (*h.tokens.Load())[v] }
+// token is the current state of a token value, nil when unknown: found by
+// the value's SHA-256, then compared in constant time.
+func (h *Handler) token(v string) *tokenState {
+	t := (*h.tokens.Load())[sha256.Sum256([]byte(v))]
+	if t == nil || subtle.ConstantTimeCompare([]byte(t.Value), []byte(v)) != 1 {
+		return nil
+	}
+	return t
+}
 
 // Register mounts the HEC endpoints on mux.
 func (h *Handler) Register(mux *http.ServeMux) {
@@ -407,46 +490,6 @@ func channelOf(r *http.Request, required bool) (string, *Reply) {
 	return c, nil
 }
 
-// readBody reads a bounded body into a pooled buffer; a gzip body
-// (Content-Encoding: gzip, as Splunk's HEC accepts) is inflated, and the
-// bound applies to the inflated bytes.
-func (h *Handler) readBody(r *http.Request) (*[]byte, *Reply) {
-	if r.ContentLength > h.cfg.MaxBodyBytes {
-		rp := plain(replyTooLarge)
-		return nil, &rp
-	}
-	bp, _ := h.bodies.Get().(*[]byte)
-	if bp == nil {
-		b := make([]byte, 0, 1<<20)
-		bp = &b
-	}
-	var body io.Reader = r.Body
-	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			h.bodies.Put(bp)
-			rp := plain(replyInvalidFormat)
-			return nil, &rp
-		}
-		defer zr.Close()
-		body = zr
-	}
-	buf := bytes.NewBuffer((*bp)[:0])
-	n, err := buf.ReadFrom(io.LimitReader(body, h.cfg.MaxBodyBytes+1))
-	*bp = buf.Bytes()
-	if err != nil {
-		h.bodies.Put(bp)
-		rp := plain(replyInvalidFormat)
-		return nil, &rp
-	}
-	if n > h.cfg.MaxBodyBytes {
-		h.bodies.Put(bp)
-		rp := plain(replyTooLarge)
-		return nil, &rp
-	}
-	return bp, nil
-}
-
 // defaults are the request's metadata defaults: the token's default index,
 // then Splunk's query parameters host, source, sourcetype, index and time
 // (epoch seconds, decimals allowed; a bad one is code 6).
@@ -529,27 +572,30 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	bp, rp := h.readBody(r)
+	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
 	}
-	if len(bytes.TrimSpace(*bp)) == 0 {
-		h.bodies.Put(bp)
+	if len(bytes.TrimSpace(b.data)) == 0 {
+		b.release()
 		h.reply(w, plain(replyNoData))
 		return
 	}
 	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())
 	if rp != nil {
-		h.bodies.Put(bp)
+		b.release()
 		h.reply(w, *rp)
 		return
 	}
 	d := h.pool.Get().(*decoder)
-	evs, res := d.decodeEnvelopes(*bp, def, t.allows, h.cfg.MaxEventBytes)
-	h.bodies.Put(bp) // the scanner holds its own copy
+	drv := b.rv.sibling() // the decoder's memory, held until the store lets go
+	d.maxValues, d.charge = h.cfg.MaxEventValues, drv.take
+	evs, res := d.decodeEnvelopes(b.data, def, t.allows, h.cfg.MaxEventBytes)
+	d.charge = nil
+	b.release() // the scanner holds its own copy
 	if res.Code != 0 {
-		h.pool.Put(d)
+		h.putDecoder(d, drv)
 		res.AckID = -1
 		if res.Code == replyNoData.Code {
 			res.InvalidEvent = -1
@@ -557,7 +603,22 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, res)
 		return
 	}
-	h.commit(w, r, t, ch, evs, func() { h.pool.Put(d) })
+	h.commit(w, r, t, ch, evs, func() { h.putDecoder(d, drv) })
+}
+
+// maxPooledDecoder: a decoder holding more (it decoded a large body) is
+// left to the garbage collector rather than pooled, so the pool never
+// keeps large buffers alive.
+const maxPooledDecoder = 4 << 20
+
+// putDecoder gives a decoder's reservation back and pools it again.
+func (h *Handler) putDecoder(d *decoder, rv *reservation) {
+	rv.releaseAll()
+	d.charged = 0
+	if d.footprint() > maxPooledDecoder {
+		return
+	}
+	h.pool.Put(d)
 }
 
 // commit appends a request's validated events and answers it: with an ack
@@ -659,26 +720,29 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	bp, rp := h.readBody(r)
+	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
 	}
 	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())
 	if rp != nil {
-		h.bodies.Put(bp)
+		b.release()
 		h.reply(w, *rp)
 		return
 	}
 	if !store.ValidIndexName(def.Index) || !t.allows(def.Index) {
-		h.bodies.Put(bp)
+		b.release()
 		h.reply(w, plain(replyIncorrectIdx))
 		return
 	}
-	// The body buffer is owned by the request until the store lets go.
-	body := *bp
+	// The body buffer is owned by the request until the store lets go; so
+	// are the events, reserved as their slice grows (a body of short lines
+	// costs more in events than in bytes).
+	body := b.data
 	var evs []store.Event
 	host, src, st := []byte(def.Host), []byte(def.Source), []byte(def.Sourcetype)
+	meta := len(host) + len(src) + len(st) + len(def.Index)
 	for len(body) > 0 {
 		line := body
 		if i := bytes.IndexByte(body, '\n'); i >= 0 {
@@ -690,19 +754,28 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if len(line) > h.cfg.MaxEventBytes {
-			h.bodies.Put(bp)
+		if len(line)+meta > h.cfg.MaxEventBytes {
+			b.release()
 			h.reply(w, replyInvalidFormat.at(len(evs)))
 			return
+		}
+		if len(evs) == cap(evs) {
+			grown := max(64, 2*cap(evs))
+			if rp := b.rv.take(int64(grown-cap(evs)) * eventBytes); rp != nil {
+				b.release()
+				h.reply(w, *rp)
+				return
+			}
+			evs = append(make([]store.Event, 0, grown), evs...)
 		}
 		evs = append(evs, store.Event{Index: def.Index, Time: def.Now, Raw: line, Host: host, Source: src, Sourcetype: st})
 	}
 	if len(evs) == 0 {
-		h.bodies.Put(bp)
+		b.release()
 		h.reply(w, plain(replyNoData))
 		return
 	}
-	h.commit(w, r, t, ch, evs, func() { h.bodies.Put(bp) })
+	h.commit(w, r, t, ch, evs, b.release)
 }
 
 func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
@@ -720,12 +793,27 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
+	// A small body of at most MaxAckIDs ids, counted before it is parsed;
+	// beyond either bound nothing is read, so no ack is forgotten.
+	b, rp := h.readBody(r, h.cfg.MaxAckBodyBytes)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	defer b.release()
+	if _, bad := envelopeValues(b.data, h.cfg.MaxAckIDs+2); bad >= 0 { // {"acks":[…]} holds ids+2 values
+		h.reply(w, plain(replyTooLarge))
+		return
+	}
 	var req struct {
 		Acks []int64 `json:"acks"`
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	if err != nil || json.Unmarshal(body, &req) != nil || req.Acks == nil {
+	if json.Unmarshal(b.data, &req) != nil || req.Acks == nil {
 		h.reply(w, plain(replyInvalidFormat))
+		return
+	}
+	if len(req.Acks) > h.cfg.MaxAckIDs {
+		h.reply(w, plain(replyTooLarge))
 		return
 	}
 	t.mu.Lock()

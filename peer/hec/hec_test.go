@@ -57,6 +57,7 @@ type fixture struct {
 	st  *store.Store
 	fs  *faultyStore
 	srv *httptest.Server
+	h   *Handler
 }
 
 // fixedNow is the fixture's clock: the receive time of events that name
@@ -106,7 +107,7 @@ func newFixtureWith(t *testing.T, opts store.Options, adjust func(*Config)) *fix
 		srv.Close()
 		st.Close()
 	})
-	return &fixture{st: st, fs: fs, srv: srv}
+	return &fixture{st: st, fs: fs, srv: srv, h: h}
 }
 
 type hecReply struct {
@@ -447,7 +448,7 @@ func FuzzDecodeEnvelopes(f *testing.F) {
 			t.Fatal("events returned with an error")
 		}
 		for _, e := range evs {
-			if len(e.Raw) == 0 || !store.ValidIndexName(e.Index) {
+			if len(e.Raw) == 0 || !store.ValidIndexName(e.Index) || eventSize(&e) > 1000 {
 				t.Fatalf("accepted a bad event %+v", e)
 			}
 		}

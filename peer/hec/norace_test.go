@@ -1,0 +1,5 @@
+//go:build !race
+
+package hec
+
+const raceEnabled = false

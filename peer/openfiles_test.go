@@ -244,8 +244,10 @@ const emfileChildEnv = "QUARRY_TEST_EMFILE_CHILD"
 // descriptor left (RLIMIT_NOFILE 128, the rest taken), a search that must
 // open a bucket file fails that request with a clear error (500 without
 // partial results, the bucket listed as failed with them), a HEC request
-// that needs a new bucket fails with nothing added, /healthz stays 200,
-// and once descriptors are free the same search and ingest succeed.
+// that needs a new bucket fails with nothing added, a roll waits (its
+// bucket stays rolling, still searched), /healthz stays 200; once
+// descriptors are free the roll completes and the same search and ingest
+// succeed.
 // It runs in a child process (this test binary again) so the limit does
 // not touch the other tests.
 func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
@@ -306,7 +308,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if get("/healthz") != 200 {
 		t.Fatal("healthz before")
 	}
-	inventory := func() int {
+	inventory := func() []store.CopyInfo {
 		var out struct {
 			Buckets []store.CopyInfo `json:"buckets"`
 		}
@@ -317,10 +319,30 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&out)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return len(out.Buckets)
+		return out.Buckets
 	}
-	if n := inventory(); n != copies {
-		t.Fatalf("%d copies listed, want %d", n, copies)
+	stateOf := func(id string) string {
+		for _, b := range inventory() {
+			if b.ID == id {
+				return b.State
+			}
+		}
+		return ""
+	}
+	event := `{"time":` + strconv.FormatInt(time.Now().Unix(), 10) + `,"index":"%s","event":"new bucket common"}`
+	// A hot bucket, made while descriptors are there.
+	if code, body := ingest(fmt.Sprintf(event, "main")); code != 200 {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	inv := inventory()
+	if len(inv) != copies+1 {
+		t.Fatalf("%d copies listed, want %d", len(inv), copies+1)
+	}
+	hot := ""
+	for _, b := range inv {
+		if b.State == string(store.StateHot) {
+			hot = b.ID
+		}
 	}
 
 	// Take every descriptor left.
@@ -345,7 +367,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if status != 200 || sum["partial"] != true || !strings.Contains(fmt.Sprint(sum["warnings"]), "out of file descriptors") {
 		t.Fatalf("partial search without descriptors: %d %v, want partial results naming the want of descriptors", status, sum)
 	}
-	code, body := ingest(`{"time":` + strconv.FormatInt(time.Now().Unix(), 10) + `,"index":"other","event":"new bucket common"}`)
+	code, body := ingest(fmt.Sprintf(event, "other"))
 	if code == 200 {
 		t.Fatalf("ingest into a new bucket without descriptors: %d %s, want a refusal", code, body)
 	}
@@ -353,24 +375,50 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if get("/healthz") != 200 || p.Store().Err() != nil {
 		t.Fatalf("healthz while out of descriptors: want 200 (store error %v)", p.Store().Err())
 	}
-	if n := inventory(); n != copies {
-		t.Fatalf("%d copies listed after the refused ingest, want %d (nothing added)", n, copies)
+	if n := len(inventory()); n != copies+1 {
+		t.Fatalf("%d copies listed after the refused ingest, want %d (nothing added)", n, copies+1)
+	}
+	// A roll cannot write the index: it waits, the bucket stays rolling.
+	exhausted := p.Store().Stats.Files.Exhausted.Load()
+	resp, err := c.Post(url+"/v1/buckets/"+hot+"/roll", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("roll: %d", resp.StatusCode)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if p.Store().Stats.Files.Exhausted.Load() == exhausted {
+			return errors.New("the roll has not met the want of descriptors yet")
+		}
+		return nil
+	})
+	if st := stateOf(hot); st != string(store.StateRolling) || get("/healthz") != 200 || p.Store().Err() != nil {
+		t.Fatalf("roll without descriptors: bucket %s, store error %v; want it rolling and the store healthy", st, p.Store().Err())
 	}
 
 	for _, f := range hog {
 		f.Close()
 	}
+	waitFor(t, 15*time.Second, func() error {
+		if st := stateOf(hot); st != string(store.StateWarm) {
+			return fmt.Errorf("bucket %s is %s", hot, st)
+		}
+		return nil
+	})
 	status, ans = searchPeer(t, c, url, `{"query":"common | stats count","allow_partial":false}`)
-	if status != 200 || resultCount(ans) != copies*per {
-		t.Fatalf("search once descriptors are free: %d %v, want count %d", status, ans, copies*per)
+	if status != 200 || resultCount(ans) != copies*per+1 {
+		t.Fatalf("search once descriptors are free: %d %v, want count %d", status, ans, copies*per+1)
 	}
-	if code, body := ingest(`{"time":` + strconv.FormatInt(time.Now().Unix(), 10) + `,"index":"other","event":"new bucket common"}`); code != 200 {
+	if code, body := ingest(fmt.Sprintf(event, "other")); code != 200 {
 		t.Fatalf("ingest once descriptors are free: %d %s", code, body)
 	}
 	waitFor(t, 10*time.Second, func() error {
 		status, ans := searchPeer(t, c, url, `{"query":"common | stats count","allow_partial":false}`)
-		if status != 200 || resultCount(ans) != copies*per+1 {
-			return fmt.Errorf("search: %d %v, want count %d", status, ans["results"], copies*per+1)
+		if status != 200 || resultCount(ans) != copies*per+2 {
+			return fmt.Errorf("search: %d %v, want count %d", status, ans["results"], copies*per+2)
 		}
 		return nil
 	})

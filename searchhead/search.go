@@ -184,9 +184,13 @@ func (r *run) planBuckets() error {
 		r.buckets[id] = br
 		r.order = append(r.order, id)
 		// Time-range pruning before fan-out; a hot bucket's range is
-		// open-ended until it rolls.
+		// open-ended at both ends until it rolls: new events extend its
+		// latest, and an event far from the others (a late arrival, or a
+		// quarantine bucket, peer/store/placement.go) can move its earliest
+		// back after the managers last heard it. The peer prunes hot
+		// buckets itself, on their current range.
 		known := info.Earliest != 0 || info.Latest != 0
-		if known && (info.Earliest >= latest || (!info.Hot && info.Latest < earliest)) {
+		if known && !info.Hot && (info.Earliest >= latest || info.Latest < earliest) {
 			br.state = bSkipped
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead"
 )
@@ -430,7 +432,31 @@ func freeAddr() (string, error) {
 // makes the head cancel it and the peers stop scanning (their cancelled
 // counters move).
 func TestSearchHeadResultLimitAndClientGone(t *testing.T) {
-	c := Start(t, Options{})
+	// The client-gone case needs a peer still scanning when the client
+	// hangs up (a peer that already finished has nothing to stop): the
+	// first bucket a peer scans for the search of "gone" waits, on that
+	// search's context, until the client has gone.
+	var holdOnce sync.Once
+	var holding atomic.Bool
+	held, gone := make(chan struct{}), make(chan struct{})
+	c := Start(t, Options{PeerTweak: func(id string, cfg *peer.Config) {
+		cfg.BeforeSearchBucket = func(ctx context.Context, bucket string) {
+			if !holding.Load() {
+				return
+			}
+			first := false
+			holdOnce.Do(func() { first = true; close(held) })
+			if first {
+				select {
+				case <-gone:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}})
+	var goneOnce sync.Once
+	release := func() { goneOnce.Do(func() { close(gone) }) }
+	t.Cleanup(release)
 	searchIngest(t, c, "lim", 2000)
 	sh := c.StartSearchHead("sh-lim", "site1", func(cfg *searchhead.Config) { cfg.MaxResults = 150 })
 	limited := func(s query.Summary) bool {
@@ -454,20 +480,14 @@ func TestSearchHeadResultLimitAndClientGone(t *testing.T) {
 		t.Fatalf("a search under the limit: HTTP %d, %d rows, warnings %v", a.Status, len(a.Resp.Results), a.Resp.Summary.Warnings)
 	}
 
-	// Client gone: the head holds the search at its first batch until the
-	// client has hung up, then lets it go on; it must cancel, not finish.
+	// Client gone: a peer is held at its first bucket (above) until the
+	// client has hung up, then lets it go on; the head must abort the
+	// peers' streams (not confirm their end), and the peers must count
+	// the search as cancelled.
 	cancelled := func() int64 { return peersCancelled(c) }
 	before := cancelled()
-	gone, held := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	sh2 := c.StartSearchHead("sh-gone", "site1", func(cfg *searchhead.Config) {
-		cfg.PeerTimeout = 30 * time.Second
-		cfg.OnMessage = func(peer, kind, bucket string) {
-			if kind == "batch" {
-				once.Do(func() { close(held); <-gone })
-			}
-		}
-	})
+	sh2 := c.StartSearchHead("sh-gone", "site1", func(cfg *searchhead.Config) { cfg.PeerTimeout = 30 * time.Second })
+	holding.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -477,13 +497,13 @@ func TestSearchHeadResultLimitAndClientGone(t *testing.T) {
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the search never reached its first batch")
+		t.Fatal("no peer began scanning for the search")
 	}
 	cancel()
 	if err := <-errc; err == nil {
 		t.Fatal("the client's cancelled request returned an answer")
 	}
-	close(gone)
+	release()
 	WaitFor(t, 30*time.Second, func() error {
 		if cancelled() <= before {
 			return fmt.Errorf("no peer counted the abandoned search as cancelled")

@@ -91,6 +91,11 @@ type Config struct {
 	// before it appends an origin's blocks: a test hook (a slow target
 	// that stays Up); never set by the CLI.
 	BeforeReplicaAppend func(bucket string)
+	// BeforeSearchBucket, when set, is called by the bus search service
+	// before it scans a bucket for a search head (ctx is that search's):
+	// a test hook (a peer still scanning when the head gives up); never
+	// set by the CLI.
+	BeforeSearchBucket func(ctx context.Context, bucket string)
 	// TLS: with a certificate the HTTP API (HEC included) serves HTTPS;
 	// with the CA the peer verifies the bus and the managers' HTTPS
 	// against it (tls.go).

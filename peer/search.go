@@ -368,6 +368,9 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
 		return
 	}
+	if h := s.p.cfg.BeforeSearchBucket; h != nil {
+		h(ctx, bucket)
+	}
 	part, err := plan.RunSegment(ctx, seg)
 	if err != nil {
 		if ctx.Err() == nil {

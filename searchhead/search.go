@@ -99,16 +99,20 @@ type streamEvent struct {
 
 // run is one search in progress on the head.
 type run struct {
-	h       *Head
-	ctx     context.Context
-	plan    *query.Plan
-	req     Request
-	pref    *Preference
-	id      string
-	nowNS   int64
-	indexes []string // token scope (nil: all)
-	site    string   // the head's site
-	tsite   string   // table site of the default plan
+	// completed is set when every bucket has its outcome (collect),
+	// before the search's context ends: a reader that sees the context
+	// end without it aborts its stream instead of confirming the end.
+	completed atomic.Bool
+	h         *Head
+	ctx       context.Context
+	plan      *query.Plan
+	req       Request
+	pref      *Preference
+	id        string
+	nowNS     int64
+	indexes   []string // token scope (nil: all)
+	site      string   // the head's site
+	tsite     string   // table site of the default plan
 
 	generation, version uint64
 	peers               map[string]fsm.GenerationPeer
@@ -386,7 +390,13 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 			s.lastRecv.Store(time.Now().UnixNano())
 			return true
 		case <-r.ctx.Done():
-			return false // the search is over: keep reading to the end
+			// The search is over: keep reading to the end when it
+			// completed (the peer's done is confirmed); an abandoned
+			// search aborts the stream, so the peer stops scanning.
+			if !r.completed.Load() {
+				rcv.Close(errors.New("search abandoned"))
+			}
+			return false
 		}
 	}
 	r.readers.Add(1)
@@ -396,6 +406,14 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 		for {
 			b, err := rcv.Next(sctx)
 			if errors.Is(err, io.EOF) {
+				if r.ctx.Err() != nil && !r.completed.Load() {
+					// The search was abandoned (client gone, time or
+					// result limit) before every bucket had its outcome:
+					// the end is not confirmed, the peer counts the
+					// search as cancelled.
+					rcv.Close(errors.New("search abandoned"))
+					return
+				}
 				rcv.Close(nil) // confirms the end to the peer
 				return
 			}
@@ -556,6 +574,7 @@ func (r *run) collect() error {
 			return err
 		}
 	}
+	r.completed.Store(true)
 	return nil
 }
 

@@ -120,19 +120,28 @@ func TestClusterIngestReplicates(t *testing.T) {
 	if testing.Short() {
 		n = 4_000
 	}
-	origins := []string{"site1-p1", "site2-p2"}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ingestExactlyOnce(ctx, t, c, []string{"site1-p1", "site2-p2"}, "o", n, 1000)
+}
+
+// ingestExactlyOnce ingests n events with acks, half through each of two
+// origins in parallel (batches of batch events, tagged tag<i>), then checks
+// the buckets' copies and placement (checkBuckets) and that every
+// acknowledged event is exactly once over the buckets, read on a searchable
+// copy (non-searchable copies agree by content hash).
+func ingestExactlyOnce(ctx context.Context, t *testing.T, c *Cluster, origins []string, tag string, n, batch int) {
+	t.Helper()
 	var (
 		mu    sync.Mutex
 		acked []AckedBatch
+		wg    sync.WaitGroup
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
 	for i, o := range origins {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, un, err := c.IngestAcked(ctx, o, Batches(fmt.Sprintf("o%d", i), n/2, 1000), 30*time.Second)
+			a, un, err := c.IngestAcked(ctx, o, Batches(fmt.Sprintf("%s%d", tag, i), n/len(origins), batch), 30*time.Second)
 			if err != nil {
 				t.Errorf("ingest through %s: %v", o, err)
 			}
@@ -149,8 +158,6 @@ func TestClusterIngestReplicates(t *testing.T) {
 		t.FailNow()
 	}
 	holders := checkBuckets(t, c, origins)
-	// Every acknowledged event exactly once over the buckets, read on a
-	// searchable copy; non-searchable copies agree by content hash.
 	seen := c.RawsOnSearchableCopies(holders)
 	total := 0
 	for _, a := range acked {

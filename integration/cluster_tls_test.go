@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,50 +38,14 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	c := Start(t, Options{TLS: files})
 	n := 4_000
 	origins := []string{"site1-p1", "site2-p2"}
-	var (
-		mu    sync.Mutex
-		acked []AckedBatch
-	)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	for i, o := range origins {
+	for _, o := range origins {
 		if h := c.NewHECClient(o); !strings.HasPrefix(h.URL, "https://") {
 			t.Fatalf("HEC client of %s on %s", o, h.URL)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, un, err := c.IngestAcked(ctx, o, Batches(fmt.Sprintf("tls%d", i), n/2, 500), 30*time.Second)
-			if err != nil {
-				t.Errorf("ingest through %s: %v", o, err)
-			}
-			if len(un) > 0 {
-				t.Errorf("ingest through %s: %d batches not acknowledged", o, len(un))
-			}
-			mu.Lock()
-			acked = append(acked, a...)
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	holders := checkBuckets(t, c, origins)
-	seen := c.RawsOnSearchableCopies(holders)
-	total := 0
-	for _, a := range acked {
-		for _, r := range a.Raws {
-			total++
-			if seen[r] != 1 {
-				t.Fatalf("acknowledged event %q found %d times over the buckets", r, seen[r])
-			}
-		}
-	}
-	if total != n {
-		t.Fatalf("acknowledged %d events, want %d", total, n)
-	}
+	ingestExactlyOnce(ctx, t, c, origins, "tls", n, 500)
 
 	// A search head over HTTPS counts every event once.
 	sh := c.StartSearchHead("sh0", "site0")

@@ -107,10 +107,35 @@ func teardown() {
 		}
 		if out, err := compose(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n%s\n", err, out)
-			return
+			if err := removeNetwork(ctx); err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n", err)
+				return
+			}
+			if out, err := compose(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n%s\n", err, out)
+				return
+			}
 		}
 		fmt.Fprintln(os.Stderr, "e2e: torn down (containers, network and volumes removed)")
 	})
+}
+
+// removeNetwork removes the project's network if it is still there,
+// force-disconnecting any endpoint left on it first (stale endpoints of
+// removed containers included). No network is no error.
+func removeNetwork(ctx context.Context) error {
+	names, err := docker(ctx, "network", "inspect", "-f", "{{range .Containers}}{{.Name}} {{end}}", network)
+	if err != nil {
+		return nil // no such network
+	}
+	for _, n := range strings.Fields(names) {
+		docker(ctx, "network", "disconnect", "-f", network, n)
+	}
+	if out, err := docker(ctx, "network", "rm", network); err != nil {
+		return fmt.Errorf("removing the stale network %s: %v %s", network, err, out)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: removed the stale network %s (%d endpoints left on it)\n", network, len(strings.Fields(names)))
+	return nil
 }
 
 // saveLogs writes every container's log into a folder (E2E_LOGS, or a new
@@ -193,8 +218,22 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// A run killed with SIGKILL leaves its project behind: start clean.
-	if out, err := compose(ctx, "down", "-v", "--remove-orphans", "-t", "2"); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: clean start: %v\n%s\n", err, out)
+	// docker can keep a network's endpoints after its containers are gone
+	// (an engine restarted mid-run, a disconnect racing a removal): compose
+	// then cannot remove or recreate it ("has active endpoints"), so the
+	// network is removed by hand and down runs again.
+	if _, err := compose(ctx, "down", "-v", "--remove-orphans", "-t", "2"); err != nil {
+		if err := removeNetwork(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: clean start: %v\n", err)
+			return 1
+		}
+		if out, err := compose(ctx, "down", "-v", "--remove-orphans", "-t", "2"); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: clean start: %v\n%s\n", err, out)
+			return 1
+		}
+	}
+	if err := removeNetwork(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: clean start: %v\n", err)
 		return 1
 	}
 	start := time.Now()

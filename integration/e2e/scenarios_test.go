@@ -66,7 +66,7 @@ func baseline(t *testing.T) (string, int) {
 			return err
 		}
 		if len(st.Fixups) > 0 || st.Maintenance {
-			return fmt.Errorf("%d fixups pending, maintenance %v", len(st.Fixups), st.Maintenance)
+			return fmt.Errorf("%d fixups pending (%+v), maintenance %v", len(st.Fixups), st.Fixups, st.Maintenance)
 		}
 		return complete(context.Background())
 	})

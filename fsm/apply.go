@@ -443,6 +443,9 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 		p.Attrs = nil
 	}
 	p.State = StateUp
+	if p.Detention != "" {
+		p.State = StateDetention // detention outlives a restart (detention.go)
+	}
 	p.Since = c.At.UnixNano()
 	p.Registered = idx
 	// A new GUID under a known id means a new disk: the inventory is all it
@@ -576,6 +579,7 @@ func (s *State) applySetPeerState(idx uint64, c *SetPeerState) (any, error) {
 		return nil, fmt.Errorf("%w: set peer %s state %s: a removed peer comes back only by registering", ErrBadState, c.ID, c.State)
 	}
 	ch := s.begin(idx)
+	s.setDetentionFlag(ch, p, c.State)
 	s.setState(ch, p, c.State, c.At.UnixNano())
 	s.commit(ch)
 	return nil, nil

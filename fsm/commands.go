@@ -31,6 +31,7 @@ const (
 	CmdMarkCorrupt
 	CmdCopyLength
 	CmdCopyShort
+	CmdSetDetention
 )
 
 // bodyVersion is the version byte written after the type byte of a command

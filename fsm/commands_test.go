@@ -28,6 +28,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&SetMaintenance{Enabled: true}, &RebalancePrimaries{}, &PeerOffline{ID: "p1", EnforceCounts: true},
 		&MarkCorrupt{Bucket: "b", Peer: "p"}, &CopyLength{Bucket: "b", Peer: "p", Blocks: 7, LastChecksum: "c7"},
 		&CopyShort{Bucket: "b", Peer: "p", Short: true},
+		&SetDetention{ID: "p1", Enabled: true, By: DetentionManual},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))

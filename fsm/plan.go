@@ -21,6 +21,10 @@ type PlanInput struct {
 	// TaskTimeout, when positive, fails open tasks older than it so they can
 	// be planned again.
 	TaskTimeout time.Duration
+	// Disk is each peer's last reported free space and Detention the rule
+	// that detains a peer short of it (detention.go).
+	Disk      map[string]DiskReport
+	Detention DetentionRule
 }
 
 // Plan is the fixup planner. It reads the committed state and the leader's
@@ -28,7 +32,7 @@ type PlanInput struct {
 //
 //  1. liveness: PeerDown for a peer silent for heartbeat_timeout once the
 //     grace period is over; GracefulShutdown for a Restarting peer past
-//     restart_timeout;
+//     restart_timeout; then the free-disk detention rule (detention.go);
 //  2. task hygiene: FixupDone for open tasks whose goal is met (success) or
 //     whose peers went away, restarted or timed out (failed);
 //
@@ -59,6 +63,7 @@ type PlanInput struct {
 func Plan(s *State, in PlanInput) []Command {
 	p := &planner{orig: s, sim: s.Clone(), in: in}
 	p.liveness()
+	p.detention()
 	p.hygiene()
 	if p.sim.d.Maintenance {
 		return p.out
@@ -91,6 +96,8 @@ func (p *planner) emit(c Command) bool {
 	case *PeerDown:
 		x.RequestID = rid
 	case *SetPeerState:
+		x.RequestID = rid
+	case *SetDetention:
 		x.RequestID = rid
 	case *CreateFixup:
 		x.RequestID = rid

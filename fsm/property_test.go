@@ -105,6 +105,13 @@ func (m *model) checkInvariants(t *rapid.T) {
 			copies[p]++
 		}
 	}
+	// Detention: a flagged peer is never Up, a detained one always flagged.
+	for _, id := range sortedKeys(s.d.Peers) {
+		p := s.d.Peers[id]
+		if (p.Detention != "" && p.State == StateUp) || (p.State == StateDetention && p.Detention == "") {
+			t.Fatalf("peer %s: state %s with detention %q", id, p.State, p.Detention)
+		}
+	}
 	// Derived counters agree with a rebuild (no copy counted twice).
 	c := s.Clone()
 	if !maps.Equal(copies, s.copyCount) || !maps.Equal(c.copyCount, s.copyCount) {
@@ -305,6 +312,36 @@ func TestProperties(t *testing.T) {
 			},
 			"detention": func(t *rapid.T) {
 				m.apply(t, &SetPeerState{ID: peer(t), State: StateDetention, At: m.now})
+			},
+			"setDetention": func(t *rapid.T) {
+				by := rapid.SampledFrom([]DetentionBy{DetentionManual, DetentionDisk}).Draw(t, "by")
+				m.apply(t, &SetDetention{ID: peer(t), Enabled: rapid.Bool().Draw(t, "on"), By: by, At: m.now})
+			},
+			"diskRule": func(t *rapid.T) {
+				// The free-disk rule alone, with random reports.
+				disk := map[string]DiskReport{}
+				for _, p := range m.peers {
+					disk[p] = DiskReport{Free: int64(rapid.IntRange(0, 200).Draw(t, "free")), Total: 200}
+				}
+				hb := map[string]time.Time{}
+				for _, p := range m.peers {
+					hb[p] = m.now
+				}
+				rule := DetentionRule{FreeBytes: 50, HysteresisBytes: 20}
+				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb, Disk: disk, Detention: rule}) {
+					if _, failed := m.apply(t, c).(error); failed {
+						t.Fatalf("planned %T %+v refused", c, c)
+					}
+				}
+				for _, id := range sortedKeys(m.s.d.Peers) {
+					p := m.s.d.Peers[id]
+					if p.State == StateUp && disk[id].Free < rule.FreeBytes {
+						t.Fatalf("peer %s Up with %d bytes free after the rule", id, disk[id].Free)
+					}
+					if p.Detention == DetentionDisk && p.State == StateDetention && disk[id].Free >= rule.FreeBytes+rule.HysteresisBytes {
+						t.Fatalf("peer %s still in disk detention with %d bytes free", id, disk[id].Free)
+					}
+				}
 			},
 			"corrupt": func(t *rapid.T) {
 				if b, ok := bucket(t); ok {

@@ -201,7 +201,7 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
-	switch k := g.r.IntN(21); k {
+	switch k := g.r.IntN(22); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")
 		if err != nil {
@@ -258,6 +258,9 @@ func (g *logGen) command(s *State) Command {
 			return &FixupDone{ID: 999999}
 		}
 		return &FixupDone{ReqID: req, ID: ids[g.r.IntN(len(ids))], Failed: g.r.IntN(4) == 0}
+	case 19:
+		by := []DetentionBy{DetentionManual, DetentionDisk}[g.r.IntN(2)]
+		return &SetDetention{ReqID: req, ID: p, Enabled: g.r.IntN(2) == 0, By: by, At: g.now}
 	case 18:
 		n := int64(g.r.IntN(10))
 		return &CopyLength{ReqID: req, Bucket: bucket, Peer: holder, Blocks: n, LastChecksum: fmt.Sprintf("s%d", n)}
@@ -269,7 +272,11 @@ func (g *logGen) command(s *State) Command {
 				hb[id] = g.now
 			}
 		}
-		cmds := Plan(s, PlanInput{Now: g.now, LastHeartbeat: hb})
+		disk := map[string]DiskReport{}
+		for _, id := range peers {
+			disk[id] = DiskReport{Free: int64(g.r.IntN(100)), Total: 100}
+		}
+		cmds := Plan(s, PlanInput{Now: g.now, LastHeartbeat: hb, Disk: disk, Detention: DetentionRule{FreeBytes: 30, HysteresisBytes: 10}})
 		if len(cmds) == 0 {
 			return &RebalancePrimaries{}
 		}

@@ -92,6 +92,9 @@ type Peer struct {
 	Since int64 `json:"since"`
 	// Registered is the Raft index of the last RegisterPeer.
 	Registered uint64 `json:"registered"`
+	// Detention says who put the peer in detention ("" none); it outlives
+	// Down and a re-registration (detention.go).
+	Detention DetentionBy `json:"detention,omitempty"`
 }
 
 // Copy is one bucket's copy on one peer.

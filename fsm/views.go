@@ -101,6 +101,8 @@ type PeerView struct {
 	Buckets    int               `json:"buckets"`
 	Primaries  int               `json:"primaries"`
 	Searchable int               `json:"searchable"`
+	// Detention says who detained the peer ("manual", "disk"; detention.go).
+	Detention DetentionBy `json:"detention,omitempty"`
 }
 
 // BucketView is one bucket in GET /v1/buckets: its copies and its primary
@@ -376,7 +378,7 @@ func (s *State) PeerList() []PeerView {
 		p := s.d.Peers[id]
 		c := counts[id]
 		out = append(out, PeerView{ID: id, GUID: p.GUID, Site: s.peerSite(p), Host: p.Host, Attrs: maps.Clone(p.Attrs),
-			State: p.State, Since: p.Since, Buckets: c[0], Primaries: c[1], Searchable: c[2]})
+			State: p.State, Since: p.Since, Buckets: c[0], Primaries: c[1], Searchable: c[2], Detention: p.Detention})
 	}
 	return out
 }

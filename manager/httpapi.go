@@ -60,8 +60,15 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,
 	// joining it, and the peer-facing calls until the NATS transport lands.
+	ed := &configEditor{m: m} // adminapi.go: indexes and tokens
 	mux.HandleFunc("GET /v1/config", m.read(m.admin(m.handleGetConfig)))
-	mux.HandleFunc("POST /v1/config", m.write(m.handleSetConfig))
+	mux.HandleFunc("POST /v1/config", m.write(ed.serialised(m.handleSetConfig)))
+	mux.HandleFunc("GET /v1/indexes", m.read(ed.handleListIndexes))
+	mux.HandleFunc("POST /v1/indexes", m.write(ed.handleAddIndex))
+	mux.HandleFunc("DELETE /v1/indexes/{name}", m.writeAs(http.MethodDelete, ed.handleRemoveIndex))
+	mux.HandleFunc("GET /v1/tokens", m.read(m.admin(ed.handleListTokens)))
+	mux.HandleFunc("POST /v1/tokens", m.write(ed.handleAddToken))
+	mux.HandleFunc("DELETE /v1/tokens/{id}", m.writeAs(http.MethodDelete, ed.handleRevokeToken))
 	mux.HandleFunc("/v1/config", m.read(m.handleGetConfig)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
 	mux.HandleFunc("/v1/fixups/{id}", m.read(m.handleFixup))
@@ -100,11 +107,14 @@ func (m *Manager) read(h http.HandlerFunc) http.HandlerFunc {
 
 // write wraps a write handler: POST only, admin token checked here (every
 // manager knows it), then run on the leader or redirected to it.
-func (m *Manager) write(h http.HandlerFunc) http.HandlerFunc {
+func (m *Manager) write(h http.HandlerFunc) http.HandlerFunc { return m.writeAs(http.MethodPost, h) }
+
+// writeAs is write for another method (DELETE /v1/indexes/{name}).
+func (m *Manager) writeAs(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only POST", r.Method, r.URL.Path)})
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, method)})
 			return
 		}
 		if !m.authorized(r) {

@@ -41,8 +41,9 @@ type cluster struct {
 	sealMu    sync.Mutex
 	sealWatch map[string]bool
 	cfg       fsm.Config
-	// tokens are the HEC tokens last handed to HEC (heartbeats only).
-	tokens []fsm.HECToken
+	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
+	// hecTokensOf makes them.
+	tokens []hec.Token
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
@@ -205,12 +206,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	} else {
 		p.log.Info("this control plane cannot report fixup results; fixup tasks are left to a peer that can")
 	}
-	cl.tokens = cl.cfg.HECTokens
+	toks := hecTokensOf(cl.cfg)
+	cl.tokens = toks
 	cl.searchToks.Store(&cl.cfg.SearchTokens)
-	var toks []hec.Token
-	for _, t := range cl.cfg.HECTokens {
-		toks = append(toks, hec.TokenFromConfig(t))
-	}
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
 }
@@ -226,15 +224,12 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)
 		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
 	}
-	if reflect.DeepEqual(cfg.HECTokens, p.cl.tokens) {
+	toks := hecTokensOf(cfg)
+	if reflect.DeepEqual(toks, p.cl.tokens) {
 		return
 	}
-	var toks []hec.Token
-	for _, t := range cfg.HECTokens {
-		toks = append(toks, hec.TokenFromConfig(t))
-	}
 	p.hec.SetTokens(toks)
-	p.cl.tokens = cfg.HECTokens
+	p.cl.tokens = toks
 	p.log.Info("hec tokens updated from the cluster config", "tokens", len(toks))
 }
 

@@ -36,6 +36,8 @@ func newApp() *cli.App {
 			bucketsCommand(),
 			maintenanceCommand(),
 			rebalanceCommand(),
+			indexCommand(),
+			tokenCommand(),
 			searchCommand(),
 			ingestCommand(),
 			healthCommand(),

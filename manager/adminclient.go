@@ -1,0 +1,61 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// Indexes is GET /v1/indexes.
+func (c *Client) Indexes(ctx context.Context) ([]IndexView, error) {
+	var out struct {
+		Indexes []IndexView `json:"indexes"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/indexes", nil, &out)
+	return out.Indexes, err
+}
+
+// AddIndex is POST /v1/indexes.
+func (c *Client) AddIndex(ctx context.Context, req IndexRequest) (IndexView, error) {
+	var out struct {
+		Index IndexView `json:"index"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/indexes", req, &out)
+	return out.Index, err
+}
+
+// RemoveIndex is DELETE /v1/indexes/{name}.
+func (c *Client) RemoveIndex(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/indexes/"+url.PathEscape(name), nil, nil)
+}
+
+// Tokens is GET /v1/tokens; reveal asks for the secrets too.
+func (c *Client) Tokens(ctx context.Context, reveal bool) ([]TokenView, error) {
+	path := "/v1/tokens"
+	if reveal {
+		path += "?reveal=true"
+	}
+	var out struct {
+		Tokens []TokenView `json:"tokens"`
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.Tokens, err
+}
+
+// AddToken is POST /v1/tokens; the answer holds the secret.
+func (c *Client) AddToken(ctx context.Context, req TokenRequest) (TokenView, error) {
+	var out struct {
+		Token TokenView `json:"token"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/tokens", req, &out)
+	return out.Token, err
+}
+
+// RevokeToken is DELETE /v1/tokens/{id}; it returns the kinds revoked.
+func (c *Client) RevokeToken(ctx context.Context, id string) ([]string, error) {
+	var out struct {
+		Kinds []string `json:"kinds"`
+	}
+	err := c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, &out)
+	return out.Kinds, err
+}

@@ -24,7 +24,7 @@ type ColumnSource interface {
 }
 
 // Column is the values of one indexed field for events 0..n-1, in one of
-// two forms:
+// three forms:
 //
 //   - dictionary (Ints == nil): Dict holds the distinct values in any order;
 //     IDs[ord] is 0 when the event lacks the field, else 1 + the index in
@@ -34,15 +34,31 @@ type ColumnSource interface {
 //     (strconv.FormatInt gives it back exactly) and no event holds two;
 //     Ints[ord] is the value and Has (a bitset, nil when every event has a
 //     value) says which events hold one.
+//   - floats (Floats != nil): every value is a finite number whose shortest
+//     decimal form (strconv.FormatFloat(v, 'f', -1, 64)) is its exact
+//     bytes — fields holding numbers with decimals, or ints and floats
+//     mixed — and no event holds two; Floats[ord] and Has as for integers.
 //
 // A Column is owned by the caller once returned (a source may share it
 // between searches only if it never changes it).
 type Column struct {
-	Dict  []string
-	IDs   []uint32
-	Multi map[uint32][]uint32
-	Ints  []int64
-	Has   []uint64
+	Dict   []string
+	IDs    []uint32
+	Multi  map[uint32][]uint32
+	Ints   []int64
+	Floats []float64
+	Has    []uint64
+}
+
+// numeric reports a column in integer or float form.
+func (c *Column) numeric() bool { return c.Ints != nil || c.Floats != nil }
+
+// Num is event ord's value as a float64 (numeric forms only; 0 when absent).
+func (c *Column) Num(ord uint32) float64 {
+	if c.Ints != nil {
+		return float64(c.Ints[ord])
+	}
+	return c.Floats[ord]
 }
 
 // Len is the number of events the column describes.
@@ -50,13 +66,16 @@ func (c *Column) Len() int {
 	if c.Ints != nil {
 		return len(c.Ints)
 	}
+	if c.Floats != nil {
+		return len(c.Floats)
+	}
 	return len(c.IDs)
 }
 
 // Present reports whether event ord holds a value.
 func (c *Column) Present(ord uint32) bool {
-	if c.Ints != nil {
-		if int(ord) >= len(c.Ints) {
+	if c.numeric() {
+		if int(ord) >= c.Len() {
 			return false
 		}
 		return c.Has == nil || c.Has[ord>>6]>>(ord&63)&1 != 0
@@ -72,6 +91,9 @@ func (c *Column) Value(ord uint32) any {
 	}
 	if c.Ints != nil {
 		return strconv.FormatInt(c.Ints[ord], 10)
+	}
+	if c.Floats != nil {
+		return strconv.FormatFloat(c.Floats[ord], 'f', -1, 64)
 	}
 	first := c.Dict[c.IDs[ord]-1]
 	more := c.Multi[ord]
@@ -89,15 +111,23 @@ func (c *Column) Value(ord uint32) any {
 // Validate checks the column's internal references for n events: a
 // ColumnSource reading files hands only validated columns to the executor.
 func (c *Column) Validate(n uint32) error {
-	if c.Ints != nil {
-		if len(c.Ints) != int(n) {
-			return fmt.Errorf("integer column of %d values for %d events", len(c.Ints), n)
+	if c.Ints != nil && c.Floats != nil {
+		return fmt.Errorf("column in both integer and float form")
+	}
+	if c.numeric() {
+		if c.Len() != int(n) {
+			return fmt.Errorf("numeric column of %d values for %d events", c.Len(), n)
 		}
 		if c.Has != nil && len(c.Has) != int(n+63)/64 {
 			return fmt.Errorf("presence bitset of %d words for %d events", len(c.Has), n)
 		}
-		if len(c.IDs) != 0 || len(c.Multi) != 0 {
-			return fmt.Errorf("integer column with dictionary ids")
+		if len(c.IDs) != 0 || len(c.Multi) != 0 || len(c.Dict) != 0 {
+			return fmt.Errorf("numeric column with dictionary ids")
+		}
+		for _, f := range c.Floats {
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Errorf("float column holding %v", f)
+			}
 		}
 		return nil
 	}
@@ -333,7 +363,14 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 	env := &evalEnv{now: x.p.now}
 	bucket, index, server := x.seg.BucketID(), x.seg.Index(), x.p.server
 	var scratch map[string]any
+	// A leading where's numeric conjuncts drop events before their row is
+	// built (and before an event lacking another field is sent to decoding:
+	// its indexed value would fail the where all the same).
+	filters := x.whereFilters(cs)
 	forEach(set, x.n, func(o uint32) {
+		if filters != nil && dropsRow(filters, o) {
+			return
+		}
 		if !cs.complete(o) {
 			rest.Add(o)
 			return
@@ -449,6 +486,7 @@ type colState struct {
 	smx    string
 	ids    []uint64 // dc/values over a dictionary: bitset of ids
 	ints   map[int64]struct{}
+	floats map[uint64]struct{} // float64 bits
 	nums   []float64
 }
 
@@ -485,7 +523,7 @@ func newFastAgg(x *segExec, cs *colSet, agg *aggregator) *fastAgg {
 			return nc
 		}
 		nc := &numCol{c: c}
-		if c.Ints == nil && numeric[name] {
+		if !c.numeric() && numeric[name] {
 			nc.num = make([]float64, len(c.Dict))
 			nc.isNum = make([]bool, len(c.Dict))
 			for i, v := range c.Dict {
@@ -502,8 +540,8 @@ func newFastAgg(x *segExec, cs *colSet, agg *aggregator) *fastAgg {
 			continue
 		}
 		c := byName[k]
-		if c == nil {
-			return nil
+		if c == nil || c.Floats != nil {
+			return nil // float keys group through rows
 		}
 		nc := prep(c, k)
 		if c.Ints != nil && nc.ikeys == nil {
@@ -588,6 +626,8 @@ func (fa *fastAgg) add(o uint32, t int64) {
 		var id uint32
 		if c.Ints != nil {
 			f, isNum = float64(c.Ints[o]), true
+		} else if c.Floats != nil {
+			f, isNum = c.Floats[o], true
 		} else {
 			id = c.IDs[o] - 1
 			if nc.num != nil {
@@ -629,6 +669,12 @@ func (fa *fastAgg) add(o uint32, t int64) {
 					s.ints = map[int64]struct{}{}
 				}
 				s.ints[c.Ints[o]] = struct{}{}
+			} else if c.Floats != nil {
+				// by bits: 0 and -0 are two values ("0", "-0")
+				if s.floats == nil {
+					s.floats = map[uint64]struct{}{}
+				}
+				s.floats[math.Float64bits(c.Floats[o])] = struct{}{}
 			} else {
 				if s.ids == nil {
 					s.ids = make([]uint64, (len(c.Dict)+63)/64)
@@ -680,7 +726,7 @@ func (fa *fastAgg) flush() {
 func (s *colState) state(nc *numCol) *aggState {
 	a := &aggState{N: s.n, Sum: s.sum, NumN: s.numN, HasNum: s.hasNum, NumMin: s.mn, NumMax: s.mx,
 		HasStr: s.hasStr, StrMin: s.smn, StrMax: s.smx, Nums: s.nums}
-	if s.ids != nil || s.ints != nil {
+	if s.ids != nil || s.ints != nil || s.floats != nil {
 		a.set = make(map[string]struct{})
 		for w, word := range s.ids {
 			for word != 0 {
@@ -691,6 +737,9 @@ func (s *colState) state(nc *numCol) *aggState {
 		}
 		for v := range s.ints {
 			a.set[strconv.FormatInt(v, 10)] = struct{}{}
+		}
+		for b := range s.floats {
+			a.set[strconv.FormatFloat(math.Float64frombits(b), 'f', -1, 64)] = struct{}{}
 		}
 	}
 	return a
@@ -707,6 +756,24 @@ func CanonicalInt(s string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || strconv.FormatInt(v, 10) != s {
+		return 0, false
+	}
+	return v, true
+}
+
+// CanonicalFloat returns s as a float64 when s is a finite number written
+// exactly as strconv.FormatFloat(v, 'f', -1, 64) writes it (the shortest
+// decimal that reads back as v: "0.25", "-3", "1.5"; not "1.50", "1e5",
+// "+2", "NaN"), so a float column gives every value back byte for byte.
+func CanonicalFloat(s string) (float64, bool) {
+	if s == "" || len(s) > 40 {
+		return 0, false
+	}
+	if c := s[0]; !(c >= '0' && c <= '9' || c == '-') {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || strconv.FormatFloat(v, 'f', -1, 64) != s {
 		return 0, false
 	}
 	return v, true
@@ -795,7 +862,44 @@ func (b *ColumnBuilder) Columns() map[string]*Column {
 				col.Multi[o] = append([]uint32(nil), m...)
 			}
 		}
-		out[name] = IntColumn(col)
+		out[name] = NumericColumn(col)
+	}
+	return out
+}
+
+// NumericColumn returns c in integer form when it qualifies, else in float
+// form when it qualifies (single-valued, every value a CanonicalFloat),
+// else c itself.
+func NumericColumn(c *Column) *Column {
+	if out := IntColumn(c); out != c {
+		return out
+	}
+	if c.Ints != nil || c.Floats != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
+		return c
+	}
+	nums := make([]float64, len(c.Dict))
+	for i, v := range c.Dict {
+		x, ok := CanonicalFloat(v)
+		if !ok {
+			return c
+		}
+		nums[i] = x
+	}
+	out := &Column{Floats: make([]float64, len(c.IDs))}
+	for o, id := range c.IDs {
+		if id == 0 {
+			if out.Has == nil {
+				out.Has = make([]uint64, (len(c.IDs)+63)/64)
+				for p := 0; p < o; p++ {
+					out.Has[p>>6] |= 1 << (p & 63)
+				}
+			}
+			continue
+		}
+		out.Floats[o] = nums[id-1]
+		if out.Has != nil {
+			out.Has[o>>6] |= 1 << (o & 63)
+		}
 	}
 	return out
 }
@@ -803,7 +907,7 @@ func (b *ColumnBuilder) Columns() map[string]*Column {
 // IntColumn returns c in integer form when it qualifies (single-valued,
 // every value a canonical integer), else c itself.
 func IntColumn(c *Column) *Column {
-	if c.Ints != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
+	if c.Ints != nil || c.Floats != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
 		return c
 	}
 	nums := make([]int64, len(c.Dict))

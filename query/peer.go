@@ -93,6 +93,7 @@ type segExec struct {
 	idx   map[string]bool
 	cache map[string]bset
 	ts    []int64
+	scope bset // the events in the search's time range
 }
 
 var presenceCache sync.Map // presenceKey -> *roaring.Bitmap
@@ -291,6 +292,14 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 		}
 		return cands{sure: none(), maybe: bset{all: true}}, nil
 	}
+	if c.isNum && isCmpOp(c.op) {
+		if nb, ok := x.seg.(NumericBlocks); ok {
+			got, ok, err := x.numericCands(nb, c)
+			if err != nil || ok {
+				return got, err
+			}
+		}
+	}
 	var match, miss []*roaring.Bitmap
 	if c.op == "=" && !c.wild && !c.hasLetters {
 		b, err := x.seg.FieldValue(c.field, c.text)
@@ -390,13 +399,14 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 	for _, f := range seg.IndexedFields() {
 		x.idx[f] = true
 	}
-	c, err := x.candidates(p.filter)
-	if err != nil {
-		return nil, fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
-	}
 	ts, err := x.timeSet()
 	if err != nil {
 		return nil, fmt.Errorf("search bucket %s: times: %w", seg.BucketID(), err)
+	}
+	x.scope = ts
+	c, err := x.candidates(p.filter)
+	if err != nil {
+		return nil, fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
 	}
 	c.sure, c.maybe = and(c.sure, ts), and(c.maybe, ts)
 	if err := ctx.Err(); err != nil {

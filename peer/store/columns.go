@@ -5,31 +5,35 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"sort"
 	"sync"
 
 	"github.com/quarry-dev/quarry/query"
 )
 
-// Column file (columns.qc), format version 1: the values of every indexed
+// Column file (columns.qc), format version 2: the values of every indexed
 // field per event, so that aggregations over field values read a few
 // compact arrays instead of decoding _raw. Written with the index when a
 // bucket rolls or a copy becomes searchable, atomically (temp file, fsync,
 // rename, directory fsync); never modified; rebuilt byte-identically from
 // the journal (it depends only on the events, in order).
 //
-//	header   "QCOL", version byte 1, 3 reserved bytes
+//	header   "QCOL", version byte 2, 3 reserved bytes
 //	blobs    zstd frames, each named by the directory with its CRC-32C
 //	directory (plain bytes):
 //	  uvarint events per column block (colBlockEvents when written)
 //	  uvarint column count; per column, in ascending name order:
 //	    uvarint len + name, kind byte (1 dictionary, 2 dictionary with
-//	    multivalue events, 3 integers, 4 integers with missing events)
+//	    multivalue events, 3 integers, 4 integers with missing events,
+//	    5 floats, 6 floats with missing events)
 //	    dictionary kinds: uvarint values, uvarint off, len, crc of the
 //	      dictionary blob (values in ascending byte order, front-coded:
 //	      uvarint shared prefix, uvarint suffix length, suffix)
 //	    uvarint blocks; per block: uvarint off, len, crc of its blob;
-//	    integer kinds also varint min, max and uvarint present count
+//	    integer kinds also varint min, max and uvarint present count;
+//	    float kinds also min, max (uint64 little-endian IEEE 754 bits
+//	    each) and uvarint present count
 //	footer   uint64 directory offset, uint64 directory length, uint32
 //	         events, uint32 CRC-32C of every byte before it, "QCOLEND1"
 //
@@ -37,21 +41,35 @@ import (
 // 1 + the value's dictionary rank; kind 2 a uvarint count then count
 // ranks; kinds 3/4 (4: a presence bitmap, one bit per event, first)
 // zigzag varints of the present values, each relative to the previous one
-// (the first to 0). host, source and sourcetype hold the event's metadata;
+// (the first to 0); kinds 5/6 (6: the presence bitmap first) the present
+// values as uint64 little-endian IEEE 754 bits. An integer column holds
+// only canonical int64 decimals (query.CanonicalInt), a float column only
+// finite numbers written in their shortest form (query.CanonicalFloat:
+// "0.25", "-3", mixed ints and floats), so both give each value back byte
+// for byte; any other field is a dictionary column. host, source and sourcetype hold the event's metadata;
 // an indexed field named like a default field (_raw, host, …) has no
 // column (rows never show it). _time is the index file's times section.
+//
+// Version 1 (no float kinds; a float field was a dictionary column) is
+// still read: buckets written by older builds open as they are.
 const (
-	colVersion     = 1
+	colVersion     = 2
 	colBlockEvents = 8192
 	colFooterLen   = 8 + 8 + 4 + 4 + 8
 )
 
 const (
-	colDict      = 1
-	colDictMulti = 2
-	colInt       = 3
-	colIntSparse = 4
+	colDict        = 1
+	colDictMulti   = 2
+	colInt         = 3
+	colIntSparse   = 4
+	colFloat       = 5
+	colFloatSparse = 6
 )
+
+func colNumeric(kind byte) bool { return kind >= colInt }
+func colFloats(kind byte) bool  { return kind >= colFloat }
+func colSparse(kind byte) bool  { return kind == colIntSparse || kind == colFloatSparse }
 
 var (
 	colMagic       = [5]byte{'Q', 'C', 'O', 'L', colVersion}
@@ -190,6 +208,16 @@ func buildColumns(h *hotIndex) []byte {
 				nums = append(nums, v)
 			}
 		}
+		floats := !multi && !ints
+		var fnums []float64
+		for _, id := range keys {
+			if !floats {
+				break
+			}
+			v, ok := query.CanonicalFloat(string(ft.key(id)))
+			floats = ok
+			fnums = append(fnums, v)
+		}
 		dir = binary.AppendUvarint(dir, uint64(len(name)))
 		dir = append(dir, name...)
 		kind := byte(colDict)
@@ -198,11 +226,15 @@ func buildColumns(h *hotIndex) []byte {
 			kind = colIntSparse
 		case ints:
 			kind = colInt
+		case floats && missing:
+			kind = colFloatSparse
+		case floats:
+			kind = colFloat
 		case multi:
 			kind = colDictMulti
 		}
 		dir = append(dir, kind)
-		if !ints {
+		if !colNumeric(kind) {
 			raw = raw[:0]
 			var prev []byte
 			for _, id := range keys {
@@ -225,8 +257,9 @@ func buildColumns(h *hotIndex) []byte {
 			lo, hi := b*colBlockEvents, min((b+1)*colBlockEvents, n)
 			raw = raw[:0]
 			var mn, mx int64
+			var fmn, fmx float64
 			present := uint64(0)
-			if kind == colIntSparse {
+			if colSparse(kind) {
 				bm := make([]byte, (hi-lo+7)/8)
 				for o := lo; o < hi; o++ {
 					if at(o) > 0 {
@@ -256,6 +289,19 @@ func buildColumns(h *hotIndex) []byte {
 					for _, m := range more {
 						raw = binary.AppendUvarint(raw, uint64(rank[m-1]))
 					}
+				case colFloat, colFloatSparse:
+					if id == 0 {
+						continue
+					}
+					v := fnums[rank[id-1]]
+					if present == 0 || v < fmn {
+						fmn = v
+					}
+					if present == 0 || v > fmx {
+						fmx = v
+					}
+					present++
+					raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(v))
 				default:
 					if id == 0 {
 						continue
@@ -273,9 +319,14 @@ func buildColumns(h *hotIndex) []byte {
 				}
 			}
 			blob(raw)
-			if ints {
+			switch {
+			case ints:
 				dir = binary.AppendVarint(dir, mn)
 				dir = binary.AppendVarint(dir, mx)
+				dir = binary.AppendUvarint(dir, present)
+			case floats:
+				dir = binary.LittleEndian.AppendUint64(dir, math.Float64bits(fmn))
+				dir = binary.LittleEndian.AppendUint64(dir, math.Float64bits(fmx))
 				dir = binary.AppendUvarint(dir, present)
 			}
 		}
@@ -299,8 +350,10 @@ type colBlob struct {
 
 type colBlock struct {
 	blob    colBlob
-	min     int64
+	min     int64 // integer kinds
 	max     int64
+	fmin    float64 // float kinds
+	fmax    float64
 	present uint64
 }
 
@@ -314,12 +367,13 @@ type colMeta struct {
 
 // colReader reads a column file through pread; it keeps the directory.
 type colReader struct {
-	f      *cachedFile // through the store's file cache (filecache.go)
-	size   int64
-	events uint32
-	per    uint32
-	crc    uint32
-	cols   map[string]*colMeta
+	f       *cachedFile // through the store's file cache (filecache.go)
+	version byte
+	size    int64
+	events  uint32
+	per     uint32
+	crc     uint32
+	cols    map[string]*colMeta
 
 	closed bool // guarded by colCache.mu
 }
@@ -357,11 +411,11 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return nil, err
 	}
-	if [5]byte(head[:5]) != colMagic {
-		if [4]byte(head[:4]) == [4]byte(colMagic[:4]) {
-			return nil, fmt.Errorf("%w: column file version %d", ErrUnsupported, head[4])
-		}
+	if [4]byte(head[:4]) != [4]byte(colMagic[:4]) {
 		return nil, fmt.Errorf("%w: bad column file magic %q", ErrCorrupt, head[:5])
+	}
+	if v := head[4]; v < 1 || v > colVersion {
+		return nil, fmt.Errorf("%w: column file version %d", ErrUnsupported, v)
 	}
 	foot := make([]byte, colFooterLen)
 	if _, err := f.ReadAt(foot, size-colFooterLen); err != nil {
@@ -375,7 +429,7 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 	if dirOff < 8 || dirOff > body || dirLen > body-dirOff {
 		return nil, fmt.Errorf("%w: column directory out of the file", ErrCorrupt)
 	}
-	r := &colReader{size: size, events: binary.LittleEndian.Uint32(foot[16:]), crc: binary.LittleEndian.Uint32(foot[20:]),
+	r := &colReader{version: head[4], size: size, events: binary.LittleEndian.Uint32(foot[16:]), crc: binary.LittleEndian.Uint32(foot[20:]),
 		cols: map[string]*colMeta{}}
 	if fl, ok := f.(*cachedFile); ok {
 		r.f = fl
@@ -404,7 +458,11 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 			break
 		}
 		m.kind = kb[0]
-		if m.kind < colDict || m.kind > colIntSparse {
+		maxKind := byte(colFloatSparse)
+		if r.version == 1 {
+			maxKind = colIntSparse
+		}
+		if m.kind < colDict || m.kind > maxKind {
 			return nil, fmt.Errorf("%w: column %q of kind %d", ErrCorrupt, m.name, m.kind)
 		}
 		if i > 0 && m.name <= prev {
@@ -424,8 +482,23 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 		}
 		for b := uint64(0); b < nb && pr.err == nil; b++ {
 			bl := colBlock{blob: readBlob()}
-			if m.kind >= colInt {
+			switch {
+			case colFloats(m.kind):
+				mn, mx := pr.bytes(8), pr.bytes(8)
+				if pr.err != nil {
+					break
+				}
+				bl.fmin = math.Float64frombits(binary.LittleEndian.Uint64(mn))
+				bl.fmax = math.Float64frombits(binary.LittleEndian.Uint64(mx))
+				bl.present = pr.uvarint()
+				if bl.present > 0 && !(bl.fmin <= bl.fmax) || math.IsInf(bl.fmin, 0) || math.IsInf(bl.fmax, 0) {
+					return nil, fmt.Errorf("%w: column %q block %d range [%v, %v]", ErrCorrupt, m.name, b, bl.fmin, bl.fmax)
+				}
+			case colNumeric(m.kind):
 				bl.min, bl.max, bl.present = pr.varint(), pr.varint(), pr.uvarint()
+			}
+			if lo := b * per; pr.err == nil && bl.present > min(lo+per, uint64(r.events))-min(lo, uint64(r.events)) {
+				return nil, fmt.Errorf("%w: column %q block %d claims %d values", ErrCorrupt, m.name, b, bl.present)
 			}
 			if pr.err == nil && !blobOK(bl.blob) {
 				return nil, fmt.Errorf("%w: column %q block %d out of the file", ErrCorrupt, m.name, b)
@@ -486,7 +559,7 @@ func (r *colReader) column(field string) (*query.Column, error) {
 	if m == nil {
 		return nil, nil
 	}
-	key := colKey{r, field}
+	key := colKey{r, field, -1}
 	colCache.mu.Lock()
 	c := colCache.m[key]
 	colCache.mu.Unlock()
@@ -497,8 +570,18 @@ func (r *colReader) column(field string) (*query.Column, error) {
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", field, err)
 	}
+	r.cacheColumn(key, c)
+	return c, nil
+}
+
+// cacheColumn keeps a decoded column (or block) within the budget.
+func (r *colReader) cacheColumn(key colKey, c *query.Column) {
 	size := columnBytes(c)
 	colCache.mu.Lock()
+	defer colCache.mu.Unlock()
+	if _, ok := colCache.m[key]; ok {
+		return
+	}
 	if colCache.bytes+size > colCacheBytes {
 		clear(colCache.m)
 		colCache.bytes = 0
@@ -507,8 +590,6 @@ func (r *colReader) column(field string) (*query.Column, error) {
 		colCache.m[key] = c
 		colCache.bytes += size
 	}
-	colCache.mu.Unlock()
-	return c, nil
 }
 
 // colCacheBytes is the budget of decoded warm columns kept in memory.
@@ -517,6 +598,7 @@ const colCacheBytes = 96 << 20
 type colKey struct {
 	r     *colReader
 	field string
+	block int32 // -1: the whole column
 }
 
 var colCache = struct {
@@ -526,7 +608,7 @@ var colCache = struct {
 }{m: map[colKey]*query.Column{}}
 
 func columnBytes(c *query.Column) int64 {
-	n := int64(len(c.IDs))*4 + int64(len(c.Ints))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
+	n := int64(len(c.IDs))*4 + int64(len(c.Ints))*8 + int64(len(c.Floats))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
 	for _, v := range c.Dict {
 		n += int64(len(v)) + 16
 	}
@@ -578,87 +660,125 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		}
 		c.IDs = make([]uint32, 0, n)
 	} else {
-		c.Ints = make([]int64, 0, n)
-		if m.kind == colIntSparse {
-			c.Has = make([]uint64, (n+63)/64)
-		}
+		newNumeric(c, m.kind, n)
 	}
-	d := uint64(len(c.Dict))
-	for bi, bl := range m.blocks {
-		lo := uint32(bi) * r.per
-		hi := min(lo+r.per, n)
-		if raw, err = r.blob(ra, bl.blob, raw); err != nil {
+	for bi := range m.blocks {
+		if raw, err = r.decodeBlock(ra, m, bi, c, 0, raw); err != nil {
 			return nil, err
-		}
-		pr := &payloadReader{b: raw}
-		var bm []byte
-		if m.kind == colIntSparse {
-			bm = pr.bytes(uint64(hi-lo+7) / 8)
-		}
-		prev := int64(0)
-		present := uint64(0)
-		for o := lo; o < hi && pr.err == nil; o++ {
-			switch m.kind {
-			case colDict:
-				id := pr.uvarint()
-				if id > d {
-					return nil, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
-				}
-				c.IDs = append(c.IDs, uint32(id))
-			case colDictMulti:
-				k := pr.uvarint()
-				if k == 0 {
-					c.IDs = append(c.IDs, 0)
-					continue
-				}
-				if k > uint64(len(pr.b)) {
-					return nil, fmt.Errorf("%w: %d values of one event", ErrCorrupt, k)
-				}
-				for j := uint64(0); j < k; j++ {
-					id := pr.uvarint()
-					if id >= d {
-						return nil, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
-					}
-					if j == 0 {
-						c.IDs = append(c.IDs, uint32(id)+1)
-						continue
-					}
-					if c.Multi == nil {
-						c.Multi = map[uint32][]uint32{}
-					}
-					c.Multi[o] = append(c.Multi[o], uint32(id)+1)
-				}
-			default:
-				if bm != nil && bm[(o-lo)/8]>>((o-lo)%8)&1 == 0 {
-					c.Ints = append(c.Ints, 0)
-					continue
-				}
-				if c.Has != nil {
-					c.Has[o>>6] |= 1 << (o & 63)
-				}
-				v := prev + pr.varint()
-				if pr.err == nil && (v < bl.min || v > bl.max) {
-					return nil, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
-				}
-				present++
-				c.Ints = append(c.Ints, v)
-				prev = v
-			}
-		}
-		if pr.err != nil {
-			return nil, pr.err
-		}
-		if len(pr.b) != 0 {
-			return nil, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
-		}
-		if m.kind >= colInt && present != bl.present {
-			return nil, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, present, bl.present)
 		}
 	}
 	if err := c.Validate(n); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return c, nil
+}
+
+// newNumeric readies c to receive n events of a numeric kind.
+func newNumeric(c *query.Column, kind byte, n uint32) {
+	if colFloats(kind) {
+		c.Floats = make([]float64, 0, n)
+	} else {
+		c.Ints = make([]int64, 0, n)
+	}
+	if colSparse(kind) {
+		c.Has = make([]uint64, (n+63)/64)
+	}
+}
+
+// decodeBlock appends block bi's events to c, whose ordinal 0 is event
+// base of the file (0 for a whole column, the block's first event for a
+// block alone); raw is a reusable buffer, returned grown.
+func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Column, base uint32, raw []byte) ([]byte, error) {
+	bl := m.blocks[bi]
+	lo := uint32(bi) * r.per
+	hi := min(lo+r.per, r.events)
+	raw, err := r.blob(ra, bl.blob, raw)
+	if err != nil {
+		return raw, err
+	}
+	d := uint64(len(c.Dict))
+	pr := &payloadReader{b: raw}
+	var bm []byte
+	if colSparse(m.kind) {
+		bm = pr.bytes(uint64(hi-lo+7) / 8)
+	}
+	prev := int64(0)
+	present := uint64(0)
+	for o := lo; o < hi && pr.err == nil; o++ {
+		switch m.kind {
+		case colDict:
+			id := pr.uvarint()
+			if id > d {
+				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+			}
+			c.IDs = append(c.IDs, uint32(id))
+		case colDictMulti:
+			k := pr.uvarint()
+			if k == 0 {
+				c.IDs = append(c.IDs, 0)
+				continue
+			}
+			if k > uint64(len(pr.b)) {
+				return raw, fmt.Errorf("%w: %d values of one event", ErrCorrupt, k)
+			}
+			for j := uint64(0); j < k; j++ {
+				id := pr.uvarint()
+				if id >= d {
+					return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+				}
+				if j == 0 {
+					c.IDs = append(c.IDs, uint32(id)+1)
+					continue
+				}
+				if c.Multi == nil {
+					c.Multi = map[uint32][]uint32{}
+				}
+				c.Multi[o-base] = append(c.Multi[o-base], uint32(id)+1)
+			}
+		default:
+			floats := colFloats(m.kind)
+			if bm != nil && bm[(o-lo)/8]>>((o-lo)%8)&1 == 0 {
+				if floats {
+					c.Floats = append(c.Floats, 0)
+				} else {
+					c.Ints = append(c.Ints, 0)
+				}
+				continue
+			}
+			if c.Has != nil {
+				c.Has[(o-base)>>6] |= 1 << ((o - base) & 63)
+			}
+			present++
+			if floats {
+				b := pr.bytes(8)
+				if pr.err != nil {
+					break
+				}
+				v := math.Float64frombits(binary.LittleEndian.Uint64(b))
+				if !(v >= bl.fmin && v <= bl.fmax) {
+					return raw, fmt.Errorf("%w: column value %v outside its block's [%v, %v]", ErrCorrupt, v, bl.fmin, bl.fmax)
+				}
+				c.Floats = append(c.Floats, v)
+				continue
+			}
+			v := prev + pr.varint()
+			if pr.err == nil && (v < bl.min || v > bl.max) {
+				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+			}
+			c.Ints = append(c.Ints, v)
+			prev = v
+		}
+	}
+	if pr.err != nil {
+		return raw, pr.err
+	}
+	if len(pr.b) != 0 {
+		return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+	}
+	if colNumeric(m.kind) && present != bl.present {
+		return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, present, bl.present)
+	}
+	return raw, nil
 }
 
 // Column implements query.ColumnSource for a warm copy.
@@ -679,13 +799,67 @@ func (r *colReader) columnNames() []string {
 	return names
 }
 
-// blockRange returns an integer column block's [min, max] and present
-// count (block pruning for numeric comparisons).
-func (r *colReader) blockRange(field string, block int) (lo, hi int64, present uint64, ok bool) {
-	m := r.cols[field]
-	if m == nil || m.kind < colInt || block >= len(m.blocks) {
-		return 0, 0, 0, false
+// NumericBlocks implements query.NumericBlocks for a warm copy: the
+// directory's per-block min/max of an integer or float column (no blob is
+// read).
+func (w *warmSegment) NumericBlocks(field string) (*query.BlockRanges, error) {
+	if w.r.cols == nil {
+		return nil, nil
 	}
-	b := m.blocks[block]
-	return b.min, b.max, b.present, true
+	return w.r.cols.numericBlocks(field), nil
+}
+
+// NumericBlock implements query.NumericBlocks for a warm copy.
+func (w *warmSegment) NumericBlock(field string, i int) (*query.Column, error) {
+	if w.r.cols == nil {
+		return nil, fmt.Errorf("no columns")
+	}
+	return w.r.cols.numericBlock(field, i)
+}
+
+func (r *colReader) numericBlocks(field string) *query.BlockRanges {
+	m := r.cols[field]
+	if m == nil || !colNumeric(m.kind) || r.per%64 != 0 {
+		return nil
+	}
+	br := &query.BlockRanges{Per: r.per, Events: r.events, Blocks: make([]query.BlockRange, len(m.blocks))}
+	for i, b := range m.blocks {
+		br.Blocks[i] = query.BlockRange{Min: float64(b.min), Max: float64(b.max), Present: uint32(b.present)}
+		if colFloats(m.kind) {
+			br.Blocks[i].Min, br.Blocks[i].Max = b.fmin, b.fmax
+		}
+	}
+	return br
+}
+
+// numericBlock decodes block i of a numeric column alone (a slice of the
+// whole column when that is cached); decoded blocks are cached like
+// columns.
+func (r *colReader) numericBlock(field string, i int) (*query.Column, error) {
+	m := r.cols[field]
+	if m == nil || !colNumeric(m.kind) || i < 0 || i >= len(m.blocks) {
+		return nil, fmt.Errorf("column %s has no numeric block %d", field, i)
+	}
+	lo := uint32(i) * r.per
+	colCache.mu.Lock()
+	whole := colCache.m[colKey{r, field, -1}]
+	c := colCache.m[colKey{r, field, int32(i)}]
+	colCache.mu.Unlock()
+	if whole != nil {
+		return whole.Block(lo, r.per), nil
+	}
+	if c != nil {
+		return c, nil
+	}
+	c = &query.Column{}
+	n := min(lo+r.per, r.events) - lo
+	newNumeric(c, m.kind, n)
+	if _, err := r.decodeBlock(r.f, m, i, c, lo, nil); err != nil {
+		return nil, fmt.Errorf("column %s block %d: %w", field, i, err)
+	}
+	if err := c.Validate(n); err != nil {
+		return nil, fmt.Errorf("column %s block %d: %w: %v", field, i, ErrCorrupt, err)
+	}
+	r.cacheColumn(colKey{r, field, int32(i)}, c)
+	return c, nil
 }

@@ -55,8 +55,8 @@ const (
 )
 
 // IndexView is one index of GET /v1/indexes. Declared is false for an index
-// the cluster knows only from its buckets (auto-created, or removed from the
-// config while data remains).
+// the cluster still knows but the config no longer declares: removed (its
+// buckets, if any, stay until retention) or auto-created by a bucket.
 type IndexView struct {
 	Name             string `json:"name"`
 	Declared         bool   `json:"declared"`

@@ -348,7 +348,7 @@ func (h *Head) authorize(r *http.Request) ([]string, error) {
 	h.tokMu.RLock()
 	toks := h.tokens
 	h.tokMu.RUnlock()
-	if len(toks) == 0 && h.cfg.AdminToken == "" {
+	if len(toks) == 0 && h.cfg.AdminToken == "" && h.ln != nil && isLoopback(h.ln.Addr()) {
 		return nil, nil // loopback only, said at start
 	}
 	if tok == "" {

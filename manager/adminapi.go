@@ -507,15 +507,30 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"token": TokenView{ID: id, Kind: req.Kind, Token: req.Token, Prefix: tokenPrefix(req.Token)}})
 }
 
+// NoSearchTokensWarning is what revoking the last search token answers.
+const NoSearchTokensWarning = "no search token is left: search heads and peers that listen on loopback only and have no admin token now serve searches without a token (SPEC §7); others refuse every search but the admin token's"
+
+// RevokeResponse answers DELETE /v1/tokens/{id}: the id, the kinds of
+// token it removed (hec, search) and, when no search token is left, a
+// warning.
+type RevokeResponse struct {
+	Revoked string   `json:"revoked"`
+	Kinds   []string `json:"kinds"`
+	Warning string   `json:"warning,omitempty"`
+}
+
 // handleRevokeToken is DELETE /v1/tokens/{id}: removes every token (HEC or
 // search) with that id. Peers refuse a revoked HEC token from their next
 // config refresh (one heartbeat period), search heads a revoked search
 // token from the config notice. An unknown id is 404 unknown_token.
 func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var kinds []string
+	var (
+		kinds   []string
+		warning string
+	)
 	ok := e.edit(w, r, func(s *fsm.State, cfg *fsm.Config) error {
-		kinds = nil
+		kinds, warning = nil, ""
 		n := len(cfg.HECTokens)
 		cfg.HECTokens = slices.DeleteFunc(cfg.HECTokens, func(t fsm.HECToken) bool { return TokenID(t.Token) == id })
 		if len(cfg.HECTokens) < n {
@@ -525,6 +540,9 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 		cfg.SearchTokens = slices.DeleteFunc(cfg.SearchTokens, func(t fsm.SearchToken) bool { return TokenID(t.Token) == id })
 		if len(cfg.SearchTokens) < n {
 			kinds = append(kinds, TokenKindSearch)
+			if len(cfg.SearchTokens) == 0 {
+				warning = NoSearchTokensWarning
+			}
 		}
 		if len(kinds) == 0 {
 			return &APIError{Status: http.StatusNotFound, Code: "unknown_token", Message: fmt.Sprintf("%v: no token with id %q", ErrUnknownToken, id)}
@@ -532,6 +550,6 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 		return nil
 	})
 	if ok {
-		writeJSON(w, http.StatusOK, map[string]any{"revoked": id, "kinds": kinds})
+		writeJSON(w, http.StatusOK, RevokeResponse{Revoked: id, Kinds: kinds, Warning: warning})
 	}
 }

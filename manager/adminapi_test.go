@@ -180,7 +180,10 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 		{"duplicate index", func() error { _, err := cl.AddIndex(ctx, IndexRequest{Name: "web"}); return err }, "index_exists", `"web"`},
 		{"main again", func() error { _, err := cl.AddIndex(ctx, IndexRequest{Name: "main"}); return err }, "index_exists", `"main"`},
 		{"bad index name", func() error { _, err := cl.AddIndex(ctx, IndexRequest{Name: "Bad Name"}); return err }, "bad_config", "Bad Name"},
-		{"bad period", func() error { _, err := cl.AddIndex(ctx, IndexRequest{Name: "x", FrozenTimePeriod: "soon"}); return err }, "bad_request", "soon"},
+		{"bad period", func() error {
+			_, err := cl.AddIndex(ctx, IndexRequest{Name: "x", FrozenTimePeriod: "soon"})
+			return err
+		}, "bad_request", "soon"},
 		{"negative size", func() error { _, err := cl.AddIndex(ctx, IndexRequest{Name: "x", MaxTotalBytes: -1}); return err }, "bad_request", "max_total_bytes"},
 		{"remove unknown", func() error { return cl.RemoveIndex(ctx, "nope") }, "unknown_index", `"nope"`},
 		{"remove main", func() error { return cl.RemoveIndex(ctx, "main") }, "index_in_use", "main"},
@@ -219,8 +222,8 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	}
 
 	// Revoke by id, then the index is free to go.
-	if kinds, err := cl.RevokeToken(ctx, hec.ID); err != nil || !reflect.DeepEqual(kinds, []string{TokenKindHEC}) {
-		t.Fatalf("revoke %s: %v %v", hec.ID, kinds, err)
+	if res, err := cl.RevokeToken(ctx, hec.ID); err != nil || !reflect.DeepEqual(res.Kinds, []string{TokenKindHEC}) || res.Warning != "" {
+		t.Fatalf("revoke %s: %+v %v", hec.ID, res, err)
 	}
 	if err := cl.RemoveIndex(ctx, "web"); err != nil {
 		t.Fatal(err)
@@ -233,9 +236,12 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 		}
 		return nil
 	})
+	if res, err := cl.RevokeToken(ctx, srch.ID); err != nil || res.Warning != NoSearchTokensWarning {
+		t.Fatalf("revoke the last search token %s: %+v %v; want the warning", srch.ID, res, err)
+	}
 	g.eventually(10*time.Second, func(id string, m *Manager) error {
 		c := configOf(m)
-		if len(c.HECTokens) != 0 || len(c.SearchTokens) != 1 || len(c.Indexes) != 1 {
+		if len(c.HECTokens) != 0 || len(c.SearchTokens) != 0 || len(c.Indexes) != 1 {
 			return fmt.Errorf("config %+v", c)
 		}
 		return nil

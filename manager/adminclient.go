@@ -51,11 +51,9 @@ func (c *Client) AddToken(ctx context.Context, req TokenRequest) (TokenView, err
 	return out.Token, err
 }
 
-// RevokeToken is DELETE /v1/tokens/{id}; it returns the kinds revoked.
-func (c *Client) RevokeToken(ctx context.Context, id string) ([]string, error) {
-	var out struct {
-		Kinds []string `json:"kinds"`
-	}
+// RevokeToken is DELETE /v1/tokens/{id}.
+func (c *Client) RevokeToken(ctx context.Context, id string) (RevokeResponse, error) {
+	var out RevokeResponse
 	err := c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, &out)
-	return out.Kinds, err
+	return out, err
 }

@@ -157,12 +157,12 @@ func runTokenRevoke(c *cli.Context, cl *manager.Client, args []string, out strin
 	if !manager.IsTokenID(ref) {
 		id = manager.TokenID(ref)
 	}
-	kinds, err := cl.RevokeToken(ctx, id)
+	res, err := cl.RevokeToken(ctx, id)
 	var ae *manager.APIError
 	if errors.As(err, &ae) && ae.Code == "unknown_token" && id == ref {
 		// A secret that happens to look like an id.
 		id = manager.TokenID(ref)
-		kinds, err = cl.RevokeToken(ctx, id)
+		res, err = cl.RevokeToken(ctx, id)
 	}
 	if errors.As(err, &ae) && ae.Code == "unknown_token" {
 		return fmt.Errorf("token revoke: no token with id or secret %q", shortRef(ref))
@@ -170,10 +170,13 @@ func runTokenRevoke(c *cli.Context, cl *manager.Client, args []string, out strin
 	if err != nil {
 		return fmt.Errorf("token revoke %s: %w", id, err)
 	}
-	if out == "json" {
-		return printJSONTo(c.App.Writer, map[string]any{"revoked": id, "kinds": kinds})
+	if res.Warning != "" {
+		fmt.Fprintf(c.App.ErrWriter, "quarry: warning: %s\n", res.Warning)
 	}
-	fmt.Fprintf(c.App.Writer, "token %s revoked (%s)\n", id, strings.Join(kinds, ", "))
+	if out == "json" {
+		return printJSONTo(c.App.Writer, res)
+	}
+	fmt.Fprintf(c.App.Writer, "token %s revoked (%s)\n", id, strings.Join(res.Kinds, ", "))
 	return nil
 }
 

@@ -54,6 +54,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -641,6 +642,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 		raw += len(evs[i].Raw)
 	}
 	ack, err := h.cfg.Store.AppendRelease(evs, release)
+	if errors.Is(err, store.ErrDiskFull) {
+		h.reply(w, plain(replyBusy)) // nothing taken; the client retries (back-pressure)
+		return
+	}
 	if err != nil {
 		h.cfg.Logger.Error("hec append failed", "err", err)
 		h.reply(w, plain(replyInternal))
@@ -654,6 +659,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 		if err := h.cfg.Store.Wait(r.Context(), ack); err != nil {
 			if r.Context().Err() != nil {
 				return // the client left: nothing was acknowledged to it
+			}
+			if errors.Is(err, store.ErrDiskFull) {
+				h.reply(w, plain(replyBusy)) // not acknowledged: the client retries
+				return
 			}
 			h.cfg.Logger.Error("hec events not durable", "err", err)
 			h.reply(w, plain(replyInternal))

@@ -186,7 +186,9 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		}
 		var err error
 		if b, err = s.createReplica(id, index, localID, searchable); err != nil {
-			s.fail(err)
+			if !isNoSpace(err) && !isFDError(err) {
+				s.fail(err)
+			}
 			return 0, err
 		}
 	}
@@ -247,6 +249,11 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	b.mu.RUnlock()
 	for i := range adds {
 		a := &adds[i]
+		if f := s.opts.WriteFault; f != nil {
+			if err := f(); err != nil {
+				return have, fmt.Errorf("write replica %s: %w", id, err)
+			}
+		}
 		if _, err := b.jf.WriteAt(a.fr, off); err != nil {
 			return have, fmt.Errorf("write replica %s: %w", id, err)
 		}

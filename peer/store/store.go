@@ -71,6 +71,10 @@ type Options struct {
 	// BeforeWrite, for tests, is called by the writer before each group of
 	// blocks is written (a test can hold the disk back with it).
 	BeforeWrite func()
+	// WriteFault, for tests, is called before each journal write (hot
+	// blocks and replicas); an error it returns is taken as the write's —
+	// syscall.ENOSPC plays a full disk (diskfull.go).
+	WriteFault func() error
 }
 
 func (o *Options) defaults() {
@@ -173,6 +177,7 @@ type Store struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
+	space diskSpace  // whether the writer waits for room (diskfull.go)
 	repl  replState  // replication hooks and replica copies (replica.go)
 	files *fileCache // read descriptors of every copy (filecache.go)
 }
@@ -200,6 +205,11 @@ func (s *Store) Wait(ctx context.Context, a *Ack) error {
 				continue
 			}
 			return s.Err()
+		case <-s.space.fullSignal():
+			if t.isDurable() {
+				continue
+			}
+			return ErrDiskFull
 		case <-s.stop:
 			if t.isDurable() {
 				continue
@@ -376,7 +386,7 @@ func (s *Store) fail(err error) {
 // Busy reports back-pressure: the disk or the indexer is behind by more than
 // the configured bounds, so new data should be refused for now.
 func (s *Store) Busy() bool {
-	return s.Stats.PendingBytes.Load() > s.opts.MaxPendingBytes ||
+	return s.space.full.Load() || s.Stats.PendingBytes.Load() > s.opts.MaxPendingBytes ||
 		s.Stats.Unindexed.Load() > s.opts.MaxUnindexed ||
 		s.Stats.RollsInProgress.Load() > 2
 }
@@ -410,11 +420,19 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
+	if s.space.full.Load() {
+		return nil, ErrDiskFull
+	}
 	// Place the whole request first and create the buckets it needs, so a
 	// bucket that cannot be created fails the request with nothing added
 	// (placement.go).
 	pl := s.planAppend(evs)
 	if err := s.createPlanned(pl); err != nil {
+		if isNoSpace(err) {
+			// No room for a new bucket: this request fails, later ones
+			// try again (diskfull.go).
+			return nil, fmt.Errorf("%w: %v", ErrDiskFull, err)
+		}
 		if !isFDError(err) {
 			// A disk error: the store stops acknowledging (DESIGN.md).
 			s.fail(err)
@@ -673,46 +691,10 @@ func (s *Store) writer() {
 		if s.Err() != nil {
 			continue // failed: nothing more becomes durable
 		}
-		touched := map[*Bucket]bool{}
-		var order []*Bucket
-		for _, j := range group {
-			if sb := j.blk; sb != nil {
-				b := sb.b
-				frame = appendFrame(frame[:0], sb.no, sb.events, sb.minT, sb.maxT, sb.payload)
-				half := len(frame) / 2
-				if _, err := b.jf.WriteAt(frame[:half], b.jsize); err != nil {
-					s.fail(fmt.Errorf("write journal of %s: %w", b.id, err))
-					break
-				}
-				crashPoint("block-write")
-				if _, err := b.jf.WriteAt(frame[half:], b.jsize+int64(half)); err != nil {
-					s.fail(fmt.Errorf("write journal of %s: %w", b.id, err))
-					break
-				}
-				crc := binary.LittleEndian.Uint32(frame[40:44])
-				b.written = append(b.written, blockInfo{off: b.jsize, frameLen: int64(len(frame)), firstOrd: sb.firstOrd,
-					events: sb.events, minT: sb.minT, maxT: sb.maxT, crc: crc})
-				b.jsize += int64(len(frame))
-				s.Stats.BytesWritten.Add(int64(len(frame)))
-				if !touched[b] {
-					touched[b] = true
-					order = append(order, b)
-				}
-			}
+		order, open := s.writeGroup(group, &frame)
+		if !open {
+			return // closed while the disk was full: nothing more becomes durable
 		}
-		if s.Err() != nil {
-			continue
-		}
-		crashPoint("fsync")
-		start := time.Now()
-		for _, b := range order {
-			if err := b.jf.Sync(); err != nil {
-				s.fail(fmt.Errorf("fsync journal of %s: %w", b.id, err))
-				break
-			}
-			s.Stats.Fsyncs.Add(1)
-		}
-		s.Stats.FsyncNanos.Add(int64(time.Since(start)))
 		if s.Err() != nil {
 			continue
 		}
@@ -797,7 +779,7 @@ func (s *Store) roller() {
 			}
 			if s.Err() == nil {
 				err := s.retryFDs(func() error { return s.finishRoll(b) })
-				if err != nil && isFDError(err) {
+				if err != nil && (isFDError(err) || isNoSpace(err)) {
 					// Out of descriptors: the bucket stays rolling (hot
 					// and searchable) and the roll is tried again.
 					s.retryRollLater(b, err)
@@ -1001,6 +983,10 @@ func (s *Store) Close() error {
 	var ferr error
 	for !a.localDurable() {
 		if ferr = s.Err(); ferr != nil {
+			break
+		}
+		if s.space.full.Load() {
+			ferr = ErrDiskFull // the blocks stay unwritten; nothing of them was acknowledged
 			break
 		}
 		time.Sleep(time.Millisecond)

@@ -20,7 +20,6 @@ import (
 	"pgregory.net/rapid"
 )
 
-
 // genColEvent draws an event whose indexed fields are hard on columns:
 // missing, mixed types in one field, multivalue, empty, huge, named like a
 // default field.

@@ -164,10 +164,15 @@ type Heartbeat struct {
 
 // PeerStats are a peer's light statistics.
 type PeerStats struct {
-	HotBuckets  int   `json:"hot_buckets"`
-	Copies      int   `json:"copies"`
-	Bytes       int64 `json:"bytes"`
+	HotBuckets int   `json:"hot_buckets"`
+	Copies     int   `json:"copies"`
+	Bytes      int64 `json:"bytes"`
+	// DiskFree and DiskTotal are the bytes free (to unprivileged users)
+	// and in all of the data directory's file system. DiskTotal 0 means
+	// the peer could not read them; with it set, DiskFree 0 is a full disk.
+	// The managers' free-disk detention rule reads them.
 	DiskFree    int64 `json:"disk_free,omitempty"`
+	DiskTotal   int64 `json:"disk_total,omitempty"`
 	IngestQueue int   `json:"ingest_queue,omitempty"`
 	// ReplicationLag is, per replication target peer, the blocks of this
 	// peer's hot buckets durable here that the target has not acknowledged.

@@ -61,6 +61,9 @@ type Options struct {
 	// PeerTweak, when set, adjusts each peer's config before its first
 	// start (test hooks such as peer.Config.BeforeReplicaAppend).
 	PeerTweak func(id string, cfg *peer.Config)
+	// ManagerTweak, when set, adjusts each manager's config before its
+	// first start (e.g. the detention thresholds).
+	ManagerTweak func(id string, cfg *manager.Config)
 	// TLS, when set, runs every server with it: HTTPS on managers, peers
 	// and search heads, TLS on the bus (gateways mutual), Raft over
 	// mutual TLS; every client of the harness verifies against its CA.
@@ -175,6 +178,9 @@ func Start(t testing.TB, o Options) *Cluster {
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
 			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
 			TLS: o.TLS,
+		}
+		if o.ManagerTweak != nil {
+			o.ManagerTweak(id, &cfg)
 		}
 		if i == 0 {
 			cfg.Bootstrap = []manager.Server{{ID: id, RaftAddr: "127.0.0.1:0"}}

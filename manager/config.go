@@ -88,6 +88,14 @@ type Config struct {
 	// FixupTaskTimeout fails an open fixup task older than this so it can be
 	// planned again (default 10m; negative: never).
 	FixupTaskTimeout time.Duration
+	// DetentionFreeBytes: a peer whose data directory reports less free
+	// space than this enters detention; DetentionHysteresisBytes: it leaves
+	// once it reports at least DetentionFreeBytes + this (detention.go).
+	// 0 takes the defaults (5000 MiB, Splunk's minFreeSpace, and 500 MiB);
+	// a negative DetentionFreeBytes turns the rule off. Give every manager
+	// the same values: only the leader applies them.
+	DetentionFreeBytes       int64
+	DetentionHysteresisBytes int64
 
 	Logger    *slog.Logger
 	LogOutput io.Writer // where hashicorp/raft writes; default os.Stderr
@@ -131,6 +139,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.LoopInterval == 0 {
 		c.LoopInterval = DefaultLoopInterval
+	}
+	if c.DetentionFreeBytes == 0 {
+		c.DetentionFreeBytes = DefaultDetentionFreeBytes
+	}
+	if c.DetentionHysteresisBytes == 0 {
+		c.DetentionHysteresisBytes = DefaultDetentionHysteresisBytes
 	}
 	if c.FixupTaskTimeout == 0 {
 		c.FixupTaskTimeout = DefaultFixupTaskTimeout

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -358,7 +359,15 @@ func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusConflict, Code: "register_first", Message: fmt.Sprintf("peer %q is %s: register with POST /v1/peers/%s/register", id, state, id)})
 		return
 	}
+	// The body, when there is one, is the NATS heartbeat's (api.Heartbeat):
+	// one message on both transports.
+	var h api.Heartbeat
+	if err := decodeBody(r, &h, true); err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
 	m.Heartbeat(id, m.cfg.Now())
+	m.recordPeerStats(id, h.Stats, time.Now())
 	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "state": p.State})
 }
 

@@ -54,6 +54,7 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("POST /v1/buckets", m.write(m.handleStartBucket))
 	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/peers/{id}/offline", m.write(m.handleOffline))
+	mux.HandleFunc("/v1/peers/{id}/detention", m.write(m.handleDetention))
 	mux.HandleFunc("/v1/maintenance", m.write(m.handleMaintenance))
 	mux.HandleFunc("/v1/rebalance", m.write(m.handleRebalance))
 	mux.Handle("/metrics", m.metricsHandler())

@@ -187,6 +187,7 @@ func (m *Manager) tick(ctx context.Context) {
 	m.pruneHeartbeats(snap)
 	plan := fsm.Plan(snap, fsm.PlanInput{
 		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
+		Disk: m.diskReports(), Detention: m.detentionRule(),
 	})
 	for _, c := range plan {
 		if ctx.Err() != nil {
@@ -206,6 +207,7 @@ func (m *Manager) tick(ctx context.Context) {
 			continue
 		}
 		m.metrics.planned.Inc()
+		m.logDetention(c)
 		if id, down := peerDownID(c); down {
 			m.metrics.peersDown.Inc()
 			m.log.Warn("peer declared down", "peer", id)

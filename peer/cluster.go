@@ -191,9 +191,6 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		}
 		return fail(err)
 	}
-	if ncp, ok := cl.cp.(*NATSControlPlane); ok && ncp.Stats == nil {
-		ncp.Stats = p.heartbeatStats
-	}
 	p.cl = cl
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
@@ -252,7 +249,10 @@ func (p *Peer) heartbeats() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), period)
-		state, err := cl.cp.Heartbeat(ctx, p.cfg.ID)
+		state, err := cl.cp.Heartbeat(ctx, p.cfg.ID, p.heartbeatStats())
+		if err == nil {
+			p.setDetained(state == fsm.StateDetention)
+		}
 		if (err == nil || errors.Is(err, ErrRegisterFirst)) && p.offline(state) {
 			cancel()
 			return
@@ -521,7 +521,8 @@ func (p *Peer) offline(state fsm.PeerState) bool {
 // its hot buckets and the replication lag per target.
 func (p *Peer) heartbeatStats() api.PeerStats {
 	inv := p.store.Inventory()
-	st := api.PeerStats{Copies: len(inv), DiskFree: diskFree(p.cfg.DataDir)}
+	st := api.PeerStats{Copies: len(inv)}
+	st.DiskFree, st.DiskTotal = p.diskSpace()
 	for _, c := range inv {
 		st.Bytes += c.JournalBytes + c.IndexBytes
 		if c.State == string(store.StateHot) {
@@ -534,12 +535,12 @@ func (p *Peer) heartbeatStats() api.PeerStats {
 	return st
 }
 
-// diskFree is the space left to unprivileged users on dir's file system
-// (0 when it cannot be read).
-func diskFree(dir string) int64 {
+// diskSpace is the space left to unprivileged users on dir's file system
+// and its size (0, 0 when it cannot be read).
+func diskSpace(dir string) (free, total int64) {
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(dir, &fs); err != nil {
-		return 0
+		return 0, 0
 	}
-	return int64(fs.Bavail) * int64(fs.Bsize)
+	return int64(fs.Bavail) * int64(fs.Bsize), int64(fs.Blocks) * int64(fs.Bsize)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -24,8 +25,9 @@ type ControlPlane interface {
 	Register(ctx context.Context, id string, req RegisterRequest) error
 	// Heartbeat returns ErrRegisterFirst when the managers want a fresh
 	// registration (the peer was declared Down, or is unknown).
-	// It returns the peer's state in the managers' table when known.
-	Heartbeat(ctx context.Context, id string) (fsm.PeerState, error)
+	// It returns the peer's state in the managers' table when known. The
+	// stats ride along (disk space for the managers' detention rule).
+	Heartbeat(ctx context.Context, id string, stats api.PeerStats) (fsm.PeerState, error)
 	Config(ctx context.Context) (fsm.Config, error)
 	Peers(ctx context.Context) ([]fsm.PeerView, error)
 	// Targets asks for the replication targets of a new hot bucket; the
@@ -218,11 +220,11 @@ func (c *HTTPControlPlane) Register(ctx context.Context, id string, req Register
 	return c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/register", req, nil)
 }
 
-func (c *HTTPControlPlane) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
+func (c *HTTPControlPlane) Heartbeat(ctx context.Context, id string, stats api.PeerStats) (fsm.PeerState, error) {
 	var out struct {
 		State fsm.PeerState `json:"state"`
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/heartbeat", struct{}{}, &out)
+	err := c.do(ctx, http.MethodPost, "/v1/peers/"+id+"/heartbeat", api.Heartbeat{V: api.WireVersion, Peer: id, Stats: stats}, &out)
 	return out.State, err
 }
 

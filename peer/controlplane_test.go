@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/quarry-dev/quarry/api"
 )
 
 // TestHTTPControlPlaneFollowsRedirectWithToken: a follower's 307 is
@@ -36,7 +38,7 @@ func TestHTTPControlPlaneFollowsRedirectWithToken(t *testing.T) {
 	if gotAuth != "Bearer tok" {
 		t.Fatalf("leader saw Authorization %q, want the token", gotAuth)
 	}
-	if _, err := cp.Heartbeat(context.Background(), "p1"); !errors.Is(err, ErrRegisterFirst) {
+	if _, err := cp.Heartbeat(context.Background(), "p1", api.PeerStats{}); !errors.Is(err, ErrRegisterFirst) {
 		t.Fatalf("heartbeat: %v, want ErrRegisterFirst", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -30,7 +31,7 @@ type fakeCP struct {
 }
 
 func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
-func (f *fakeCP) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
+func (f *fakeCP) Heartbeat(ctx context.Context, id string, _ api.PeerStats) (fsm.PeerState, error) {
 	return fsm.StateUp, nil
 }
 func (f *fakeCP) Config(ctx context.Context) (fsm.Config, error) {

@@ -24,9 +24,6 @@ type NATSControlPlane struct {
 	mc   *api.ManagerClient
 	peer string
 	HTTP *HTTPControlPlane
-	// Stats, when set, gives the light statistics each heartbeat carries
-	// (disk, replication lag) for the cluster page.
-	Stats func() api.PeerStats
 
 	mu    sync.Mutex
 	tasks map[uint64]FixupTask // delivered, not yet reported
@@ -56,11 +53,8 @@ func (c *NATSControlPlane) Register(ctx context.Context, id string, req Register
 	return err
 }
 
-func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string) (fsm.PeerState, error) {
-	h := api.Heartbeat{Peer: id}
-	if c.Stats != nil {
-		h.Stats = c.Stats()
-	}
+func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string, stats api.PeerStats) (fsm.PeerState, error) {
+	h := api.Heartbeat{Peer: id, Stats: stats}
 	rep, err := c.mc.Heartbeat(ctx, h)
 	if err != nil {
 		return "", err

@@ -96,6 +96,13 @@ type Config struct {
 	// a test hook (a peer still scanning when the head gives up); never
 	// set by the CLI.
 	BeforeSearchBucket func(ctx context.Context, bucket string)
+	// DiskSpace, when set, is what heartbeats report as the data
+	// directory's free and total bytes (default: the file system's), and
+	// WriteFault, when set, fails the store's journal writes with the error
+	// it returns: test hooks (a disk that fills and is freed, detention.go);
+	// never set by the CLI.
+	DiskSpace  func() (free, total int64)
+	WriteFault func() error
 	// TLS: with a certificate the HTTP API (HEC included) serves HTTPS;
 	// with the CA the peer verifies the bus and the managers' HTTPS
 	// against it (tls.go).
@@ -125,6 +132,8 @@ type Peer struct {
 
 	// loopback: cfg.HTTPAddr binds loopback addresses only (auth.go).
 	loopback bool
+	// detained: the managers hold the peer in detention (detention.go).
+	detained atomic.Bool
 
 	// Search metrics (serveSearch).
 	searches        prometheus.Counter
@@ -220,7 +229,7 @@ func Start(cfg Config) (*Peer, error) {
 		Dir: cfg.DataDir, GUID: guid, Searchable: cfg.Searchable,
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
 		QuarantinePast: cfg.QuarantinePast, QuarantineFuture: cfg.QuarantineFuture, MaxOpenFiles: cfg.MaxOpenFiles,
-		BlockBytes: cfg.BlockBytes, BlockInterval: cfg.BlockInterval, Logger: log,
+		BlockBytes: cfg.BlockBytes, BlockInterval: cfg.BlockInterval, Logger: log, WriteFault: cfg.WriteFault,
 	})
 	if err != nil {
 		return nil, err
@@ -263,7 +272,7 @@ func Start(cfg Config) (*Peer, error) {
 		}
 		registerReplicationMetrics(reg, p.cl.repl)
 	}
-	p.hec = hec.New(hec.Config{Tokens: cfg.Tokens, Store: st, DefaultHost: host, Logger: log, Registerer: reg})
+	p.hec = hec.New(hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg})
 	mux := http.NewServeMux()
 	p.hec.Register(mux)
 	mux.HandleFunc("GET /v1/buckets", p.serveBuckets)

@@ -72,6 +72,7 @@ Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
 			&cli.DurationFlag{Name: "nats-connect-timeout", Value: bus.DefaultConnectTimeout, Usage: "how long the first connection to --nats may take before the start fails", EnvVars: envVars("nats-connect-timeout")},
 			&cli.DurationFlag{Name: "target-timeout", Value: manager.DefaultTargetTimeout, Usage: "pushed to peers: a replication target that has not acked within it leaves the set", EnvVars: envVars("target-timeout")},
+			detentionFreeBytesFlag(), detentionHysteresisBytesFlag(),
 			// Tuning, not in SPEC §8: named in manager/DESIGN.md.
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "Raft entries between snapshots; also the entries kept behind one (0: hashicorp/raft's 8192 and 10240)", EnvVars: envVars("raft-snapshot-threshold")},
 			&cli.DurationFlag{Name: "raft-snapshot-interval", Usage: "how often Raft checks the snapshot threshold (0: 120s)", EnvVars: envVars("raft-snapshot-interval")},
@@ -132,6 +133,7 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 		RaftAddr: c.String("raft-addr"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, NATSPrefix: c.String("subject-prefix"),
 		NATSConnectTimeout: c.Duration("nats-connect-timeout"), TargetTimeout: c.Duration("target-timeout"),
+		DetentionFreeBytes: c.Int64("detention-free-bytes"), DetentionHysteresisBytes: c.Int64("detention-hysteresis-bytes"),
 		AdminToken: adminToken, Bootstrap: bootstrap, Join: c.String("join"),
 		Seed:              seedPtr,
 		SnapshotThreshold: th, TrailingLogs: th,
@@ -618,7 +620,7 @@ func rebalanceCommand() *cli.Command {
 // peerAdminSubcommands are the admin subcommands of `quarry peer` (offline);
 // the manager's CLI owns them, the peer's command lists them.
 func peerAdminSubcommands() []*cli.Command {
-	return []*cli.Command{{
+	return []*cli.Command{peerDetentionCommand(), {
 		Name:      "offline",
 		Usage:     "take a peer offline: move its primaries first (--enforce-counts: also wait until RF/SF hold without it, then decommission)",
 		ArgsUsage: "<id> [--enforce-counts]",

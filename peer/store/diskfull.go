@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -174,4 +175,22 @@ func (s *Store) writeGroupOnce(group []writeJob, frame *[]byte) ([]*Bucket, erro
 		s.Stats.Fsyncs.Add(1)
 	}
 	return order, nil
+}
+
+// deferRoll leaves a hot copy that recovery could not roll for want of room
+// on disk as it is (its journal is intact; nothing is removed or rewritten)
+// and out of this run: Open succeeds on a full disk, and the next open with
+// room rolls it. In a cluster its copy is missing from the registration, so
+// the managers restore RF from the other copies and remove the surplus once
+// it is back.
+func (s *Store) deferRoll(b *Bucket, err error) {
+	if b.rd != nil {
+		b.rd.Close()
+	}
+	if i := slices.Index(s.report.RolledIDs, b.id); i >= 0 {
+		s.report.RolledIDs = slices.Delete(s.report.RolledIDs, i, i+1)
+		s.report.Rolled--
+	}
+	s.report.Deferred = append(s.report.Deferred, b.id)
+	s.log.Warn("no room to roll a hot copy at open; left on disk unopened until a restart with room", "bucket", b.id, "err", err)
 }

@@ -22,6 +22,10 @@ type Report struct {
 	Rebuilt      int      // warm indexes rebuilt (missing or damaged)
 	Removed      int      // folders with no block ever written, removed
 	Corrupt      []string // copies that could not be opened, with why
+	// Deferred are hot copies left on disk as they are, unopened, because
+	// rolling them found no room (diskfull.go): the next open with room
+	// rolls them.
+	Deferred []string
 }
 
 // Clean reports whether recovery found nothing to repair.
@@ -105,6 +109,10 @@ func (s *Store) recover() error {
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupported) {
 				s.addCorrupt(b, err)
+				continue
+			}
+			if isNoSpace(err) {
+				s.deferRoll(b, err)
 				continue
 			}
 			return fmt.Errorf("open bucket %s: %w", b.id, err)

@@ -72,7 +72,8 @@ type Options struct {
 	// blocks is written (a test can hold the disk back with it).
 	BeforeWrite func()
 	// WriteFault, for tests, is called before each journal write (hot
-	// blocks and replicas); an error it returns is taken as the write's —
+	// blocks and replicas) and before a roll writes a bucket's index and
+	// metadata; an error it returns is taken as the write's —
 	// syscall.ENOSPC plays a full disk (diskfull.go).
 	WriteFault func() error
 }
@@ -836,6 +837,11 @@ func (s *Store) finishRoll(b *Bucket) error {
 // makeWarm writes the index (when searchable) and the metadata of a bucket
 // whose journal is complete and durable, then switches it to warm.
 func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint32, jbytes int64, hashHex string, searchable bool) error {
+	if f := s.opts.WriteFault; f != nil {
+		if err := f(); err != nil {
+			return err
+		}
+	}
 	var err error
 	if searchable && h == nil {
 		if h, err = indexJournal(b.rd, blocks); err != nil {

@@ -463,6 +463,8 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 			}
 		}
 	}
+	// Copies of frozen buckets never rejoin the table (frozen.go).
+	s.frozenAtRegister(c.ID, inv)
 	// Copies it reports count again; unknown buckets join the table warm,
 	// but for a hot bucket reported by its own origin: the origin is
 	// indexing it now (a restart rolls every hot bucket), so it joins hot,
@@ -542,6 +544,7 @@ func (s *State) setState(ch *change, p *Peer, st PeerState, at int64) {
 	p.Since = at
 	ch.table = true
 	if st == StateRemoved {
+		s.forgetFrozenHolder(p.ID)
 		for _, id := range s.bucketIDs() {
 			b := s.d.Buckets[id]
 			if _, ok := b.Copies[p.ID]; ok {
@@ -640,6 +643,9 @@ func (s *State) applyAddBucket(idx uint64, c *AddBucket) (any, error) {
 }
 
 func (s *State) applyAddCopy(idx uint64, c *AddCopy) (any, error) {
+	if fz, ok := s.d.Frozen[c.Bucket]; ok {
+		return s.frozenCopyAdded(fz, c.Peer) // frozen.go
+	}
 	b, err := s.bucket(c.Bucket)
 	if err != nil {
 		return nil, err
@@ -793,6 +799,9 @@ func sameWork(t *Task, kind TaskKind, bucket, target string) bool {
 }
 
 func (s *State) applyCreateFixup(idx uint64, c *CreateFixup) (any, error) {
+	if c.Kind == TaskFreeze && c.Target != "" {
+		return s.createFrozenFixup(idx, c) // one holder's copy of a frozen bucket (frozen.go)
+	}
 	b, err := s.bucket(c.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("create fixup: %w", err)
@@ -858,6 +867,8 @@ func (s *State) applyFixupDone(idx uint64, c *FixupDone) (any, error) {
 	if !c.Failed {
 		if b, ok := s.d.Buckets[t.Bucket]; ok {
 			s.taskEffect(ch, t, b)
+		} else {
+			s.frozenTaskDone(t)
 		}
 	}
 	s.commit(ch)
@@ -901,7 +912,7 @@ func (s *State) taskEffect(ch *change, t *Task, b *Bucket) {
 			})
 		}
 	case TaskFreeze:
-		s.removeBucket(ch, b)
+		s.freezeBucket(ch, b) // leaves a tombstone (frozen.go)
 	case TaskSeal:
 		// SealBucket commits the length; nothing more.
 	}

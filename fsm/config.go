@@ -61,11 +61,19 @@ type Config struct {
 }
 
 // IndexConfig declares one index and its retention. Zero means unlimited.
+// MaxDataSize (bytes, Splunk's maxDataSize) is the size at which a hot
+// bucket of the index rolls, pushed to peers; 0 leaves the peers' own
+// limit, and a smaller size than theirs wins (peer/store/datasize.go).
 type IndexConfig struct {
 	Name             string        `json:"name"`
 	FrozenTimePeriod time.Duration `json:"frozen_time_period,omitempty"`
 	MaxTotalBytes    int64         `json:"max_total_bytes,omitempty"`
+	MaxDataSize      int64         `json:"max_data_size,omitempty"`
 }
+
+// MinMaxDataSize is the smallest max_data_size accepted: below it nearly
+// every event would roll a bucket of its own.
+const MinMaxDataSize = 4 << 10
 
 // HECToken is one HEC token: the indexes it may write, its default index,
 // whether its requests are acknowledged with ack ids (Splunk's useACK;
@@ -222,6 +230,9 @@ func (c Config) Validate() error {
 		}
 		if ic.FrozenTimePeriod < 0 || ic.MaxTotalBytes < 0 {
 			return badConfig("index %q: retention must not be negative", ic.Name)
+		}
+		if ic.MaxDataSize != 0 && ic.MaxDataSize < MinMaxDataSize {
+			return badConfig("index %q: max_data_size %d: must be 0 (the peers' limit) or at least %d bytes", ic.Name, ic.MaxDataSize, MinMaxDataSize)
 		}
 		idx[ic.Name] = true
 	}

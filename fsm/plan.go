@@ -51,7 +51,8 @@ type PlanInput struct {
 //  8. search factor: make a non-searchable copy searchable, else copy;
 //  9. decommission: Removed for a Decommissioning peer once every bucket
 //     meets RF/SF without it;
-//  10. excess copies (a returning peer) and retention (freeze).
+//  10. excess copies (a returning peer) and retention (freeze), then the
+//     copies of frozen buckets on peers that were away (frozen.go).
 //
 // Buckets with a copy on a Restarting peer get no fixup beyond primaries.
 // Open tasks are counted as work in progress: a planned copy is not planned
@@ -77,6 +78,7 @@ func Plan(s *State, in PlanInput) []Command {
 	p.decommission()
 	p.each(p.excess)
 	p.retention()
+	p.frozenCopies()
 	return p.out
 }
 
@@ -159,7 +161,7 @@ func (p *planner) hygiene() {
 	s := p.sim
 	for _, id := range sortedTaskIDs(s.d.Tasks) {
 		t := s.d.Tasks[id]
-		b := s.d.Buckets[t.Bucket]
+		b, live := s.d.Buckets[t.Bucket]
 		fail := ""
 		for _, peer := range []string{t.Source, t.Target} {
 			if peer == "" {
@@ -173,6 +175,10 @@ func (p *planner) hygiene() {
 		}
 		if fail == "" && p.in.TaskTimeout > 0 && p.in.Now.UnixNano()-t.Created > int64(p.in.TaskTimeout) {
 			fail = fmt.Sprintf("not done within %s", p.in.TaskTimeout)
+		}
+		if !live {
+			p.frozenHygiene(t, fail) // a frozen bucket's leftover copy (frozen.go)
+			continue
 		}
 		done := false
 		var c *Copy

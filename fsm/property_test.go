@@ -122,6 +122,7 @@ func (m *model) checkInvariants(t *rapid.T) {
 			t.Fatalf("primary counts of %s drifted: %v vs %v", table, s.primaryCount[table], c.primaryCount[table])
 		}
 	}
+	checkFrozen(t, s) // frozen_test.go
 }
 
 // checkTargets: targets are distinct Up peers other than the origin; when
@@ -365,6 +366,37 @@ func TestProperties(t *testing.T) {
 			"finishTasks": func(t *rapid.T) {
 				for _, id := range sortedTaskIDs(m.s.d.Tasks) {
 					m.apply(t, &FixupDone{ID: id, Failed: rapid.IntRange(0, 4).Draw(t, "fail") == 0})
+				}
+			},
+			// Retention (frozen.go): a whole-bucket freeze, and a peer that
+			// returns with copies of frozen buckets in its inventory.
+			"freeze": func(t *rapid.T) {
+				if b, ok := bucket(t); ok {
+					if r, ok := m.apply(t, &CreateFixup{Kind: TaskFreeze, Level: LevelRetention, Bucket: b.ID, At: m.now}).(Result); ok {
+						m.apply(t, &FixupDone{ID: r.Index})
+					}
+				}
+			},
+			"comeBackFrozen": func(t *rapid.T) {
+				p := peer(t)
+				var inv []CopyInfo
+				for _, id := range sortedKeys(m.s.d.Frozen) {
+					if rapid.Bool().Draw(t, "holds") {
+						inv = append(inv, CopyInfo{Bucket: id, Blocks: 3})
+					}
+				}
+				site := ""
+				if pp, ok := m.s.d.Peers[p]; ok {
+					site = pp.Site
+				}
+				m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
+				for _, ci := range inv {
+					if _, back := m.s.d.Buckets[ci.Bucket]; back {
+						t.Fatalf("frozen bucket %s came back through %s's inventory", ci.Bucket, p)
+					}
+					if fz := m.s.d.Frozen[ci.Bucket]; fz == nil || !slices.Contains(fz.Holders, p) {
+						t.Fatalf("%s returned with frozen %s but is not its holder: %+v", p, ci.Bucket, fz)
+					}
 				}
 			},
 		})

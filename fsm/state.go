@@ -316,6 +316,8 @@ type stateData struct {
 	Peers        map[string]*Peer   `json:"peers"`
 	Buckets      map[string]*Bucket `json:"buckets"`
 	Tasks        map[uint64]*Task   `json:"tasks"`
+	// Frozen holds the tombstones of frozen buckets (frozen.go).
+	Frozen map[string]*Frozen `json:"frozen,omitempty"`
 	// UpSet is the sorted set of serving peers as of the current generation.
 	UpSet []string `json:"up_set"`
 	// History holds the primary-table deltas of the last generations.

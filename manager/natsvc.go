@@ -700,7 +700,7 @@ func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.F
 		if open {
 			v := newView(s)
 			recip = isRecipient(v, &task, r.Peer)
-			holders = activeHolders(v, task.Bucket)
+			holders = recipients(v, &task)
 		}
 	})
 	reply := api.FixupResultReply{V: api.WireVersion}
@@ -751,6 +751,9 @@ func resultIndex(res any) uint64 {
 }
 
 // finishFreeze closes a freeze task once every running holder reported.
+// With no holder running it closes at once: the FSM keeps the frozen
+// bucket's tombstone with the holders that are away, and each deletes its
+// copy when it returns (fsm/frozen.go).
 func (m *Manager) finishFreeze(ctx context.Context, task fsm.Task, holders []string) (uint64, error) {
 	for _, h := range holders {
 		if !m.mux.marked("reported", task.ID, h) {
@@ -786,7 +789,13 @@ func recipients(v *stateView, t *fsm.Task) []string {
 			return []string{t.Source}
 		}
 		return nil
-	case fsm.TaskSeal, fsm.TaskFreeze:
+	case fsm.TaskFreeze:
+		if t.Target != "" {
+			// One holder's copy of a bucket already frozen (fsm/frozen.go).
+			return []string{t.Target}
+		}
+		return activeHolders(v, t.Bucket)
+	case fsm.TaskSeal:
 		return activeHolders(v, t.Bucket)
 	}
 	if t.Target != "" {
@@ -978,7 +987,7 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 		t.finishSeal(ctx, id, holders)
 	}
 	for _, task := range tasks {
-		if holders, ok := freeze[task.ID]; ok && len(holders) > 0 {
+		if holders, ok := freeze[task.ID]; ok {
 			if _, err := m.finishFreeze(ctx, task, holders); err != nil && ctx.Err() == nil {
 				m.log.Warn("closing a freeze task failed", "task", task.ID, "err", err)
 			}

@@ -48,6 +48,9 @@ type cluster struct {
 	wg     sync.WaitGroup
 	closed sync.Once
 
+	// dataSizes are the max_data_size roll sizes last handed to the store.
+	dataSizes map[string]int64
+
 	// searchToks are the cluster config's search tokens, read by every
 	// /v1/search and GET /v1/buckets (auth.go), set by the heartbeats.
 	searchToks atomic.Pointer[[]fsm.SearchToken]
@@ -192,6 +195,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		return fail(err)
 	}
 	p.cl = cl
+	p.applyDataSizes(cl.cfg)
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
 		cl.wg.Add(1)
@@ -217,6 +221,7 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	p.applyDataSizes(cfg)
 	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)
 		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))

@@ -67,7 +67,7 @@ func (sl *slot) widening(t int64) int64 {
 type appendPlan struct {
 	slots     map[string][]*slot // per index: its hot buckets, in the plan's state
 	target    []*slot            // per event
-	rollAfter []bool             // per event: roll its bucket once it is added (MaxHotBytes)
+	rollAfter []bool             // per event: roll its bucket once it is added (MaxHotBytes, max_data_size)
 	created   []*slot            // buckets to create, in order
 }
 
@@ -114,7 +114,7 @@ func (s *Store) planAppend(evs []Event) *appendPlan {
 		sl.rawBytes += int64(e.size())
 		sl.lastUse = s.tick()
 		pl.target[i] = sl
-		if sl.rawBytes >= s.opts.MaxHotBytes {
+		if sl.rawBytes >= s.rollBytes(e.Index) {
 			pl.rollAfter[i] = true
 			slots = removeSlot(slots, sl)
 		}

@@ -181,6 +181,8 @@ type Store struct {
 	space diskSpace  // whether the writer waits for room (diskfull.go)
 	repl  replState  // replication hooks and replica copies (replica.go)
 	files *fileCache // read descriptors of every copy (filecache.go)
+	// dataSizes are the per-index roll sizes (guarded by mu; datasize.go).
+	dataSizes map[string]int64
 }
 
 type indexState struct {

@@ -1,0 +1,32 @@
+package store
+
+import "maps"
+
+// Per-index roll sizes: the cluster config's max_data_size (Splunk's
+// maxDataSize), pushed to running peers. A hot bucket of an index with a
+// size set rolls once its event bytes (uncompressed, as MaxHotBytes counts
+// them) reach that size or MaxHotBytes, whichever is smaller; a bucket
+// already past a size lowered while it was hot rolls at its next append.
+
+// SetMaxDataSizes replaces the per-index roll sizes (index → bytes; absent
+// or 0: MaxHotBytes alone). It takes effect at the next Append.
+func (s *Store) SetMaxDataSizes(sizes map[string]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dataSizes = maps.Clone(sizes)
+}
+
+// MaxDataSize is the size at which a hot bucket of index rolls.
+func (s *Store) MaxDataSize(index string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rollBytes(index)
+}
+
+// rollBytes is MaxDataSize with s.mu held.
+func (s *Store) rollBytes(index string) int64 {
+	if n := s.dataSizes[index]; n > 0 && n < s.opts.MaxHotBytes {
+		return n
+	}
+	return s.opts.MaxHotBytes
+}

@@ -400,7 +400,6 @@ func frozenCommand(g *logGen, s *State, pending *[]Command) Command {
 	}
 }
 
-
 // checkFrozen is the property test's invariant of tombstones: no frozen
 // bucket is in the table; holders are sorted, distinct, known and not
 // Removed; at most MaxResolvedFrozen tombstones without holders; an open

@@ -219,6 +219,20 @@ func TestClusterDiskFullDetention(t *testing.T) {
 	// The disk fills: below the threshold, and writes fail.
 	crossed := time.Now()
 	disks[victim].full.Store(true)
+	var sawFull atomic.Bool // the victim's writer met ENOSPC (a batch was in flight)
+	watch := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-watch:
+				return
+			case <-time.After(5 * time.Millisecond):
+				if p := c.Peer(victim); p != nil && p.Store().DiskFull() {
+					sawFull.Store(true)
+				}
+			}
+		}
+	}()
 	WaitFor(t, 15*time.Second, func() error {
 		if st, by := peerState(c, victim); st != fsm.StateDetention || by != fsm.DetentionDisk {
 			return fmt.Errorf("%s is %s/%q", victim, st, by)
@@ -267,6 +281,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 		return nil
 	})
 	toUp := time.Since(freed)
+	close(watch)
 	victimAcked := loop.ackedBy(victim)
 	WaitFor(t, 20*time.Second, func() error {
 		if n := loop.ackedBy(victim); n < victimAcked+3 {
@@ -278,7 +293,11 @@ func TestClusterDiskFullDetention(t *testing.T) {
 	acked := loop.end()
 	t.Logf("threshold crossed → detention committed %v, → HEC 503 code 9 %v; space freed → Up %v, → acknowledging again %v",
 		toDetention.Round(time.Millisecond), toRefusing.Round(time.Millisecond), toUp.Round(time.Millisecond), toNormal.Round(time.Millisecond))
-	t.Logf("batches acknowledged %d; refused or unacknowledged per peer %v", len(acked), loop.refused)
+	t.Logf("batches acknowledged %d; refused or unacknowledged per peer %v; the victim's store waited for room: %v (its error: %v)",
+		len(acked), loop.refused, sawFull.Load(), c.Peer(victim).Store().Err())
+	if err := c.Peer(victim).Store().Err(); err != nil {
+		t.Fatalf("the full disk failed the victim's store: %v", err)
+	}
 
 	// No acknowledged event lost, none twice: a site0 search counts each.
 	want := map[string]bool{}

@@ -617,10 +617,10 @@ func rebalanceCommand() *cli.Command {
 	}
 }
 
-// peerAdminSubcommands are the admin subcommands of `quarry peer` (offline);
-// the manager's CLI owns them, the peer's command lists them.
+// peerAdminSubcommands are the admin subcommands of `quarry peer` (offline,
+// detention); the manager's CLI owns them, the peer's command lists them.
 func peerAdminSubcommands() []*cli.Command {
-	return []*cli.Command{peerDetentionCommand(), {
+	return []*cli.Command{{
 		Name:      "offline",
 		Usage:     "take a peer offline: move its primaries first (--enforce-counts: also wait until RF/SF hold without it, then decommission)",
 		ArgsUsage: "<id> [--enforce-counts]",
@@ -648,5 +648,5 @@ func peerAdminSubcommands() []*cli.Command {
 			}
 			return nil
 		}),
-	}}
+	}, peerDetentionCommand()}
 }

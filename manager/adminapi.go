@@ -22,7 +22,7 @@ import (
 // Indexes and tokens as first-class objects of the admin API (issue 13):
 //
 //	GET    /v1/indexes          every index: declared (with retention) or known from buckets
-//	POST   /v1/indexes          add one: {"name", "frozen_time_period", "max_total_bytes"}
+//	POST   /v1/indexes          add one: {"name", "frozen_time_period", "max_total_bytes", "max_data_size"}
 //	DELETE /v1/indexes/{name}   remove a declared index (not main, not one a token names)
 //	GET    /v1/tokens           HEC and search tokens by id, secrets left out (?reveal=true: with them)
 //	POST   /v1/tokens           add one: {"kind": "hec"|"search", "token", "indexes", "default_index", "use_ack", "allow_query_string_auth"}
@@ -62,15 +62,19 @@ type IndexView struct {
 	Declared         bool   `json:"declared"`
 	FrozenTimePeriod string `json:"frozen_time_period,omitempty"`
 	MaxTotalBytes    int64  `json:"max_total_bytes,omitempty"`
+	MaxDataSize      int64  `json:"max_data_size,omitempty"`
 }
 
 // IndexRequest is the body of POST /v1/indexes. FrozenTimePeriod is a
 // duration as ParseRetentionPeriod reads it ("90d", "720h", "86400");
-// empty or zero means unlimited, as MaxTotalBytes 0 does.
+// empty or zero means unlimited, as MaxTotalBytes 0 does. MaxDataSize is
+// the size at which a hot bucket of the index rolls (0: the peers' own
+// limit; else at least fsm.MinMaxDataSize).
 type IndexRequest struct {
 	Name             string `json:"name"`
 	FrozenTimePeriod string `json:"frozen_time_period,omitempty"`
 	MaxTotalBytes    int64  `json:"max_total_bytes,omitempty"`
+	MaxDataSize      int64  `json:"max_data_size,omitempty"`
 }
 
 // TokenView is one token of GET /v1/tokens. Token (the secret) is filled
@@ -281,7 +285,7 @@ func indexViews(s *fsm.State) []IndexView {
 	seen := map[string]bool{}
 	var out []IndexView
 	for _, ic := range cfg.Indexes {
-		v := IndexView{Name: ic.Name, Declared: true, MaxTotalBytes: ic.MaxTotalBytes}
+		v := IndexView{Name: ic.Name, Declared: true, MaxTotalBytes: ic.MaxTotalBytes, MaxDataSize: ic.MaxDataSize}
 		if ic.FrozenTimePeriod > 0 {
 			v.FrozenTimePeriod = ic.FrozenTimePeriod.String()
 		}
@@ -319,11 +323,11 @@ func (e *configEditor) handleAddIndex(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(fmt.Errorf("%w: index %q: %v", errBadRequest, req.Name, err)))
 		return
 	}
-	if req.MaxTotalBytes < 0 {
-		writeError(w, toAPIError(fmt.Errorf("%w: index %q: max_total_bytes %d must not be negative", errBadRequest, req.Name, req.MaxTotalBytes)))
+	if req.MaxTotalBytes < 0 || req.MaxDataSize < 0 {
+		writeError(w, toAPIError(fmt.Errorf("%w: index %q: max_total_bytes %d and max_data_size %d must not be negative", errBadRequest, req.Name, req.MaxTotalBytes, req.MaxDataSize)))
 		return
 	}
-	ic := fsm.IndexConfig{Name: req.Name, FrozenTimePeriod: period, MaxTotalBytes: req.MaxTotalBytes}
+	ic := fsm.IndexConfig{Name: req.Name, FrozenTimePeriod: period, MaxTotalBytes: req.MaxTotalBytes, MaxDataSize: req.MaxDataSize}
 	ok := e.edit(w, r, func(s *fsm.State, cfg *fsm.Config) error {
 		if req.Name == "main" || slices.ContainsFunc(cfg.Indexes, func(x fsm.IndexConfig) bool { return x.Name == req.Name }) {
 			return &APIError{Status: http.StatusConflict, Code: "index_exists", Message: fmt.Sprintf("%v: index %q is already declared", ErrIndexExists, req.Name)}

@@ -119,11 +119,11 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	v, err := cl.AddIndex(ctx, IndexRequest{Name: "web", FrozenTimePeriod: "30d", MaxTotalBytes: 1 << 30})
+	v, err := cl.AddIndex(ctx, IndexRequest{Name: "web", FrozenTimePeriod: "30d", MaxTotalBytes: 1 << 30, MaxDataSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Name != "web" || !v.Declared || v.FrozenTimePeriod != (720*time.Hour).String() || v.MaxTotalBytes != 1<<30 {
+	if v.Name != "web" || !v.Declared || v.FrozenTimePeriod != (720*time.Hour).String() || v.MaxTotalBytes != 1<<30 || v.MaxDataSize != 8<<20 {
 		t.Fatalf("added index %+v", v)
 	}
 	hec, err := cl.AddToken(ctx, TokenRequest{Kind: TokenKindHEC, Indexes: []string{"web"}, UseAck: new(bool)})

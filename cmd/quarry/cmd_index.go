@@ -28,10 +28,11 @@ func indexCommand() *cli.Command {
 			{
 				Name:      "add",
 				Usage:     "declare an index",
-				ArgsUsage: "<name> [--frozen-time-period 90d] [--max-total-bytes 500GB]",
+				ArgsUsage: "<name> [--frozen-time-period 90d] [--max-total-bytes 500GB] [--max-data-size 750MB]",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "frozen-time-period", Usage: "freeze (delete) buckets whose newest event is older than this: 90d, 2w, 720h or seconds; 0 = never"},
 					&cli.StringFlag{Name: "max-total-bytes", Usage: "freeze the oldest buckets while the index holds more than this: bytes or KB/MB/GB/TB (powers of 1024); 0 = no limit"},
+					&cli.StringFlag{Name: "max-data-size", Usage: "roll a hot bucket of the index at this size (Splunk's maxDataSize): bytes or KB/MB/GB/TB; 0 = the peers' own limit"},
 				),
 				Action: adminAction(1, "one index name", runIndexAdd),
 			},
@@ -57,16 +58,19 @@ func runIndexList(c *cli.Context, cl *manager.Client, _ []string, out string) er
 		return printJSONTo(c.App.Writer, map[string]any{"indexes": list})
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INDEX\tDECLARED\tFROZEN_TIME_PERIOD\tMAX_TOTAL_BYTES")
+	fmt.Fprintln(tw, "INDEX\tDECLARED\tFROZEN_TIME_PERIOD\tMAX_TOTAL_BYTES\tMAX_DATA_SIZE")
+	orDash := func(n int64) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
 	for _, ix := range list {
-		period, size := ix.FrozenTimePeriod, fmt.Sprint(ix.MaxTotalBytes)
+		period := ix.FrozenTimePeriod
 		if period == "" {
 			period = "-"
 		}
-		if ix.MaxTotalBytes == 0 {
-			size = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ix.Name, yesNo(ix.Declared), period, size)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ix.Name, yesNo(ix.Declared), period, orDash(ix.MaxTotalBytes), orDash(ix.MaxDataSize))
 	}
 	return tw.Flush()
 }
@@ -80,9 +84,13 @@ func runIndexAdd(c *cli.Context, cl *manager.Client, args []string, out string) 
 	if err != nil {
 		return fmt.Errorf("index add %s: --max-total-bytes: %w", name, err)
 	}
+	dataSize, err := manager.ParseByteSize(c.String("max-data-size"))
+	if err != nil {
+		return fmt.Errorf("index add %s: --max-data-size: %w", name, err)
+	}
 	ctx, cancel := callCtx(c)
 	defer cancel()
-	v, err := cl.AddIndex(ctx, manager.IndexRequest{Name: name, FrozenTimePeriod: c.String("frozen-time-period"), MaxTotalBytes: size})
+	v, err := cl.AddIndex(ctx, manager.IndexRequest{Name: name, FrozenTimePeriod: c.String("frozen-time-period"), MaxTotalBytes: size, MaxDataSize: dataSize})
 	if err != nil {
 		return fmt.Errorf("index add %s: %w", name, err)
 	}

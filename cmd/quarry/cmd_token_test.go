@@ -75,15 +75,15 @@ func TestIndexAndTokenCommands(t *testing.T) {
 		return c
 	}
 
-	if out := run("index", "add", "web", "--frozen-time-period", "90d", "--max-total-bytes", "2GB"); out != "index web added\n" {
+	if out := run("index", "add", "web", "--frozen-time-period", "90d", "--max-total-bytes", "2GB", "--max-data-size", "64MB"); out != "index web added\n" {
 		t.Fatalf("index add: %q", out)
 	}
 	cfg := configOf()
-	if len(cfg.Indexes) != 2 || cfg.Indexes[1] != (fsm.IndexConfig{Name: "web", FrozenTimePeriod: 90 * 24 * time.Hour, MaxTotalBytes: 2 << 30}) {
+	if len(cfg.Indexes) != 2 || cfg.Indexes[1] != (fsm.IndexConfig{Name: "web", FrozenTimePeriod: 90 * 24 * time.Hour, MaxTotalBytes: 2 << 30, MaxDataSize: 64 << 20}) {
 		t.Fatalf("indexes %+v", cfg.Indexes)
 	}
 	out := run("index", "list")
-	if !strings.Contains(out, "INDEX") || !strings.Contains(out, "web    yes       2160h0m0s           2147483648") {
+	if !strings.Contains(out, "INDEX") || !strings.Contains(out, "web    yes       2160h0m0s           2147483648       67108864") {
 		t.Fatalf("index list:\n%s", out)
 	}
 
@@ -120,6 +120,7 @@ func TestIndexAndTokenCommands(t *testing.T) {
 		{[]string{"index", "add", "web"}, "already declared"},
 		{[]string{"index", "add", "x", "--frozen-time-period", "soon"}, `frozen_time_period "soon"`},
 		{[]string{"index", "add", "x", "--max-total-bytes", "lots"}, `size "lots"`},
+		{[]string{"index", "add", "x", "--max-data-size", "1KB"}, "max_data_size 1024"},
 		{[]string{"index", "add"}, "want one index name"},
 		{[]string{"index", "remove", "ghost"}, "no such declared index"},
 		{[]string{"index", "remove", "web"}, "named by tokens"},

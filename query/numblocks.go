@@ -118,6 +118,7 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 		return cands{}, false, nil
 	}
 	sure := roaring.New()
+	var buf []uint32
 	full := true
 	for bi, b := range br.Blocks {
 		lo := uint32(bi) * br.Per
@@ -155,11 +156,13 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 			return cands{}, false, fmt.Errorf("column %s block %d: not a numeric block of %d events", c.field, bi, end-lo)
 		}
 		numBlockStats.decoded.Add(1)
+		buf = buf[:0]
 		for o := uint32(0); o < hi-lo; o++ {
 			if col.Present(o) && cmpNum(c.op, col.Num(o), c.num) {
-				sure.Add(lo + o)
+				buf = append(buf, lo+o)
 			}
 		}
+		sure.AddMany(buf)
 	}
 	maybe := none()
 	if !full {

@@ -38,8 +38,9 @@ type BlockRange struct {
 }
 
 // numBlockStats counts numeric blocks skipped by their range, taken whole
-// by it, and decoded (tests read them).
-var numBlockStats struct{ skipped, whole, decoded atomic.Int64 }
+// by it, and decoded, and comparisons the postings of a field of few
+// values answered (tests read them).
+var numBlockStats struct{ skipped, whole, decoded, postings atomic.Int64 }
 
 // valid reports ranges the executor can rely on for a segment of n events.
 func (b *BlockRanges) valid(n uint32) bool {
@@ -105,7 +106,8 @@ func isCmpOp(op string) bool { return op == "<" || op == "<=" || op == ">" || op
 // numericCands answers `field op number` on an indexed field from its
 // numeric column's blocks: a block whose range cannot match is skipped
 // undecoded, one whose range matches whole and holds the field in every
-// event is taken whole, only the others are decoded. ok is false when the
+// event is taken whole, only the others are decoded — unless the field has
+// at most fewValues distinct values, whose postings then answer. ok is false when the
 // segment keeps no numeric column for the field (the value postings
 // answer instead). Every value of a numeric column is a number, so
 // valueCmp compares numerically: the answer is the postings' answer.
@@ -117,9 +119,14 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 	if !br.valid(x.n) {
 		return cands{}, false, nil
 	}
-	sure := roaring.New()
-	var buf []uint32
-	full := true
+	// First the directory alone: what each block's range says.
+	const (
+		skip = iota
+		whole
+		decode
+	)
+	verdict := make([]byte, len(br.Blocks))
+	full, decodes := true, 0
 	for bi, b := range br.Blocks {
 		lo := uint32(bi) * br.Per
 		if lo >= x.n {
@@ -130,39 +137,80 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 		if b.Present != end-lo {
 			full = false
 		}
-		if b.Present == 0 {
-			continue
-		}
-		if x.scope.b != nil && !x.scope.all && !x.scope.b.IntersectsWithInterval(uint64(lo), uint64(hi)) {
+		switch {
+		case b.Present == 0:
+		case x.scope.b != nil && !x.scope.all && !x.scope.b.IntersectsWithInterval(uint64(lo), uint64(hi)):
 			// outside the time range: whatever it holds is dropped later
-			continue
+		default:
+			switch rangeMatch(c.op, c.num, b.Min, b.Max) {
+			case -1:
+				numBlockStats.skipped.Add(1)
+			case 1:
+				if b.Present == end-lo {
+					verdict[bi] = whole
+					break
+				}
+				fallthrough
+			default:
+				verdict[bi] = decode
+				decodes++
+			}
 		}
-		switch rangeMatch(c.op, c.num, b.Min, b.Max) {
-		case -1:
-			numBlockStats.skipped.Add(1)
-			continue
-		case 1:
-			if b.Present == end-lo {
+	}
+	var sure *roaring.Bitmap
+	if decodes > 0 {
+		// A field of few values (status) is cheaper from its postings
+		// than from decoded blocks: they answer when the walk ends early.
+		var match []*roaring.Bitmap
+		seen := 0
+		err := x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
+			if seen++; seen > fewValues {
+				return false
+			}
+			if c.fieldValueMatches(v) {
+				match = append(match, b)
+			}
+			return true
+		})
+		if err != nil {
+			return cands{}, false, err
+		}
+		if seen <= fewValues {
+			numBlockStats.postings.Add(1)
+			sure = roaring.FastOr(match...)
+		}
+	}
+	if sure == nil {
+		sure = roaring.New()
+		var buf []uint32
+		for bi, v := range verdict {
+			lo := uint32(bi) * br.Per
+			end := min(lo+br.Per, br.Events)
+			hi := min(end, x.n)
+			switch v {
+			case whole:
 				sure.AddRange(uint64(lo), uint64(hi))
 				numBlockStats.whole.Add(1)
 				continue
+			case skip:
+				continue
 			}
-		}
-		col, err := nb.NumericBlock(c.field, bi)
-		if err != nil {
-			return cands{}, false, fmt.Errorf("column %s block %d: %w", c.field, bi, err)
-		}
-		if col == nil || !col.numeric() || col.Len() != int(end-lo) {
-			return cands{}, false, fmt.Errorf("column %s block %d: not a numeric block of %d events", c.field, bi, end-lo)
-		}
-		numBlockStats.decoded.Add(1)
-		buf = buf[:0]
-		for o := uint32(0); o < hi-lo; o++ {
-			if col.Present(o) && cmpNum(c.op, col.Num(o), c.num) {
-				buf = append(buf, lo+o)
+			col, err := nb.NumericBlock(c.field, bi)
+			if err != nil {
+				return cands{}, false, fmt.Errorf("column %s block %d: %w", c.field, bi, err)
 			}
+			if col == nil || !col.numeric() || col.Len() != int(end-lo) {
+				return cands{}, false, fmt.Errorf("column %s block %d: not a numeric block of %d events", c.field, bi, end-lo)
+			}
+			numBlockStats.decoded.Add(1)
+			buf = buf[:0]
+			for o := uint32(0); o < hi-lo; o++ {
+				if col.Present(o) && cmpNum(c.op, col.Num(o), c.num) {
+					buf = append(buf, lo+o)
+				}
+			}
+			sure.AddMany(buf)
 		}
-		sure.AddMany(buf)
 	}
 	maybe := none()
 	if !full {
@@ -174,6 +222,12 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 	}
 	return cands{sure: bset{b: sure}, maybe: maybe}, true, nil
 }
+
+// fewValues is the most distinct values of a field whose postings answer a
+// numeric comparison that some block cannot settle by its range (walking
+// them costs less than decoding blocks; bytes, with a value per event or
+// so, stops the walk at once).
+const fewValues = 64
 
 // numFilter is one conjunct `field op number` of a leading where, checked
 // on a numeric column before a row is built: an event holding the field

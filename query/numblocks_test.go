@@ -115,7 +115,7 @@ func TestNumericComparisonsOracle(t *testing.T) {
 	if len(kinds) < 2 {
 		t.Fatalf("lat columns all of one kind: %v", kinds)
 	}
-	skipped, whole := numBlockStats.skipped.Load(), numBlockStats.whole.Load()
+	skipped, whole, postings := numBlockStats.skipped.Load(), numBlockStats.whole.Load(), numBlockStats.postings.Load()
 	now := genBase.Add(3 * time.Hour)
 	n := 400
 	if raceEnabled {
@@ -140,6 +140,9 @@ func TestNumericComparisonsOracle(t *testing.T) {
 	}
 	if numBlockStats.skipped.Load() == skipped || numBlockStats.whole.Load() == whole {
 		t.Fatalf("no block skipped or taken whole by its range")
+	}
+	if numBlockStats.postings.Load() == postings {
+		t.Fatalf("no comparison on a field of few values (status) answered from postings")
 	}
 }
 
@@ -169,6 +172,8 @@ func TestNumericBlocksSkipDecoding(t *testing.T) {
 		{"| where bytes > 100000 | stats count", 0, 0},
 		{"| stats avg(lat) sum(lat) min(lat) max(lat) perc90(lat) dc(lat) by host", 0, 0},
 		{"lat>=0 | timechart span=5m avg(lat)", 0, 16},
+		{"status>=600 | stats count", 0, 0},         // every block skipped by its range
+		{"status>=300 | stats count by host", 0, 0}, // four values: their postings answer
 	} {
 		p, err := Compile(Request{Query: tc.q, Now: genBase.Add(3 * time.Hour)})
 		if err != nil {

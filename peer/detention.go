@@ -11,7 +11,9 @@ import (
 // peers do, so a load balancer sends the events to another peer — and the
 // managers choose it neither as an origin nor as a target (fsm). It keeps
 // serving searches, its replicas of hot buckets already under way, and
-// fixup tasks that copy from it.
+// fixup tasks that copy from it. HEC's /health answers unhealthy meanwhile
+// (it reads the same Busy), so a load balancer's health check also routes
+// around it; the process's /healthz stays ok.
 
 // hecStore is the store as HEC sees it: busy while the peer is detained.
 type hecStore struct {

@@ -367,6 +367,8 @@ type GenNotice = Notice
 //     bucket sealed at the longest once every running holder answered;
 //   - freeze: every holder of a copy; each deletes its copy (after
 //     ConfirmRequest) and reports FixupResult; the bucket goes when all did.
+//     With Target set, that peer only: its copy of a bucket already frozen
+//     (it was away at the freeze; fsm/frozen.go).
 type FixupTask struct {
 	V int `json:"v"`
 	// ID is the task id: the Raft index of its record.

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -41,19 +42,8 @@ func FuzzParseByteSize(f *testing.F) {
 		if n < 0 {
 			t.Fatalf("ParseByteSize(%q) = %d, negative", s, n)
 		}
-		if again, err := ParseByteSize(formatInt(n)); err != nil || again != n {
+		if again, err := ParseByteSize(strconv.FormatInt(n, 10)); err != nil || again != n {
 			t.Fatalf("%q → %d, which reads back as %d, %v", s, n, again, err)
 		}
 	})
-}
-
-func formatInt(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }

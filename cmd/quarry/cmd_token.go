@@ -27,20 +27,21 @@ func tokenCommand() *cli.Command {
 				Name:  "list",
 				Usage: "list the tokens by id (secrets shown only with --reveal)",
 				Flags: append(adminFlags(),
-					&cli.BoolFlag{Name: "reveal", Usage: "also print each token's secret"},
+					&cli.BoolFlag{Name: "reveal", Usage: "also print each token's secret", EnvVars: envVars("reveal")},
 				),
 				Action: adminAction(0, "no arguments", runTokenList),
 			},
 			{
 				Name:      "add",
 				Usage:     "add a HEC or search token; prints its secret once",
-				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--value SECRET]",
+				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--value SECRET | --value-file FILE]",
 				Flags: append(adminFlags(),
-					&cli.StringFlag{Name: "indexes", Usage: "comma list of the indexes the token may write (hec) or read (search); empty: every declared index"},
-					&cli.StringFlag{Name: "default-index", Usage: "hec: the index of events that name none (default: the first of --indexes, else main)"},
-					&cli.BoolFlag{Name: "useack", Value: true, Usage: "hec: acknowledge requests with ack ids on a channel (Splunk's useACK); --useack=false: the 200 is the acknowledgement"},
-					&cli.BoolFlag{Name: "allow-query-string-auth", Usage: "hec: accept the token as ?token= (Splunk's allowQueryStringAuth)"},
-					&cli.StringFlag{Name: "value", Usage: "the secret to use (8 to 256 characters); default: the managers generate one"},
+					&cli.StringFlag{Name: "indexes", Usage: "comma list of the indexes the token may write (hec) or read (search); empty: every declared index", EnvVars: envVars("indexes")},
+					&cli.StringFlag{Name: "default-index", Usage: "hec: the index of events that name none (default: the first of --indexes, else main)", EnvVars: envVars("default-index")},
+					&cli.BoolFlag{Name: "useack", Value: true, Usage: "hec: acknowledge requests with ack ids on a channel (Splunk's useACK); --useack=false: the 200 is the acknowledgement", EnvVars: envVars("useack")},
+					&cli.BoolFlag{Name: "allow-query-string-auth", Usage: "hec: accept the token as ?token= (Splunk's allowQueryStringAuth)", EnvVars: envVars("allow-query-string-auth")},
+					&cli.StringFlag{Name: "value", Usage: "the secret to use (8 to 256 characters); default: the managers generate one", EnvVars: envVars("value")},
+					secretFileFlag("value", "the token's secret"),
 				),
 				Action: adminAction(1, "the kind, hec or search", runTokenAdd),
 			},
@@ -100,7 +101,11 @@ func runTokenList(c *cli.Context, cl *manager.Client, _ []string, out string) er
 // tokenRequest turns `quarry token add KIND` and its flags into the body of
 // POST /v1/tokens; HEC-only flags on a search token are refused.
 func tokenRequest(c *cli.Context, kind string) (manager.TokenRequest, error) {
-	req := manager.TokenRequest{Kind: kind, Token: c.String("value"), DefaultIndex: c.String("default-index"),
+	value, err := secretValue(c, "value")
+	if err != nil {
+		return manager.TokenRequest{}, fmt.Errorf("token add %s: %w", kind, err)
+	}
+	req := manager.TokenRequest{Kind: kind, Token: value, DefaultIndex: c.String("default-index"),
 		AllowQueryStringAuth: c.Bool("allow-query-string-auth")}
 	switch kind {
 	case manager.TokenKindHEC:

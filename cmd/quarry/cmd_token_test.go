@@ -160,6 +160,21 @@ func TestIndexAndTokenCommands(t *testing.T) {
 	if cfg := configOf(); len(cfg.Indexes) != 1 || len(cfg.HECTokens)+len(cfg.SearchTokens) != 0 {
 		t.Fatalf("config after revoke and remove: %+v", cfg)
 	}
+
+	// The secret from a file (not in ps); with --value too it is refused.
+	f := t.TempDir() + "/tok"
+	if err := os.WriteFile(f, []byte("file-token-0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := run("token", "add", "hec", "--value-file", f); !strings.Contains(out, "\nfile-token-0001\n") {
+		t.Fatalf("token add --value-file: %q", out)
+	}
+	if cfg := configOf(); len(cfg.HECTokens) != 1 || cfg.HECTokens[0].Token != "file-token-0001" || !cfg.HECTokens[0].Ack {
+		t.Fatalf("token from a file: %+v", cfg.HECTokens)
+	}
+	if _, _, err := runInProcess(t, "token", "add", "hec", "--value", "other-token-01", "--value-file", f); err == nil {
+		t.Fatal("--value with --value-file accepted")
+	}
 }
 
 func jsonEqual(t *testing.T, a, b any) bool {

@@ -247,6 +247,7 @@ func (p *Peer) heartbeats() {
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
+	rolled := false // hot buckets rolled for a registration not yet done
 	for n := 0; ; n++ {
 		select {
 		case <-cl.stop:
@@ -267,8 +268,22 @@ func (p *Peer) heartbeats() {
 			// Decommissioning until the managers remove it.
 			err = nil
 		} else if errors.Is(err, ErrRegisterFirst) {
-			p.log.Info("managers ask for a registration; registering with the inventory")
-			err = p.register(ctx, cl.cp)
+			if !rolled {
+				// Declared Down and back without a restart (a cut network, a
+				// paused process): the managers may have sealed this peer's
+				// hot buckets from the copies they could reach meanwhile, and
+				// an origin that went on appending to a sealed bucket would
+				// write past the sealed length, where the next truncate cuts
+				// acknowledged events. So it rolls them, as a restart does
+				// (SPEC §2), before it registers; new events open new hot
+				// buckets with targets the managers choose now.
+				p.log.Info("managers ask for a registration; rolling this peer's hot buckets, then registering with the inventory")
+				p.store.RollAll()
+				rolled = true
+			}
+			if err = p.register(ctx, cl.cp); err == nil {
+				rolled = false
+			}
 		}
 		if err != nil {
 			p.log.Warn("heartbeat", "err", err)

@@ -202,6 +202,7 @@ func (s *Store) recoverHot(b *Bucket) error {
 	}
 	s.report.Rolled++
 	s.report.RolledIDs = append(s.report.RolledIDs, b.id)
+	b.reopenable = true // a replica's origin may send it the blocks it missed
 	return s.makeWarm(b, nil, res.blocks, sumEvents(res.blocks), res.validLen, contentHash(res.blocks), b.searchable)
 }
 
@@ -309,6 +310,10 @@ func (s *Store) Truncate(id string, n int) error {
 	if n < 0 || n > nb {
 		return fmt.Errorf("truncate %s to %d blocks: it has %d", id, n, nb)
 	}
+	// Cut to a sealed length (or confirmed there): nothing may extend it.
+	b.mu.Lock()
+	b.reopenable = false
+	b.mu.Unlock()
 	if n == nb {
 		return nil
 	}

@@ -374,6 +374,9 @@ func (s *Store) ReplicaRoll(id string, blocks int) error {
 		if have > blocks {
 			return s.Truncate(id, blocks)
 		}
+		b.mu.Lock()
+		b.reopenable = false // at its final length: nothing may extend it
+		b.mu.Unlock()
 		return nil
 	}
 	if state != StateHot {
@@ -412,14 +415,16 @@ func (s *Store) IsReplica(id string) bool {
 // reopenReplica turns a warm replica back into a hot one when its origin
 // sends it more blocks: a target that restarted (its hot copies were rolled
 // at open) takes the blocks it missed (maintenance mode, SPEC §4). Only a
-// copy this peer did not originate, with no truncation pending, is
-// reopened, and only for blocks past its end. meta.json goes first (durably),
+// copy this peer did not originate, rolled by this process's open (never
+// one made warm by a seal or a roll: past its sealed length nothing may be
+// added), with no truncation pending, is reopened, and only for blocks past
+// its end. meta.json goes first (durably),
 // so on disk the copy is hot from then on and a crash recovers it as one.
 func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 	b.mu.RLock()
-	state, replica, nb, pending := b.state, b.replica, uint32(len(b.blocks)), b.meta.PendingTruncate
+	state, replica, nb, pending, reopenable := b.state, b.replica, uint32(len(b.blocks)), b.meta.PendingTruncate, b.reopenable
 	b.mu.RUnlock()
-	if state != StateWarm || replica || !s.IsReplica(b.id) || pending >= 0 || first+1 <= nb {
+	if state != StateWarm || replica || !reopenable || !s.IsReplica(b.id) || pending >= 0 || first+1 <= nb {
 		return nil
 	}
 	if first > nb {
@@ -457,7 +462,7 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 		b.widx = nil
 	}
 	b.jf, b.jsize, b.hash, b.hidx = jf, b.journalBytes, hs, h
-	b.state, b.replica, b.contentHash = StateHot, true, ""
+	b.state, b.replica, b.contentHash, b.reopenable = StateHot, true, "", false
 	b.journalClosed = make(chan struct{})
 	b.meta = metaInfo{}
 	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", len(b.blocks))

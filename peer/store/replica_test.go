@@ -262,3 +262,49 @@ func tree(t *testing.T, root string) []string {
 	}
 	return out
 }
+
+// TestSealedReplicaStaysSealedAcrossRestart: a hot replica made warm at its
+// sealed length (the managers sealed the bucket while its origin was away)
+// takes no block past that length, before or after a restart of the
+// target — an origin returning to a bucket sealed without it must not
+// extend it, where a later truncate would cut acknowledged events (an e2e
+// run found a restarted target reopening such a copy).
+func TestSealedReplicaStaysSealedAcrossRestart(t *testing.T) {
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	tdir := t.TempDir()
+	tguid := "B0000000-0000-4000-8000-000000000000"
+	target := mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
+	appendN(t, origin, "main", 0, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	id := origin.Inventory()[0].ID
+	frames, _ := origin.ReadFrames(id, 0, 1<<30)
+	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.ReplicaRoll(id, len(frames)); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, origin, "main", 1000, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := origin.ReadFrames(id, 0, 1<<30)
+	if len(all) <= len(frames) {
+		t.Fatalf("origin holds %d blocks, want more than %d", len(all), len(frames))
+	}
+	if _, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
+		t.Fatal("a sealed replica took blocks past its sealed length")
+	}
+	target.Close()
+	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
+	defer target.Close()
+	if _, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
+		t.Fatal("a sealed replica took blocks past its sealed length after a restart")
+	}
+	if ci := target.Inventory()[0]; ci.Blocks != len(frames) || ci.State != "warm" {
+		t.Fatalf("sealed replica after the refusals: %+v, want %d blocks warm", ci, len(frames))
+	}
+}

@@ -1124,6 +1124,9 @@ type Bucket struct {
 	meta          metaInfo
 	problem       string
 	journalClosed chan struct{}
+	// reopenable: a hot replica rolled by this process's open, which its
+	// origin may still extend (reopenReplica); cleared once reopened or cut.
+	reopenable bool
 
 	// append side, guarded by Store.mu
 	open         *blockBuilder

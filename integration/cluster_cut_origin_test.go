@@ -1,0 +1,71 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// TestClusterCutSiteOriginAcks: a site2 origin keeps taking events with
+// acks while site2 is cut off from the managers' majority; whatever it
+// acknowledged must survive the heal.
+//
+// KNOWN DEFECT (issue 9, item 5), so skipped unless QUARRY_KNOWN_DEFECTS=1:
+// right after the cut the origin's site1 target leaves the set and a batch
+// is acknowledged on the origin and its site2 target; the managers then
+// seal the bucket from the one copy they reach (site1's, without that
+// batch), and after the heal the longer copies are truncated to the sealed
+// length — 100 acknowledged events lost (measured 2026-12-02). The seal
+// must include every copy that could have counted toward an ack, or a
+// longer copy with a matching prefix must extend the seal.
+func TestClusterCutSiteOriginAcks(t *testing.T) {
+	if os.Getenv("QUARRY_KNOWN_DEFECTS") == "" {
+		t.Skip("known defect (issue 9 item 5): acknowledged events of a cut-off origin lost at the seal; QUARRY_KNOWN_DEFECTS=1 runs it")
+	}
+	c := Start(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	origin := "site2-p1"
+	pre, un, err := c.IngestAcked(ctx, origin, Batches("pre", 600, 100), 30*time.Second)
+	if err != nil || len(un) > 0 {
+		t.Fatalf("ingest: %v %d", err, len(un))
+	}
+	if err := c.CutSite("site2"); err != nil {
+		t.Fatal(err)
+	}
+	cut, un, err := c.IngestAcked(ctx, origin, Batches("cut", 2000, 100), 8*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("during the cut: %d batches acknowledged, %d not", len(cut), len(un))
+	if err := c.HealSite("site2"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitPeersUp(c.PeerIDs()...)
+	c.WaitFor(120*time.Second, func() error {
+		var st fsm.Status
+		c.State(func(s *fsm.State) { st = s.Status() })
+		if !st.Complete || !st.Valid || len(st.Fixups) > 0 {
+			return fmt.Errorf("valid %v complete %v, fixups %v", st.Valid, st.Complete, st.Fixups)
+		}
+		return nil
+	})
+	union := primaryUnion(t, c)
+	lost := 0
+	for _, a := range append(pre, cut...) {
+		for _, r := range a.Raws {
+			if union[r] != 1 {
+				lost++
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d acknowledged events not exactly once in the primaries", lost)
+	}
+}

@@ -4,12 +4,9 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
-
-	"github.com/quarry-dev/quarry/fsm"
 )
 
 // TestClusterCutSiteOriginAcks: a site2 origin keeps taking events with
@@ -48,23 +45,7 @@ func TestClusterCutSiteOriginAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitPeersUp(c.PeerIDs()...)
-	c.WaitFor(120*time.Second, func() error {
-		var st fsm.Status
-		c.State(func(s *fsm.State) { st = s.Status() })
-		if !st.Complete || !st.Valid || len(st.Fixups) > 0 {
-			return fmt.Errorf("valid %v complete %v, fixups %v", st.Valid, st.Complete, st.Fixups)
-		}
-		return nil
-	})
-	union := primaryUnion(t, c)
-	lost := 0
-	for _, a := range append(pre, cut...) {
-		for _, r := range a.Raws {
-			if union[r] != 1 {
-				lost++
-			}
-		}
-	}
+	lost := settledNotOnce(t, c, append(pre, cut...))
 	if lost > 0 {
 		t.Fatalf("%d acknowledged events not exactly once in the primaries", lost)
 	}

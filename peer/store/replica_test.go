@@ -151,18 +151,7 @@ func TestReplicaReopenedAfterRestart(t *testing.T) {
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
 	origin.SetReplication(hook)
-	tdir := t.TempDir()
-	tguid := "B0000000-0000-4000-8000-000000000000"
-	target := mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
-	appendN(t, origin, "main", 0, 1000)
-	if err := origin.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	id := origin.Inventory()[0].ID
-	frames, _ := origin.ReadFrames(id, 0, 1<<30)
-	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
-		t.Fatal(err)
-	}
+	target, tdir, tguid, id, frames := hotReplica(t, origin)
 	target.Close()
 	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
 	defer target.Close()
@@ -272,18 +261,7 @@ func tree(t *testing.T, root string) []string {
 func TestSealedReplicaStaysSealedAcrossRestart(t *testing.T) {
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
-	tdir := t.TempDir()
-	tguid := "B0000000-0000-4000-8000-000000000000"
-	target := mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
-	appendN(t, origin, "main", 0, 1000)
-	if err := origin.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	id := origin.Inventory()[0].ID
-	frames, _ := origin.ReadFrames(id, 0, 1<<30)
-	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
-		t.Fatal(err)
-	}
+	target, tdir, tguid, id, frames := hotReplica(t, origin)
 	if err := target.ReplicaRoll(id, len(frames)); err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +285,23 @@ func TestSealedReplicaStaysSealedAcrossRestart(t *testing.T) {
 	if ci := target.Inventory()[0]; ci.Blocks != len(frames) || ci.State != "warm" {
 		t.Fatalf("sealed replica after the refusals: %+v, want %d blocks warm", ci, len(frames))
 	}
+}
+
+// hotReplica appends 1,000 events to origin and gives a new target store
+// (its folder and GUID returned for reopening) the origin's blocks as a hot
+// replica.
+func hotReplica(t *testing.T, origin *Store) (target *Store, dir, guid, id string, frames [][]byte) {
+	t.Helper()
+	dir, guid = t.TempDir(), "B0000000-0000-4000-8000-000000000000"
+	target = mustOpen(t, Options{Dir: dir, GUID: guid, Searchable: true})
+	appendN(t, origin, "main", 0, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	id = origin.Inventory()[0].ID
+	frames, _ = origin.ReadFrames(id, 0, 1<<30)
+	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
+		t.Fatal(err)
+	}
+	return target, dir, guid, id, frames
 }

@@ -44,10 +44,9 @@ func (s *State) begin(idx uint64) *change { return &change{idx: idx} }
 
 // commit applies the generation rule and records the deltas.
 func (s *State) commit(ch *change) {
-	up := s.servingSet()
-	if ch.moved || !slices.Equal(up, s.d.UpSet) {
+	if ch.moved || s.servingChanged() {
 		s.d.Generation = ch.idx
-		s.d.UpSet = up
+		s.d.UpSet = s.servingSet()
 		ch.table = true
 	}
 	if len(ch.deltas) > 0 {
@@ -66,32 +65,56 @@ func (s *State) commit(ch *change) {
 // trimHistory keeps the deltas of the last HistoryGenerations generations,
 // and at most maxHistoryDeltas deltas; HistoryFloor remembers the newest
 // version dropped, below which a since-query gets the full table.
+//
+// It runs at every commit, so it costs O(HistoryGenerations · log n), not
+// O(n): the history is in nondecreasing generation order (a delta takes
+// the generation current at its commit, and generations only grow), so the
+// start of each of the last generations is found by binary search, and the
+// cut reslices instead of copying (append reallocates once the capacity is
+// spent, copying only the kept deltas, so the dropped prefix is freed then
+// and the cost is amortised). Scanning and copying the whole history here
+// made every command of a long generation cost O(history): building 20,000
+// buckets took 5.3 s, growing quadratically (fsm/scale_test.go).
 func (s *State) trimHistory() {
 	h := s.d.History
 	cut := 0
-	gens := 0
-	var last uint64
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].Generation != last {
-			gens++
-			last = h[i].Generation
-			if gens > HistoryGenerations {
-				cut = i + 1
-				break
-			}
+	end := len(h) // the deltas before end are of older generations
+	for gens := 0; end > 0; gens++ {
+		if gens == HistoryGenerations {
+			cut = end
+			break
 		}
+		g := h[end-1].Generation
+		end = sort.Search(end, func(i int) bool { return h[i].Generation >= g })
 	}
 	if len(h)-cut > maxHistoryDeltas {
 		cut = len(h) - maxHistoryDeltas
 	}
 	if cut > 0 {
 		s.d.HistoryFloor = max(s.d.HistoryFloor, h[cut-1].Version)
-		s.d.History = append([]Delta(nil), h[cut:]...)
+		s.d.History = h[cut:]
 	}
 }
 
 // maxHistoryDeltas bounds the delta history however long a generation lives.
 const maxHistoryDeltas = 200000
+
+// servingChanged reports whether the set of serving peers differs from
+// UpSet, without sorting or allocating (commit asks at every entry; sorting
+// 300 peer ids each time was a third of an entry's cost).
+func (s *State) servingChanged() bool {
+	n := 0
+	for id, p := range s.d.Peers {
+		if !p.State.Serving() {
+			continue
+		}
+		n++
+		if _, found := slices.BinarySearch(s.d.UpSet, id); !found {
+			return true
+		}
+	}
+	return n != len(s.d.UpSet)
+}
 
 func (s *State) servingSet() []string {
 	var out []string

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync/atomic"
 )
 
 // The dispatch table: one handler per command type, registered once.
@@ -132,7 +133,57 @@ func (s *State) tables() []string {
 	return append(s.d.Config.SiteNames(), Site0)
 }
 
-func (s *State) bucketIDs() []string { return sortedKeys(s.d.Buckets) }
+// bucketIDs returns every bucket id, sorted. The slice is cached (derived
+// state) until a bucket is added or removed, and callers must not change
+// it: sorting a million ids at every peer state change, planner level and
+// view cost ~0.5 s each (fsm/scale_test.go). Buckets enter and leave the
+// table only through putBucket and deleteBucket; the length check also
+// catches a path that forgets to. Views call this under the FSM's read
+// lock, concurrently, so the cache is an atomic pointer (two readers may
+// both sort and store the same list), and it names the State it was
+// computed for, so a copy of a State that shares the cache never reads the
+// other's list.
+func (s *State) bucketIDs() []string {
+	if s.ids == nil {
+		return sortedKeys(s.d.Buckets)
+	}
+	if l := s.ids.p.Load(); l != nil && l.owner == s && len(l.ids) == len(s.d.Buckets) {
+		return l.ids
+	}
+	ids := sortedKeys(s.d.Buckets)
+	s.ids.p.Store(&idList{owner: s, ids: ids})
+	return ids
+}
+
+// idCache holds the cached sorted bucket ids of bucketIDs.
+type idCache struct{ p atomic.Pointer[idList] }
+
+type idList struct {
+	owner *State
+	ids   []string
+}
+
+func (s *State) dropIDs() {
+	if s.ids != nil {
+		s.ids.p.Store(nil)
+	}
+}
+
+// putBucket adds a bucket to the table.
+func (s *State) putBucket(b *Bucket) {
+	if _, ok := s.d.Buckets[b.ID]; !ok {
+		s.dropIDs()
+	}
+	s.d.Buckets[b.ID] = b
+}
+
+// deleteBucket removes a bucket from the table.
+func (s *State) deleteBucket(id string) {
+	if _, ok := s.d.Buckets[id]; ok {
+		s.dropIDs()
+	}
+	delete(s.d.Buckets, id)
+}
 
 // setPrimary changes one table entry and records the delta.
 func (s *State) setPrimary(ch *change, b *Bucket, table, peer string) {
@@ -338,7 +389,7 @@ func (s *State) removeBucket(ch *change, b *Bucket) {
 	for _, p := range sortedKeys(b.Copies) {
 		s.dropCopy(b, p)
 	}
-	delete(s.d.Buckets, b.ID)
+	s.deleteBucket(b.ID)
 	for _, id := range sortedTaskIDs(s.d.Tasks) {
 		if s.d.Tasks[id].Bucket == b.ID {
 			delete(s.d.Tasks, id)
@@ -514,7 +565,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 			} else {
 				b.OriginSite = s.peerSite(p)
 			}
-			s.d.Buckets[bid] = b
+			s.putBucket(b)
 			s.addCopy(b, &Copy{Peer: c.ID, Searchable: ci.Searchable, Blocks: ci.Blocks, Corrupt: ci.Corrupt})
 			s.bucketChanged(ch, b)
 			s.reassign(ch, b)
@@ -654,7 +705,7 @@ func (s *State) applyAddBucket(idx uint64, c *AddBucket) (any, error) {
 	b := &Bucket{ID: c.ID, Index: index, Origin: c.Origin, OriginSite: s.peerSite(o), Hot: true,
 		Earliest: c.Earliest, Latest: c.Earliest, Degraded: c.Degraded, Created: idx,
 		Copies: map[string]*Copy{}, Primary: map[string]string{}}
-	s.d.Buckets[c.ID] = b
+	s.putBucket(b)
 	s.addCopy(b, &Copy{Peer: c.Origin, Searchable: true})
 	for _, t := range c.Targets {
 		s.addCopy(b, &Copy{Peer: t.Peer, Searchable: t.Searchable})

@@ -226,7 +226,7 @@ func (p *planner) frozenCopies() {
 }
 
 func (p *planner) openFrozen(bucket, peer string) bool {
-	for _, id := range sortedTaskIDs(p.sim.d.Tasks) {
+	for _, id := range p.taskIdx().byBucket[bucket] {
 		if sameWork(p.sim.d.Tasks[id], TaskFreeze, bucket, peer) {
 			return true
 		}

@@ -87,6 +87,52 @@ type planner struct {
 	sim  *State
 	in   PlanInput
 	out  []Command
+	// tasks indexes the simulated state's open tasks by bucket and by
+	// target, ids ascending (taskIndex); nil when a command may have
+	// changed the task set other than by adding one task. Without it every
+	// level scanned and sorted every open task for every bucket: O(buckets
+	// × tasks) per pass.
+	tasks *taskIndex
+}
+
+type taskIndex struct {
+	n        int // len(sim.d.Tasks) when built or last extended
+	byBucket map[string][]uint64
+	byTarget map[string][]uint64
+}
+
+// taskIdx returns the index of the simulated state's open tasks, building
+// it when a command invalidated it.
+func (p *planner) taskIdx() *taskIndex {
+	if p.tasks != nil && p.tasks.n == len(p.sim.d.Tasks) {
+		return p.tasks
+	}
+	ti := &taskIndex{n: len(p.sim.d.Tasks), byBucket: map[string][]uint64{}, byTarget: map[string][]uint64{}}
+	for _, id := range sortedTaskIDs(p.sim.d.Tasks) {
+		t := p.sim.d.Tasks[id]
+		ti.byBucket[t.Bucket] = append(ti.byBucket[t.Bucket], id)
+		ti.byTarget[t.Target] = append(ti.byTarget[t.Target], id)
+	}
+	p.tasks = ti
+	return ti
+}
+
+// indexEmitted keeps the task index current after c applied at idx: a
+// CreateFixup that added exactly one task is appended (task ids are the
+// applying index, so the lists stay ascending); anything else drops it.
+func (p *planner) indexEmitted(c Command, idx uint64) {
+	if p.tasks == nil {
+		return
+	}
+	if _, ok := c.(*CreateFixup); ok && len(p.sim.d.Tasks) == p.tasks.n+1 {
+		if t, ok := p.sim.d.Tasks[idx]; ok {
+			p.tasks.n++
+			p.tasks.byBucket[t.Bucket] = append(p.tasks.byBucket[t.Bucket], idx)
+			p.tasks.byTarget[t.Target] = append(p.tasks.byTarget[t.Target], idx)
+			return
+		}
+	}
+	p.tasks = nil
 }
 
 // emit simulates c on the private state and keeps it when it applies. Its
@@ -106,7 +152,9 @@ func (p *planner) emit(c Command) bool {
 	case *FixupDone:
 		x.RequestID = rid
 	}
-	res := p.sim.ApplyCommand(p.orig.d.Applied+1+uint64(len(p.out)), c)
+	idx := p.orig.d.Applied + 1 + uint64(len(p.out))
+	res := p.sim.ApplyCommand(idx, c)
+	p.indexEmitted(c, idx)
 	if _, bad := res.(error); bad {
 		return false
 	}
@@ -235,11 +283,8 @@ func (p *planner) held(b *Bucket) bool {
 // open returns the bucket's open tasks of a kind.
 func (p *planner) open(b *Bucket, kinds ...TaskKind) []*Task {
 	var out []*Task
-	for _, id := range sortedTaskIDs(p.sim.d.Tasks) {
+	for _, id := range p.taskIdx().byBucket[b.ID] {
 		t := p.sim.d.Tasks[id]
-		if t.Bucket != b.ID {
-			continue
-		}
 		for _, k := range kinds {
 			if t.Kind == k {
 				out = append(out, t)
@@ -252,11 +297,8 @@ func (p *planner) open(b *Bucket, kinds ...TaskKind) []*Task {
 // incoming counts a peer's open tasks of the given kinds (the throttles).
 func (p *planner) incoming(peer string, kinds ...TaskKind) int {
 	n := 0
-	for _, id := range sortedTaskIDs(p.sim.d.Tasks) {
+	for _, id := range p.taskIdx().byTarget[peer] {
 		t := p.sim.d.Tasks[id]
-		if t.Target != peer {
-			continue
-		}
 		for _, k := range kinds {
 			if t.Kind == k {
 				n++
@@ -451,9 +493,11 @@ func (p *planner) placement(b *Bucket) *placement {
 	for id, n := range s.copyCount {
 		pl.load[id] = n
 	}
-	for _, id := range sortedTaskIDs(s.d.Tasks) {
-		if tk := s.d.Tasks[id]; tk.Kind == TaskReplicate || tk.Kind == TaskFetch {
-			pl.load[tk.Target]++
+	for target, ids := range p.taskIdx().byTarget {
+		for _, id := range ids {
+			if tk := s.d.Tasks[id]; tk.Kind == TaskReplicate || tk.Kind == TaskFetch {
+				pl.load[target]++
+			}
 		}
 	}
 	max := p.cfg().MaxIncomingReplicationsPerPeer

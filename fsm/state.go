@@ -301,6 +301,8 @@ type State struct {
 	copyCount map[string]int
 	// requests maps remembered request ids to their index; derived.
 	requests map[string]uint64
+	// ids caches the sorted bucket ids (bucketIDs); derived.
+	ids *idCache
 }
 
 // stateData is everything a snapshot holds. encoding/json writes struct
@@ -420,6 +422,7 @@ func (s *State) serving(peer string) bool {
 }
 
 func (s *State) rebuildDerived() {
+	s.ids = &idCache{}
 	s.primaryCount = map[string]map[string]int{}
 	s.copyCount = map[string]int{}
 	s.requests = map[string]uint64{}

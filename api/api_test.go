@@ -51,12 +51,12 @@ func TestRegisterValidate(t *testing.T) {
 }
 
 func TestCheckVersion(t *testing.T) {
-	for v := 0; v <= WireVersion; v++ {
+	for v := 0; v <= MaxWireVersion; v++ {
 		if err := CheckVersion("x", v); err != nil {
 			t.Fatalf("version %d refused: %v", v, err)
 		}
 	}
-	if err := CheckVersion("heartbeat", WireVersion+1); !bus.IsRemote(err, CodeVersion) {
+	if err := CheckVersion("heartbeat", MaxWireVersion+1); !bus.IsRemote(err, CodeVersion) {
 		t.Fatalf("newer version: %v, want %s", err, CodeVersion)
 	}
 }

@@ -85,10 +85,88 @@ func retry[T any](ctx context.Context, attempt func() (T, error)) (T, error) {
 	}
 }
 
-// Register registers the peer (or brings it back) with its inventory.
+// Register registers the peer (or brings it back) with its inventory. An
+// inventory whose message would not fit the bus's max payload is sent in
+// parts (Register.Parts); an upload a leader change broke
+// (CodeUploadIncomplete) is sent again whole, up to three times.
 func (c *ManagerClient) Register(ctx context.Context, r Register) (RegisterReply, error) {
 	r.V = WireVersion
-	return call[Register, RegisterReply](ctx, c, OpRegister, r)
+	r.Upload, r.Part, r.Parts = "", 0, 0
+	limit := registerBudget(c.nc)
+	whole, err := json.Marshal(r)
+	if err != nil {
+		return RegisterReply{}, fmt.Errorf("register: encode: %w", err)
+	}
+	if len(whole) <= limit || len(r.Inventory) < 2 {
+		return call[Register, RegisterReply](ctx, c, OpRegister, r)
+	}
+	parts, err := splitInventory(r, limit)
+	if err != nil {
+		return RegisterReply{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		upload := fmt.Sprintf("u%d%d", time.Now().UnixNano(), attempt)
+		var reply RegisterReply
+		for i, inv := range parts {
+			part := r
+			part.V, part.Upload, part.Part, part.Parts, part.Inventory = WireVersionParts, upload, i+1, len(parts), inv
+			reply, err = call[Register, RegisterReply](ctx, c, OpRegister, part)
+			if err != nil {
+				break
+			}
+		}
+		if err == nil && reply.Pending {
+			err = fmt.Errorf("register: the manager holds the last of %d parts but answered pending", len(parts))
+		}
+		if err == nil || !bus.IsRemote(err, CodeUploadIncomplete) || attempt == 3 || ctx.Err() != nil {
+			return reply, err
+		}
+	}
+}
+
+// registerBudget is the largest Register message sent whole: the bus's
+// max payload less room for the headers.
+func registerBudget(nc *nats.Conn) int {
+	limit := 1 << 20
+	if nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 {
+			limit = mp
+		}
+	}
+	return max(limit-8<<10, 4<<10)
+}
+
+// splitInventory cuts r's inventory into consecutive slices whose parts
+// each encode within limit bytes (entries are measured one by one, plus
+// the message's other fields).
+func splitInventory(r Register, limit int) ([][]Copy, error) {
+	head := r
+	head.Inventory, head.V, head.Upload, head.Part, head.Parts = nil, WireVersionParts, "u00000000000000000000000", MaxRegisterParts, MaxRegisterParts
+	hb, err := json.Marshal(head)
+	if err != nil {
+		return nil, fmt.Errorf("register: encode: %w", err)
+	}
+	var parts [][]Copy
+	start, size := 0, len(hb)
+	for i, cp := range r.Inventory {
+		b, err := json.Marshal(cp)
+		if err != nil {
+			return nil, fmt.Errorf("register: encode: %w", err)
+		}
+		if len(hb)+len(b)+1 > limit {
+			return nil, fmt.Errorf("register: inventory entry %s alone is %d bytes, over the bus's limit %d", cp.Bucket, len(b), limit)
+		}
+		if size+len(b)+1 > limit {
+			parts = append(parts, r.Inventory[start:i])
+			start, size = i, len(hb)
+		}
+		size += len(b) + 1
+	}
+	parts = append(parts, r.Inventory[start:])
+	if len(parts) > MaxRegisterParts {
+		return nil, fmt.Errorf("register: an inventory of %d copies needs %d parts, over %d", len(r.Inventory), len(parts), MaxRegisterParts)
+	}
+	return parts, nil
 }
 
 // Heartbeat sends one heartbeat.

@@ -32,7 +32,8 @@
 // # Versions and compatibility
 //
 // Every message carries V, the wire version of its type (WireVersion, now
-// 1). The rule: within one V, fields are only ever added, never renamed,
+// 1; a multi-part Register carries WireVersionParts, 2, and this build reads
+// up to MaxWireVersion, 2). The rule: within one V, fields are only ever added, never renamed,
 // retyped or given a new meaning; a receiver ignores fields it does not know
 // (plain encoding/json) and treats a missing field as its zero value, which
 // must always mean "not said" (so every addition has a zero value that is
@@ -42,6 +43,16 @@
 // sender that forgot to set it). Managers of one group may run two adjacent
 // versions during a rolling upgrade, so a manager answers in the version the
 // request carried when it still speaks it.
+//
+// # Sizes
+//
+// No message travels bigger than the bus's max payload (1 MiB by default):
+// generation tables stream (FetchGeneration, over a bus stream), and a
+// Register whose inventory would not fit one message is sent in parts
+// (Register.Parts; the manager registers the whole inventory in one FSM
+// command when the last part arrives, and refuses a last part it lacks
+// the others of with CodeUploadIncomplete, after which ManagerClient sends
+// the upload again).
 //
 // # Fixup delivery
 //

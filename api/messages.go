@@ -8,8 +8,12 @@ import (
 	"github.com/quarry-dev/quarry/fsm"
 )
 
-// WireVersion is the version of every message type of this package.
+// WireVersion is the version this build writes on every message type of
+// this package but a multi-part Register (WireVersionParts).
 const WireVersion = 1
+
+// MaxWireVersion is the newest version this build reads.
+const MaxWireVersion = WireVersionParts
 
 // Manager operations: the last token of <prefix>.mgr.<op>.
 const (
@@ -39,13 +43,16 @@ const (
 	// CodeRefused: the cluster state refuses the request (unknown peer, peer
 	// not up, unknown index, GUID in use, …); the message says which.
 	CodeRefused = "refused"
+	// CodeUploadIncomplete: the last part of a multi-part Register arrived
+	// at a manager that lacks an earlier part; send the upload again.
+	CodeUploadIncomplete = "upload_incomplete"
 )
 
 // CheckVersion refuses a message version newer than this build speaks; 0 is
 // read as 1.
 func CheckVersion(what string, v int) error {
-	if v > WireVersion {
-		return bus.Errorf(CodeVersion, "%s: wire version %d, this manager speaks up to %d", what, v, WireVersion)
+	if v > MaxWireVersion {
+		return bus.Errorf(CodeVersion, "%s: wire version %d, this manager speaks up to %d", what, v, MaxWireVersion)
 	}
 	return nil
 }
@@ -101,15 +108,40 @@ type Register struct {
 	// attributes as "http_addr" so search heads and tools find it.
 	HTTPAddr  string `json:"http_addr,omitempty"`
 	Inventory []Copy `json:"inventory"`
+	// Upload, Part and Parts split an inventory too large for one message
+	// (the bus's max payload, 1 MiB by default, holds about 3,000 copies)
+	// over Parts messages, numbered 1..Parts, that share Upload (an id the
+	// peer picks per attempt). Every part repeats the other fields; the
+	// manager keeps the parts and registers the peer, with the whole
+	// inventory in one FSM command, when the last one arrives (the earlier
+	// parts are answered with Pending). A manager that lacks a part (the
+	// leader changed during the upload) refuses the last one with
+	// CodeUploadIncomplete, and the peer sends the whole upload again. A
+	// multi-part message carries V = WireVersionParts, so a manager that
+	// predates parts refuses it instead of registering a partial inventory.
+	// Parts 0 or 1: the inventory is whole in this message.
+	Upload string `json:"upload,omitempty"`
+	Part   int    `json:"part,omitempty"`
+	Parts  int    `json:"parts,omitempty"`
 }
+
+// MaxRegisterParts bounds the parts of one register upload (at 1 MiB each,
+// 4 GiB of inventory: far more than any peer holds).
+const MaxRegisterParts = 4096
+
+// WireVersionParts is the wire version of a multi-part Register.
+const WireVersionParts = 2
 
 // RegisterReply answers Register.
 type RegisterReply struct {
 	V     int           `json:"v"`
 	State fsm.PeerState `json:"state"`
 	// Index is the Raft index that applied the registration.
-	Index  uint64     `json:"index"`
-	Config PeerConfig `json:"config"`
+	Index uint64 `json:"index"`
+	// Pending answers a part of a multi-part Register before the last:
+	// nothing is registered yet, and the other fields are empty.
+	Pending bool       `json:"pending,omitempty"`
+	Config  PeerConfig `json:"config"`
 	Status
 }
 
@@ -462,6 +494,19 @@ func (r Register) Validate() error {
 		if err := bus.ValidToken("site", r.Site); err != nil {
 			return fmt.Errorf("register: %w", err)
 		}
+	}
+	if r.Parts < 0 || r.Parts > MaxRegisterParts {
+		return fmt.Errorf("register %s: %d parts, want 0 to %d", r.Peer, r.Parts, MaxRegisterParts)
+	}
+	if r.Parts > 1 {
+		if err := bus.ValidToken("upload", r.Upload); err != nil {
+			return fmt.Errorf("register %s: %w", r.Peer, err)
+		}
+		if r.Part < 1 || r.Part > r.Parts {
+			return fmt.Errorf("register %s: part %d of %d", r.Peer, r.Part, r.Parts)
+		}
+	} else if r.Part > 1 || r.Upload != "" {
+		return fmt.Errorf("register %s: part %d and upload %q without parts", r.Peer, r.Part, r.Upload)
 	}
 	for i, c := range r.Inventory {
 		if c.Bucket == "" {

@@ -66,6 +66,8 @@ type Manager struct {
 
 	gens generationLog // recent generation changes, for the cluster page
 
+	uploads registerUploads // multi-part Register inventories being received (regupload.go)
+
 	leadMu sync.Mutex
 	term   leaderInfo // zero unless this manager's leader loops run
 

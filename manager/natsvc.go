@@ -288,6 +288,13 @@ func (m *Manager) natsRegister(ctx context.Context, r api.Register) (api.Registe
 	if err := r.Validate(); err != nil {
 		return api.RegisterReply{}, bus.Errorf(api.CodeBadRequest, "%v", err)
 	}
+	if r.Parts > 1 {
+		whole, done, err := m.uploads.add(r, m.cfg.Now())
+		if err != nil || !done {
+			return api.RegisterReply{V: api.WireVersion, Pending: err == nil}, err
+		}
+		r = whole
+	}
 	attrs := map[string]string{}
 	for k, v := range r.Attrs {
 		attrs[k] = v

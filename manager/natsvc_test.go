@@ -505,8 +505,8 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 
 	// Refusals: a newer wire version, a registration without a GUID.
 	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat)
-	if _, err := bus.Request[api.Heartbeat, api.HeartbeatReply](ctx, p1.nc, hbSubj, api.Heartbeat{V: api.WireVersion + 1, Peer: "p1"}); !bus.IsRemote(err, api.CodeVersion) {
-		t.Fatalf("heartbeat of wire version %d: %v, want %s", api.WireVersion+1, err, api.CodeVersion)
+	if _, err := bus.Request[api.Heartbeat, api.HeartbeatReply](ctx, p1.nc, hbSubj, api.Heartbeat{V: api.MaxWireVersion + 1, Peer: "p1"}); !bus.IsRemote(err, api.CodeVersion) {
+		t.Fatalf("heartbeat of wire version %d: %v, want %s", api.MaxWireVersion+1, err, api.CodeVersion)
 	}
 	if _, err := p1.cli.Register(ctx, api.Register{Peer: "p9"}); !bus.IsRemote(err, api.CodeBadRequest) {
 		t.Fatalf("register without guid: %v, want bad_request", err)

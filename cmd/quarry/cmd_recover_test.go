@@ -61,3 +61,43 @@ func TestManagerRebuildFlagsRefused(t *testing.T) {
 		t.Fatalf("argument: %v", err)
 	}
 }
+
+// TestReadmeQuorumLossCommandsParse: the `quarry manager recover` and
+// `quarry manager rebuild` lines of README "Quorum loss" parse as written
+// (every flag exists); they then fail only for the deployment they name
+// (no data dir here, no manager listening). What they do on a cluster is
+// integration/cluster_quorum_test.go's (the README names which test runs
+// which line).
+func TestReadmeQuorumLossCommandsParse(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Quorum loss\n")
+	if !ok {
+		t.Fatal("README has no Quorum loss section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	t.Setenv("QUARRY_MANAGER", "http://127.0.0.1:1")
+	t.Setenv("QUARRY_TIMEOUT", "1s")
+	n := 0
+	for _, line := range strings.Split(section, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if !strings.HasPrefix(line, "quarry manager recover ") && !strings.HasPrefix(line, "quarry manager rebuild") {
+			continue
+		}
+		n++
+		args := strings.Fields(line)
+		err := newApp().Run(args)
+		if err == nil {
+			t.Fatalf("%q succeeded with no deployment", line)
+		}
+		if strings.Contains(err.Error(), "flag provided but not defined") || strings.Contains(err.Error(), "invalid value") {
+			t.Fatalf("%q does not parse: %v", line, err)
+		}
+		t.Logf("%s → %v", line, err)
+	}
+	if n != 2 {
+		t.Fatalf("found %d recover/rebuild lines in README Quorum loss, want 2", n)
+	}
+}

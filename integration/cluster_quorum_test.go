@@ -27,8 +27,8 @@ import (
 // searchable exactly once, and a new manager joins the usual way.
 func TestClusterQuorumLossRecover(t *testing.T) {
 	cliBinary(t)
-	c := Start(t, Options{})
-	raws := searchIngest(t, c, "ql", 3000)
+	c := Start(t, Options{MaxHotBytes: 16 << 10}) // small buckets: many of them
+	raws := searchIngest(t, c, "ql", 6000)
 	buckets := bucketOrigins(c)
 	survivor, lost := "m1", []string{"m2", "m3"}
 	dir, addr := c.ManagerDataDir(survivor), c.ManagerRaftAddr(survivor)
@@ -66,7 +66,7 @@ func TestClusterQuorumLossRecover(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("recovered survivor leads %v after its restart", time.Since(start).Round(time.Millisecond))
+	t.Logf("%d buckets; recovered survivor leads %v after its restart", len(buckets), time.Since(start).Round(time.Millisecond))
 	if cf := m.Raft().GetConfiguration(); cf.Error() != nil || len(cf.Configuration().Servers) != 1 {
 		t.Fatalf("raft configuration after recovery: %+v %v, want the survivor alone", cf.Configuration(), cf.Error())
 	}
@@ -118,8 +118,8 @@ func TestClusterQuorumLossRecover(t *testing.T) {
 // every acknowledged event is searchable exactly once.
 func TestClusterRebuildFromInventories(t *testing.T) {
 	cliBinary(t)
-	c := Start(t, Options{})
-	raws := searchIngest(t, c, "rb", 3000)
+	c := Start(t, Options{MaxHotBytes: 16 << 10}) // small buckets: many of them
+	raws := searchIngest(t, c, "rb", 6000)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, origin := range []string{"site1-p2", "site2-p2"} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -323,6 +324,20 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 	// The majority is gone for good.
 	g.kill("m1")
 	g.kill("m2")
+	// A server that answers, but not with a status (plain HTTP to an HTTPS
+	// manager gets a 400): whether it leads is unknown, so refused too.
+	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Client sent an HTTP request to an HTTPS server.", http.StatusBadRequest)
+	}))
+	defer odd.Close()
+	oddOpts := recoverOpts(g.dirs[survivor], self)
+	oddOpts.Managers = []string{odd.URL}
+	if _, err := Recover(ctx, oddOpts); !errors.Is(err, ErrLeaderUnknown) {
+		t.Fatalf("recover with a manager answering 400: %v, want ErrLeaderUnknown", err)
+	}
+	if after := dirDigest(t, g.dirs[survivor]); after != before {
+		t.Fatalf("a refused recover changed the data dir:\n%s\n---\n%s", before, after)
+	}
 	rep, err := Recover(ctx, recoverOpts(g.dirs[survivor], self))
 	if err != nil {
 		t.Fatalf("recover: %v", err)

@@ -47,6 +47,10 @@ var (
 	// ErrLeaderReachable: a manager of the group reports a leader, so quorum
 	// is not lost; recovering would split the group.
 	ErrLeaderReachable = errors.New("a leader of the group is reachable")
+	// ErrLeaderUnknown: a manager answered, but not with its status (an
+	// HTTPS manager asked over http without --tls-ca, say), so whether it
+	// has a leader is unknown.
+	ErrLeaderUnknown = errors.New("a reachable manager did not say whether it has a leader")
 	// ErrBadMembers: --members is empty, malformed, repeats an id or an
 	// address, or does not include this manager.
 	ErrBadMembers = errors.New("bad member list")
@@ -273,7 +277,8 @@ func replayDataDir(mux *muxFSM, store *raftboltdb.BoltStore, snapStore *raft.Fil
 }
 
 // checkNoLeader asks each URL's /v1/status (one call each, in parallel,
-// opts.Timeout each) and refuses when any names a leader. An unreachable
+// opts.Timeout each) and refuses when any names a leader, or answers with
+// an HTTP error (it runs, but its answer says nothing). An unreachable
 // manager is what quorum loss looks like, so it is only reported.
 func checkNoLeader(ctx context.Context, urls []string, opts RecoverOptions, rep *RecoverReport) error {
 	type answer struct {
@@ -304,6 +309,10 @@ func checkNoLeader(ctx context.Context, urls []string, opts RecoverOptions, rep 
 	wg.Wait()
 	for _, a := range answers {
 		rep.Checked = append(rep.Checked, a.url)
+		var ae *APIError
+		if errors.As(a.err, &ae) {
+			return fmt.Errorf("%w: %s answered %v (an HTTPS manager needs --tls-ca)", ErrLeaderUnknown, a.url, ae)
+		}
 		if a.err != nil {
 			rep.Unreachable = append(rep.Unreachable, a.url)
 			continue

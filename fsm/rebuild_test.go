@@ -33,6 +33,9 @@ func TestRebuildFromInventories(t *testing.T) {
 	if !awaitsRebuild(h.b(b)) {
 		t.Fatal("copies of 3 and 5 blocks without a sealed length: not held")
 	}
+	if st := h.s.Status(); len(st.Fixups) != 1 || st.Fixups[0].Bucket != b || !strings.Contains(st.Fixups[0].Reason, "quarry manager rebuild") {
+		t.Fatalf("status fixups %+v: want %s waiting for the rebuild", st.Fixups, b)
+	}
 	for _, line := range h.plan(PlanInput{Now: h.now, LastHeartbeat: beats(h, "p2", "p3", "p4")}) {
 		if strings.Contains(line, " 7 ") { // describe names a bucket by its local id
 			t.Fatalf("planned %q for a bucket awaiting its rebuild seal", line)

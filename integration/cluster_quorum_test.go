@@ -202,6 +202,10 @@ func TestClusterRebuildFromInventories(t *testing.T) {
 		t.Fatal("nothing to seal after the refused rebuild")
 	}
 
+	// The bucket whose copies disagree says what it waits for.
+	if r := mustCLI(t, "cluster", "status", mgr, "--output", "json"); !strings.Contains(r.Stdout, "run quarry manager rebuild") {
+		t.Fatalf("cluster status before the rebuild does not name it: %s", r.Stdout)
+	}
 	r = mustCLI(t, "manager", "rebuild", mgr, tok, "--expect-peers", "6", "--output", "json")
 	var rv manager.RebuildView
 	if err := json.Unmarshal([]byte(r.Stdout), &rv); err != nil {

@@ -577,6 +577,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 				cp = &Copy{Peer: c.ID}
 				s.addCopy(b, cp)
 			}
+			s.adoptReported(ch, b, c, p, ci) // rebuild.go: a bucket rebuilt from inventories
 			if b.Hot && b.Origin == c.ID && !ci.Hot && ci.Blocks > 0 {
 				// The origin holds it warm: it rolled, and its report of the
 				// roll was lost (a leader change, a cut bus node). Its copy

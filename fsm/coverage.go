@@ -131,6 +131,9 @@ func (s *State) bucketProblem(b *Bucket) (Level, string, bool) {
 	if b.Hot && !s.originAlive(b) {
 		return LevelStreaming, fmt.Sprintf("hot bucket of %s origin %s, to seal", s.stateOf(b.Origin), b.Origin), true
 	}
+	if awaitsRebuild(b) {
+		return LevelStreaming, "rebuilt from inventories, copies of different lengths: run quarry manager rebuild once every peer is back", true
+	}
 	if minCopies := min(2, n.rfTotal); t.total < minCopies {
 		return LevelDataSafety, fmt.Sprintf("%d rawdata copies, fewer than %d", t.total, minCopies), true
 	}

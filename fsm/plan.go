@@ -270,8 +270,13 @@ func (p *planner) each(level func(b *Bucket)) {
 }
 
 // held reports a bucket with a copy on a Restarting peer: no fixup beyond
-// primaries until the peer returns or its restart_timeout passes.
+// primaries until the peer returns or its restart_timeout passes. Also a
+// bucket rebuilt from inventories whose copies disagree on their length:
+// it waits for the operator's rebuild seal (rebuild.go).
 func (p *planner) held(b *Bucket) bool {
+	if awaitsRebuild(b) {
+		return true
+	}
 	for _, peer := range sortedKeys(b.Copies) {
 		if p.sim.stateOf(peer) == StateRestarting {
 			return true

@@ -358,6 +358,7 @@ func TestProperties(t *testing.T) {
 				}
 				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
 					checkStreamingTask(t, m.s, c)
+					checkRebuildHeld(t, m.s, c)
 					if _, failed := m.apply(t, c).(error); failed {
 						t.Fatalf("planned %T %+v refused", c, c)
 					}
@@ -366,6 +367,85 @@ func TestProperties(t *testing.T) {
 			"finishTasks": func(t *rapid.T) {
 				for _, id := range sortedTaskIDs(m.s.d.Tasks) {
 					m.apply(t, &FixupDone{ID: id, Failed: rapid.IntRange(0, 4).Draw(t, "fail") == 0})
+				}
+			},
+			// Rebuild from inventories (rebuild.go): a peer reports buckets
+			// nobody knew, some of an origin that registers later ("late"),
+			// with random lengths; the operator's rebuild seals them.
+			"rebuildInventory": func(t *rapid.T) {
+				p := peer(t)
+				var inv []CopyInfo
+				seen := map[string]bool{}
+				for range rapid.IntRange(1, 3).Draw(t, "reported") {
+					origin := rapid.SampledFrom(append([]string{"late"}, m.peers...)).Draw(t, "origin")
+					id := BucketID("main", fmt.Sprintf("r%d", rapid.IntRange(0, 4).Draw(t, "rid")), guid(origin))
+					if seen[id] {
+						continue
+					}
+					seen[id] = true
+					n := int64(rapid.IntRange(0, 6).Draw(t, "blocks"))
+					inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Index: "main", Blocks: n, Events: 10 * n,
+						Earliest: 100 - n, Latest: 100 + n, Size: 1000 * n, Hot: origin == p && rapid.Bool().Draw(t, "hot")})
+				}
+				for _, id := range m.s.bucketIDs() {
+					if c, ok := m.s.d.Buckets[id].Copies[p]; ok && !seen[id] {
+						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
+					}
+				}
+				site := ""
+				if pp, ok := m.s.d.Peers[p]; ok {
+					site = pp.Site
+				}
+				if _, failed := m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now}).(error); failed {
+					return
+				}
+				for _, ci := range inv {
+					b, ok := m.s.d.Buckets[ci.Bucket]
+					if _, frozen := m.s.d.Frozen[ci.Bucket]; frozen {
+						continue
+					}
+					if !ok || b.Copies[p] == nil {
+						t.Fatalf("reported %s on %s is not in the table: %+v", ci.Bucket, p, b)
+					}
+					if !b.Hot && !b.Sealed && ci.Latest > b.Latest {
+						t.Fatalf("rebuilt %s: latest %d, a copy reported %d", b.ID, b.Latest, ci.Latest)
+					}
+				}
+			},
+			"lateOrigin": func(t *rapid.T) {
+				var inv []CopyInfo
+				for _, id := range m.s.bucketIDs() {
+					if _, _, g, _ := ParseBucketID(id); g == guid("late") && rapid.Bool().Draw(t, "holds") {
+						inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
+					}
+				}
+				site := ""
+				if m.s.d.Config.Multisite() {
+					site = m.s.d.Config.Sites[0]
+				}
+				if _, failed := m.apply(t, &RegisterPeer{ID: "late", GUID: guid("late"), Site: site, Inventory: inv, At: m.now}).(error); failed {
+					return
+				}
+				for _, ci := range inv {
+					if b, ok := m.s.d.Buckets[ci.Bucket]; ok && b.Origin != "late" {
+						t.Fatalf("bucket %s of late's guid has origin %q after late registered", b.ID, b.Origin)
+					}
+				}
+			},
+			"rebuildSeal": func(t *rapid.T) {
+				for _, seal := range m.s.RebuildSeals() {
+					if _, failed := m.apply(t, seal).(error); failed {
+						t.Fatalf("rebuild seal %+v refused", seal)
+					}
+					b := m.s.d.Buckets[seal.Bucket]
+					for _, peer := range sortedKeys(b.Copies) {
+						if c := b.Copies[peer]; c.known() && c.Blocks > b.Blocks {
+							t.Fatalf("rebuilt %s sealed at %d below %s's %d blocks", b.ID, b.Blocks, peer, c.Blocks)
+						}
+					}
+				}
+				if again := m.s.RebuildSeals(); len(again) > 0 {
+					t.Fatalf("rebuild seals left after applying them: %+v", again)
 				}
 			},
 			// Retention (frozen.go): a whole-bucket freeze, and a peer that
@@ -401,6 +481,19 @@ func TestProperties(t *testing.T) {
 			},
 		})
 	})
+}
+
+// checkRebuildHeld: a bucket rebuilt from inventories whose copies disagree
+// on their length gets no copy made and none removed before its rebuild
+// seal (it could remove or copy from a short copy).
+func checkRebuildHeld(t *rapid.T, s *State, c Command) {
+	x, ok := c.(*CreateFixup)
+	if !ok || (x.Kind != TaskReplicate && x.Kind != TaskRemoveCopy && x.Kind != TaskMakeSearchable) {
+		return
+	}
+	if b := s.d.Buckets[x.Bucket]; b != nil && awaitsRebuild(b) {
+		t.Fatalf("planned %+v for %s, which awaits its rebuild seal: %+v", x, b.ID, b)
+	}
 }
 
 // checkStreamingTask: a planned fetch goes to a copy of known length shorter

@@ -201,7 +201,7 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
-	switch k := g.r.IntN(22); k {
+	switch k := g.r.IntN(24); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")
 		if err != nil {
@@ -264,6 +264,28 @@ func (g *logGen) command(s *State) Command {
 	case 18:
 		n := int64(g.r.IntN(10))
 		return &CopyLength{ReqID: req, Bucket: bucket, Peer: holder, Blocks: n, LastChecksum: fmt.Sprintf("s%d", n)}
+	case 20:
+		// Rebuild from inventories: buckets nobody knew, some of an origin
+		// (p7) that registers only now and then, with random lengths.
+		if g.r.IntN(4) == 0 {
+			p = "p7"
+		}
+		var inv []CopyInfo
+		for i := range 1 + g.r.IntN(3) {
+			origin := g.pick(append([]string{"p7"}, peers...))
+			n := int64(g.r.IntN(7))
+			inv = append(inv, CopyInfo{Bucket: BucketID("main", fmt.Sprintf("r%d-%d", g.r.IntN(4), i), guid(origin)), Searchable: true,
+				Index: "main", Blocks: n, Events: 3 * n, Earliest: g.now.UnixNano() - n, Latest: g.now.UnixNano() + n, Size: 100 * n,
+				Hot: origin == p && g.r.IntN(2) == 0})
+		}
+		return &RegisterPeer{ReqID: req, ID: p, GUID: guid(p), Site: site(p), Inventory: inv, At: g.now}
+	case 21:
+		if seals := s.RebuildSeals(); len(seals) > 0 {
+			c := seals[g.r.IntN(len(seals))]
+			c.ReqID = req
+			return c
+		}
+		return &RebalancePrimaries{ReqID: req}
 	default:
 		// The planner's next command, as a leader would propose it.
 		hb := map[string]time.Time{}

@@ -83,6 +83,8 @@ type Cluster struct {
 	Heads    map[string]*searchhead.Head
 	peerCfgs map[string]peer.Config
 	log      *slog.Logger
+	seed     fsm.Config             // the managers' bootstrap config
+	dataDir  func(id string) string // makes and names a node's data dir
 }
 
 // quietLogger drops records below warn, so -v output stays readable.
@@ -164,54 +166,8 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err := seed.Validate(); err != nil {
 		t.Fatalf("seed config: %v", err)
 	}
-	mgrSites := append(append([]string(nil), o.Sites...), "witness")
-	for i, site := range mgrSites[:3] {
-		id := fmt.Sprintf("m%d", i+1)
-		busSite := site
-		if c.Bus.Server(site) == nil {
-			busSite = o.Sites[0] // the witness uses the first site's bus node
-		}
-		cfg := manager.Config{
-			ID: id, Site: site, DataDir: dir(id), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			NATS: c.Bus.Server(busSite).ClientURL(), TargetTimeout: o.TargetTimeout,
-			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: log,
-			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
-			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
-			TLS: o.TLS,
-		}
-		if o.ManagerTweak != nil {
-			o.ManagerTweak(id, &cfg)
-		}
-		if i == 0 {
-			cfg.Bootstrap = []manager.Server{{ID: id, RaftAddr: "127.0.0.1:0"}}
-			cfg.Seed = &seed
-		} else {
-			cfg.Join = o.TLS.Scheme() + "://" + c.Managers["m1"].HTTPAddr()
-		}
-		m, err := manager.New(ctx, cfg)
-		if err != nil {
-			t.Fatalf("start manager %s: %v", id, err)
-		}
-		cfg.RaftAddr, cfg.HTTPAddr = m.RaftAddr(), m.HTTPAddr()
-		cfg.Bootstrap, cfg.Join = nil, ""
-		c.Managers[id], c.mgrCfgs[id] = m, cfg
-		if i == 0 {
-			c.WaitFor(20*time.Second, func() error {
-				if !m.IsLeader() {
-					return errors.New("m1 not leader yet")
-				}
-				return nil
-			})
-		}
-	}
-	c.WaitFor(30*time.Second, func() error {
-		for id, m := range c.Managers {
-			if n := len(m.Members()); n != 3 {
-				return fmt.Errorf("%s knows %d managers", id, n)
-			}
-		}
-		return nil
-	})
+	c.seed, c.dataDir = seed, dir
+	c.startManagers(ctx)
 	for _, site := range o.Sites {
 		for i := 1; i <= o.PeersPerSite; i++ {
 			id := fmt.Sprintf("%s-p%d", site, i)
@@ -231,6 +187,118 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	c.WaitPeersUp(c.PeerIDs()...)
 	return c
+}
+
+// startManagers starts the three managers (one per site and a witness) on
+// empty data directories: m1 bootstraps with the seed config, the others
+// join it; it waits until each knows all three.
+func (c *Cluster) startManagers(ctx context.Context) {
+	t, o, dir, seed := c.T, c.Opts, c.dataDir, c.seed
+	mgrSites := append(append([]string(nil), o.Sites...), "witness")
+	for i, site := range mgrSites[:3] {
+		id := fmt.Sprintf("m%d", i+1)
+		busSite := site
+		if c.Bus.Server(site) == nil {
+			busSite = o.Sites[0] // the witness uses the first site's bus node
+		}
+		cfg := manager.Config{
+			ID: id, Site: site, DataDir: dir(id), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			NATS: c.Bus.Server(busSite).ClientURL(), TargetTimeout: o.TargetTimeout,
+			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: c.log,
+			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
+			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
+			TLS: o.TLS,
+		}
+		if o.ManagerTweak != nil {
+			o.ManagerTweak(id, &cfg)
+		}
+		if i == 0 {
+			cfg.Bootstrap = []manager.Server{{ID: id, RaftAddr: "127.0.0.1:0"}}
+			cfg.Seed = &seed
+		} else {
+			cfg.Join = o.TLS.Scheme() + "://" + c.Managers["m1"].HTTPAddr()
+		}
+		m, err := manager.New(ctx, cfg)
+		if err != nil {
+			t.Fatalf("start manager %s: %v", id, err)
+		}
+		cfg.RaftAddr, cfg.HTTPAddr = m.RaftAddr(), m.HTTPAddr()
+		cfg.Bootstrap, cfg.Join = nil, ""
+		c.mu.Lock()
+		c.Managers[id], c.mgrCfgs[id] = m, cfg
+		c.mu.Unlock()
+		if i == 0 {
+			c.WaitFor(20*time.Second, func() error {
+				if !m.IsLeader() {
+					return errors.New("m1 not leader yet")
+				}
+				return nil
+			})
+		}
+	}
+	c.WaitFor(30*time.Second, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for id, m := range c.Managers {
+			if n := len(m.Members()); n != 3 {
+				return fmt.Errorf("%s knows %d managers", id, n)
+			}
+		}
+		return nil
+	})
+}
+
+// ManagerDataDir is manager id's data directory.
+func (c *Cluster) ManagerDataDir(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mgrCfgs[id].DataDir
+}
+
+// ManagerRaftAddr is manager id's Raft address (the port it bound first).
+func (c *Cluster) ManagerRaftAddr(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mgrCfgs[id].RaftAddr
+}
+
+// RestartManager starts stopped manager id again from its data directory,
+// with the config of its first start (no bootstrap, no join).
+func (c *Cluster) RestartManager(id string) *manager.Manager {
+	c.T.Helper()
+	c.mu.Lock()
+	cfg := c.mgrCfgs[id]
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := manager.New(ctx, cfg)
+	if err != nil {
+		c.T.Fatalf("restart manager %s: %v", id, err)
+	}
+	c.mu.Lock()
+	c.Managers[id] = m
+	c.mu.Unlock()
+	return m
+}
+
+// ReplaceManagers simulates the loss of every manager's data: it stops the
+// running managers, deletes their data directories and starts three fresh
+// managers as Start does (m1 bootstraps with the same seed config). The
+// peers keep running and re-register when the new leader asks them to.
+func (c *Cluster) ReplaceManagers() {
+	c.T.Helper()
+	c.mu.Lock()
+	ids := sortedKeys(c.mgrCfgs)
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.KillManager(id)
+		if err := os.RemoveAll(c.ManagerDataDir(id)); err != nil {
+			c.T.Fatalf("remove manager %s's data: %v", id, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.startManagers(ctx)
 }
 
 // HTTPClient is an HTTP client that verifies the harness's servers (with

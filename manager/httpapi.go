@@ -57,6 +57,7 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/v1/peers/{id}/detention", m.write(m.handleDetention))
 	mux.HandleFunc("/v1/maintenance", m.write(m.handleMaintenance))
 	mux.HandleFunc("/v1/rebalance", m.write(m.handleRebalance))
+	mux.HandleFunc("/v1/rebuild", m.write(m.handleRebuild)) // rebuild.go, after every manager's data was lost
 	mux.Handle("/metrics", m.metricsHandler())
 	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,

@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -291,13 +293,58 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 		return nil
 	})
 	survivor := "m3"
+	self := []Server{{ID: survivor, RaftAddr: g.cfgs[survivor].RaftAddr}}
+	ctx := context.Background()
+	recoverOpts := func(dir string, members []Server) RecoverOptions {
+		return RecoverOptions{ID: survivor, DataDir: dir, Members: members, Timeout: 500 * time.Millisecond}
+	}
+	// Refusals, each changing nothing in the data directory.
+	empty := t.TempDir()
+	if _, err := Recover(ctx, recoverOpts(empty, self)); !errors.Is(err, ErrNoRaftState) {
+		t.Fatalf("recover an empty dir: %v, want ErrNoRaftState", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Fatalf("recover of an empty dir created %v", ents)
+	}
+	if _, err := Recover(ctx, recoverOpts(g.dirs[survivor], self)); !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("recover while the manager runs: %v, want ErrDataDirInUse", err)
+	}
+	g.kill(survivor)
+	before := dirDigest(t, g.dirs[survivor])
+	if _, err := Recover(ctx, recoverOpts(g.dirs[survivor], []Server{{ID: "m1", RaftAddr: g.cfgs["m1"].RaftAddr}})); !errors.Is(err, ErrBadMembers) {
+		t.Fatalf("recover with members without --id: %v, want ErrBadMembers", err)
+	}
+	// m1 and m2 still have quorum: the member table names them, they answer.
+	if _, err := Recover(ctx, recoverOpts(g.dirs[survivor], self)); !errors.Is(err, ErrLeaderReachable) {
+		t.Fatalf("recover while a leader is reachable: %v, want ErrLeaderReachable", err)
+	}
+	if after := dirDigest(t, g.dirs[survivor]); after != before {
+		t.Fatalf("a refused recover changed the data dir:\n%s\n---\n%s", before, after)
+	}
+	// The majority is gone for good.
 	g.kill("m1")
 	g.kill("m2")
-	g.kill(survivor)
-	peers := fmt.Sprintf(`[{"id": %q, "address": %q, "non_voter": false}]`, survivor, g.cfgs[survivor].RaftAddr)
+	// A server that answers, but not with a status (plain HTTP to an HTTPS
+	// manager gets a 400): whether it leads is unknown, so refused too.
+	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Client sent an HTTP request to an HTTPS server.", http.StatusBadRequest)
+	}))
+	defer odd.Close()
+	oddOpts := recoverOpts(g.dirs[survivor], self)
+	oddOpts.Managers = []string{odd.URL}
+	if _, err := Recover(ctx, oddOpts); !errors.Is(err, ErrLeaderUnknown) {
+		t.Fatalf("recover with a manager answering 400: %v, want ErrLeaderUnknown", err)
+	}
+	if after := dirDigest(t, g.dirs[survivor]); after != before {
+		t.Fatalf("a refused recover changed the data dir:\n%s\n---\n%s", before, after)
+	}
+	rep, err := Recover(ctx, recoverOpts(g.dirs[survivor], self))
+	if err != nil {
+		t.Fatalf("recover: %v", err)
+	}
 	path := filepath.Join(g.dirs[survivor], raftDirName, peersFileName)
-	if err := os.WriteFile(path, []byte(peers), 0o600); err != nil {
-		t.Fatal(err)
+	if rep.PeersFile != path || len(rep.Configured) != 3 || len(rep.Checked) != 2 || len(rep.Unreachable) != 2 {
+		t.Fatalf("recover report %+v", rep)
 	}
 	m := g.restart(survivor)
 	waitFor(t, 10*time.Second, func() error {
@@ -317,6 +364,27 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 	if err := cf.Error(); err != nil || len(cf.Configuration().Servers) != 1 {
 		t.Fatalf("configuration after recovery: %+v %v, want the survivor alone", cf.Configuration(), err)
 	}
+}
+
+// dirDigest lists every file under dir with its size and content hash.
+func dirDigest(t testing.TB, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d %x\n", strings.TrimPrefix(path, dir), len(data), sha256.Sum256(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // The grace rule with a fake clock: a new leader declares nobody Down

@@ -40,8 +40,11 @@ With existing state it restarts from the data directory and ignores both.
 The cluster config flags (--sites … --index) seed the config the first leader
 commits after bootstrap; they are ignored on later starts and on joining managers.
 
-Recovery after losing quorum: stop the survivors, write DATA_DIR/raft/peers.json
-(the same member list on each), start them again; see manager/DESIGN.md.`,
+Quorum lost for good (README "Quorum loss"): stop the survivors, run
+'quarry manager recover --id … --data-dir … --members m1=host:port,…' on each (the
+same member list everywhere), start them again. Every manager's data lost: start
+fresh managers, let the peers re-register, then 'quarry manager rebuild'.`,
+		Subcommands: managerSubcommands(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "manager id, unique in the group (the Raft server id)", EnvVars: envVars("id")},
 			&cli.StringFlag{Name: "site", Usage: "the failure domain this manager lives in", Value: "site1", EnvVars: envVars("site")},

@@ -294,6 +294,15 @@ const (
 	// EventTargetCaughtUp: a lagging Target holds every durable block
 	// again → fsm.CopyShort (not short). Ignored once the bucket is sealed.
 	EventTargetCaughtUp BucketEventKind = "target_caught_up"
+	// EventExtendSeal: Peer's copy of a sealed bucket is longer than the
+	// sealed length SealedBlocks (checksum SealedChecksum) and its block
+	// SealedBlocks-1 carries that checksum, so it is the sealed copy plus
+	// Blocks-SealedBlocks blocks of the same origin (blocks a cut-off
+	// origin may have acknowledged on it): the seal moves to Blocks,
+	// LastBlockChecksum (Earliest, Latest, Bytes, Events of the copy) →
+	// fsm.ExtendSeal. Refused when the bucket is no longer sealed at
+	// SealedBlocks.
+	EventExtendSeal BucketEventKind = "extend_seal"
 )
 
 // BucketEvent is <prefix>.mgr.bucket.
@@ -312,6 +321,10 @@ type BucketEvent struct {
 	Blocks            int64           `json:"blocks,omitempty"`
 	LastBlockChecksum string          `json:"last_block_checksum,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
+	// SealedBlocks and SealedChecksum: the sealed length an extend_seal
+	// was verified against.
+	SealedBlocks   int64  `json:"sealed_blocks,omitempty"`
+	SealedChecksum string `json:"sealed_checksum,omitempty"`
 }
 
 // BucketEventReply answers BucketEvent. Index is the Raft index that

@@ -28,6 +28,7 @@ func init() {
 	register(CmdMarkCorrupt, "mark_corrupt", (*State).applyMarkCorrupt)
 	register(CmdCopyLength, "copy_length", (*State).applyCopyLength)
 	register(CmdCopyShort, "copy_short", (*State).applyCopyShort)
+	register(CmdExtendSeal, "extend_seal", (*State).applyExtendSeal)
 }
 
 // change tracks what one entry changed, so the generation rule is applied
@@ -1081,6 +1082,53 @@ func (s *State) applyCopyLength(idx uint64, c *CopyLength) (any, error) {
 			}
 		}
 	}
+	return nil, nil
+}
+
+func (s *State) applyExtendSeal(idx uint64, c *ExtendSeal) (any, error) {
+	b, cp, err := s.copyOf(c.Bucket, c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Sealed {
+		return nil, fmt.Errorf("%w: extend %q from %s", ErrNotSealed, c.Bucket, c.Peer)
+	}
+	if c.From <= 0 || c.FromChecksum == "" || c.Blocks <= c.From || c.LastChecksum == "" {
+		return nil, fmt.Errorf("extend %q from %s: %d blocks (checksum %q) from %d (checksum %q): a longer length and both checksums are required",
+			c.Bucket, c.Peer, c.Blocks, c.LastChecksum, c.From, c.FromChecksum)
+	}
+	if b.Blocks != c.From || b.LastChecksum != c.FromChecksum {
+		return nil, fmt.Errorf("%w: extend %q from %d blocks (checksum %q): sealed at %d (checksum %q)",
+			ErrSealMoved, c.Bucket, c.From, c.FromChecksum, b.Blocks, b.LastChecksum)
+	}
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() {
+		b.Blocks, b.LastChecksum = c.Blocks, c.LastChecksum
+		if c.Latest != 0 || c.Earliest != 0 {
+			b.Earliest, b.Latest = c.Earliest, c.Latest
+		}
+		if c.Size != 0 {
+			b.Size = c.Size
+		}
+		if c.Events != 0 {
+			b.Events = c.Events
+		}
+		cp.setLength(c.Blocks, c.LastChecksum)
+		cp.Short = false
+	})
+	s.bucketChanged(ch, b)
+	// The bucket's fetch and truncate tasks were computed for the old
+	// length (a fetch's FixupDone would record the new one): closed here;
+	// the planner opens what the new length needs.
+	for _, id := range sortedTaskIDs(s.d.Tasks) {
+		if t := s.d.Tasks[id]; t.Bucket == b.ID && (t.Kind == TaskFetch || t.Kind == TaskTruncate) {
+			delete(s.d.Tasks, id)
+		}
+	}
+	// Searches may have used the bucket at the old length: a new
+	// generation, even where no primary had to move (rule 1, amended).
+	ch.moved = true
+	s.commit(ch)
 	return nil, nil
 }
 

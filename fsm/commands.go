@@ -32,6 +32,7 @@ const (
 	CmdCopyLength
 	CmdCopyShort
 	CmdSetDetention
+	CmdExtendSeal
 )
 
 // bodyVersion is the version byte written after the type byte of a command
@@ -331,6 +332,36 @@ type CopyLength struct {
 	LastChecksum string `json:"last_checksum,omitempty"`
 }
 
+// ExtendSeal moves a sealed bucket's length forward to a copy that came
+// back longer than the seal (SPEC §4, fsm/DESIGN.md "Extending a seal"):
+// a copy that could have counted toward an acknowledgement while the
+// managers could not reach it (its site cut off) holds blocks the seal
+// lacks. Its peer checked that the copy's block From-1 carries the sealed
+// checksum FromChecksum — the copy is the sealed copy plus more blocks of
+// the same origin — so instead of being truncated the copy becomes the
+// sealed length: Blocks blocks, its last block's checksum LastChecksum.
+// Refused (ErrSealMoved) unless the bucket is still sealed at exactly
+// (From, FromChecksum), so two longer copies racing cannot both extend
+// from the same seal, and one verified against an older seal must verify
+// again. The shorter copies then fetch the rest; the open fetch and
+// truncate tasks of the bucket, computed for the old length, are closed
+// in the same entry, and a new generation begins (searches that used the
+// bucket at the old length see the new blocks exactly once, from the
+// primaries chosen now).
+type ExtendSeal struct {
+	ReqID
+	Bucket       string `json:"bucket"`
+	Peer         string `json:"peer"`
+	From         int64  `json:"from"`
+	FromChecksum string `json:"from_checksum"`
+	Blocks       int64  `json:"blocks"`
+	LastChecksum string `json:"last_checksum"`
+	Earliest     int64  `json:"earliest,omitempty"`
+	Latest       int64  `json:"latest,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+	Events       int64  `json:"events,omitempty"`
+}
+
 // CreateFixup records a fixup task; its id is this entry's Raft index.
 type CreateFixup struct {
 	ReqID
@@ -421,3 +452,4 @@ func (PeerOffline) Type() CommandType        { return CmdPeerOffline }
 func (MarkCorrupt) Type() CommandType        { return CmdMarkCorrupt }
 func (CopyLength) Type() CommandType         { return CmdCopyLength }
 func (CopyShort) Type() CommandType          { return CmdCopyShort }
+func (ExtendSeal) Type() CommandType         { return CmdExtendSeal }

@@ -51,6 +51,15 @@ func (m *model) checkGeneration(t *rapid.T, before *State, c Command) {
 			moved = true
 		}
 	}
+	if x, ok := c.(*ExtendSeal); ok {
+		// A seal extended under searches that used the old length starts
+		// a generation even where no primary had to move (rule 1, as
+		// amended for ExtendSeal).
+		if b0, ok := before.d.Buckets[x.Bucket]; ok && b0.Sealed && b0.Blocks == x.From && b0.LastChecksum == x.FromChecksum &&
+			m.s.d.Buckets[x.Bucket].Blocks == x.Blocks && x.Blocks > x.From {
+			moved = true
+		}
+	}
 	changed := before.d.Generation != m.s.d.Generation
 	if moved != changed {
 		t.Fatalf("%T: primaries/serving set changed=%v but generation changed=%v (%d -> %d)", c, moved, changed, before.d.Generation, m.s.d.Generation)
@@ -285,6 +294,39 @@ func TestProperties(t *testing.T) {
 								}
 							}
 						}
+					}
+				}
+			},
+			"extend": func(t *rapid.T) {
+				// A longer copy extends the seal: from the committed seal,
+				// or from a stale one (refused, ErrSealMoved).
+				b, ok := bucket(t)
+				if !ok || len(b.Copies) == 0 {
+					return
+				}
+				p := rapid.SampledFrom(sortedKeys(b.Copies)).Draw(t, "holder")
+				from, sum := b.Blocks, b.LastChecksum
+				stale := rapid.IntRange(0, 3).Draw(t, "stale") == 0
+				if stale {
+					from, sum = from+1, fmt.Sprintf("c%d", from+1)
+				}
+				n := from + int64(rapid.IntRange(1, 5).Draw(t, "more"))
+				sealed := b.Sealed
+				r := m.apply(t, &ExtendSeal{Bucket: b.ID, Peer: p, From: from, FromChecksum: sum, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+				_, failed := r.(error)
+				if want := sealed && !stale && from > 0 && sum != ""; failed == want {
+					t.Fatalf("extend %s from %d (%q) to %d: refused=%v (%v), want refused=%v", b.ID, from, sum, n, failed, r, !want)
+				}
+				if failed {
+					return
+				}
+				nb := m.s.d.Buckets[b.ID]
+				if nb.Blocks != n || !nb.Copies[p].atSealed(nb) || m.s.d.Generation != m.idx {
+					t.Fatalf("after the extension: bucket %+v, copy %+v, generation %d at %d", nb, nb.Copies[p], m.s.d.Generation, m.idx)
+				}
+				for _, tk := range m.s.d.Tasks {
+					if tk.Bucket == b.ID && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
+						t.Fatalf("task %+v open after the extension", tk)
 					}
 				}
 			},

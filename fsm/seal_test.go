@@ -309,3 +309,109 @@ func TestShortCopyNeverPrimary(t *testing.T) {
 	h.must(&CopyLength{Bucket: b2, Peer: "b2", Blocks: 4, LastChecksum: "c4"})
 	h.wantPrimary(b2, "site2", "b2")
 }
+
+// TestExtendSeal follows issue 9 item 5 through the FSM: origin p1 and its
+// target p3 are cut off together; p1 acknowledged blocks 6 and 7 on itself
+// and p3 after its other target p2 left the set. The managers reach only
+// p2 and seal at its 5 blocks. After the heal p1 and p3 return with 7
+// blocks each: the planner opens a truncate for both (a longer copy); p1,
+// whose block 5 carries the sealed checksum, extends the seal instead of
+// truncating. The entry closes both truncates, starts a generation, makes
+// p1 the sealed length; p3, at 7 blocks too, is at the sealed length; p2
+// (5 < 7) fetches from p1, and once it reports 7 nothing is left to do.
+func TestExtendSeal(t *testing.T) {
+	h, b := sealCluster(t)
+	h.must(&PeerDown{ID: "p3", At: h.now})
+	h.must(sealAt(b, lengths("p2", 5)))
+	h.wantPrimary(b, DefaultSite, "p2")
+	for _, p := range []string{"p1", "p3"} {
+		h.must(&RegisterPeer{ID: p, GUID: guid(p), At: h.now,
+			Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
+	}
+	now := h.now.Add(time.Minute)
+	in := PlanInput{Now: now, LastHeartbeat: alive(h, now)}
+	h.wantPlan(in, "streaming truncate h p1", "streaming truncate h p3")
+
+	// Refused, changing nothing: not from the committed seal, not longer,
+	// without checksums, an unknown copy, a bucket not sealed.
+	ext := func(peer string, from int64, fromSum string, blocks int64, sum string) *ExtendSeal {
+		return &ExtendSeal{Bucket: b, Peer: peer, From: from, FromChecksum: fromSum, Blocks: blocks, LastChecksum: sum,
+			Earliest: 1, Latest: 9, Size: 700, Events: 70}
+	}
+	h.refuse(ext("p1", 4, "c4", 7, "c7"), ErrSealMoved)
+	h.refuse(ext("p1", 5, "x5", 7, "c7"), ErrSealMoved)
+	h.refuse(ext("p1", 5, "c5", 5, "c5"), nil)
+	h.refuse(ext("p1", 5, "", 7, "c7"), nil)
+	h.refuse(ext("p1", 5, "c5", 7, ""), nil)
+	h.refuse(ext("p9", 5, "c5", 7, "c7"), ErrUnknownCopy)
+	hot := h.bucket("k", "p1", "p2", true, "p3", true)
+	h.refuse(&ExtendSeal{Bucket: hot, Peer: "p1", From: 5, FromChecksum: "c5", Blocks: 7, LastChecksum: "c7"}, ErrNotSealed)
+
+	g0 := h.s.CurrentGeneration()
+	r := h.must(ext("p1", 5, "c5", 7, "c7"))
+	bb := h.b(b)
+	if bb.Blocks != 7 || bb.LastChecksum != "c7" || bb.Events != 70 || bb.Size != 700 || bb.Latest != 9 {
+		t.Fatalf("extended bucket %+v, want 7 blocks, c7, 70 events", bb)
+	}
+	if h.s.CurrentGeneration() == g0 || h.s.CurrentGeneration() != r.Index {
+		t.Fatalf("generation %d after the extension at %d (was %d): want a new one", h.s.CurrentGeneration(), r.Index, g0)
+	}
+	if c := bb.Copies["p1"]; !c.LengthKnown || c.Blocks != 7 || c.LastChecksum != "c7" {
+		t.Fatalf("extending copy %+v", c)
+	}
+	for _, tk := range h.s.Tasks() {
+		if tk.Bucket == b {
+			t.Fatalf("task %+v open after the extension", tk)
+		}
+	}
+	// p2 is short of the new length: no longer a primary.
+	if p := h.primary(b, DefaultSite); p == "p2" || !bb.Copies[p].atSealed(bb) {
+		t.Fatalf("primary %q after the extension, want a copy at 7 blocks", p)
+	}
+	// A second longer copy verified against the old seal: refused.
+	h.refuse(ext("p3", 5, "c5", 7, "c7"), ErrSealMoved)
+	// p3 is at the new length already; p2 fetches from p1 (checksum known).
+	h.wantPlan(in, "streaming fetch h p1->p2")
+	h.must(&CopyLength{Bucket: b, Peer: "p2", Blocks: 7, LastChecksum: "c7"})
+	if ids := taskIDs(h.s); len(ids) != 0 {
+		t.Fatalf("open tasks %v after p2 reported the extended length", ids)
+	}
+	h.wantPlan(in)
+
+	// An extension of an extension (a copy longer still, verified against
+	// the current seal) moves it again.
+	h.must(ext("p3", 7, "c7", 9, "c9"))
+	if bb := h.b(b); bb.Blocks != 9 {
+		t.Fatalf("sealed at %d, want 9", bb.Blocks)
+	}
+	h.wantPlan(in, "streaming fetch h p3->p1", "streaming fetch h p3->p2")
+}
+
+// TestExtendSealClosesStaleFetch: a fetch opened for the old length would,
+// done, record the new one for a copy that holds only the old: the
+// extension closes it, and the planner opens one for the new length.
+func TestExtendSealClosesStaleFetch(t *testing.T) {
+	h, b := sealCluster(t)
+	h.must(sealAt(b, lengths("p2", 3, "p3", 5)))
+	now := h.now.Add(time.Minute)
+	in := PlanInput{Now: now, LastHeartbeat: alive(h, now, "p1")}
+	h.wantPlan(in, "streaming fetch h p3->p2")
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now,
+		Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 8}}})
+	h.must(&ExtendSeal{Bucket: b, Peer: "p1", From: 5, FromChecksum: "c5", Blocks: 8, LastChecksum: "c8"})
+	if ids := taskIDs(h.s); len(ids) != 0 {
+		t.Fatalf("open tasks %v after the extension", ids)
+	}
+	in = PlanInput{Now: now, LastHeartbeat: alive(h, now)}
+	h.wantPlan(in, "streaming fetch h p1->p2", "streaming fetch h p1->p3")
+	for _, tk := range h.s.Tasks() {
+		if tk.Kind == TaskFetch {
+			h.must(&FixupDone{ID: tk.ID})
+		}
+	}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		if c := h.b(b).Copies[p]; !c.atSealed(h.b(b)) || c.Blocks != 8 {
+			t.Fatalf("copy %s: %+v, want 8 blocks", p, c)
+		}
+	}
+}

@@ -201,7 +201,7 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
-	switch k := g.r.IntN(24); k {
+	switch k := g.r.IntN(25); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")
 		if err != nil {
@@ -286,6 +286,20 @@ func (g *logGen) command(s *State) Command {
 			return c
 		}
 		return &RebalancePrimaries{ReqID: req}
+	case 22:
+		// A longer copy extending the seal: mostly from the committed
+		// seal, sometimes from a stale one (refused).
+		b, ok := s.d.Buckets[bucket]
+		if !ok {
+			return &ExtendSeal{ReqID: req, Bucket: bucket, Peer: holder, From: 1, FromChecksum: "s1", Blocks: 2, LastChecksum: "s2"}
+		}
+		from, sum := b.Blocks, b.LastChecksum
+		if g.r.IntN(4) == 0 {
+			from, sum = from+1, fmt.Sprintf("s%d", from+1)
+		}
+		n := from + int64(1+g.r.IntN(5))
+		return &ExtendSeal{ReqID: req, Bucket: bucket, Peer: holder, From: from, FromChecksum: sum, Blocks: n,
+			LastChecksum: fmt.Sprintf("s%d", n), Latest: g.now.UnixNano(), Events: 5 * n}
 	default:
 		// The planner's next command, as a leader would propose it.
 		hb := map[string]time.Time{}

@@ -72,6 +72,10 @@ var (
 	// ErrNotSealed: a copy length reported for a bucket whose length is not
 	// sealed.
 	ErrNotSealed = errors.New("bucket not sealed")
+	// ErrSealMoved: an ExtendSeal verified against a sealed length that is
+	// not the committed one (another copy extended it first, or it was
+	// never that); the copy must be checked against the current seal.
+	ErrSealMoved = errors.New("sealed length moved")
 	// ErrUnknownTask: FixupDone for a task id that is not open.
 	ErrUnknownTask = errors.New("unknown fixup task")
 	// ErrTaskExists: CreateFixup for work an open task already does.

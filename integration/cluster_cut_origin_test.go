@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 )
@@ -13,18 +12,15 @@ import (
 // acks while site2 is cut off from the managers' majority; whatever it
 // acknowledged must survive the heal.
 //
-// KNOWN DEFECT (issue 9, item 5), so skipped unless QUARRY_KNOWN_DEFECTS=1:
+// Issue 9, item 5 (measured 2026-12-02: 100 acknowledged events lost):
 // right after the cut the origin's site1 target leaves the set and a batch
 // is acknowledged on the origin and its site2 target; the managers then
 // seal the bucket from the one copy they reach (site1's, without that
-// batch), and after the heal the longer copies are truncated to the sealed
-// length — 100 acknowledged events lost (measured 2026-12-02). The seal
-// must include every copy that could have counted toward an ack, or a
-// longer copy with a matching prefix must extend the seal.
+// batch). After the heal the longer copies, whose block at the sealed
+// length carries the sealed checksum, extend the seal (fsm.ExtendSeal)
+// instead of being truncated, and the shorter copies fetch the rest
+// (fsm/DESIGN.md "Extending a seal").
 func TestClusterCutSiteOriginAcks(t *testing.T) {
-	if os.Getenv("QUARRY_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect (issue 9 item 5): acknowledged events of a cut-off origin lost at the seal; QUARRY_KNOWN_DEFECTS=1 runs it")
-	}
 	c := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -495,6 +495,13 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 		// it and, when it is the sealed length, closes the copy's open
 		// fetch/truncate task in the same entry.
 		cmd = &fsm.CopyLength{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Blocks: e.Blocks, LastChecksum: e.LastBlockChecksum}
+	case api.EventExtendSeal:
+		// A copy that returned longer than the seal, its prefix verified
+		// by its peer (fsm/DESIGN.md "Extending a seal").
+		cmd = &fsm.ExtendSeal{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, From: e.SealedBlocks, FromChecksum: e.SealedChecksum,
+			Blocks: e.Blocks, LastChecksum: e.LastBlockChecksum, Earliest: e.Earliest, Latest: e.Latest, Size: e.Bytes, Events: e.Events}
+		m.log.Info("a copy longer than the sealed length asks to extend the seal", "bucket", e.Bucket, "peer", e.Peer,
+			"sealed", e.SealedBlocks, "blocks", e.Blocks)
 	case api.EventTargetFailed, api.EventTargetLagging, api.EventTargetCaughtUp:
 		// Only the bucket's origin knows which blocks were acknowledged
 		// without a target; a copy the FSM does not hold (a replacement

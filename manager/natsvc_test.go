@@ -641,6 +641,27 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 			}
 		}
 	})
+	// p3's copy turns out longer, its prefix matching the seal: its
+	// extend_seal moves the seal (fsm.ExtendSeal); one verified against
+	// the old seal is refused and changes nothing.
+	gen := func() (g uint64) { l.Read(func(s *fsm.State) { g = s.CurrentGeneration() }); return g }
+	g0 := gen()
+	if _, err := p3.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "ext-1", Kind: api.EventExtendSeal, Bucket: hot, Peer: "p3",
+		SealedBlocks: 7, SealedChecksum: "c7", Blocks: 9, LastBlockChecksum: "c9", Events: 90}); err != nil {
+		t.Fatal(err)
+	}
+	l.Read(func(s *fsm.State) { blocks, cs = sealedOf(s, hot) })
+	if blocks != 9 || cs != "c9" || gen() == g0 {
+		t.Fatalf("after extend_seal: sealed at %d blocks, %q, generation %d (was %d); want 9, c9, a new one", blocks, cs, gen(), g0)
+	}
+	if _, err := p2.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "ext-2", Kind: api.EventExtendSeal, Bucket: hot, Peer: "p2",
+		SealedBlocks: 7, SealedChecksum: "c7", Blocks: 8, LastBlockChecksum: "c8"}); err == nil {
+		t.Fatal("an extend_seal from a stale seal was taken")
+	}
+	l.Read(func(s *fsm.State) { blocks, cs = sealedOf(s, hot) })
+	if blocks != 9 || cs != "c9" {
+		t.Fatalf("after a stale extend_seal: sealed at %d blocks, %q; want 9, c9", blocks, cs)
+	}
 }
 
 // testutilCounter reads the delivery counter of one outcome.

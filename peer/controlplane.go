@@ -119,6 +119,10 @@ type BucketEvent struct {
 	Latest       int64  `json:"latest,omitempty"`
 	Searchable   bool   `json:"searchable,omitempty"`
 	LastChecksum string `json:"last_checksum,omitempty"`
+	// SealedBlocks, SealedChecksum: the sealed length an "extend_seal"
+	// was verified against.
+	SealedBlocks   int    `json:"sealed_blocks,omitempty"`
+	SealedChecksum string `json:"sealed_checksum,omitempty"`
 }
 
 // HTTPControlPlane is a ControlPlane over the managers' HTTP API. It tries

@@ -43,6 +43,10 @@ type fixupRunner struct {
 	// (quarry_peer_restart_catchup_bytes_total) — replication of its own
 	// blocks, not fixup.
 	sentBytes, catchupBytes atomic.Int64
+	// divergent counts copies longer than their sealed length whose block
+	// at the sealed length did not match the seal, truncated
+	// (quarry_peer_seal_divergent_copies_total).
+	divergent atomic.Int64
 }
 
 // ErrNotReady: a task cannot run yet (the copy is still hot, the sealed
@@ -173,6 +177,10 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
 				break
 			}
+			var extended bool
+			if extended, err = f.extendSeal(c); extended || err != nil {
+				break
+			}
 			err = st.ReplicaRoll(tk.Bucket, int(c.SealedBlocks))
 			if errors.Is(err, store.ErrBucketState) {
 				// Our copy is warm, not a replica: cut it directly.
@@ -214,6 +222,48 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "bytes", res.Bytes)
 	}
 	return res, nil
+}
+
+// extendSeal runs before a truncate (SPEC §4, fsm/DESIGN.md "Extending a
+// seal"): a copy longer than the sealed length whose block at the sealed
+// length carries the sealed checksum is the sealed copy plus blocks of the
+// same origin — blocks a cut-off origin may have acknowledged on it — so
+// it asks the managers to move the seal to its length instead of cutting
+// them. It reports whether it did (the managers close the task with the
+// extension); false with no error when the copy diverges (it is then
+// truncated: logged, and counted in quarry_peer_seal_divergent_copies_total)
+// or is not longer. A refusal (the seal moved meanwhile) fails the task:
+// the planner opens another against the current seal.
+func (f *fixupRunner) extendSeal(tk FixupTask) (bool, error) {
+	st := f.p.store
+	sealed := int(tk.SealedBlocks)
+	if n, _, ok := st.Blocks(tk.Bucket); !ok || n <= sealed {
+		return false, nil
+	}
+	n, last, err := st.SealPrefix(tk.Bucket, sealed, tk.LastChecksum)
+	if errors.Is(err, store.ErrSealDiverged) {
+		f.divergent.Add(1)
+		f.p.log.Warn("copy diverges from the sealed length: truncated", "bucket", tk.Bucket, "blocks", n,
+			"sealed", sealed, "err", err)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ev := BucketEvent{Type: "extend_seal", Bucket: tk.Bucket, Peer: f.p.cfg.ID, Blocks: n, LastChecksum: last,
+		SealedBlocks: sealed, SealedChecksum: tk.LastChecksum}
+	for _, c := range st.Inventory() {
+		if c.ID == tk.Bucket {
+			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.cp.BucketEvent(ctx, ev); err != nil {
+		return true, fmt.Errorf("extend the seal of %s from %d to %d blocks: %w", tk.Bucket, sealed, n, err)
+	}
+	f.p.log.Info("copy longer than the sealed length extended the seal", "bucket", tk.Bucket, "sealed", sealed, "blocks", n)
+	return true, nil
 }
 
 // confirm checks a destructive task with the leader. A refusal is
@@ -285,6 +335,9 @@ func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int
 	nc := f.p.cl.nc
 	req := func(r repl.Request) (repl.Reply, error) {
 		r.V, r.Bucket, r.Index, r.Origin, r.Searchable = repl.Version, tk.Bucket, index, f.p.cfg.ID, tk.Searchable
+		if r.Op == repl.OpBlocks && limit > 0 {
+			r.Sealed = limit // the target's copy may be sealed shorter (an extended seal)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return bus.Request[repl.Request, repl.Reply](ctx, nc, subject, r)
@@ -353,6 +406,10 @@ func (f *fixupRunner) fetch(tk FixupTask, stop <-chan struct{}) (int64, error) {
 	}
 	subject, err := f.subject(tk.Source)
 	if err != nil {
+		return 0, err
+	}
+	// A copy sealed shorter than an extended seal takes the rest.
+	if err := st.ExtendTo(tk.Bucket, sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
 		return 0, err
 	}
 	var moved int64

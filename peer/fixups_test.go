@@ -28,6 +28,7 @@ type fakeCP struct {
 	results   map[uint64][]FixupResult
 	confirmed map[uint64]int
 	gate      chan struct{} // when set, Targets waits for it to close
+	events    []BucketEvent // the bucket events peers reported
 }
 
 func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
@@ -66,8 +67,26 @@ func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsRespon
 	}
 	return TargetsResponse{Bucket: fsm.BucketID(req.Index, req.LocalID, guid), TargetChoice: fsm.TargetChoice{Origin: req.Origin, Targets: f.targets[req.Origin]}}, nil
 }
-func (f *fakeCP) BucketEvent(ctx context.Context, ev BucketEvent) error { return nil }
-func (f *fakeCP) Maintenance(ctx context.Context) (bool, error)         { return false, nil }
+func (f *fakeCP) BucketEvent(ctx context.Context, ev BucketEvent) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, ev)
+	return nil
+}
+
+// eventsOf returns the reported bucket events of one type.
+func (f *fakeCP) eventsOf(typ string) []BucketEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []BucketEvent
+	for _, ev := range f.events {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+func (f *fakeCP) Maintenance(ctx context.Context) (bool, error) { return false, nil }
 func (f *fakeCP) Fixups(ctx context.Context, peer string) ([]FixupTask, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -289,29 +308,16 @@ func TestFixupTasksOnPeers(t *testing.T) {
 }
 
 // TestFixupSealAfterOriginDeath: three copies of a hot bucket whose origin
-// is gone hold 3, 5 and 7 blocks; with the bucket sealed at 5, the shorter
-// copy fetches the missing blocks from a longer one, the longer one is
-// truncated once confirmed, and all end warm with 5 blocks and one content
-// hash.
+// is gone hold 3, 5 and 7 blocks; with the bucket sealed at 5 (the managers
+// reached only the first two), the shorter copy fetches the missing blocks
+// from the one at 5; the longer one, whose block 4 carries the sealed
+// checksum, is not truncated once confirmed: it reports extend_seal to 7
+// blocks (SPEC §4, fsm.ExtendSeal). The managers then ask the copies
+// sealed at 5 to fetch up to 7, and all end warm with 7 blocks and one
+// content hash.
 func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp, ps := startFakeCluster(t, "p1", "p2", "p3")
-	// The dead origin: a store of its own, never a cluster member.
-	dead, err := store.Open(store.Options{Dir: t.TempDir(), GUID: "DEAD0000-0000-4000-8000-000000000000", BlockBytes: 2 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close()
-	if _, err := dead.Append(testEvents(2000, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	bucket := dead.Inventory()[0].ID
-	frames, _ := dead.ReadFrames(bucket, 0, 1<<30)
-	if len(frames) < 7 {
-		t.Fatalf("%d blocks, want ≥ 7", len(frames))
-	}
+	bucket, frames := deadOrigin(t, 7)
 	for id, n := range map[string]int{"p1": 3, "p2": 5, "p3": 7} {
 		if _, err := ps[id].Store().ReplicaAppend(bucket, "main", true, 0, frames[:n]); err != nil {
 			t.Fatal(err)
@@ -334,12 +340,42 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp.mu.Lock()
 	cp.confirm[202] = true
 	cp.mu.Unlock()
+	var ext BucketEvent
+	waitFor(t, 20*time.Second, func() error {
+		evs := cp.eventsOf("extend_seal")
+		if len(evs) == 0 {
+			return errors.New("no extend_seal reported")
+		}
+		ext = evs[0]
+		return nil
+	})
+	fullSum := ps["p3"].Store().LastChecksum(bucket, 7)
+	if ext.Bucket != bucket || ext.Peer != "p3" || ext.SealedBlocks != 5 || ext.SealedChecksum != sealedSum ||
+		ext.Blocks != 7 || ext.LastChecksum != fullSum || ext.Events == 0 {
+		t.Fatalf("extend_seal %+v, want p3 from 5 (%s) to 7 (%s)", ext, sealedSum, fullSum)
+	}
+	if c, _ := copyOf(ps["p3"], bucket); c.Blocks != 7 || c.State != "warm" {
+		t.Fatalf("p3's copy after the extension: %+v, want 7 blocks warm", c)
+	}
+	if n := ps["p3"].cl.fix.divergent.Load(); n != 0 {
+		t.Fatalf("%d divergent copies counted", n)
+	}
+	waitFor(t, 20*time.Second, func() error {
+		c, _ := copyOf(ps["p2"], bucket)
+		if c.State != "warm" || c.Blocks != 5 {
+			return fmt.Errorf("p2's copy %+v", c)
+		}
+		return nil
+	})
+	// The seal is at 7 now: the copies sealed warm at 5 fetch the rest.
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 204, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p1"}, SealedBlocks: 7, LastChecksum: fullSum})
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 205, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2"}, SealedBlocks: 7, LastChecksum: fullSum})
 	var hashes []string
 	waitFor(t, 20*time.Second, func() error {
 		hashes = hashes[:0]
 		for _, id := range []string{"p1", "p2", "p3"} {
 			c, _ := copyOf(ps[id], bucket)
-			if c.State != "warm" || c.Blocks != 5 {
+			if c.State != "warm" || c.Blocks != 7 {
 				return fmt.Errorf("%s's copy %+v", id, c)
 			}
 			hashes = append(hashes, c.ContentHash)
@@ -347,13 +383,92 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 		return nil
 	})
 	if hashes[0] != hashes[1] || hashes[1] != hashes[2] {
-		t.Fatalf("copies disagree after sealing: %v", hashes)
+		t.Fatalf("copies disagree after the extended seal: %v", hashes)
 	}
 	for _, id := range []string{"p1", "p2", "p3"} {
 		if err := ps[id].Store().Verify(bucket); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
+}
+
+// TestFixupTruncateDivergentCopy: a copy longer than the sealed length
+// whose block at the sealed length is not the sealed one (its blocks from
+// another writer) extends nothing: it is truncated to the sealed length
+// once confirmed, and counted as divergent.
+func TestFixupTruncateDivergentCopy(t *testing.T) {
+	cp, ps := startFakeCluster(t, "p1", "p2")
+	bucket, frames := deadOrigin(t, 7)
+	// Another writer's blocks under the same numbers: from another store
+	// whose events differ.
+	alt, err := store.Open(store.Options{Dir: t.TempDir(), GUID: "A1700000-0000-4000-8000-000000000000", BlockBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alt.Close()
+	if _, err := alt.Append(testEvents(2000, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := alt.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	altFrames, _ := alt.ReadFrames(alt.Inventory()[0].ID, 0, 1<<30)
+	if len(altFrames) < 7 {
+		t.Fatalf("%d blocks, want ≥ 7", len(altFrames))
+	}
+	if _, err := ps["p1"].Store().ReplicaAppend(bucket, "main", true, 0, frames[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps["p2"].Store().ReplicaAppend(bucket, "main", true, 0, frames[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps["p2"].Store().ReplicaAppend(bucket, "main", true, 4, altFrames[4:7]); err != nil {
+		t.Fatal(err)
+	}
+	sealedSum := ps["p1"].Store().LastChecksum(bucket, 5)
+	if ps["p2"].Store().LastChecksum(bucket, 5) == sealedSum {
+		t.Fatal("the divergent copy's block 4 matches the seal")
+	}
+	cp.addTask(FixupTask{Task: fsm.Task{ID: 301, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p2", Destructive: true}, SealedBlocks: 5, LastChecksum: sealedSum})
+	cp.mu.Lock()
+	cp.confirm[301] = true
+	cp.mu.Unlock()
+	waitFor(t, 20*time.Second, func() error {
+		c, _ := copyOf(ps["p2"], bucket)
+		if c.State != "warm" || c.Blocks != 5 {
+			return fmt.Errorf("p2's copy %+v", c)
+		}
+		return nil
+	})
+	if evs := cp.eventsOf("extend_seal"); len(evs) != 0 {
+		t.Fatalf("a divergent copy extended the seal: %+v", evs)
+	}
+	if n := ps["p2"].cl.fix.divergent.Load(); n != 1 {
+		t.Fatalf("%d divergent copies counted, want 1", n)
+	}
+}
+
+// deadOrigin writes at least n blocks of one bucket in a store that is no
+// cluster member (an origin that died) and returns the bucket and frames.
+func deadOrigin(t *testing.T, n int) (string, [][]byte) {
+	t.Helper()
+	dead, err := store.Open(store.Options{Dir: t.TempDir(), GUID: "DEAD0000-0000-4000-8000-000000000000", BlockBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if _, err := dead.Append(testEvents(2000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bucket := dead.Inventory()[0].ID
+	frames, _ := dead.ReadFrames(bucket, 0, 1<<30)
+	if len(frames) < n {
+		t.Fatalf("%d blocks, want ≥ %d", len(frames), n)
+	}
+	return bucket, frames
 }
 
 // waitFor polls cond until nil or d passes (internal tests' copy of the

@@ -114,6 +114,7 @@ var eventKinds = map[string]api.BucketEventKind{
 	"rolled": api.EventRolled, "target_failed": api.EventTargetFailed, "length": api.EventLength,
 	"target_lagging": api.EventTargetLagging, "target_caught_up": api.EventTargetCaughtUp,
 	"searchable": api.EventSearchable, "copy_added": api.EventCopyAdded, "copy_removed": api.EventCopyRemoved,
+	"extend_seal": api.EventExtendSeal,
 }
 
 func (c *NATSControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) error {
@@ -122,6 +123,9 @@ func (c *NATSControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) erro
 		return fmt.Errorf("bucket event %q: unknown type", ev.Type)
 	}
 	rid := fmt.Sprintf("%s-%s-%s-%d", ev.Type, ev.Bucket, ev.Peer, ev.Blocks)
+	if ev.SealedBlocks > 0 {
+		rid = fmt.Sprintf("%s-%s-%s-%d-%d", ev.Type, ev.Bucket, ev.Peer, ev.SealedBlocks, ev.Blocks)
+	}
 	if ev.Target != "" {
 		// A target can lag, catch up and lag again: each report is new
 		// (its retries share the id).
@@ -129,7 +133,8 @@ func (c *NATSControlPlane) BucketEvent(ctx context.Context, ev BucketEvent) erro
 	}
 	_, err := c.mc.BucketEvent(ctx, api.BucketEvent{RequestID: rid,
 		Kind: kind, Bucket: ev.Bucket, Peer: ev.Peer, Target: ev.Target, Searchable: ev.Searchable, Earliest: ev.Earliest,
-		Latest: ev.Latest, Bytes: ev.Size, Events: ev.Events, Blocks: int64(ev.Blocks), LastBlockChecksum: ev.LastChecksum})
+		Latest: ev.Latest, Bytes: ev.Size, Events: ev.Events, Blocks: int64(ev.Blocks), LastBlockChecksum: ev.LastChecksum,
+		SealedBlocks: int64(ev.SealedBlocks), SealedChecksum: ev.SealedChecksum})
 	return err
 }
 

@@ -263,6 +263,9 @@ func Start(cfg Config) (*Peer, error) {
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_restart_catchup_bytes_total",
 				Help: "Block bytes this peer sent, after a restart, to bring its hot buckets' replicas to its length."},
 				func() float64 { return float64(fix.catchupBytes.Load()) }))
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_seal_divergent_copies_total",
+				Help: "Copies longer than their bucket's sealed length whose block at the sealed length did not carry the sealed checksum, truncated instead of extending the seal."},
+				func() float64 { return float64(fix.divergent.Load()) }))
 		}
 		cfg.Tokens = toks
 		if err := bus.RegisterMetrics(reg); err != nil {

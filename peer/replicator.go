@@ -539,6 +539,12 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		if h := p.cfg.BeforeReplicaAppend; h != nil {
 			h(req.Bucket)
 		}
+		if req.Sealed > 0 {
+			// A fetch into a copy sealed shorter than an extended seal.
+			if err := p.store.ExtendTo(req.Bucket, req.Sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
+				return repl.Reply{Bucket: req.Bucket}, err
+			}
+		}
 		n, err := p.store.ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
 		if err != nil {
 			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err

@@ -34,6 +34,10 @@ type Request struct {
 	First      uint32   `json:"first,omitempty"`
 	Frames     [][]byte `json:"frames,omitempty"`
 	Blocks     int      `json:"blocks,omitempty"`
+	// Sealed (OpBlocks of a fetch task's push): the bucket's sealed
+	// length the frames fill the target's copy up to. A warm copy shorter
+	// than it — sealed before the managers extended the seal — takes them.
+	Sealed int `json:"sealed,omitempty"`
 }
 
 // Reply answers a Request: the blocks the target's copy holds durably

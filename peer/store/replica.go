@@ -430,6 +430,18 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 	if first > nb {
 		return nil // a gap: the answer says where to resume
 	}
+	if err := s.reopenHot(b); err != nil {
+		return err
+	}
+	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", nb)
+	return nil
+}
+
+// reopenHot turns a warm copy into a hot replica that ReplicaAppend
+// extends: meta.json goes first (durably), so on disk the copy is hot from
+// then on and a crash recovers it as one (rolled at open, at the blocks it
+// holds).
+func (s *Store) reopenHot(b *Bucket) error {
 	if err := os.Remove(filepath.Join(b.dir, metaFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -465,7 +477,88 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 	b.state, b.replica, b.contentHash, b.reopenable = StateHot, true, "", false
 	b.journalClosed = make(chan struct{})
 	b.meta = metaInfo{}
-	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", len(b.blocks))
+	return nil
+}
+
+// ErrSealDiverged: a copy longer than its bucket's sealed length whose
+// block at the sealed length does not carry the sealed checksum — it is
+// not the sealed copy plus more blocks, so its blocks past the seal cannot
+// extend it (the copies diverged; the longer one is truncated).
+var ErrSealDiverged = errors.New("copy diverges from the sealed length")
+
+// SealPrefix checks a copy longer than its bucket's sealed length (sealed
+// blocks, the last one's checksum sum) before the managers extend the seal
+// to it (SPEC §4, fsm.ExtendSeal): its block sealed-1 must carry sum, so
+// the copy is the sealed copy followed by more blocks of the same origin
+// (each block's CRC-32C covers its number and payload). Nothing is cut: a
+// hot replica is made warm at the blocks it holds (its origin rolled or is
+// gone), a warm copy stays as it is, and both take no block past that
+// length from then on. It answers the copy's length and last checksum —
+// the length the seal moves to. A copy at or below the sealed length
+// answers its length unchanged; an origin's own hot bucket is refused
+// (ErrBucketState: it rolls first); a mismatch or an unknown sealed
+// checksum is ErrSealDiverged, and the copy is left whole (truncating it is
+// the caller's decision).
+func (s *Store) SealPrefix(id string, sealed int, sum string) (int, string, error) {
+	b := s.bucket(id)
+	if b == nil {
+		return 0, "", fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	n, state, replica := len(b.blocks), b.state, b.replica
+	var got string
+	if sealed > 0 && sealed <= n {
+		got = fmt.Sprintf("%08x", b.blocks[sealed-1].crc)
+	}
+	b.mu.RUnlock()
+	if n <= sealed {
+		return n, s.LastChecksum(id, n), nil
+	}
+	if sealed <= 0 || sum == "" || got != sum {
+		return n, s.LastChecksum(id, n), fmt.Errorf("%w: %s block %d checksum %q, sealed at %d blocks with %q",
+			ErrSealDiverged, id, sealed-1, got, sealed, sum)
+	}
+	switch {
+	case state == StateHot && replica:
+		if err := s.ReplicaRoll(id, n); err != nil {
+			return n, "", err
+		}
+	case state == StateWarm:
+		b.mu.Lock()
+		b.reopenable = false // at its final length: the seal moves to it
+		b.mu.Unlock()
+	default:
+		return n, "", fmt.Errorf("%w: %s is %s here", ErrBucketState, id, state)
+	}
+	return n, s.LastChecksum(id, n), nil
+}
+
+// ExtendTo readies a warm copy shorter than its bucket's sealed length to
+// take the missing blocks (a fetch after the managers extended the seal,
+// fsm.ExtendSeal): it becomes a hot replica again, ReplicaAppend adds the
+// blocks, and ReplicaRoll(sealed) makes it warm at the new length. A hot
+// replica, or a copy already at least sealed blocks long, is left as it
+// is; a copy with a truncation pending is refused.
+func (s *Store) ExtendTo(id string, sealed int) error {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	b := s.bucket(id)
+	if b == nil {
+		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	state, replica, n, pending := b.state, b.replica, len(b.blocks), b.meta.PendingTruncate
+	b.mu.RUnlock()
+	if n >= sealed || state == StateHot && replica {
+		return nil
+	}
+	if state != StateWarm || pending >= 0 {
+		return fmt.Errorf("%w: %s is %s (pending truncate %d); it cannot take blocks to %d", ErrBucketState, id, state, pending, sealed)
+	}
+	if err := s.reopenHot(b); err != nil {
+		return err
+	}
+	s.log.Info("copy reopened to take the blocks of an extended seal", "bucket", id, "blocks", n, "sealed", sealed)
 	return nil
 }
 

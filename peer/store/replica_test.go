@@ -305,3 +305,87 @@ func hotReplica(t *testing.T, origin *Store) (target *Store, dir, guid, id strin
 	}
 	return target, dir, guid, id, frames
 }
+
+// TestSealExtensionDoesNotTruncate: a copy longer than its bucket's sealed
+// length whose block at the sealed length carries the sealed checksum (the
+// sealed copy plus more blocks of its origin, fsm.ExtendSeal) is checked by
+// SealPrefix without losing a block — a hot replica made warm at its own
+// length — and a copy that diverges is reported, still whole. The shorter,
+// sealed copy then takes the rest (ExtendTo, ReplicaAppend, ReplicaRoll)
+// and ends identical to the longer one.
+func TestSealExtensionDoesNotTruncate(t *testing.T) {
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	long, _, _, id, frames := hotReplica(t, origin)
+	defer long.Close()
+	n := len(frames)
+	if n < 3 {
+		t.Fatalf("want several blocks, got %d", n)
+	}
+	sealed := n / 2
+	short := mustOpen(t, Options{Dir: t.TempDir(), GUID: "C0000000-0000-4000-8000-000000000000", Searchable: true})
+	defer short.Close()
+	if _, err := short.ReplicaAppend(id, "main", true, 0, frames[:sealed]); err != nil {
+		t.Fatal(err)
+	}
+	if err := short.ReplicaRoll(id, sealed); err != nil {
+		t.Fatal(err)
+	}
+	sum := short.LastChecksum(id, sealed)
+	before := len(allEvents(t, long))
+
+	// Diverged (another checksum at the sealed length): refused, whole.
+	if _, _, err := long.SealPrefix(id, sealed, "00000000"); !errors.Is(err, ErrSealDiverged) {
+		t.Fatalf("mismatching prefix: %v, want ErrSealDiverged", err)
+	}
+	if _, _, err := long.SealPrefix(id, sealed, ""); !errors.Is(err, ErrSealDiverged) {
+		t.Fatalf("unknown sealed checksum: %v, want ErrSealDiverged", err)
+	}
+	if got, state, _ := long.Blocks(id); got != n || state != StateHot {
+		t.Fatalf("after the refusals: %d blocks %s, want %d hot", got, state, n)
+	}
+	// Matching: the length the seal moves to, nothing cut, warm.
+	got, last, err := long.SealPrefix(id, sealed, sum)
+	if err != nil || got != n || last != long.LastChecksum(id, n) || last == "" {
+		t.Fatalf("SealPrefix: %d %q %v; want %d blocks", got, last, err, n)
+	}
+	if b, state, _ := long.Blocks(id); b != n || state != StateWarm {
+		t.Fatalf("extending copy: %d blocks %s, want %d warm", b, state, n)
+	}
+	if after := len(allEvents(t, long)); after != before || after != 1000 {
+		t.Fatalf("extending copy holds %d events, had %d", after, before)
+	}
+	// Again (a retried task): the same answer.
+	if got, _, err := long.SealPrefix(id, sealed, sum); err != nil || got != n {
+		t.Fatalf("second SealPrefix: %d, %v", got, err)
+	}
+	// At or under the seal: its length, nothing to check.
+	if got, _, err := short.SealPrefix(id, sealed, sum); err != nil || got != sealed {
+		t.Fatalf("SealPrefix at the seal: %d, %v", got, err)
+	}
+
+	// The sealed copy fills up to the extended length.
+	if _, err := short.ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err == nil {
+		t.Fatal("a sealed copy took blocks before ExtendTo")
+	}
+	if err := short.ExtendTo(id, n); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := short.ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err != nil || int(got) != n {
+		t.Fatalf("append after ExtendTo: %d, %v", got, err)
+	}
+	if err := short.ReplicaRoll(id, n); err != nil {
+		t.Fatal(err)
+	}
+	li, si := long.Inventory()[0], short.Inventory()[0]
+	if li.ContentHash != si.ContentHash || si.Events != 1000 || si.State != "warm" || si.Blocks != n {
+		t.Fatalf("copies differ: long %+v short %+v", li, si)
+	}
+	if got := len(allEvents(t, short)); got != 1000 {
+		t.Fatalf("extended copy: %d events searchable, want 1000", got)
+	}
+	// At its length now: ExtendTo is a no-op, the copy takes no more.
+	if err := short.ExtendTo(id, n); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -308,11 +308,8 @@ func (s *State) reassign(ch *change, b *Bucket) {
 // reassignPeer recomputes the primaries of every bucket with a copy on peer,
 // in bucket-id order.
 func (s *State) reassignPeer(ch *change, peer string) {
-	for _, id := range s.bucketIDs() {
-		b := s.d.Buckets[id]
-		if _, ok := b.Copies[peer]; ok {
-			s.reassign(ch, b)
-		}
+	for _, id := range s.bucketsOn(peer) {
+		s.reassign(ch, s.d.Buckets[id])
 	}
 }
 
@@ -365,6 +362,11 @@ func (s *State) mutateBucket(ch *change, b *Bucket, fn func()) {
 }
 
 func (s *State) addCopy(b *Bucket, c *Copy) {
+	if _, ok := b.Copies[c.Peer]; !ok {
+		if ci := s.ownCopyIndex(); ci != nil {
+			ci.add(c.Peer, b.ID)
+		}
+	}
 	b.Copies[c.Peer] = c
 	s.copyCount[c.Peer]++
 }
@@ -373,11 +375,62 @@ func (s *State) dropCopy(b *Bucket, peer string) {
 	if _, ok := b.Copies[peer]; !ok {
 		return
 	}
+	if ci := s.ownCopyIndex(); ci != nil {
+		delete(ci.m[peer], b.ID)
+	}
 	delete(b.Copies, peer)
 	s.copyCount[peer]--
 	if s.copyCount[peer] == 0 {
 		delete(s.copyCount, peer)
 	}
+}
+
+// copyIndex maps a peer to the ids of the buckets it holds a copy of
+// (derived state), so a peer's state change recomputes the primaries of
+// its buckets without looking at every bucket (at a million buckets that
+// scan was most of a generation change: fsm/scale_test.go). It is built on
+// first use by a write path (bucketsOn) and kept by addCopy and dropCopy,
+// the only places a bucket's copies change. It names the State that owns
+// it: a copy of a State that shares the pointer drops it instead of
+// changing the other's index, and rebuilds its own.
+type copyIndex struct {
+	owner *State
+	m     map[string]map[string]struct{}
+}
+
+func (ci *copyIndex) add(peer, bucket string) {
+	set := ci.m[peer]
+	if set == nil {
+		set = map[string]struct{}{}
+		ci.m[peer] = set
+	}
+	set[bucket] = struct{}{}
+}
+
+// ownCopyIndex returns s's copy index, or nil (dropping a shared one) when
+// it is not built for s.
+func (s *State) ownCopyIndex() *copyIndex {
+	if s.byPeer != nil && s.byPeer.owner != s {
+		s.byPeer = nil
+	}
+	return s.byPeer
+}
+
+// bucketsOn returns the ids of the buckets with a copy on peer, sorted.
+// Only write paths call it (apply, or the planner's private state): it may
+// build the index.
+func (s *State) bucketsOn(peer string) []string {
+	ci := s.ownCopyIndex()
+	if ci == nil {
+		ci = &copyIndex{owner: s, m: map[string]map[string]struct{}{}}
+		for id, b := range s.d.Buckets {
+			for p := range b.Copies {
+				ci.add(p, id)
+			}
+		}
+		s.byPeer = ci
+	}
+	return sortedKeys(ci.m[peer])
 }
 
 // removeBucket deletes a bucket (frozen) and its open tasks.
@@ -621,11 +674,9 @@ func (s *State) setState(ch *change, p *Peer, st PeerState, at int64) {
 	ch.table = true
 	if st == StateRemoved {
 		s.forgetFrozenHolder(p.ID)
-		for _, id := range s.bucketIDs() {
+		for _, id := range s.bucketsOn(p.ID) {
 			b := s.d.Buckets[id]
-			if _, ok := b.Copies[p.ID]; ok {
-				s.mutateBucket(ch, b, func() { s.dropCopy(b, p.ID) })
-			}
+			s.mutateBucket(ch, b, func() { s.dropCopy(b, p.ID) })
 		}
 		return
 	}

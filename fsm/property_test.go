@@ -131,6 +131,23 @@ func (m *model) checkInvariants(t *rapid.T) {
 			t.Fatalf("primary counts of %s drifted: %v vs %v", table, s.primaryCount[table], c.primaryCount[table])
 		}
 	}
+	// The copy index, where built, agrees with the copies.
+	if ci := s.ownCopyIndex(); ci != nil {
+		for peer, set := range ci.m {
+			for id := range set {
+				if b, ok := s.d.Buckets[id]; !ok || b.Copies[peer] == nil {
+					t.Fatalf("copy index: %s on %s, which holds no copy of it", id, peer)
+				}
+			}
+		}
+		for id, b := range s.d.Buckets {
+			for peer := range b.Copies {
+				if _, ok := ci.m[peer][id]; !ok {
+					t.Fatalf("copy index: the copy of %s on %s is missing", id, peer)
+				}
+			}
+		}
+	}
 	checkFrozen(t, s) // frozen_test.go
 }
 

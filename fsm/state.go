@@ -307,6 +307,9 @@ type State struct {
 	requests map[string]uint64
 	// ids caches the sorted bucket ids (bucketIDs); derived.
 	ids *idCache
+	// byPeer indexes the buckets by the peers holding a copy (copyIndex);
+	// derived, nil until a write path needs it.
+	byPeer *copyIndex
 }
 
 // stateData is everything a snapshot holds. encoding/json writes struct
@@ -427,6 +430,7 @@ func (s *State) serving(peer string) bool {
 
 func (s *State) rebuildDerived() {
 	s.ids = &idCache{}
+	s.byPeer = nil
 	s.primaryCount = map[string]map[string]int{}
 	s.copyCount = map[string]int{}
 	s.requests = map[string]uint64{}

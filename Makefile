@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin/quarry
 
-.PHONY: build test test-norace test-short integration compat lint bench e2e fuzz determinism clean image demo demo-down browser screenshots
+.PHONY: build test test-norace test-short integration compat lint bench bench-scale e2e fuzz determinism clean image demo demo-down browser screenshots
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
@@ -22,13 +22,22 @@ compat:
 	cd compat && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 15m ./...
 
 # The tests that only run without the race detector (too slow under it):
-# the million-bucket generation table streamed over the bus (issue 8), and
+# the million-bucket generation table streamed over the bus (issue 8), the
+# control plane's scale benchmark at 100k buckets (issue 9; bench-scale runs 1M), and
 # the memory bounds of issue 12 whose RSS figures the race detector's shadow
 # memory would swamp (100 concurrent gzip bombs: RSS growth under 100 MB).
 test-norace:
 	$(GO) test -count=1 -timeout 10m -run 'TestFetchGenerationMillionBuckets' ./api/
 	$(GO) test -count=1 -timeout 10m -v -run 'TestGzipBombsStayWithinBudget|TestEnvelopeValuesBounded' ./peer/hec/
 	$(GO) test -count=1 -timeout 10m -run 'TestReplicaRefusesZstdBombs' ./peer/store/
+	QUARRY_SCALE_BUCKETS=100000 $(GO) test -count=1 -timeout 20m -run '^$$' -bench 'BenchmarkScale' -benchtime 1x ./fsm/
+
+# The control plane at scale (issue 9 item 6): the fsm state of 100k and 1M
+# buckets over 300 peers on 3 sites — heap, snapshot size and time, restore,
+# one generation change, one planner pass (fsm/scale_test.go). CI runs the
+# 100k size (test-norace); this runs both.
+bench-scale:
+	QUARRY_SCALE_BUCKETS=100000,1000000 $(GO) test -count=1 -timeout 60m -run '^$$' -bench 'BenchmarkScale' -benchtime 1x ./fsm/
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

@@ -25,7 +25,7 @@ import (
 //	go test -run '^$' -bench BenchmarkScale -benchtime 1x -timeout 60m ./fsm/
 //
 // runs the sizes in QUARRY_SCALE_BUCKETS (comma-separated; default
-// "100000,1000000"). `make bench` runs both sizes; CI runs 100k only
+// "100000,1000000"). `make bench-scale` runs both sizes; CI runs 100k only
 // (`make test-norace`, QUARRY_SCALE_BUCKETS=100000), so the benchmark stays
 // runnable in a bounded time.
 

@@ -121,8 +121,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	log := o.Logger
 	if log == nil {
 		log = quietLogger()
-		if os.Getenv("QUARRY_TEST_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if v := os.Getenv("QUARRY_TEST_LOG"); v != "" {
+			level := slog.LevelInfo
+			if v == "debug" {
+				level = slog.LevelDebug
+			}
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		}
 	}
 	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},

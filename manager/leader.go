@@ -189,6 +189,11 @@ func (m *Manager) tick(ctx context.Context) {
 		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
 		Disk: m.diskReports(), Detention: m.detentionRule(),
 	})
+	planned := m.cfg.Now()
+	defer func() {
+		end := m.cfg.Now()
+		m.log.Debug("leader tick", "commands", len(plan), "plan", planned.Sub(now), "apply", end.Sub(planned), "total", end.Sub(now))
+	}()
 	for _, c := range plan {
 		if ctx.Err() != nil {
 			return
@@ -210,7 +215,8 @@ func (m *Manager) tick(ctx context.Context) {
 		m.logDetention(c)
 		if id, down := peerDownID(c); down {
 			m.metrics.peersDown.Inc()
-			m.log.Warn("peer declared down", "peer", id)
+			m.log.Warn("peer declared down", "peer", id, "reason", peerDownReason(c), "planned", now.UTC().Format(time.RFC3339Nano),
+				"committed_after", m.cfg.Now().Sub(now))
 		}
 	}
 }
@@ -224,6 +230,17 @@ func peerDownID(c fsm.Command) (string, bool) {
 		return x.ID, true
 	}
 	return "", false
+}
+
+// peerDownReason is a PeerDown command's reason.
+func peerDownReason(c fsm.Command) string {
+	switch x := c.(type) {
+	case fsm.PeerDown:
+		return x.Reason
+	case *fsm.PeerDown:
+		return x.Reason
+	}
+	return ""
 }
 
 // pruneHeartbeats forgets heartbeats of peers the state does not know (or

@@ -306,6 +306,15 @@ func (m *Manager) heartbeatsCopy() map[string]time.Time {
 	return out
 }
 
+// LastHeartbeat reports when this manager last heard peer id (in memory;
+// only the leader's view drives liveness). Tests and tools use it.
+func (m *Manager) LastHeartbeat(id string) (time.Time, bool) {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	at, ok := m.heartbeats[id]
+	return at, ok
+}
+
 // LeaderState reports this manager's leadership term: whether its leader
 // loops run, since when, the end of the grace period, and how many loop
 // iterations ran. Tests use it to reason about the grace rule.

@@ -30,7 +30,9 @@ import (
 //	QUARRY_MEASURE_KILL=10 go test -tags integration -run TestMeasurePeerKill -v -timeout 30m ./integration/
 //
 // With QUARRY_MEASURE=<hec file> (see TestMeasureCluster) the cluster
-// holds that file's events first; otherwise 20,000 generated events.
+// holds that file's events first; otherwise 20,000 generated events. With
+// QUARRY_MEASURE_KILL_MOVE=<duration> the Raft leadership is transferred
+// that long after each kill (what the grace rule costs then).
 func TestMeasurePeerKill(t *testing.T) {
 	v := os.Getenv("QUARRY_MEASURE_KILL")
 	if v == "" {
@@ -40,11 +42,19 @@ func TestMeasurePeerKill(t *testing.T) {
 	if err != nil || kills < 1 {
 		kills = 10
 	}
+	var move time.Duration
+	if v := os.Getenv("QUARRY_MEASURE_KILL_MOVE"); v != "" {
+		if move, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("QUARRY_MEASURE_KILL_MOVE: %v", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	file := os.Getenv("QUARRY_MEASURE")
 	rec := newLogRecorder(os.Getenv("QUARRY_TEST_LOG") != "", "leader tick", "peer declared down", "gained raft leadership",
-		"lost raft leadership", "grace restarted: the leader hears the bus again", "leader loops started")
+		"lost raft leadership", "grace restarted: the leader hears the bus again", "leader loops started",
+		"nats disconnected", "nats reconnected", "nats async error", "leader barrier failed; retrying",
+		"planner proposed a peer down inside the grace period; dropped", "planned command refused", "committed the bootstrap cluster config")
 	o := Options{BlockInterval: 200 * time.Millisecond, MaxHotBytes: 32 << 20, Logger: slog.New(rec)}
 	if file == "" {
 		o.MaxHotBytes = 256 << 10 // several buckets from few events
@@ -61,7 +71,9 @@ func TestMeasurePeerKill(t *testing.T) {
 			t.Fatalf("ingest: %v, %d batches not acknowledged", err, len(unacked))
 		}
 	}
-	c.WaitFor(120*time.Second, func() error { return c.validComplete() })
+	// The first kill comes right after the ingest, while the cluster
+	// still rolls and replicates (as in TestMeasureCluster); the others
+	// once the cluster is complete again after the restart.
 
 	hbTimeout := c.Opts.HeartbeatTimeout
 	var valid, complete []time.Duration
@@ -69,9 +81,29 @@ func TestMeasurePeerKill(t *testing.T) {
 		victim, gen := c.busiestPeer("site1-p1")
 		leader := c.Leader()
 		lastHB, _ := leader.LastHeartbeat(victim)
+		// The kill runs beside the measurement: the peer is dead to the
+		// cluster from its first step (bus connection and HTTP listener
+		// closed), but closing the rest of it can take seconds on a loaded
+		// machine, which a kill -9 would not.
 		start := time.Now()
-		c.KillPeer(victim)
-		killed := time.Since(start)
+		var killed time.Duration
+		killDone := make(chan struct{})
+		go func() {
+			defer close(killDone)
+			c.KillPeer(victim)
+			killed = time.Since(start)
+		}()
+		if move > 0 {
+			// The leadership moves move after the kill (what a loaded
+			// machine's Raft timeouts do on their own, now and then).
+			select {
+			case <-ctx.Done():
+			case <-time.After(move - time.Since(start)):
+			}
+			if err := leader.Raft().LeadershipTransfer().Error(); err != nil {
+				t.Logf("leadership transfer: %v", err)
+			}
+		}
 		var down, val time.Duration
 		c.WaitFor(60*time.Second, func() error {
 			var st fsm.Status
@@ -96,16 +128,34 @@ func TestMeasurePeerKill(t *testing.T) {
 		})
 		comp := time.Since(start)
 		valid, complete = append(valid, val), append(complete, comp)
+		if _, since, grace, _ := leader.LeaderState(); grace.After(start) {
+			t.Logf("    killed inside %s's grace: leader since %+.3fs, grace until %+.3fs", leader.ID(), since.Sub(start).Seconds(), grace.Sub(start).Seconds())
+		}
+		<-killDone
 		t.Logf("kill %d: %s (leader %s, last heartbeat %v before the kill; Kill took %v): Down %v, valid %v, complete %v",
 			round+1, victim, leader.ID(), start.Sub(lastHB).Round(time.Millisecond), killed.Round(time.Millisecond),
 			down.Round(time.Millisecond), val.Round(time.Millisecond), comp.Round(time.Millisecond))
 		// What the managers did in the window: leadership changes, the
 		// Down decision, and the longest planner passes.
-		for _, r := range rec.between(start.Add(-hbTimeout), start.Add(val)) {
+		var lastTick time.Time
+		for _, r := range rec.between(start.Add(-time.Minute), start.Add(val)) {
+			if r.msg != "leader tick" && r.msg != "peer declared down" && r.at.Before(start.Add(-time.Second)) {
+				t.Logf("    %+.3fs %s %s", r.at.Sub(start).Seconds(), r.msg, r.attrs)
+			}
+		}
+		for _, r := range rec.between(start.Add(-time.Second), start.Add(val)) {
+			if r.msg == "leader tick" {
+				began := r.at.Add(-r.dur)
+				if !lastTick.IsZero() && began.Sub(lastTick) > 300*time.Millisecond {
+					t.Logf("    %+.3fs no leader tick began for %v", began.Sub(start).Seconds(), began.Sub(lastTick).Round(time.Millisecond))
+				}
+				lastTick = began
+			}
 			if r.msg != "leader tick" || r.dur > 250*time.Millisecond {
 				t.Logf("    %+.3fs %s %s", r.at.Sub(start).Seconds(), r.msg, r.attrs)
 			}
 		}
+		<-killDone
 		c.StartPeer(victim)
 		c.WaitPeersUp(victim)
 		c.WaitFor(120*time.Second, func() error { return c.validComplete() })

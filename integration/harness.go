@@ -161,7 +161,11 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	seed.HeartbeatTimeout = o.HeartbeatTimeout
+	// Roll limits: in a cluster the peers take them from this config
+	// (their own flags are the standalone defaults); the span stays the
+	// peers' default (90 days) rather than the config's (24 h).
 	seed.MaxHotBytes = o.MaxHotBytes
+	seed.MaxHotSpan = 90 * 24 * time.Hour
 	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main"}, {Token: NoAckHECToken}}
 	seed.SearchTokens = o.SearchTokens
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: "web"})

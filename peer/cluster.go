@@ -196,6 +196,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	}
 	p.cl = cl
 	p.applyDataSizes(cl.cfg)
+	p.applyRollLimits(cl.cfg)
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
 		cl.wg.Add(1)
@@ -222,6 +223,7 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 		return
 	}
 	p.applyDataSizes(cfg)
+	p.applyRollLimits(cfg)
 	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)
 		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))

@@ -40,6 +40,11 @@ type Config struct {
 	// may stay away (state Restarting) before fixup beyond primaries starts.
 	RestartTimeout time.Duration `json:"restart_timeout"`
 
+	// TargetTimeout (SPEC §4 target_timeout), pushed to peers: a replication
+	// target that has not acked a block for this long leaves the set. 0:
+	// the managers' --target-timeout (default 2 s).
+	TargetTimeout time.Duration `json:"target_timeout,omitempty"`
+
 	// Roll limits, pushed to peers.
 	MaxHotBytes   int64         `json:"max_hot_bytes"`
 	MaxHotSpan    time.Duration `json:"max_hot_span"`
@@ -213,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	if c.RestartTimeout < 0 {
 		return badConfig("restart_timeout %s: must not be negative", c.RestartTimeout)
+	}
+	if c.TargetTimeout < 0 {
+		return badConfig("target_timeout %s: must not be negative", c.TargetTimeout)
 	}
 	if c.MaxHotBytes < 0 || c.MaxHotSpan < 0 || c.MaxHotBuckets < 0 {
 		return badConfig("roll limits max_hot_bytes=%d max_hot_span=%s max_hot_buckets=%d: must not be negative", c.MaxHotBytes, c.MaxHotSpan, c.MaxHotBuckets)

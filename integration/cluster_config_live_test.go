@@ -109,3 +109,38 @@ func TestClusterRollLimitsLive(t *testing.T) {
 		return nil
 	})
 }
+
+// TestClusterTargetTimeoutLive (issue 9 item 4): target_timeout set
+// through the admin API (POST /v1/config) reaches every running peer's
+// replicator within seconds, without a restart; set back to 0 the peers
+// return to the managers' --target-timeout.
+func TestClusterTargetTimeoutLive(t *testing.T) {
+	c := Start(t, Options{PeersPerSite: 2})
+	setTimeout := func(d time.Duration) {
+		t.Helper()
+		var cfg fsm.Config
+		c.State(func(s *fsm.State) { cfg = s.Config() })
+		cfg.TargetTimeout = d
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.AdminPost("/v1/config", string(b))
+	}
+	waitAll := func(want time.Duration) {
+		t.Helper()
+		c.WaitFor(10*time.Second, func() error {
+			for _, id := range c.PeerIDs() {
+				if got := c.Peer(id).TargetTimeout(); got != want {
+					return fmt.Errorf("peer %s: target_timeout %v, want %v", id, got, want)
+				}
+			}
+			return nil
+		})
+	}
+	waitAll(c.Opts.TargetTimeout)
+	setTimeout(700 * time.Millisecond)
+	waitAll(700 * time.Millisecond)
+	setTimeout(0)
+	waitAll(c.Opts.TargetTimeout)
+}

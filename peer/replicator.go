@@ -31,10 +31,10 @@ import (
 // the bucket from block 0 — acks wait for it rather than count fewer
 // copies.
 type replicator struct {
-	p       *Peer
-	nc      *nats.Conn
-	subj    bus.Subjects
-	cp      ControlPlane
+	p    *Peer
+	nc   *nats.Conn
+	subj bus.Subjects
+	cp   ControlPlane
 	// timeout is target_timeout in nanoseconds: the peer's own until the
 	// managers' config says otherwise (setTimeout, at join and at every
 	// config read).

@@ -27,7 +27,7 @@ import (
 // reports the median and the maximum of both. Run without the race
 // detector:
 //
-//	QUARRY_MEASURE_KILL=10 go test -tags integration -run TestMeasurePeerKill -v -timeout 30m ./integration/
+//	QUARRY_MEASURE_KILL=10 go test -count=1 -tags integration -run TestMeasurePeerKill -v -timeout 30m ./integration/
 //
 // With QUARRY_MEASURE=<hec file> (see TestMeasureCluster) the cluster
 // holds that file's events first; otherwise 20,000 generated events. With

@@ -19,7 +19,10 @@ import (
 // TestMeasureCluster prints the closing figures of issue 5 (run without
 // the race detector):
 //
-//	QUARRY_MEASURE=benchdata/events-200k.hec go test -tags integration -run TestMeasureCluster -v -timeout 30m ./integration/
+//	QUARRY_MEASURE=$PWD/benchdata/events-200k.hec go test -count=1 -tags integration -run TestMeasureCluster -v -timeout 30m ./integration/
+//
+// (an absolute path: the test runs in ./integration; -count=1, or a second
+// run with the same file answers from the test cache)
 //
 // with the file made by
 // go run ../shared/bench/gen_events.go -n 200000 -seed 1 -format hec -o benchdata/events-200k.hec

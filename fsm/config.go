@@ -97,6 +97,11 @@ type HECToken struct {
 // heartbeats every second with a 10 s timeout, the multisite policies that
 // apply once sites are set (origin:2,total:3 and origin:1,total:2), and
 // Splunk's fixup throttles (2 make-searchable, 5 incoming replications).
+//
+// The roll limits are the peer's own defaults (quarry peer --max-hot-bytes
+// 32 MiB, --max-hot-span 90 days), which a cluster peer replaces with the
+// config's: a hot bucket's index is held in memory, bounded by
+// max_hot_bytes, so the cluster default stays what a peer is sized for.
 func DefaultConfig() Config {
 	return Config{
 		ReplicationFactor:              3,
@@ -106,8 +111,8 @@ func DefaultConfig() Config {
 		HeartbeatPeriod:                time.Second,
 		HeartbeatTimeout:               10 * time.Second,
 		RestartTimeout:                 60 * time.Second,
-		MaxHotBytes:                    750 << 20,
-		MaxHotSpan:                     24 * time.Hour,
+		MaxHotBytes:                    32 << 20,
+		MaxHotSpan:                     90 * 24 * time.Hour,
 		MaxHotBuckets:                  3,
 		MaxMakeSearchablePerPeer:       2,
 		MaxIncomingReplicationsPerPeer: 5,

@@ -128,6 +128,9 @@ func TestMeasurePeerKill(t *testing.T) {
 		})
 		comp := time.Since(start)
 		valid, complete = append(valid, val), append(complete, comp)
+		if st := c.Leader().Raft().Stats(); round == 0 || val > hbTimeout+time.Second {
+			t.Logf("    raft: last_log_index %s, last_snapshot_index %s, commit_index %s", st["last_log_index"], st["last_snapshot_index"], st["commit_index"])
+		}
 		if _, since, grace, _ := leader.LeaderState(); grace.After(start) {
 			t.Logf("    killed inside %s's grace: leader since %+.3fs, grace until %+.3fs", leader.ID(), since.Sub(start).Seconds(), grace.Sub(start).Seconds())
 		}

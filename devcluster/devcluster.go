@@ -250,6 +250,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		seed.SearchFactor = min(2, l.PeersPerSite)
 	}
 	seed.HeartbeatTimeout = 5 * time.Second
+	seed.MaxHotBytes = 4 << 20 // the peers' roll size comes from the cluster config
 	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: SampleIndex})
 	if err := seed.Validate(); err != nil {

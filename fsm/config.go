@@ -40,6 +40,11 @@ type Config struct {
 	// may stay away (state Restarting) before fixup beyond primaries starts.
 	RestartTimeout time.Duration `json:"restart_timeout"`
 
+	// TargetTimeout (SPEC §4 target_timeout), pushed to peers: a replication
+	// target that has not acked a block for this long leaves the set. 0:
+	// the managers' --target-timeout (default 2 s).
+	TargetTimeout time.Duration `json:"target_timeout,omitempty"`
+
 	// Roll limits, pushed to peers.
 	MaxHotBytes   int64         `json:"max_hot_bytes"`
 	MaxHotSpan    time.Duration `json:"max_hot_span"`
@@ -92,6 +97,11 @@ type HECToken struct {
 // heartbeats every second with a 10 s timeout, the multisite policies that
 // apply once sites are set (origin:2,total:3 and origin:1,total:2), and
 // Splunk's fixup throttles (2 make-searchable, 5 incoming replications).
+//
+// The roll limits are the peer's own defaults (quarry peer --max-hot-bytes
+// 32 MiB, --max-hot-span 90 days), which a cluster peer replaces with the
+// config's: a hot bucket's index is held in memory, bounded by
+// max_hot_bytes, so the cluster default stays what a peer is sized for.
 func DefaultConfig() Config {
 	return Config{
 		ReplicationFactor:              3,
@@ -101,8 +111,8 @@ func DefaultConfig() Config {
 		HeartbeatPeriod:                time.Second,
 		HeartbeatTimeout:               10 * time.Second,
 		RestartTimeout:                 60 * time.Second,
-		MaxHotBytes:                    750 << 20,
-		MaxHotSpan:                     24 * time.Hour,
+		MaxHotBytes:                    32 << 20,
+		MaxHotSpan:                     90 * 24 * time.Hour,
 		MaxHotBuckets:                  3,
 		MaxMakeSearchablePerPeer:       2,
 		MaxIncomingReplicationsPerPeer: 5,
@@ -213,6 +223,9 @@ func (c Config) Validate() error {
 	}
 	if c.RestartTimeout < 0 {
 		return badConfig("restart_timeout %s: must not be negative", c.RestartTimeout)
+	}
+	if c.TargetTimeout < 0 {
+		return badConfig("target_timeout %s: must not be negative", c.TargetTimeout)
 	}
 	if c.MaxHotBytes < 0 || c.MaxHotSpan < 0 || c.MaxHotBuckets < 0 {
 		return badConfig("roll limits max_hot_bytes=%d max_hot_span=%s max_hot_buckets=%d: must not be negative", c.MaxHotBytes, c.MaxHotSpan, c.MaxHotBuckets)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPolicy is the policy table: each accepted policy with the per-site
@@ -164,6 +165,11 @@ func TestSingleSiteConfig(t *testing.T) {
 	c.HeartbeatTimeout = c.HeartbeatPeriod
 	if c.Validate() == nil {
 		t.Fatal("timeout = period accepted")
+	}
+	c = DefaultConfig()
+	c.TargetTimeout = -time.Second
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "target_timeout") {
+		t.Fatalf("negative target_timeout: %v", err)
 	}
 	c = DefaultConfig()
 	c.HECTokens = []HECToken{{Token: "tok12345", Indexes: []string{"web"}}}

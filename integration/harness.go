@@ -123,8 +123,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	log := o.Logger
 	if log == nil {
 		log = quietLogger()
-		if os.Getenv("QUARRY_TEST_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if v := os.Getenv("QUARRY_TEST_LOG"); v != "" {
+			level := slog.LevelInfo
+			if v == "debug" {
+				level = slog.LevelDebug
+			}
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		}
 	}
 	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},
@@ -159,7 +163,11 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	seed.HeartbeatTimeout = o.HeartbeatTimeout
+	// Roll limits: in a cluster the peers take them from this config
+	// (their own flags are the standalone defaults); the span stays the
+	// peers' default (90 days) rather than the config's (24 h).
 	seed.MaxHotBytes = o.MaxHotBytes
+	seed.MaxHotSpan = 90 * 24 * time.Hour
 	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main"}, {Token: NoAckHECToken}}
 	seed.SearchTokens = o.SearchTokens
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: "web"})

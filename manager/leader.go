@@ -69,20 +69,20 @@ func (m *Manager) startLeading() (stop func()) {
 // grace it spent deaf (the e2e site2 cut with the witness on site2's node).
 func (m *Manager) busHeard() { m.extendGrace(true) }
 
-// extendGrace moves the term's grace end to now + heartbeat_timeout (if
-// later), saying so in the log when loud.
+// extendGrace restarts the term's grace now (the grace then ends one
+// heartbeat_timeout from now), saying so in the log when loud.
 func (m *Manager) extendGrace(loud bool) {
 	var hbTimeout time.Duration
 	m.state.Read(func(s *fsm.State) { hbTimeout = s.Config().HeartbeatTimeout })
-	until := m.cfg.Now().Add(hbTimeout)
+	now := m.cfg.Now()
 	m.leadMu.Lock()
 	defer m.leadMu.Unlock()
-	if !m.term.active || !until.After(m.term.graceUntil) {
+	if !m.term.active || !now.After(m.term.graceFrom) {
 		return
 	}
-	m.term.graceUntil = until
+	m.term.graceFrom = now
 	if loud {
-		m.log.Info("grace restarted: the leader hears the bus again", "grace_until", until.UTC().Format(time.RFC3339Nano))
+		m.log.Info("grace restarted: the leader hears the bus again", "grace_until", now.Add(hbTimeout).UTC().Format(time.RFC3339Nano))
 	}
 }
 
@@ -114,9 +114,9 @@ func (m *Manager) lead(ctx context.Context) {
 	m.state.Read(func(s *fsm.State) { hbTimeout = s.Config().HeartbeatTimeout })
 	now := m.cfg.Now()
 	m.leadMu.Lock()
-	m.term = leaderInfo{active: true, since: now, graceUntil: now.Add(hbTimeout)}
+	m.term = leaderInfo{active: true, since: now, graceFrom: now}
 	m.leadMu.Unlock()
-	m.log.Info("leader loops started", "grace_until", now.Add(hbTimeout).UTC().Format(time.RFC3339Nano))
+	m.log.Info("leader loops started", "grace_until", now.Add(hbTimeout).UTC().Format(time.RFC3339Nano), "heartbeat_timeout", hbTimeout)
 	// The NATS service serves only after the Barrier and only in this term:
 	// stopNATS unsubscribes (and flushes) before lead returns, so a deposed
 	// leader's subscribers vanish from the bus.
@@ -185,18 +185,26 @@ func (m *Manager) tick(ctx context.Context) {
 	var snap *fsm.State
 	m.state.Read(func(s *fsm.State) { snap = s.Clone() })
 	m.pruneHeartbeats(snap)
+	// The grace ends one heartbeat_timeout of the state planned on after
+	// it began (leaderInfo.graceFrom).
+	graceUntil := lead.graceUntil(snap.Config().HeartbeatTimeout)
 	plan := fsm.Plan(snap, fsm.PlanInput{
-		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: lead.graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
+		Now: now, LastHeartbeat: m.heartbeatsCopy(), GraceUntil: graceUntil, TaskTimeout: m.cfg.FixupTaskTimeout,
 		Disk: m.diskReports(), Detention: m.detentionRule(),
 	})
+	planned := m.cfg.Now()
+	defer func() {
+		end := m.cfg.Now()
+		m.log.Debug("leader tick", "commands", len(plan), "plan", planned.Sub(now), "apply", end.Sub(planned), "total", end.Sub(now))
+	}()
 	for _, c := range plan {
 		if ctx.Err() != nil {
 			return
 		}
-		if id, down := peerDownID(c); down && now.Before(lead.graceUntil) {
+		if id, down := peerDownID(c); down && now.Before(graceUntil) {
 			// The grace rule is the manager's promise; never break it
 			// whatever the planner says.
-			m.log.Error("planner proposed a peer down inside the grace period; dropped", "peer", id, "grace_until", lead.graceUntil)
+			m.log.Error("planner proposed a peer down inside the grace period; dropped", "peer", id, "grace_until", graceUntil)
 			continue
 		}
 		if _, err := m.Apply(ctx, c); err != nil {
@@ -210,7 +218,8 @@ func (m *Manager) tick(ctx context.Context) {
 		m.logDetention(c)
 		if id, down := peerDownID(c); down {
 			m.metrics.peersDown.Inc()
-			m.log.Warn("peer declared down", "peer", id)
+			m.log.Warn("peer declared down", "peer", id, "reason", peerDownReason(c), "planned", now.UTC().Format(time.RFC3339Nano),
+				"committed_after", m.cfg.Now().Sub(now))
 		}
 	}
 }
@@ -224,6 +233,17 @@ func peerDownID(c fsm.Command) (string, bool) {
 		return x.ID, true
 	}
 	return "", false
+}
+
+// peerDownReason is a PeerDown command's reason.
+func peerDownReason(c fsm.Command) string {
+	switch x := c.(type) {
+	case fsm.PeerDown:
+		return x.Reason
+	case *fsm.PeerDown:
+		return x.Reason
+	}
+	return ""
 }
 
 // pruneHeartbeats forgets heartbeats of peers the state does not know (or

@@ -79,10 +79,27 @@ type Manager struct {
 
 // leaderInfo describes the current leadership term of this manager.
 type leaderInfo struct {
-	active     bool      // the leader loops run (after the Barrier)
-	since      time.Time // when the Barrier completed
-	graceUntil time.Time // no peer is declared Down before this instant
-	ticks      uint64    // leader loop iterations in this term
+	active bool      // the leader loops run (after the Barrier)
+	since  time.Time // when the Barrier completed
+	// graceFrom is when the grace began: the Barrier, moved later each
+	// time the leader starts hearing the bus again. The grace ends one
+	// heartbeat_timeout after it, that timeout read from the committed
+	// config whenever it is needed (graceUntil), never frozen at the
+	// start: a fresh cluster's first leader starts its grace before the
+	// bootstrap config is committed, under the default timeout (10 s), and
+	// a frozen end held a peer killed in its first 10 s Up for up to
+	// 10 s — the 7.86 s tail of issue 9 item 8 with a 3 s timeout.
+	graceFrom time.Time
+	ticks     uint64 // leader loop iterations in this term
+}
+
+// graceUntil is the end of the term's grace under heartbeat_timeout
+// hbTimeout (zero when no term runs).
+func (l leaderInfo) graceUntil(hbTimeout time.Duration) time.Time {
+	if !l.active {
+		return time.Time{}
+	}
+	return l.graceFrom.Add(hbTimeout)
 }
 
 // New starts a manager: opens (or creates) its Raft state under
@@ -308,13 +325,24 @@ func (m *Manager) heartbeatsCopy() map[string]time.Time {
 	return out
 }
 
+// LastHeartbeat reports when this manager last heard peer id (in memory;
+// only the leader's view drives liveness). Tests and tools use it.
+func (m *Manager) LastHeartbeat(id string) (time.Time, bool) {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	at, ok := m.heartbeats[id]
+	return at, ok
+}
+
 // LeaderState reports this manager's leadership term: whether its leader
 // loops run, since when, the end of the grace period, and how many loop
 // iterations ran. Tests use it to reason about the grace rule.
 func (m *Manager) LeaderState() (active bool, since, graceUntil time.Time, ticks uint64) {
+	var hbTimeout time.Duration
+	m.state.Read(func(s *fsm.State) { hbTimeout = s.Config().HeartbeatTimeout })
 	m.leadMu.Lock()
 	defer m.leadMu.Unlock()
-	return m.term.active, m.term.since, m.term.graceUntil, m.term.ticks
+	return m.term.active, m.term.since, m.term.graceUntil(hbTimeout), m.term.ticks
 }
 
 // Snapshot asks Raft for a snapshot now (tools and tests).

@@ -860,3 +860,36 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 		t.Fatalf("plain read of task %d: %+v %v", id, fv, err)
 	}
 }
+
+// The grace follows the committed heartbeat_timeout: a fresh cluster's
+// first leader starts its grace at its Barrier, before its bootstrap config
+// (heartbeat_timeout 2 s) is committed, under the default timeout (10 s).
+// The grace still ends 2 s after it began, and a peer silent for longer
+// goes Down then, not 10 s after the leader started (issue 9 item 8: a
+// peer killed in a new cluster's first 10 s was declared Down up to 10 s
+// after the leader started, 7.86 s after the kill with a 3 s timeout).
+func TestGraceFollowsCommittedHeartbeatTimeout(t *testing.T) {
+	clock := newFakeClock()
+	g := newGroup(t, 1, func(c *Config) { c.Now = clock.Now })
+	l := g.leader()
+	waitFor(t, 5*time.Second, func() error {
+		var hb time.Duration
+		l.Read(func(s *fsm.State) { hb = s.Config().HeartbeatTimeout })
+		if hb != 2*time.Second {
+			return fmt.Errorf("heartbeat_timeout %v, want the seed's 2s", hb)
+		}
+		return nil
+	})
+	if _, since, graceUntil, _ := l.LeaderState(); graceUntil.Sub(since) != 2*time.Second {
+		t.Fatalf("grace = %v, want the committed heartbeat_timeout 2s", graceUntil.Sub(since))
+	}
+	g.apply(&fsm.RegisterPeer{ID: "p1", GUID: "guid-p1", Site: fsm.DefaultSite, At: clock.Now()})
+	l.Heartbeat("p1", clock.Now())
+	clock.Advance(2500 * time.Millisecond) // past the grace and the timeout, far inside 10 s
+	waitFor(t, 5*time.Second, func() error {
+		if st := peerState(l, "p1"); st != fsm.StateDown {
+			return fmt.Errorf("p1 is %s 2.5s after its last heartbeat (timeout 2s), want Down", st)
+		}
+		return nil
+	})
+}

@@ -260,10 +260,14 @@ func (m *Manager) status() api.Status {
 // peerConfigOf is the peer config of a committed state, with its id.
 func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 	c := s.Config()
+	targetTimeout := m.cfg.TargetTimeout
+	if c.TargetTimeout > 0 {
+		targetTimeout = c.TargetTimeout // set through the admin API
+	}
 	pc := api.PeerConfig{
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
-		TargetTimeout: m.cfg.TargetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
+		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(),
 	}
 	b, _ := json.Marshal(pc) // plain data: cannot fail

@@ -155,6 +155,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		timeout = DefaultTargetTimeout
 	}
 	cl.repl = newReplicator(p, nc, subj, cl.cp, timeout, minCopiesOf(cl.cfg))
+	cl.repl.setTimeout(cl.cfg.TargetTimeout) // the managers' value wins when they push one
 	cl.repl.setPeers(peers)
 	cl.repl.setMaintenance(p.maintenanceNow(ctx, cl.cp))
 	p.store.SetReplication(cl.repl)
@@ -196,6 +197,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	}
 	p.cl = cl
 	p.applyDataSizes(cl.cfg)
+	p.applyRollLimits(cl.cfg)
 	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
 		cl.wg.Add(1)
@@ -222,6 +224,10 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 		return
 	}
 	p.applyDataSizes(cfg)
+	p.applyRollLimits(cfg)
+	if p.cl.repl.setTimeout(cfg.TargetTimeout) {
+		p.log.Info("target_timeout from the cluster config", "target_timeout", cfg.TargetTimeout)
+	}
 	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)
 		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
@@ -350,6 +356,15 @@ func (p *Peer) Kill() error {
 func (p *Peer) maintenanceNow(ctx context.Context, cp ControlPlane) bool {
 	on, err := cp.Maintenance(ctx)
 	return err == nil && on
+}
+
+// TargetTimeout is the target_timeout the peer's replicator uses (its own
+// flag until the managers push one; 0 for a standalone peer).
+func (p *Peer) TargetTimeout() time.Duration {
+	if p.cl == nil {
+		return 0
+	}
+	return p.cl.repl.targetTimeout()
 }
 
 // MaintenanceMode reports whether the peer's replicator runs in

@@ -25,3 +25,20 @@ func (p *Peer) applyDataSizes(cfg fsm.Config) {
 	}
 	p.log.Info("index roll sizes from the cluster config", "max_data_size", sizes)
 }
+
+// applyRollLimits hands the store the cluster config's roll limits
+// (max_hot_bytes, max_hot_span, max_hot_buckets: in a cluster they come
+// from the managers, not from the peer's flags), at join and whenever the
+// config is read again (every heartbeat), so a change reaches running peers
+// within seconds, without a restart. A limit the config leaves at 0 keeps
+// the peer's own.
+func (p *Peer) applyRollLimits(cfg fsm.Config) {
+	b, sp, n := p.store.RollLimits()
+	if (cfg.MaxHotBytes <= 0 || cfg.MaxHotBytes == b) && (cfg.MaxHotSpan <= 0 || cfg.MaxHotSpan == sp) &&
+		(cfg.MaxHotBuckets <= 0 || cfg.MaxHotBuckets == n) {
+		return
+	}
+	p.store.SetRollLimits(cfg.MaxHotBytes, cfg.MaxHotSpan, cfg.MaxHotBuckets)
+	b, sp, n = p.store.RollLimits()
+	p.log.Info("roll limits from the cluster config", "max_hot_bytes", b, "max_hot_span", sp, "max_hot_buckets", n)
+}

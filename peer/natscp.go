@@ -74,7 +74,7 @@ func (c *NATSControlPlane) Config(ctx context.Context) (fsm.Config, error) {
 	// is taken from it too (a multisite total is at least 2 in practice).
 	return fsm.Config{ReplicationFactor: pc.ReplicationFactor, HeartbeatPeriod: pc.HeartbeatPeriod, HECTokens: pc.HECTokens, SearchTokens: pc.SearchTokens,
 		Indexes: pc.Indexes, AutoCreateIndexes: pc.AutoCreateIndexes, MaxHotBytes: pc.MaxHotBytes, MaxHotSpan: pc.MaxHotSpan,
-		MaxHotBuckets: pc.MaxHotBuckets}, nil
+		MaxHotBuckets: pc.MaxHotBuckets, TargetTimeout: pc.TargetTimeout}, nil
 }
 
 func (c *NATSControlPlane) Maintenance(ctx context.Context) (bool, error) {

@@ -31,11 +31,14 @@ import (
 // the bucket from block 0 — acks wait for it rather than count fewer
 // copies.
 type replicator struct {
-	p       *Peer
-	nc      *nats.Conn
-	subj    bus.Subjects
-	cp      ControlPlane
-	timeout time.Duration
+	p    *Peer
+	nc   *nats.Conn
+	subj bus.Subjects
+	cp   ControlPlane
+	// timeout is target_timeout in nanoseconds: the peer's own until the
+	// managers' config says otherwise (setTimeout, at join and at every
+	// config read).
+	timeout atomic.Int64
 	log     *slog.Logger
 
 	mu        sync.Mutex
@@ -79,9 +82,11 @@ type replTarget struct {
 }
 
 func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, timeout time.Duration, minCopies int) *replicator {
-	return &replicator{p: p, nc: nc, subj: subj, cp: cp, timeout: timeout, log: p.log,
+	r := &replicator{p: p, nc: nc, subj: subj, cp: cp, log: p.log,
 		hot: map[string]*hotRepl{}, failures: map[string]int{}, peers: map[string]fsm.PeerView{},
 		minCopies: minCopies, stop: make(chan struct{})}
+	r.timeout.Store(int64(timeout))
+	return r
 }
 
 func (r *replicator) close() {
@@ -239,7 +244,7 @@ func (r *replicator) step(hb *hotRepl) bool {
 	now := time.Now()
 	for i := 0; i < len(hb.targets); i++ {
 		t := hb.targets[i]
-		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.timeout && !t.reporting {
+		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.targetTimeout() && !t.reporting {
 			maint := r.maintenance.Load()
 			switch {
 			case t.lagging && !maint:
@@ -461,7 +466,7 @@ func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, 
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.targetTimeout())
 	defer cancel()
 	resp, err := bus.Request[repl.Request, repl.Reply](ctx, r.nc, subject, repl.Request{V: repl.Version, Op: repl.OpBlocks,
 		Bucket: hb.id, Index: hb.index, Origin: r.p.cfg.ID, Searchable: t.searchable, First: from, Frames: frames})
@@ -478,7 +483,7 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 		if err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), r.targetTimeout())
 		_, err = bus.Request[repl.Request, repl.Reply](ctx, r.nc, subject, repl.Request{V: repl.Version, Op: repl.OpRoll,
 			Bucket: hb.id, Index: hb.index, Origin: r.p.cfg.ID, Blocks: hb.closedAt})
 		cancel()
@@ -636,4 +641,13 @@ func (r *replicator) lagBlocks() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// targetTimeout is target_timeout in force.
+func (r *replicator) targetTimeout() time.Duration { return time.Duration(r.timeout.Load()) }
+
+// setTimeout sets target_timeout (d ≤ 0 leaves it) and reports whether it
+// changed.
+func (r *replicator) setTimeout(d time.Duration) bool {
+	return d > 0 && time.Duration(r.timeout.Swap(int64(d))) != d
 }

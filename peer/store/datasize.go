@@ -1,6 +1,9 @@
 package store
 
-import "maps"
+import (
+	"maps"
+	"time"
+)
 
 // Per-index roll sizes: the cluster config's max_data_size (Splunk's
 // maxDataSize), pushed to running peers. A hot bucket of an index with a
@@ -29,4 +32,31 @@ func (s *Store) rollBytes(index string) int64 {
 		return n
 	}
 	return s.opts.MaxHotBytes
+}
+
+// SetRollLimits replaces the roll limits the store was opened with (a
+// cluster peer takes them from the managers' config, SPEC §3): a hot bucket
+// rolls at maxHotBytes, spans at most maxHotSpan, and an index keeps at
+// most maxHotBuckets hot. A value ≤ 0 leaves that limit as it is. It
+// takes effect at the next Append; a bucket already past a lowered
+// maxHotBytes rolls then.
+func (s *Store) SetRollLimits(maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if maxHotBytes > 0 {
+		s.opts.MaxHotBytes = maxHotBytes
+	}
+	if maxHotSpan > 0 {
+		s.opts.MaxHotSpan = maxHotSpan
+	}
+	if maxHotBuckets > 0 {
+		s.opts.MaxHotBuckets = maxHotBuckets
+	}
+}
+
+// RollLimits are the roll limits in force.
+func (s *Store) RollLimits() (maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opts.MaxHotBytes, s.opts.MaxHotSpan, s.opts.MaxHotBuckets
 }

@@ -361,8 +361,13 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Options returns the store's options with defaults applied.
-func (s *Store) Options() Options { return s.opts }
+// Options returns the store's options with defaults applied (the roll
+// limits as SetRollLimits last set them).
+func (s *Store) Options() Options {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opts
+}
 
 // Err returns the error that stopped the store from writing, if any.
 func (s *Store) Err() error {

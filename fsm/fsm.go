@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -199,4 +200,13 @@ func (s *State) apply(idx uint64, data []byte) any {
 		res = Result{Index: idx, Generation: s.d.Generation}
 	}
 	return res
+}
+
+// Hash is the SHA-256 of the state's deterministic encoding.
+func (f *FSM) Hash() ([32]byte, error) {
+	b, err := f.Marshal()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }

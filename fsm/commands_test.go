@@ -29,6 +29,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&MarkCorrupt{Bucket: "b", Peer: "p"}, &CopyLength{Bucket: "b", Peer: "p", Blocks: 7, LastChecksum: "c7"},
 		&CopyShort{Bucket: "b", Peer: "p", Short: true},
 		&SetDetention{ID: "p1", Enabled: true, By: DetentionManual},
+		&SetClusterVersion{Version: 2}, &MarkFixup{Task: 7, Peer: "p1", Kind: MarkDelivered},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))

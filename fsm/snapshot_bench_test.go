@@ -94,7 +94,7 @@ func BenchmarkStateHash(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.Hash(); err != nil {
+		if _, _, err := f.Hash(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -725,7 +725,7 @@ func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.F
 	case fsm.TaskSeal:
 		return api.FixupResultReply{}, bus.Errorf(api.CodeBadRequest, "fixup result: seal task %d: lengths travel in the delivery's FixupAck", r.ID)
 	case fsm.TaskFreeze:
-		if err := m.mark(ctx, "reported", r.ID, r.Peer); err != nil {
+		if err := m.mark(ctx, fsm.MarkReported, r.ID, r.Peer); err != nil {
 			return api.FixupResultReply{}, err
 		}
 		idx, err := m.finishFreeze(ctx, task, holders)
@@ -756,7 +756,7 @@ func resultIndex(res any) uint64 {
 // copy when it returns (fsm/frozen.go).
 func (m *Manager) finishFreeze(ctx context.Context, task fsm.Task, holders []string) (uint64, error) {
 	for _, h := range holders {
-		if !m.mux.marked("reported", task.ID, h) {
+		if !m.mux.marked(fsm.MarkReported, task.ID, h) {
 			return 0, nil
 		}
 	}
@@ -768,14 +768,23 @@ func (m *Manager) finishFreeze(ctx context.Context, task fsm.Task, holders []str
 	return resultIndex(res), nil
 }
 
-// mark commits a delivery mark (manager-owned replicated state, see
-// members.go).
-func (m *Manager) mark(ctx context.Context, op string, task uint64, peer string) error {
-	if m.mux.marked(op, task, peer) {
+// mark commits a delivery mark (fsm.MarkFixup). Until the group agreed
+// the cluster version that carries MarkFixup, it writes the version-1
+// member-table entry instead, which every build applies alike (members.go).
+// A mark of a task closed meanwhile is no error: it has nothing to mark.
+func (m *Manager) mark(ctx context.Context, kind string, task uint64, peer string) error {
+	if m.mux.marked(kind, task, peer) {
 		return nil
 	}
-	data, _ := json.Marshal(memberCommand{Op: op, Task: task, Peer: peer})
-	_, err := m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension})
+	if m.allowed(fsm.CmdMarkFixup) != nil {
+		data, _ := json.Marshal(memberCommand{Op: kind, Task: task, Peer: peer})
+		_, err := m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension})
+		return err
+	}
+	_, err := m.Apply(ctx, &fsm.MarkFixup{Task: task, Peer: peer, Kind: kind})
+	if errors.Is(err, fsm.ErrUnknownTask) {
+		return nil
+	}
 	return err
 }
 
@@ -941,7 +950,7 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 					if t.sealAck(task.ID, peer) {
 						continue
 					}
-				} else if m.mux.marked("delivered", task.ID, peer) {
+				} else if m.mux.marked(fsm.MarkDelivered, task.ID, peer) {
 					continue
 				}
 				p, ok := s.Peer(peer)
@@ -1038,7 +1047,7 @@ func (t *natsTerm) deliver(ctx context.Context, d delivery) {
 		t.mu.Unlock()
 		return
 	}
-	if err := m.mark(ctx, "delivered", d.msg.ID, d.msg.To); err != nil && ctx.Err() == nil {
+	if err := m.mark(ctx, fsm.MarkDelivered, d.msg.ID, d.msg.To); err != nil && ctx.Err() == nil {
 		// The peer has the task; a later leader may deliver it again, which
 		// the peer answers as a task it already has.
 		m.log.Warn("recording a fixup delivery failed", "task", d.msg.ID, "peer", d.msg.To, "err", err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"sort"
@@ -362,4 +363,35 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestJoinOlderLeader: a leader of a build before cluster versions decodes
+// the join body with unknown fields disallowed; the joining manager sends
+// it again without its version, and that leader records it.
+func TestJoinOlderLeader(t *testing.T) {
+	type oldJoinRequest struct {
+		ID       string `json:"id"`
+		Site     string `json:"site,omitempty"`
+		RaftAddr string `json:"raft_addr"`
+		HTTPAddr string `json:"http_addr"`
+	}
+	var got []oldJoinRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req oldJoinRequest
+		if err := decodeBody(r, &req, false); err != nil {
+			writeError(w, toAPIError(err))
+			return
+		}
+		got = append(got, req)
+		writeJSON(w, http.StatusOK, ManagersView{})
+	}))
+	defer srv.Close()
+	m := &Manager{cfg: Config{AdminToken: testToken}}
+	jr := JoinRequest{ID: "m2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8002", Version: fsm.Version}
+	if err := m.postJoin(context.Background(), srv.URL+"/v1/managers/join", jr); err != nil {
+		t.Fatalf("join through an older leader: %v", err)
+	}
+	if len(got) != 1 || got[0].ID != "m2" {
+		t.Fatalf("older leader recorded %+v", got)
+	}
 }

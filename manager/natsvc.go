@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -527,12 +526,11 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 }
 
 // stateView answers bucket questions about one committed state, caching
-// what it computed (the views are built per index, the sealed lengths from
-// one encoding of the state). Use it only inside the state's Read.
+// the bucket views it built (per index). Use it only inside the state's
+// Read.
 type stateView struct {
 	s       *fsm.State
 	byIndex map[string]map[string]fsm.BucketView
-	records map[string]fsm.Bucket // nil until needed
 }
 
 func newView(s *fsm.State) *stateView {
@@ -558,33 +556,11 @@ func (v *stateView) bucket(id string) (fsm.BucketView, bool) {
 }
 
 // sealedOf is a sealed bucket's length and last block checksum (0, "" when
-// it is not sealed). The views do not carry them, so it reads the bucket
-// records from the state's encoding, once per view: rare (fetch/truncate
-// deliveries, length reports), so the cost does not matter.
+// it is not sealed): a point read of the state (it used to decode the
+// whole state's encoding).
 func (v *stateView) sealedOf(id string) (int64, string) {
-	if v.records == nil {
-		v.records = map[string]fsm.Bucket{}
-		raw, err := v.s.Marshal()
-		if err != nil {
-			return 0, ""
-		}
-		// Marshal writes a magic line before the JSON.
-		if i := bytes.IndexByte(raw, '{'); i >= 0 {
-			raw = raw[i:]
-		}
-		var d struct {
-			Buckets map[string]fsm.Bucket `json:"buckets"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			return 0, ""
-		}
-		v.records = d.Buckets
-	}
-	b, ok := v.records[id]
-	if !ok || !b.Sealed {
-		return 0, ""
-	}
-	return b.Blocks, b.LastChecksum
+	blocks, sum, _ := v.s.SealedLength(id)
+	return blocks, sum
 }
 
 // findBucket returns a bucket's view from the committed state.

@@ -22,9 +22,28 @@ func (s *State) Clone() *State {
 		cp.Attrs = maps.Clone(p.Attrs)
 		d.Peers[k] = &cp
 	}
+	// Buckets and copies are copied into two slabs (one allocation each
+	// instead of one per record): the copy is short-lived, and a record
+	// dropped from it keeps its slab only as long as the copy lives.
 	d.Buckets = make(map[string]*Bucket, len(s.d.Buckets))
+	nc := 0
+	for _, b := range s.d.Buckets {
+		nc += len(b.Copies)
+	}
+	bs, cs := make([]Bucket, 0, len(s.d.Buckets)), make([]Copy, 0, nc)
 	for k, b := range s.d.Buckets {
-		d.Buckets[k] = b.clone()
+		bs = append(bs, *b)
+		cb := &bs[len(bs)-1]
+		cb.Copies = nil
+		if b.Copies != nil {
+			cb.Copies = make(map[string]*Copy, len(b.Copies))
+		}
+		for p, c := range b.Copies {
+			cs = append(cs, *c)
+			cb.Copies[p] = &cs[len(cs)-1]
+		}
+		cb.Primary = maps.Clone(b.Primary)
+		d.Buckets[k] = cb
 	}
 	d.Tasks = make(map[uint64]*Task, len(s.d.Tasks))
 	for k, t := range s.d.Tasks {
@@ -56,17 +75,6 @@ func (s *State) Clone() *State {
 	c.copyCount = maps.Clone(s.copyCount)
 	c.requests = maps.Clone(s.requests)
 	return c
-}
-
-func (b *Bucket) clone() *Bucket {
-	cb := *b
-	cb.Copies = make(map[string]*Copy, len(b.Copies))
-	for p, c := range b.Copies {
-		cc := *c
-		cb.Copies[p] = &cc
-	}
-	cb.Primary = maps.Clone(b.Primary)
-	return &cb
 }
 
 // clone deep-copies a config (its slices and the policies' site maps).

@@ -128,7 +128,10 @@ func (f *muxFSM) Apply(l *raft.Log) any {
 }
 
 // marked reports whether a delivery (fsm.MarkDelivered) or report
-// (fsm.MarkReported) mark exists; they are cluster state.
+// (fsm.MarkReported) mark exists; they are cluster state, read under the
+// cluster FSM's read lock. Never call it inside that FSM's Read (a second
+// RLock waits behind a waiting Apply: a deadlock); there, use
+// State.Marked.
 func (f *muxFSM) marked(kind string, task uint64, peer string) bool {
 	var ok bool
 	f.inner.Read(func(s *fsm.State) { ok = s.Marked(kind, task, peer) })

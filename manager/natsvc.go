@@ -926,7 +926,7 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 					if t.sealAck(task.ID, peer) {
 						continue
 					}
-				} else if m.mux.marked(fsm.MarkDelivered, task.ID, peer) {
+				} else if s.Marked(fsm.MarkDelivered, task.ID, peer) {
 					continue
 				}
 				p, ok := s.Peer(peer)

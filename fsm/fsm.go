@@ -89,11 +89,13 @@ func NewAt(v int) *FSM {
 func (f *FSM) Supports() int { return f.state.supports }
 
 // Marshal returns the state's deterministic encoding: the same state gives
-// the same bytes on every manager (the determinism test compares them).
+// the same bytes on every manager (the determinism test compares them). It
+// copies the state under the read lock and encodes the copy outside it.
 func (f *FSM) Marshal() ([]byte, error) {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.state.Marshal()
+	c := f.state.Clone()
+	f.mu.RUnlock()
+	return c.Marshal()
 }
 
 // snapshot is a private deep copy of the state; Persist encodes it.

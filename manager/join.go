@@ -41,6 +41,8 @@ func (m *Manager) addMember(ctx context.Context, req JoinRequest) error {
 	if !m.IsLeader() {
 		return ErrNotLeader
 	}
+	m.versionMu.Lock()
+	defer m.versionMu.Unlock()
 	if v, cv := Member(req).supports(), m.ClusterVersion(); v < cv {
 		// Its FSM would meet commands it does not know.
 		return fmt.Errorf("%w: manager %s supports cluster version %d, the group agreed %d: it cannot join (run a build of version %d or later)",

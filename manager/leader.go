@@ -222,8 +222,13 @@ func (m *Manager) tick(ctx context.Context) {
 // reported, in the member table, a build that supports more than the agreed
 // version: the new version is the lowest of theirs. A server without an
 // entry, or whose build predates cluster versions, counts as version 1, so
-// one old manager holds the whole group at the commands it knows.
+// one old manager holds the whole group at the commands it knows. It holds
+// versionMu with addMember, so a join is either counted or refused.
 func (m *Manager) raiseClusterVersion(ctx context.Context) {
+	if !m.versionMu.TryLock() {
+		return // a join is under way: the next pass counts it
+	}
+	defer m.versionMu.Unlock()
 	cv := m.ClusterVersion()
 	if cv >= m.cfg.buildVersion() {
 		return

@@ -69,6 +69,11 @@ type Manager struct {
 	leadMu sync.Mutex
 	term   leaderInfo // zero unless this manager's leader loops run
 
+	// versionMu serialises raising the cluster version with adding a
+	// member: a join of an older build checked against the old version
+	// must not pass while a raise computed without it commits.
+	versionMu sync.Mutex
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error

@@ -199,3 +199,34 @@ func (f *FSM) ApplyLegacyMark(idx uint64, kind string, task uint64, peer string)
 		panic(fmt.Sprintf("fsm: apply legacy mark at index %d: %v", idx, err))
 	}
 }
+
+// ImportMarks is State.ImportMarks under the FSM's write lock (the manager's
+// Restore of a snapshot whose member table carries marks).
+func (f *FSM) ImportMarks(kind string, keys []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.ImportMarks(kind, keys)
+}
+
+// MarkKeys lists the marks of one kind as "<task id>/<peer>" keys, the form
+// the manager's version-1 member table kept them in, sorted by task id then
+// peer (the manager writes them into its snapshot's member table too, so a
+// version-1 build that restores it keeps them).
+func (s *State) MarkKeys(kind string) []string {
+	var out []string
+	for _, id := range sortedMarkIDs(s.d.Marks) {
+		for _, p := range s.d.Marks[id].list(kind) {
+			out = append(out, fmt.Sprintf("%d/%s", id, p))
+		}
+	}
+	return out
+}
+
+func sortedMarkIDs(m map[uint64]*TaskMarks) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -32,6 +32,10 @@ const (
 	CmdCopyLength
 	CmdCopyShort
 	CmdSetDetention
+	// Cluster version 2 (version.go): a command of these types is appended
+	// only once the group agreed a cluster version that carries it.
+	CmdSetClusterVersion
+	CmdMarkFixup
 	CmdExtendSeal
 )
 

@@ -1,7 +1,8 @@
 // Package fsm owns quarry's cluster state: the deterministic state machine
 // every manager applies from the Raft log (config, sites, peers, indexes,
 // buckets, copies, the primary tables per site and for site0, the generation
-// history, fixup task records), the read-only views the manager serves
+// history, fixup task records and their delivery marks, the agreed cluster
+// version), the read-only views the manager serves
 // (/v1/status, /v1/generation, /v1/peers, /v1/buckets), replication-target
 // choice, and the fixup planner, whose decisions are plain commands.
 //

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,16 +44,14 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return f.state.apply(l.Index, l.Data)
 }
 
-// Snapshot encodes the state under the read lock (the encoded bytes are the
-// immutable copy); Persist writes them.
+// Snapshot takes a deep copy of the state under the read lock (Clone: maps
+// and slices copied, nothing encoded); Persist encodes the copy outside the
+// lock, so Apply waits only for the copy.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.state.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return snapshot(b), nil
+	c := f.state.Clone()
+	f.mu.RUnlock()
+	return &snapshot{state: c}, nil
 }
 
 // Restore reads a snapshot into fresh state and swaps it in.
@@ -67,30 +66,55 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
+	s.supports = f.state.supports
 	f.state = s
 	f.mu.Unlock()
 	return nil
 }
 
-// Marshal returns the state's deterministic encoding: the same state gives
-// the same bytes on every manager (the determinism test compares them).
-func (f *FSM) Marshal() ([]byte, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.state.Marshal()
+// NewAt returns an FSM that applies as a build supporting cluster version
+// v (≤ Version) would: a command type of a later version panics as an
+// unknown one does. Tests of rolling upgrades run an "older build" with it.
+func NewAt(v int) *FSM {
+	if v < 1 || v > Version {
+		panic(fmt.Sprintf("fsm: NewAt(%d): this build supports 1..%d", v, Version))
+	}
+	f := New()
+	f.state.supports = v
+	return f
 }
 
-type snapshot []byte
+// Supports is the highest cluster version this FSM applies (Version unless
+// made by NewAt).
+func (f *FSM) Supports() int { return f.state.supports }
 
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+// Marshal returns the state's deterministic encoding: the same state gives
+// the same bytes on every manager (the determinism test compares them). It
+// copies the state under the read lock and encodes the copy outside it.
+func (f *FSM) Marshal() ([]byte, error) {
+	f.mu.RLock()
+	c := f.state.Clone()
+	f.mu.RUnlock()
+	return c.Marshal()
+}
+
+// snapshot is a private deep copy of the state; Persist encodes it.
+type snapshot struct{ state *State }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := s.state.Marshal()
+	if err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	if _, err := sink.Write(b); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist fsm snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (snapshot) Release() {}
+func (s *snapshot) Release() { s.state = nil }
 
 // snapshotMagic starts every snapshot, so a foreign file is refused.
 const snapshotMagic = "quarry-fsm\n"
@@ -110,7 +134,7 @@ func Unmarshal(b []byte) (*State, error) {
 	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, fmt.Errorf("decode fsm state: not a quarry fsm snapshot")
 	}
-	s := &State{}
+	s := &State{supports: Version}
 	if err := json.Unmarshal(b[len(snapshotMagic):], &s.d); err != nil {
 		return nil, fmt.Errorf("decode fsm state: %w", err)
 	}
@@ -138,20 +162,6 @@ func Unmarshal(b []byte) (*State, error) {
 	return s, nil
 }
 
-// Clone returns a deep copy of the state (through its encoding). Tests and
-// the planner's what-if checks use it.
-func (s *State) Clone() *State {
-	b, err := s.Marshal()
-	if err != nil {
-		panic(err)
-	}
-	c, err := Unmarshal(b)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
-
 // ApplyCommand applies a command at a Raft index directly, without Raft:
 // tests and replay tools use it. It encodes and decodes the command, so it
 // exercises the same path as a log entry.
@@ -172,6 +182,11 @@ func (s *State) apply(idx uint64, data []byte) any {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: apply index %d: %v", idx, err))
 	}
+	if v := MinClusterVersion(c.Type()); v > s.supports {
+		// What a build of cluster version s.supports does on meeting this
+		// type: it does not know it (tests play older builds with NewAt).
+		panic(fmt.Sprintf("fsm: apply index %d: command type %d needs cluster version %d, this build supports %d", idx, c.Type(), v, s.supports))
+	}
 	h := registry[c.Type()]
 	if idx > s.d.Applied {
 		s.d.Applied = idx
@@ -185,6 +200,7 @@ func (s *State) apply(idx uint64, data []byte) any {
 	if err != nil {
 		return err
 	}
+	s.pruneMarks()
 	if rid := c.Request(); rid != "" {
 		s.d.Requests = append(s.d.Requests, RequestRecord{ID: rid, Index: idx})
 		s.requests[rid] = idx
@@ -199,4 +215,18 @@ func (s *State) apply(idx uint64, data []byte) any {
 		res = Result{Index: idx, Generation: s.d.Generation}
 	}
 	return res
+}
+
+// Hash returns the applied index and the SHA-256 of the state's
+// deterministic encoding. The lock is held for a Clone only; the encoding
+// runs outside it.
+func (f *FSM) Hash() (applied uint64, sum [32]byte, err error) {
+	f.mu.RLock()
+	c := f.state.Clone()
+	f.mu.RUnlock()
+	b, err := c.Marshal()
+	if err != nil {
+		return 0, sum, err
+	}
+	return c.d.Applied, sha256.Sum256(b), nil
 }

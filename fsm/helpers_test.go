@@ -147,3 +147,18 @@ func multiSite(rf, sf string, sites ...string) Config {
 	c.SiteSearchFactor = MustParsePolicy(sf)
 	return c
 }
+
+// roundTrip is s through its snapshot encoding: a restored state, with the
+// derived counters rebuilt.
+func roundTrip(s *State) *State {
+	b, err := s.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	c, err := Unmarshal(b)
+	if err != nil {
+		panic(err)
+	}
+	c.supports = s.supports
+	return c
+}

@@ -432,7 +432,7 @@ func TestPlanNewLeaderContinues(t *testing.T) {
 
 	// The new leader, from a snapshot-restored copy of the state.
 	later := now.Add(20 * time.Second)
-	fresh := h.s.Clone()
+	fresh := roundTrip(h.s)
 	got := describe(fresh, Plan(fresh, PlanInput{Now: later, GraceUntil: later.Add(10 * time.Second)}))
 	want := []string{fmt.Sprintf("done %d ok", taskB)}
 	if !slices.Equal(got, want) {

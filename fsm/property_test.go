@@ -121,8 +121,10 @@ func (m *model) checkInvariants(t *rapid.T) {
 			t.Fatalf("peer %s: state %s with detention %q", id, p.State, p.Detention)
 		}
 	}
-	// Derived counters agree with a rebuild (no copy counted twice).
-	c := s.Clone()
+	// Derived counters agree with a rebuild (no copy counted twice), and
+	// Clone copies the state exactly.
+	c := roundTrip(s)
+	checkClone(t, s)
 	if !maps.Equal(copies, s.copyCount) || !maps.Equal(c.copyCount, s.copyCount) {
 		t.Fatalf("copy counts %v, rebuilt %v", s.copyCount, copies)
 	}
@@ -149,6 +151,17 @@ func (m *model) checkInvariants(t *rapid.T) {
 		}
 	}
 	checkFrozen(t, s) // frozen_test.go
+	// Marks belong to open tasks only, their peers sorted and distinct.
+	for id, mk := range s.d.Marks {
+		if _, open := s.d.Tasks[id]; !open {
+			t.Fatalf("marks of closed task %d kept: %+v", id, mk)
+		}
+		for _, l := range [][]string{mk.Delivered, mk.Reported} {
+			if !slices.IsSorted(l) || len(slices.Compact(slices.Clone(l))) != len(l) {
+				t.Fatalf("marks of task %d not sorted and distinct: %+v", id, mk)
+			}
+		}
+	}
 }
 
 // checkTargets: targets are distinct Up peers other than the origin; when
@@ -365,7 +378,27 @@ func TestProperties(t *testing.T) {
 					}
 				}
 			},
-			"rebalance":   func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
+			"rebalance": func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
+			"clusterVersion": func(t *rapid.T) {
+				v := rapid.IntRange(1, Version).Draw(t, "version")
+				before := m.s.ClusterVersion()
+				r := m.apply(t, &SetClusterVersion{Version: v})
+				if _, failed := r.(error); failed != (v < before) || m.s.ClusterVersion() != max(v, before) {
+					t.Fatalf("SetClusterVersion %d from %d: %v, now %d", v, before, r, m.s.ClusterVersion())
+				}
+			},
+			"mark": func(t *rapid.T) {
+				ids := sortedTaskIDs(m.s.d.Tasks)
+				if len(ids) == 0 {
+					return
+				}
+				id := rapid.SampledFrom(ids).Draw(t, "task")
+				kind := rapid.SampledFrom([]string{MarkDelivered, MarkReported}).Draw(t, "kind")
+				p := peer(t)
+				if _, failed := m.apply(t, &MarkFixup{Task: id, Peer: p, Kind: kind}).(error); failed || !m.s.Marked(kind, id, p) {
+					t.Fatalf("mark %s of open task %d for %s not recorded", kind, id, p)
+				}
+			},
 			"maintenance": func(t *rapid.T) { m.apply(t, &SetMaintenance{Enabled: rapid.Bool().Draw(t, "on")}) },
 			"offline": func(t *rapid.T) {
 				m.apply(t, &PeerOffline{ID: peer(t), EnforceCounts: rapid.Bool().Draw(t, "enforce"), At: m.now})

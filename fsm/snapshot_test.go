@@ -201,7 +201,7 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
-	switch k := g.r.IntN(25); k {
+	switch k := g.r.IntN(27); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")
 		if err != nil {
@@ -261,6 +261,16 @@ func (g *logGen) command(s *State) Command {
 	case 19:
 		by := []DetentionBy{DetentionManual, DetentionDisk}[g.r.IntN(2)]
 		return &SetDetention{ReqID: req, ID: p, Enabled: g.r.IntN(2) == 0, By: by, At: g.now}
+	case 23:
+		return &SetClusterVersion{ReqID: req, Version: 1 + g.r.IntN(Version)}
+	case 24:
+		// A delivery or report mark of an open task (or of none).
+		ids := sortedTaskIDs(s.d.Tasks)
+		task := uint64(999999)
+		if len(ids) > 0 {
+			task = ids[g.r.IntN(len(ids))]
+		}
+		return &MarkFixup{ReqID: req, Task: task, Peer: p, Kind: []string{MarkDelivered, MarkReported}[g.r.IntN(2)]}
 	case 18:
 		n := int64(g.r.IntN(10))
 		return &CopyLength{ReqID: req, Bucket: bucket, Peer: holder, Blocks: n, LastChecksum: fmt.Sprintf("s%d", n)}

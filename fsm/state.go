@@ -310,6 +310,10 @@ type State struct {
 	// byPeer indexes the buckets by the peers holding a copy (copyIndex);
 	// derived, nil until a write path needs it.
 	byPeer *copyIndex
+	// supports is the highest cluster version the build applying this
+	// state supports (Version; lower in tests that play an older build).
+	// Not part of the state: a property of the process.
+	supports int
 }
 
 // stateData is everything a snapshot holds. encoding/json writes struct
@@ -336,6 +340,12 @@ type stateData struct {
 	HistoryFloor uint64 `json:"history_floor"`
 	// Requests remembers recent request ids and the index that applied them.
 	Requests []RequestRecord `json:"requests"`
+	// ClusterVersion is the command-set version the group agreed
+	// (SetClusterVersion); 0 in snapshots from before it, read as 1.
+	ClusterVersion int `json:"cluster_version,omitempty"`
+	// Marks are the fixup delivery marks of open tasks, by task id
+	// (MarkFixup, version.go); a closed task's marks go with it.
+	Marks map[uint64]*TaskMarks `json:"marks,omitempty"`
 }
 
 // RequestRecord remembers one applied request id.
@@ -372,7 +382,7 @@ func newState() *State {
 		Peers:   map[string]*Peer{},
 		Buckets: map[string]*Bucket{},
 		Tasks:   map[uint64]*Task{},
-	}}
+	}, supports: Version}
 	s.rebuildDerived()
 	return s
 }

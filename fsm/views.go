@@ -410,3 +410,14 @@ func (s *State) BucketList(index, peer string) []BucketView {
 	}
 	return out
 }
+
+// SealedLength is a sealed bucket's length: its blocks and last block's
+// checksum (ok false when the bucket is unknown or not sealed). A point
+// read, so callers need not encode the state to find one bucket's record.
+func (s *State) SealedLength(id string) (blocks int64, lastChecksum string, ok bool) {
+	b, found := s.d.Buckets[id]
+	if !found || !b.Sealed {
+		return 0, "", false
+	}
+	return b.Blocks, b.LastChecksum, true
+}

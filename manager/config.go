@@ -103,7 +103,23 @@ type Config struct {
 	// Now is the clock of the leader loops (liveness, fixup timestamps);
 	// tests replace it. Default time.Now.
 	Now func() time.Time
+
+	// fsmVersion, when set, makes this manager play a build that supports
+	// cluster versions up to it (fsm.NewAt), below fsm.Version: the rolling
+	// upgrade test runs "old" and "new" builds in one process.
+	fsmVersion int
 }
+
+// buildVersion is the highest cluster version this manager supports.
+func (c *Config) buildVersion() int {
+	if c.fsmVersion > 0 {
+		return c.fsmVersion
+	}
+	return fsm.Version
+}
+
+// newFSM is a fresh cluster FSM of this manager's build.
+func (c *Config) newFSM() *fsm.FSM { return fsm.NewAt(c.buildVersion()) }
 
 // Defaults for a LAN; see DESIGN.md, "Timeouts".
 const (

@@ -255,6 +255,11 @@ type ManagersView struct {
 	Self     string        `json:"self"`
 	Term     uint64        `json:"term"`
 	Managers []ManagerView `json:"managers"`
+	// ClusterVersion is the command-set version the group agreed (the
+	// leader raises it once every manager supports more); BuildVersion the
+	// highest this manager's build supports.
+	ClusterVersion int `json:"cluster_version"`
+	BuildVersion   int `json:"build_version"`
 }
 
 // ManagerView is one manager of the group.
@@ -265,12 +270,17 @@ type ManagerView struct {
 	HTTPAddr string `json:"http_addr,omitempty"`
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	// Version is the cluster version the manager's build supports, as its
+	// member-table entry says (1: a build before cluster versions, or not
+	// reported yet).
+	Version int `json:"version"`
 }
 
 // Managers returns the group as this manager knows it.
 func (m *Manager) Managers() ManagersView {
 	leader, _, _ := m.Leader()
-	v := ManagersView{Leader: leader, Self: m.cfg.ID, Term: m.node.raft.CurrentTerm()}
+	v := ManagersView{Leader: leader, Self: m.cfg.ID, Term: m.node.raft.CurrentTerm(),
+		ClusterVersion: m.ClusterVersion(), BuildVersion: m.cfg.buildVersion()}
 	cf := m.node.raft.GetConfiguration()
 	if cf.Error() != nil {
 		return v
@@ -279,7 +289,7 @@ func (m *Manager) Managers() ManagersView {
 		mem, _ := m.mux.member(string(s.ID))
 		v.Managers = append(v.Managers, ManagerView{
 			ID: string(s.ID), Site: mem.Site, RaftAddr: string(s.Address), HTTPAddr: mem.HTTPAddr,
-			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader,
+			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader, Version: mem.supports(),
 		})
 	}
 	return v

@@ -225,6 +225,7 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrHotOrigin, http.StatusConflict, "hot_origin"},
 		{fsm.ErrTaskExists, http.StatusConflict, "task_exists"},
 		{fsm.ErrBadTask, http.StatusConflict, "bad_task"},
+		{fsm.ErrClusterVersion, http.StatusConflict, "cluster_version"},
 		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
 		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
 		{ErrClosed, http.StatusServiceUnavailable, "shutting_down"},

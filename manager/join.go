@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // JoinRequest is the body of POST /v1/managers/join: a manager asking the
@@ -24,6 +26,9 @@ type JoinRequest struct {
 	Site     string `json:"site,omitempty"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Version is the highest cluster version the joining build supports
+	// (absent from builds before cluster versions: 1).
+	Version int `json:"version,omitempty"`
 }
 
 // addMember is the leader's side of a join: AddVoter unless the server is
@@ -35,6 +40,13 @@ func (m *Manager) addMember(ctx context.Context, req JoinRequest) error {
 	}
 	if !m.IsLeader() {
 		return ErrNotLeader
+	}
+	m.versionMu.Lock()
+	defer m.versionMu.Unlock()
+	if v, cv := Member(req).supports(), m.ClusterVersion(); v < cv {
+		// Its FSM would meet commands it does not know.
+		return fmt.Errorf("%w: manager %s supports cluster version %d, the group agreed %d: it cannot join (run a build of version %d or later)",
+			fsm.ErrClusterVersion, req.ID, v, cv, cv)
 	}
 	timeout := timeoutOf(ctx)
 	cf := m.node.raft.GetConfiguration()
@@ -72,7 +84,7 @@ func (m *Manager) setMember(ctx context.Context, mem Member) error {
 
 // self is this manager's member-table entry.
 func (m *Manager) self() Member {
-	return Member{ID: m.cfg.ID, Site: m.cfg.Site, RaftAddr: m.cfg.RaftAddr, HTTPAddr: m.cfg.HTTPAddr}
+	return Member{ID: m.cfg.ID, Site: m.cfg.Site, RaftAddr: m.cfg.RaftAddr, HTTPAddr: m.cfg.HTTPAddr, Version: m.cfg.buildVersion()}
 }
 
 // join asks the manager at cfg.Join (which redirects to the leader) to add
@@ -80,11 +92,10 @@ func (m *Manager) self() Member {
 func (m *Manager) join(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.JoinTimeout)
 	defer cancel()
-	body, _ := json.Marshal(JoinRequest(m.self()))
 	url := strings.TrimSuffix(m.cfg.Join, "/") + "/v1/managers/join"
 	var last error
 	for attempt := 1; ; attempt++ {
-		last = m.postJoin(ctx, url, body)
+		last = m.postJoin(ctx, url, JoinRequest(m.self()))
 		if last == nil {
 			m.log.Info("joined the manager group", "via", m.cfg.Join, "attempts", attempt)
 			return nil
@@ -101,8 +112,24 @@ func (m *Manager) join(ctx context.Context) error {
 }
 
 // postJoin sends one join request; redirects to the leader are followed by
-// the client (the token is re-sent, see redirectClient).
-func (m *Manager) postJoin(ctx context.Context, url string, body []byte) error {
+// the client (the token is re-sent, see redirectClient). A leader of a
+// build before cluster versions refuses the version field (its decoder
+// disallows unknown fields): the request is sent again without it, and
+// that leader records the member as version 1 — which is what the group
+// can agree on while it leads.
+func (m *Manager) postJoin(ctx context.Context, url string, jr JoinRequest) error {
+	body, _ := json.Marshal(jr)
+	err := m.postJoinBody(ctx, url, body)
+	var ae *APIError
+	if jr.Version != 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.Contains(ae.Message, `unknown field "version"`) {
+		jr.Version = 0
+		body, _ = json.Marshal(jr)
+		err = m.postJoinBody(ctx, url, body)
+	}
+	return err
+}
+
+func (m *Manager) postJoinBody(ctx context.Context, url string, body []byte) error {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
@@ -148,8 +175,7 @@ func (m *Manager) registerSelf() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		body, _ := json.Marshal(JoinRequest(m.self()))
-		err = m.postJoin(ctx, m.cfg.TLS.Scheme()+"://"+leaderHTTP+"/v1/managers/join", body)
+		err = m.postJoin(ctx, m.cfg.TLS.Scheme()+"://"+leaderHTTP+"/v1/managers/join", JoinRequest(m.self()))
 		cancel()
 		if err != nil {
 			m.log.Debug("publishing own address to the leader failed; will retry", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -179,6 +180,7 @@ func (m *Manager) tick(ctx context.Context) {
 	lead := m.term
 	m.leadMu.Unlock()
 	m.metrics.ticks.Inc()
+	m.raiseClusterVersion(ctx)
 
 	// Plan on a private copy so the FSM lock is held only for the copy,
 	// not for the planning (Raft applies keep flowing meanwhile).
@@ -222,6 +224,59 @@ func (m *Manager) tick(ctx context.Context) {
 				"committed_after", m.cfg.Now().Sub(now))
 		}
 	}
+}
+
+// raiseClusterVersion commits SetClusterVersion when every server of the
+// Raft configuration (voters and non-voters: all of them apply the log)
+// reported, in the member table, a build that supports more than the agreed
+// version: the new version is the lowest of theirs. A server without an
+// entry, or whose build predates cluster versions, counts as version 1, so
+// one old manager holds the whole group at the commands it knows. It holds
+// versionMu with addMember, so a join is either counted or refused.
+func (m *Manager) raiseClusterVersion(ctx context.Context) {
+	if !m.versionMu.TryLock() {
+		return // a join is under way: the next pass counts it
+	}
+	defer m.versionMu.Unlock()
+	cv := m.ClusterVersion()
+	if cv >= m.cfg.buildVersion() {
+		return
+	}
+	target, err := m.groupVersion()
+	if err != nil || target <= cv {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := m.propose(rctx, &fsm.SetClusterVersion{ReqID: fsm.ReqID{RequestID: fmt.Sprintf("cluster-version-%d", target)}, Version: target}); err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("raising the cluster version failed; will retry", "from", cv, "to", target, "err", err)
+		}
+		return
+	}
+	m.log.Info("cluster version raised: every manager supports it", "from", cv, "to", target)
+}
+
+// groupVersion is the lowest cluster version the servers of the Raft
+// configuration support, as the member table says (this manager: its
+// build).
+func (m *Manager) groupVersion() (int, error) {
+	cf := m.node.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return 0, err
+	}
+	low := m.cfg.buildVersion()
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == m.cfg.ID {
+			continue
+		}
+		v := 1
+		if mem, ok := m.mux.member(string(s.ID)); ok {
+			v = mem.supports()
+		}
+		low = min(low, v)
+	}
+	return low, nil
 }
 
 // peerDownID reports whether c is a PeerDown command, and for which peer.

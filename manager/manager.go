@@ -71,6 +71,11 @@ type Manager struct {
 	leadMu sync.Mutex
 	term   leaderInfo // zero unless this manager's leader loops run
 
+	// versionMu serialises raising the cluster version with adding a
+	// member: a join of an older build checked against the old version
+	// must not pass while a raise computed without it commits.
+	versionMu sync.Mutex
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -113,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:        cfg,
 		log:        cfg.Logger.With("manager", cfg.ID),
-		state:      fsm.New(),
+		state:      cfg.newFSM(),
 		heartbeats: map[string]time.Time{},
 		peerStats:  map[string]PeerStatsView{},
 		closing:    make(chan struct{}),
@@ -151,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 
-	node, err := openRaft(&m.cfg, m.mux, func() raft.FSM { return newMuxFSM(fsm.New()) }, m.log)
+	node, err := openRaft(&m.cfg, m.mux, func() raft.FSM { return newMuxFSM(m.cfg.newFSM()) }, m.log)
 	if err != nil {
 		m.httpLn.Close()
 		closeNATS()
@@ -247,7 +252,43 @@ func (m *Manager) Raft() *raft.Raft { return m.node.raft }
 // Apply proposes cmd through Raft and waits until it is applied. The
 // context's deadline is the Raft timeout. It returns the FSM's value, or the
 // FSM's business error, or ErrNotLeader / ErrClosed / the context's error.
+//
+// A command whose type needs a cluster version above the one the group
+// agreed is refused (fsm.ErrClusterVersion, HTTP 409 cluster_version):
+// an older follower would not know it (SPEC §11). SetClusterVersion itself
+// goes through raiseClusterVersion, which checks the members instead.
 func (m *Manager) Apply(ctx context.Context, cmd fsm.Command) (any, error) {
+	if err := m.allowed(cmd.Type()); err != nil {
+		return nil, err
+	}
+	return m.propose(ctx, cmd)
+}
+
+// allowed reports whether the agreed cluster version carries type t. The
+// cluster version only rises, so the applied state's answer is safe: what
+// it allows, every member supports.
+func (m *Manager) allowed(t fsm.CommandType) error {
+	need := fsm.MinClusterVersion(t)
+	if need == 1 {
+		return nil
+	}
+	cv := m.ClusterVersion()
+	if need > cv || need > m.cfg.buildVersion() {
+		return fmt.Errorf("%w: command type %d needs cluster version %d, the group agreed %d (this manager supports %d): upgrade every manager first",
+			fsm.ErrClusterVersion, t, need, cv, m.cfg.buildVersion())
+	}
+	return nil
+}
+
+// ClusterVersion is the cluster version the group agreed (committed).
+func (m *Manager) ClusterVersion() int {
+	var v int
+	m.state.Read(func(s *fsm.State) { v = s.ClusterVersion() })
+	return v
+}
+
+// propose encodes and proposes a command without the cluster-version gate.
+func (m *Manager) propose(ctx context.Context, cmd fsm.Command) (any, error) {
 	data, err := fsm.Encode(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)

@@ -12,9 +12,9 @@ import (
 	"github.com/quarry-dev/quarry/fsm"
 )
 
-// Delivery marks are replicated manager state: they survive a snapshot
-// round trip, and the marks of closed tasks are pruned on the next mark
-// (so the table is bounded by the open tasks).
+// Delivery marks written as version-1 member-table entries are cluster
+// state: they survive a snapshot round trip, and the marks of a closed
+// task go with it (so they are bounded by the open tasks).
 func TestDeliveryMarks(t *testing.T) {
 	a := newMuxFSM(fsm.New())
 	idx := uint64(0)
@@ -69,7 +69,7 @@ func TestDeliveryMarks(t *testing.T) {
 		t.Fatal("marks lost in a snapshot round trip")
 	}
 
-	// t1 closes; the next mark prunes its mark, t2's stays.
+	// t1 closes: its mark goes in the same entry, t2's stays.
 	cmd(&fsm.FixupDone{ID: t1, Reason: "done"})
 	mark("delivered", t2, "p2")
 	if a.marked("delivered", t1, "p2") {

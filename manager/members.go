@@ -17,11 +17,20 @@ import (
 
 // The manager keeps one small piece of replicated state of its own, beside the
 // cluster state of package fsm: the member table (manager id → HTTP and Raft
-// address) that lets a follower redirect a write to the leader's HTTP address,
-// and a flag saying the bootstrap config was committed. hashicorp/raft v1.7
-// has no per-server metadata, so the table travels in the Raft log as entries
-// tagged by raft.Log.Extensions; the cluster FSM never sees them and its
-// command space is left untouched. See DESIGN.md, "Member table".
+// address, and the cluster version its build supports) that lets a follower
+// redirect a write to the leader's HTTP address and the leader agree a
+// cluster version, and a flag saying the bootstrap config was committed.
+// hashicorp/raft v1.7 has no per-server metadata, so the table travels in the
+// Raft log as entries tagged by raft.Log.Extensions; the cluster FSM never
+// sees them. See DESIGN.md, "Member table".
+//
+// The fixup delivery marks used to live here too ("delivered"/"reported"
+// entries, and maps in the member table). They are cluster state now
+// (fsm.MarkFixup, cluster version 2); this file still applies the
+// version-1 entries (into the cluster FSM, as ApplyLegacyMark) and reads
+// and writes them in the snapshot's member table, so a manager upgraded in
+// place restores its snapshot and replays its log, and a version-1 build
+// that restores a snapshot of this one keeps the marks.
 
 // memberExtension tags a Raft log entry as a member-table entry.
 var memberExtension = []byte("quarry.manager.members/v1")
@@ -36,7 +45,14 @@ type Member struct {
 	Site     string `json:"site,omitempty"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Version is the highest cluster version the member's build supports
+	// (fsm.Version); absent (0) for a build before cluster versions, which
+	// supports version 1.
+	Version int `json:"version,omitempty"`
 }
+
+// supports is the cluster version a member's build supports.
+func (m Member) supports() int { return max(1, m.Version) }
 
 // memberCommand is the body of a member-table entry.
 type memberCommand struct {
@@ -54,9 +70,11 @@ type memberState struct {
 	// Seeded is set once the bootstrap config flags have been committed, so
 	// that a later leader never re-applies its own flags over admin changes.
 	Seeded bool `json:"seeded"`
-	// Delivered and Reported are the fixup delivery marks, keyed
-	// "<task id>/<peer>" (see natsvc.go): a task a peer acknowledged is not
-	// delivered again by a later leader. Marks of closed tasks are pruned.
+	// Delivered and Reported are the fixup delivery marks as a version-1
+	// build keeps them, keyed "<task id>/<peer>". This build holds the marks
+	// in the cluster FSM; it writes them here too in a snapshot (for a
+	// version-1 build that restores it) and imports them on Restore (a
+	// snapshot written by a version-1 build).
 	Delivered map[string]bool `json:"delivered,omitempty"`
 	Reported  map[string]bool `json:"reported,omitempty"`
 }
@@ -64,7 +82,7 @@ type memberState struct {
 // muxFSM is the raft.FSM the manager hands to Raft: member-table entries are
 // applied here, every other entry goes to the cluster FSM unchanged.
 type muxFSM struct {
-	inner raft.FSM
+	inner *fsm.FSM
 	// onApply, if set, is called after every applied entry (the leader's
 	// notice publisher waits on it); it must not block.
 	onApply func()
@@ -73,7 +91,7 @@ type muxFSM struct {
 	members memberState
 }
 
-func newMuxFSM(inner raft.FSM) *muxFSM {
+func newMuxFSM(inner *fsm.FSM) *muxFSM {
 	return &muxFSM{inner: inner, members: memberState{Members: map[string]Member{}}}
 }
 
@@ -91,70 +109,33 @@ func (f *muxFSM) Apply(l *raft.Log) any {
 		// log or skewed versions, and diverging silently is worse.
 		panic(fmt.Sprintf("manager: undecodable member entry at index %d: %v", l.Index, err))
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	switch c.Op {
 	case "set":
+		f.mu.Lock()
 		f.members.Members[c.Member.ID] = c.Member
+		f.mu.Unlock()
 	case "seeded":
+		f.mu.Lock()
 		f.members.Seeded = true
-	case "delivered", "reported":
-		f.pruneMarks()
-		key := markKey(c.Task, c.Peer)
-		if c.Op == "delivered" {
-			if f.members.Delivered == nil {
-				f.members.Delivered = map[string]bool{}
-			}
-			f.members.Delivered[key] = true
-		} else {
-			if f.members.Reported == nil {
-				f.members.Reported = map[string]bool{}
-			}
-			f.members.Reported[key] = true
-		}
+		f.mu.Unlock()
+	case fsm.MarkDelivered, fsm.MarkReported:
+		// A version-1 mark: cluster state now, applied as that build did.
+		f.inner.ApplyLegacyMark(l.Index, c.Op, c.Task, c.Peer)
 	default:
 		panic(fmt.Sprintf("manager: unknown member entry %q at index %d", c.Op, l.Index))
 	}
 	return nil
 }
 
-// markKey names a fixup delivery mark.
-func markKey(task uint64, peer string) string { return fmt.Sprintf("%d/%s", task, peer) }
-
-// pruneMarks drops the marks of tasks that are no longer open in the
-// cluster FSM (deterministic: it depends only on the applied log). Called
-// with f.mu held, from Apply.
-func (f *muxFSM) pruneMarks() {
-	cf, ok := f.inner.(*fsm.FSM)
-	if !ok || len(f.members.Delivered)+len(f.members.Reported) == 0 {
-		return
-	}
-	open := map[uint64]bool{}
-	cf.Read(func(s *fsm.State) {
-		for _, t := range s.Tasks() {
-			open[t.ID] = true
-		}
-	})
-	for _, m := range []map[string]bool{f.members.Delivered, f.members.Reported} {
-		for k := range m {
-			var id uint64
-			fmt.Sscanf(k, "%d/", &id)
-			if !open[id] {
-				delete(m, k)
-			}
-		}
-	}
-}
-
-// marked reports whether a delivery ("delivered") or report ("reported")
-// mark exists.
-func (f *muxFSM) marked(op string, task uint64, peer string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if op == "reported" {
-		return f.members.Reported[markKey(task, peer)]
-	}
-	return f.members.Delivered[markKey(task, peer)]
+// marked reports whether a delivery (fsm.MarkDelivered) or report
+// (fsm.MarkReported) mark exists; they are cluster state, read under the
+// cluster FSM's read lock. Never call it inside that FSM's Read (a second
+// RLock waits behind a waiting Apply: a deadlock); there, use
+// State.Marked.
+func (f *muxFSM) marked(kind string, task uint64, peer string) bool {
+	var ok bool
+	f.inner.Read(func(s *fsm.State) { ok = s.Marked(kind, task, peer) })
+	return ok
 }
 
 // member returns the table's entry for id.
@@ -183,10 +164,18 @@ func (f *muxFSM) seeded() bool {
 	return f.members.Seeded
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. The member table is small and encoded here;
+// the cluster FSM copies its state and encodes it in Persist. Raft calls
+// Snapshot between two Applies, so the marks copied into the member table
+// are those of the cluster state snapshotted.
 func (f *muxFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	members, err := json.Marshal(f.members)
+	st := memberState{Members: f.members.Members, Seeded: f.members.Seeded}
+	f.inner.Read(func(s *fsm.State) {
+		st.Delivered = markSet(s.MarkKeys(fsm.MarkDelivered))
+		st.Reported = markSet(s.MarkKeys(fsm.MarkReported))
+	})
+	members, err := json.Marshal(st)
 	f.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("encode member table: %w", err)
@@ -227,10 +216,33 @@ func (f *muxFSM) Restore(rc io.ReadCloser) error {
 	if err := f.inner.Restore(io.NopCloser(br)); err != nil {
 		return err
 	}
+	// Marks a version-1 build kept in its member table (this build's own
+	// snapshots carry the same marks in both places: importing is a no-op).
+	for kind, m := range map[string]map[string]bool{fsm.MarkDelivered: st.Delivered, fsm.MarkReported: st.Reported} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		if err := f.inner.ImportMarks(kind, keys); err != nil {
+			return fmt.Errorf("restore snapshot member table: %w", err)
+		}
+	}
+	st.Delivered, st.Reported = nil, nil
 	f.mu.Lock()
 	f.members = st
 	f.mu.Unlock()
 	return nil
+}
+
+func markSet(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }
 
 type muxSnapshot struct {

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -545,12 +544,11 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 }
 
 // stateView answers bucket questions about one committed state, caching
-// what it computed (the views are built per index, the sealed lengths from
-// one encoding of the state). Use it only inside the state's Read.
+// the bucket views it built (per index). Use it only inside the state's
+// Read.
 type stateView struct {
 	s       *fsm.State
 	byIndex map[string]map[string]fsm.BucketView
-	records map[string]fsm.Bucket // nil until needed
 }
 
 func newView(s *fsm.State) *stateView {
@@ -576,33 +574,11 @@ func (v *stateView) bucket(id string) (fsm.BucketView, bool) {
 }
 
 // sealedOf is a sealed bucket's length and last block checksum (0, "" when
-// it is not sealed). The views do not carry them, so it reads the bucket
-// records from the state's encoding, once per view: rare (fetch/truncate
-// deliveries, length reports), so the cost does not matter.
+// it is not sealed): a point read of the state (it used to decode the
+// whole state's encoding).
 func (v *stateView) sealedOf(id string) (int64, string) {
-	if v.records == nil {
-		v.records = map[string]fsm.Bucket{}
-		raw, err := v.s.Marshal()
-		if err != nil {
-			return 0, ""
-		}
-		// Marshal writes a magic line before the JSON.
-		if i := bytes.IndexByte(raw, '{'); i >= 0 {
-			raw = raw[i:]
-		}
-		var d struct {
-			Buckets map[string]fsm.Bucket `json:"buckets"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			return 0, ""
-		}
-		v.records = d.Buckets
-	}
-	b, ok := v.records[id]
-	if !ok || !b.Sealed {
-		return 0, ""
-	}
-	return b.Blocks, b.LastChecksum
+	blocks, sum, _ := v.s.SealedLength(id)
+	return blocks, sum
 }
 
 // findBucket returns a bucket's view from the committed state.
@@ -743,7 +719,7 @@ func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.F
 	case fsm.TaskSeal:
 		return api.FixupResultReply{}, bus.Errorf(api.CodeBadRequest, "fixup result: seal task %d: lengths travel in the delivery's FixupAck", r.ID)
 	case fsm.TaskFreeze:
-		if err := m.mark(ctx, "reported", r.ID, r.Peer); err != nil {
+		if err := m.mark(ctx, fsm.MarkReported, r.ID, r.Peer); err != nil {
 			return api.FixupResultReply{}, err
 		}
 		idx, err := m.finishFreeze(ctx, task, holders)
@@ -774,7 +750,7 @@ func resultIndex(res any) uint64 {
 // copy when it returns (fsm/frozen.go).
 func (m *Manager) finishFreeze(ctx context.Context, task fsm.Task, holders []string) (uint64, error) {
 	for _, h := range holders {
-		if !m.mux.marked("reported", task.ID, h) {
+		if !m.mux.marked(fsm.MarkReported, task.ID, h) {
 			return 0, nil
 		}
 	}
@@ -786,14 +762,23 @@ func (m *Manager) finishFreeze(ctx context.Context, task fsm.Task, holders []str
 	return resultIndex(res), nil
 }
 
-// mark commits a delivery mark (manager-owned replicated state, see
-// members.go).
-func (m *Manager) mark(ctx context.Context, op string, task uint64, peer string) error {
-	if m.mux.marked(op, task, peer) {
+// mark commits a delivery mark (fsm.MarkFixup). Until the group agreed
+// the cluster version that carries MarkFixup, it writes the version-1
+// member-table entry instead, which every build applies alike (members.go).
+// A mark of a task closed meanwhile is no error: it has nothing to mark.
+func (m *Manager) mark(ctx context.Context, kind string, task uint64, peer string) error {
+	if m.mux.marked(kind, task, peer) {
 		return nil
 	}
-	data, _ := json.Marshal(memberCommand{Op: op, Task: task, Peer: peer})
-	_, err := m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension})
+	if m.allowed(fsm.CmdMarkFixup) != nil {
+		data, _ := json.Marshal(memberCommand{Op: kind, Task: task, Peer: peer})
+		_, err := m.applyLog(ctx, raft.Log{Data: data, Extensions: memberExtension})
+		return err
+	}
+	_, err := m.Apply(ctx, &fsm.MarkFixup{Task: task, Peer: peer, Kind: kind})
+	if errors.Is(err, fsm.ErrUnknownTask) {
+		return nil
+	}
 	return err
 }
 
@@ -959,7 +944,7 @@ func (t *natsTerm) deliverRound(ctx context.Context) {
 					if t.sealAck(task.ID, peer) {
 						continue
 					}
-				} else if m.mux.marked("delivered", task.ID, peer) {
+				} else if s.Marked(fsm.MarkDelivered, task.ID, peer) {
 					continue
 				}
 				p, ok := s.Peer(peer)
@@ -1056,7 +1041,7 @@ func (t *natsTerm) deliver(ctx context.Context, d delivery) {
 		t.mu.Unlock()
 		return
 	}
-	if err := m.mark(ctx, "delivered", d.msg.ID, d.msg.To); err != nil && ctx.Err() == nil {
+	if err := m.mark(ctx, fsm.MarkDelivered, d.msg.ID, d.msg.To); err != nil && ctx.Err() == nil {
 		// The peer has the task; a later leader may deliver it again, which
 		// the peer answers as a task it already has.
 		m.log.Warn("recording a fixup delivery failed", "task", d.msg.ID, "peer", d.msg.To, "err", err)

@@ -106,7 +106,7 @@ func TestMuxSnapshotRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(a.memberList(), b.memberList()) || !b.seeded() {
 		t.Fatalf("member table after restore %+v (seeded %v), want %+v", b.memberList(), b.seeded(), a.memberList())
 	}
-	wa, _ := a.inner.(*fsm.FSM).Marshal()
+	wa, _ := a.inner.Marshal()
 	wb, _ := inner.Marshal()
 	if !bytes.Equal(wa, wb) {
 		t.Fatal("cluster state differs after snapshot round trip")

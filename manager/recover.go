@@ -183,9 +183,7 @@ func Recover(ctx context.Context, opts RecoverOptions) (RecoverReport, error) {
 	for _, s := range conf.Servers {
 		rep.Configured = append(rep.Configured, fmt.Sprintf("%s=%s", s.ID, s.Address))
 	}
-	if st, ok := mux.inner.(*fsm.FSM); ok {
-		st.Read(func(s *fsm.State) { rep.Buckets, rep.Peers = len(s.BucketList("", "")), len(s.PeerList()) })
-	}
+	mux.inner.Read(func(s *fsm.State) { rep.Buckets, rep.Peers = len(s.BucketList("", "")), len(s.PeerList()) })
 
 	// Ask every manager we know of whether it sees a leader.
 	urls := map[string]bool{}

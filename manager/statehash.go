@@ -1,11 +1,8 @@
 package manager
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-
-	"github.com/quarry-dev/quarry/fsm"
 )
 
 // StateHash is this manager's committed cluster state summed up: the Raft
@@ -19,19 +16,14 @@ type StateHash struct {
 	Hash    string `json:"hash"`
 }
 
-// StateHash reads the state once, under its lock.
+// StateHash copies the state under its lock (fsm.FSM.Hash) and encodes the
+// copy outside it, so Apply is not held up by the encoding.
 func (m *Manager) StateHash() (StateHash, error) {
-	out := StateHash{ID: m.cfg.ID}
-	var err error
-	m.Read(func(s *fsm.State) {
-		var b []byte
-		if b, err = s.Marshal(); err != nil {
-			return
-		}
-		sum := sha256.Sum256(b)
-		out.Applied, out.Hash = s.AppliedIndex(), hex.EncodeToString(sum[:])
-	})
-	return out, err
+	applied, sum, err := m.state.Hash()
+	if err != nil {
+		return StateHash{ID: m.cfg.ID}, err
+	}
+	return StateHash{ID: m.cfg.ID, Applied: applied, Hash: hex.EncodeToString(sum[:])}, nil
 }
 
 // handleStateHash is GET /v1/state/hash (an addition to SPEC §7).

@@ -58,8 +58,7 @@ type tally struct {
 
 func (s *State) tallyOf(b *Bucket) tally {
 	t := tally{copies: map[string]int{}, searchable: map[string]int{}}
-	for _, p := range sortedKeys(b.Copies) {
-		c := b.Copies[p]
+	for p, c := range b.Copies { // any order: only counts come out
 		if !s.healthy(c) {
 			continue
 		}

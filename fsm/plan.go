@@ -277,7 +277,7 @@ func (p *planner) held(b *Bucket) bool {
 	if awaitsRebuild(b) {
 		return true
 	}
-	for _, peer := range sortedKeys(b.Copies) {
+	for peer := range b.Copies { // any order: the answer is a yes or no
 		if p.sim.stateOf(peer) == StateRestarting {
 			return true
 		}

@@ -789,6 +789,14 @@ func (w *warmSegment) Column(field string) (*query.Column, error) {
 	return w.r.cols.column(field)
 }
 
+// meta is a column's directory entry, nil when the file (or r) has none.
+func (r *colReader) meta(field string) *colMeta {
+	if r == nil {
+		return nil
+	}
+	return r.cols[field]
+}
+
 // columnNames lists the columns of a file (tests, tools).
 func (r *colReader) columnNames() []string {
 	names := make([]string, 0, len(r.cols))

@@ -45,6 +45,18 @@ func (w *warmSegment) FieldValue(field, value string) (*roaring.Bitmap, error) {
 func (w *warmSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) bool) error {
 	return w.r.fieldValues(field, fn)
 }
+
+// FieldValueCounts implements query.FieldCounter for a warm copy: each
+// value's event count from the dictionary, no postings decoded.
+func (w *warmSegment) FieldValueCounts(field string, fn func(string, uint64) bool) error {
+	return w.r.fieldValueCounts(field, fn)
+}
+
+// FieldEvents implements query.FieldPresence for a warm copy.
+func (w *warmSegment) FieldEvents(field string) (*roaring.Bitmap, error) {
+	return w.r.fieldEvents(field)
+}
+
 func (w *warmSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
 	units := make([]eventUnit, len(w.r.blocks))
 	for i, bl := range w.r.blocks {

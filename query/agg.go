@@ -4,10 +4,12 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // aggState is the mergeable partial state of one aggregate in one group.
@@ -201,16 +203,30 @@ func (s *aggState) distinct() []string {
 		runs = append(runs, keys)
 		s.set = nil
 	}
-	// pairwise, so each value is compared about log2(runs) times
+	// pairwise, so each value is compared about log2(runs) times; the
+	// pairs of a level are merged on up to GOMAXPROCS goroutines
 	for len(runs) > 1 {
-		next := make([][]string, 0, (len(runs)+1)/2)
+		next := make([][]string, (len(runs)+1)/2)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 		for i := 0; i < len(runs); i += 2 {
 			if i+1 == len(runs) {
-				next = append(next, runs[i])
+				next[i/2] = runs[i]
 				continue
 			}
-			next = append(next, unionSorted(runs[i], runs[i+1]))
+			if len(runs[i])+len(runs[i+1]) < 4096 {
+				next[i/2] = unionSorted(runs[i], runs[i+1])
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				next[i/2] = unionSorted(runs[i], runs[i+1])
+				<-sem
+			}(i)
 		}
+		wg.Wait()
 		runs = next
 	}
 	s.runs = runs

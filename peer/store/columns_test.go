@@ -221,6 +221,10 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		"| top limit=2 method", "| stats count by method", "| stats count by seq | stats count", "method=GET | top limit=3 seq",
 		"| stats dc(method) dc(seq) values(method) dc(path) dc(status) values(status) by sourcetype", "| rare limit=4 status",
 		"| stats count by host", "| top limit=2 path", "| stats dc(lat) values(seq) by host", "| stats count by method, status",
+		// counts verified on _raw alone (RawSource), hot and warm
+		`"x word1" | stats count`, `"u1" | stats count`, `"status=404 bytes" | stats count`, `"event u2" OR "word3 status" | stats count`,
+		`NOT "x word2" | stats count`, `"u10x word0" | stats count`, `word1 "404 bytes=7" | stats count`, `"lat=0.5" | stats count`,
+		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 	} {
 		req := query.Request{Query: q, Server: "p1"}
 		resp, err := query.Search(t.Context(), req, segs)

@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -364,6 +365,12 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 	}
 	ostart := time.Now()
 	var ord uint32
+	if !noOracle && os.Getenv("GOMEMLIMIT") == "" {
+		// The oracle holds every matching row of `* | stats dc(path)` and
+		// its like (millions on the 5M set, a few GB): collect before the
+		// heap doubles on a machine shared with others.
+		debug.SetMemoryLimit(8 << 30)
+	}
 	if !noOracle {
 		if err := qbScanHEC(file, func(ev *query.Event) bool {
 			ord++

@@ -513,7 +513,12 @@ type numCol struct {
 	// an integer key column's values, numbered as first met
 	ikeys map[int64]uint32
 	ivals []int64
+	small []uint32 // ids+1 of key values in [0, smallKeys)
 }
+
+// smallKeys is the range [0, smallKeys) of integer key values numbered
+// through a table instead of the map (status codes, small counts).
+const smallKeys = 1024
 
 // keyID is event o's key number in an key column.
 func (nc *numCol) keyID(o uint32) uint32 {
@@ -521,11 +526,22 @@ func (nc *numCol) keyID(o uint32) uint32 {
 		return nc.c.IDs[o] - 1
 	}
 	v := nc.c.Ints[o]
+	if v >= 0 && v < smallKeys {
+		if nc.small == nil {
+			nc.small = make([]uint32, smallKeys) // id+1, 0 unseen
+		}
+		if id := nc.small[v]; id != 0 {
+			return id - 1
+		}
+	}
 	id, ok := nc.ikeys[v]
 	if !ok {
 		id = uint32(len(nc.ivals))
 		nc.ikeys[v] = id
 		nc.ivals = append(nc.ivals, v)
+	}
+	if v >= 0 && v < smallKeys {
+		nc.small[v] = id + 1
 	}
 	return id
 }
@@ -715,6 +731,24 @@ func (fa *fastAgg) addBatch(ords []uint32, ts []int64) {
 				s := &fa.st[gs[k]][i]
 				s.sum += vals[o]
 				s.numN++
+			}
+		case fn == "perc" && nc.c.Ints != nil:
+			vals := nc.c.Ints
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				s.nums = append(s.nums, float64(vals[o]))
+			}
+		case (fn == "min" || fn == "max") && nc.c.Ints != nil:
+			vals := nc.c.Ints
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				f := float64(vals[o])
+				if !s.hasNum {
+					s.mn, s.mx, s.hasNum = f, f, true
+					continue
+				}
+				s.mn = math.Min(s.mn, f)
+				s.mx = math.Max(s.mx, f)
 			}
 		case (fn == "dc" || fn == "values") && !nc.c.numeric():
 			ids := nc.c.IDs

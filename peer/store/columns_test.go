@@ -224,6 +224,8 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		// counts verified on _raw alone (RawSource), hot and warm
 		`"x word1" | stats count`, `"u1" | stats count`, `"status=404 bytes" | stats count`, `"event u2" OR "word3 status" | stats count`,
 		`NOT "x word2" | stats count`, `"u10x word0" | stats count`, `word1 "404 bytes=7" | stats count`, `"lat=0.5" | stats count`,
+		"| stats perc50(bytes) min(bytes) max(bytes) count by seq", "| stats count min(seq) max(seq) perc90(seq) by bytes | sort - count | head 5",
+		"method=POST | stats perc90(seq) min(lat) max(lat) by seq, method",
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 	} {
 		req := query.Request{Query: q, Server: "p1"}

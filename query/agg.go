@@ -4,9 +4,12 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // aggState is the mergeable partial state of one aggregate in one group.
@@ -33,6 +36,11 @@ type aggState struct {
 	LV     string    `json:"lv,omitempty"`
 
 	set map[string]struct{}
+	// runs are further distinct values as ascending runs (a bucket's
+	// dictionary ids in rank order, a decoded wire Set): the state's set is
+	// set ∪ every run, folded by a merge of sorted lists (fold) only when
+	// it is read, so merging buckets' dc/values never hashes their values.
+	runs [][]string
 }
 
 func (s *aggState) add(spec *AggSpec, r *Row) {
@@ -107,7 +115,8 @@ func (s *aggState) observeTime(t int64, x string) {
 	}
 }
 
-// merge folds another partial state of the same aggregate into s.
+// merge folds another partial state of the same aggregate into s; o is
+// spent (its distinct-value set may now be s's).
 func (s *aggState) merge(o *aggState) {
 	s.N += o.N
 	s.Sum += o.Sum
@@ -132,17 +141,36 @@ func (s *aggState) merge(o *aggState) {
 			}
 		}
 	}
-	if len(o.set) > 0 || len(o.Set) > 0 {
+	if len(o.set) > 0 {
+		// o is spent by a merge: its set is taken whole when it is the
+		// larger one, and the smaller is added to it.
+		if len(o.set) > len(s.set) {
+			s.set, o.set = o.set, s.set
+		}
 		if s.set == nil {
 			s.set = map[string]struct{}{}
 		}
 		for k := range o.set {
 			s.set[k] = struct{}{}
 		}
-		for _, k := range o.Set {
-			s.set[k] = struct{}{}
+	}
+	for _, r := range o.runs {
+		if len(r) > 0 {
+			s.runs = append(s.runs, r)
 		}
 	}
+	if len(o.Set) > 0 {
+		// the wire form is sorted and distinct; a partial that is not (of
+		// another build, or damaged) is made so rather than trusted
+		r := o.Set
+		if !ascendingDistinct(r) {
+			r = slices.Clone(r)
+			slices.Sort(r)
+			r = slices.Compact(r)
+		}
+		s.runs = append(s.runs, r)
+	}
+	o.runs = nil
 	s.Nums = append(s.Nums, o.Nums...)
 	if o.HasE {
 		s.observeTime(o.ET, o.EV)
@@ -156,14 +184,87 @@ func (s *aggState) merge(o *aggState) {
 
 // wire fills the exported set/nums fields in a canonical order.
 func (s *aggState) wire() {
-	if len(s.set) > 0 {
-		s.Set = s.Set[:0]
-		for k := range s.set {
-			s.Set = append(s.Set, k)
-		}
-		sort.Strings(s.Set)
+	if d := s.distinct(); len(d) > 0 {
+		s.Set = append(s.Set[:0], d...)
 	}
 	sort.Float64s(s.Nums)
+}
+
+// distinct folds set and runs into one ascending run of distinct values
+// and returns it (shared with s: callers copy before changing it).
+func (s *aggState) distinct() []string {
+	runs := s.runs
+	if len(s.set) > 0 {
+		keys := make([]string, 0, len(s.set))
+		for k := range s.set {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		runs = append(runs, keys)
+		s.set = nil
+	}
+	// pairwise, so each value is compared about log2(runs) times; the
+	// pairs of a level are merged on up to GOMAXPROCS goroutines
+	for len(runs) > 1 {
+		next := make([][]string, (len(runs)+1)/2)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+		for i := 0; i < len(runs); i += 2 {
+			if i+1 == len(runs) {
+				next[i/2] = runs[i]
+				continue
+			}
+			if len(runs[i])+len(runs[i+1]) < 4096 {
+				next[i/2] = unionSorted(runs[i], runs[i+1])
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				next[i/2] = unionSorted(runs[i], runs[i+1])
+				<-sem
+			}(i)
+		}
+		wg.Wait()
+		runs = next
+	}
+	s.runs = runs
+	if len(runs) == 0 {
+		return nil
+	}
+	return runs[0]
+}
+
+func ascendingDistinct(r []string) bool {
+	for i := 1; i < len(r); i++ {
+		if r[i-1] >= r[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// unionSorted merges two ascending runs of distinct values into one.
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := strings.Compare(a[i], b[j]); {
+		case c < 0:
+			out = append(out, a[i])
+			i++
+		case c > 0:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 func (s *aggState) final(spec *AggSpec) any {
@@ -195,17 +296,16 @@ func (s *aggState) final(spec *AggSpec) any {
 		}
 		return nil
 	case "dc":
-		return int64(len(s.set))
+		if len(s.runs) == 0 {
+			return int64(len(s.set))
+		}
+		return int64(len(s.distinct()))
 	case "values":
-		if len(s.set) == 0 {
+		d := s.distinct()
+		if len(d) == 0 {
 			return nil
 		}
-		out := make([]string, 0, len(s.set))
-		for k := range s.set {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
+		return append([]string(nil), d...)
 	case "perc":
 		if len(s.Nums) == 0 {
 			return nil

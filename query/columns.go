@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -303,6 +304,62 @@ func (s *colSet) complete(ord uint32) bool {
 	return true
 }
 
+// batchLen is how many ordinals forBatches hands over at once.
+const batchLen = 1024
+
+// forBatches calls fn with the ordinals of b below n in ascending order,
+// batchLen at a time (all: 0..n-1); the slice is reused between calls.
+func forBatches(b bset, n uint32, fn func(ords []uint32)) {
+	buf := make([]uint32, batchLen)
+	if b.all {
+		for lo := uint32(0); lo < n; lo += batchLen {
+			k := min(n-lo, batchLen)
+			for i := uint32(0); i < k; i++ {
+				buf[i] = lo + i
+			}
+			fn(buf[:k])
+		}
+		return
+	}
+	it := b.b.ManyIterator()
+	for {
+		k := it.NextMany(buf)
+		if k == 0 {
+			return
+		}
+		ords := buf[:k]
+		for k > 0 && ords[k-1] >= n {
+			k--
+		}
+		if k > 0 {
+			fn(ords[:k])
+		}
+		if k < len(ords) {
+			return
+		}
+	}
+}
+
+// full reports whether every one of the first n events holds every checked
+// column, so no event needs the per-event check.
+func (s *colSet) full(n uint32) bool {
+	for _, c := range s.check {
+		switch {
+		case c.numeric():
+			if c.Has != nil {
+				return false
+			}
+		default:
+			for _, id := range c.IDs[:n] {
+				if id == 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // forEach calls fn for every ordinal of b (all: 0..n-1).
 func forEach(b bset, n uint32, fn func(ord uint32)) {
 	if b.all {
@@ -341,16 +398,21 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 					return bset{}, err
 				}
 			}
-			forEach(set, x.n, func(o uint32) {
-				if !cs.complete(o) {
-					rest.Add(o)
-					return
+			full := cs.full(x.n)
+			kept := make([]uint32, 0, batchLen)
+			forBatches(set, x.n, func(ords []uint32) {
+				if !full {
+					kept = kept[:0]
+					for _, o := range ords {
+						if cs.complete(o) {
+							kept = append(kept, o)
+						} else {
+							rest.Add(o)
+						}
+					}
+					ords = kept
 				}
-				var t int64
-				if ts != nil {
-					t = ts[o]
-				}
-				fa.add(o, t)
+				fa.addBatch(ords, ts)
 			})
 			fa.flush()
 			return bset{b: rest}, nil
@@ -440,6 +502,7 @@ type fastAgg struct {
 	gidx  map[uint64]int32
 	gkeys []uint64
 	st    [][]colState // per group, per spec
+	gbuf  []int32      // addBatch's group indexes
 }
 
 // numCol is a column with the number of each dictionary value.
@@ -450,7 +513,12 @@ type numCol struct {
 	// an integer key column's values, numbered as first met
 	ikeys map[int64]uint32
 	ivals []int64
+	small []uint32 // ids+1 of key values in [0, smallKeys)
 }
+
+// smallKeys is the range [0, smallKeys) of integer key values numbered
+// through a table instead of the map (status codes, small counts).
+const smallKeys = 1024
 
 // keyID is event o's key number in an key column.
 func (nc *numCol) keyID(o uint32) uint32 {
@@ -458,11 +526,22 @@ func (nc *numCol) keyID(o uint32) uint32 {
 		return nc.c.IDs[o] - 1
 	}
 	v := nc.c.Ints[o]
+	if v >= 0 && v < smallKeys {
+		if nc.small == nil {
+			nc.small = make([]uint32, smallKeys) // id+1, 0 unseen
+		}
+		if id := nc.small[v]; id != 0 {
+			return id - 1
+		}
+	}
 	id, ok := nc.ikeys[v]
 	if !ok {
 		id = uint32(len(nc.ivals))
 		nc.ikeys[v] = id
 		nc.ivals = append(nc.ivals, v)
+	}
+	if v >= 0 && v < smallKeys {
+		nc.small[v] = id + 1
 	}
 	return id
 }
@@ -577,15 +656,22 @@ func newFastAgg(x *segExec, cs *colSet, agg *aggregator) *fastAgg {
 	return fa
 }
 
-func (fa *fastAgg) group(o uint32, t int64) []colState {
+// groupIndex is the index in fa.st of event o's group (created when new).
+func (fa *fastAgg) groupIndex(o uint32, t int64) int32 {
 	if fa.dense {
-		g := fa.keys[0].c.IDs[o] - 1
-		st := fa.st[g]
-		if st == nil {
-			st = make([]colState, len(fa.specs))
-			fa.st[g] = st
+		g := int32(fa.keys[0].c.IDs[o] - 1)
+		if fa.st[g] == nil {
+			fa.st[g] = make([]colState, len(fa.specs))
 		}
-		return st
+		return g
+	}
+	if len(fa.keys) == 0 {
+		if len(fa.st) == 0 {
+			fa.gidx[0] = 0
+			fa.gkeys = append(fa.gkeys, 0)
+			fa.st = append(fa.st, make([]colState, len(fa.specs)))
+		}
+		return 0
 	}
 	var k uint64
 	for i, kc := range fa.keys {
@@ -604,87 +690,151 @@ func (fa *fastAgg) group(o uint32, t int64) []colState {
 		fa.gkeys = append(fa.gkeys, k)
 		fa.st = append(fa.st, make([]colState, len(fa.specs)))
 	}
-	return fa.st[gi]
+	return gi
 }
 
-func (s *colState) numVal(f float64) {
-	s.sum += f
-	s.numN++
-}
-
-func (fa *fastAgg) add(o uint32, t int64) {
-	st := fa.group(o, t)
+// addBatch adds events ords (ascending; ts[o] their times when a span key
+// needs them): group indexes first, then one loop per aggregate, the
+// common shapes (count, sum/avg over a numeric column) without a
+// per-event switch. Each group's values are still taken in ordinal order,
+// so sums are the ones a row pass makes.
+func (fa *fastAgg) addBatch(ords []uint32, ts []int64) {
+	if len(ords) == 0 {
+		return
+	}
+	gs := fa.gbuf[:0]
+	for _, o := range ords {
+		var t int64
+		if ts != nil {
+			t = ts[o]
+		}
+		gs = append(gs, fa.groupIndex(o, t))
+	}
+	fa.gbuf = gs
 	for i, nc := range fa.specs {
-		s := &st[i]
-		if nc == nil {
-			s.n++
-			continue
-		}
-		c := nc.c
-		var f float64
-		var isNum bool
-		var id uint32
-		if c.Ints != nil {
-			f, isNum = float64(c.Ints[o]), true
-		} else if c.Floats != nil {
-			f, isNum = c.Floats[o], true
-		} else {
-			id = c.IDs[o] - 1
-			if nc.num != nil {
-				f, isNum = nc.num[id], nc.isNum[id]
+		fn := fa.agg.specs[i].Func
+		switch {
+		case nc == nil || fn == "count":
+			for _, g := range gs {
+				fa.st[g][i].n++
 			}
-		}
-		switch fa.agg.specs[i].Func {
-		case "count":
-			s.n++
-		case "sum", "avg":
-			if isNum {
-				s.sum += f
+		case (fn == "sum" || fn == "avg") && nc.c.Ints != nil:
+			vals := nc.c.Ints
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				s.sum += float64(vals[o])
 				s.numN++
 			}
-		case "min", "max":
-			if isNum {
+		case (fn == "sum" || fn == "avg") && nc.c.Floats != nil:
+			vals := nc.c.Floats
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				s.sum += vals[o]
+				s.numN++
+			}
+		case fn == "perc" && nc.c.Ints != nil:
+			vals := nc.c.Ints
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				s.nums = append(s.nums, float64(vals[o]))
+			}
+		case (fn == "min" || fn == "max") && nc.c.Ints != nil:
+			vals := nc.c.Ints
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
+				f := float64(vals[o])
 				if !s.hasNum {
 					s.mn, s.mx, s.hasNum = f, f, true
-				} else {
-					s.mn = math.Min(s.mn, f)
-					s.mx = math.Max(s.mx, f)
+					continue
 				}
-			} else {
-				v := c.Dict[id]
-				if !s.hasStr {
-					s.smn, s.smx, s.hasStr = v, v, true
-				} else {
-					if v < s.smn {
-						s.smn = v
-					}
-					if v > s.smx {
-						s.smx = v
-					}
-				}
+				s.mn = math.Min(s.mn, f)
+				s.mx = math.Max(s.mx, f)
 			}
-		case "dc", "values":
-			if c.Ints != nil {
-				if s.ints == nil {
-					s.ints = map[int64]struct{}{}
-				}
-				s.ints[c.Ints[o]] = struct{}{}
-			} else if c.Floats != nil {
-				// by bits: 0 and -0 are two values ("0", "-0")
-				if s.floats == nil {
-					s.floats = map[uint64]struct{}{}
-				}
-				s.floats[math.Float64bits(c.Floats[o])] = struct{}{}
-			} else {
+		case (fn == "dc" || fn == "values") && !nc.c.numeric():
+			ids := nc.c.IDs
+			words := (len(nc.c.Dict) + 63) / 64
+			for k, o := range ords {
+				s := &fa.st[gs[k]][i]
 				if s.ids == nil {
-					s.ids = make([]uint64, (len(c.Dict)+63)/64)
+					s.ids = make([]uint64, words)
 				}
+				id := ids[o] - 1
 				s.ids[id>>6] |= 1 << (id & 63)
 			}
-		case "perc":
-			if isNum {
-				s.nums = append(s.nums, f)
+		default:
+			for k, o := range ords {
+				fa.addOne(&fa.st[gs[k]][i], fn, nc, o)
 			}
+		}
+	}
+}
+
+// addOne adds event o's value of column nc to one aggregate state.
+func (fa *fastAgg) addOne(s *colState, fn string, nc *numCol, o uint32) {
+	c := nc.c
+	var f float64
+	var isNum bool
+	var id uint32
+	if c.Ints != nil {
+		f, isNum = float64(c.Ints[o]), true
+	} else if c.Floats != nil {
+		f, isNum = c.Floats[o], true
+	} else {
+		id = c.IDs[o] - 1
+		if nc.num != nil {
+			f, isNum = nc.num[id], nc.isNum[id]
+		}
+	}
+	switch fn {
+	case "count":
+		s.n++
+	case "sum", "avg":
+		if isNum {
+			s.sum += f
+			s.numN++
+		}
+	case "min", "max":
+		if isNum {
+			if !s.hasNum {
+				s.mn, s.mx, s.hasNum = f, f, true
+			} else {
+				s.mn = math.Min(s.mn, f)
+				s.mx = math.Max(s.mx, f)
+			}
+		} else {
+			v := c.Dict[id]
+			if !s.hasStr {
+				s.smn, s.smx, s.hasStr = v, v, true
+			} else {
+				if v < s.smn {
+					s.smn = v
+				}
+				if v > s.smx {
+					s.smx = v
+				}
+			}
+		}
+	case "dc", "values":
+		if c.Ints != nil {
+			if s.ints == nil {
+				s.ints = map[int64]struct{}{}
+			}
+			s.ints[c.Ints[o]] = struct{}{}
+		} else if c.Floats != nil {
+			// by bits: 0 and -0 are two values ("0", "-0")
+			if s.floats == nil {
+				s.floats = map[uint64]struct{}{}
+			}
+			s.floats[math.Float64bits(c.Floats[o])] = struct{}{}
+		} else {
+			if s.ids == nil {
+				s.ids = make([]uint64, (len(c.Dict)+63)/64)
+			}
+			s.ids[id>>6] |= 1 << (id & 63)
+		}
+	case "perc":
+		if isNum {
+			s.nums = append(s.nums, f)
 		}
 	}
 }
@@ -727,20 +877,30 @@ func (s *colState) state(nc *numCol) *aggState {
 	a := &aggState{N: s.n, Sum: s.sum, NumN: s.numN, HasNum: s.hasNum, NumMin: s.mn, NumMax: s.mx,
 		HasStr: s.hasStr, StrMin: s.smn, StrMax: s.smx, Nums: s.nums}
 	if s.ids != nil || s.ints != nil || s.floats != nil {
-		a.set = make(map[string]struct{})
+		// one run of distinct values: dictionary ids in rank order (a
+		// warm dictionary is sorted, so the run usually needs no sort)
+		size := len(s.ints) + len(s.floats)
+		for _, word := range s.ids {
+			size += bits.OnesCount64(word)
+		}
+		run := make([]string, 0, size)
 		for w, word := range s.ids {
 			for word != 0 {
 				b := bits.TrailingZeros64(word)
-				a.set[nc.c.Dict[w*64+b]] = struct{}{}
+				run = append(run, nc.c.Dict[w*64+b])
 				word &= word - 1
 			}
 		}
 		for v := range s.ints {
-			a.set[strconv.FormatInt(v, 10)] = struct{}{}
+			run = append(run, strconv.FormatInt(v, 10))
 		}
 		for b := range s.floats {
-			a.set[strconv.FormatFloat(math.Float64frombits(b), 'f', -1, 64)] = struct{}{}
+			run = append(run, strconv.FormatFloat(math.Float64frombits(b), 'f', -1, 64))
 		}
+		if !slices.IsSorted(run) {
+			slices.Sort(run)
+		}
+		a.runs = [][]string{run}
 	}
 	return a
 }

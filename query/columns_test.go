@@ -115,6 +115,7 @@ func TestColumnsDecodeNothing(t *testing.T) {
 		"| stats avg(bytes) by sourcetype", "status>=400 | timechart span=30m avg(bytes)",
 		"| stats sum(bytes) as s by host | sort - s | head 3", "| table path | dedup path", "| where bytes > 10 | stats count by host",
 		"| stats count dc(bytes) values(status) sum(bytes) by status, host", "| timechart span=1h max(bytes) by status",
+		"| stats perc50(status) min(status) max(status) by bytes", "| stats min(bytes) max(bytes) perc10(bytes) by status",
 	} {
 		p, err := Compile(Request{Query: q, Now: genBase.Add(3 * time.Hour)})
 		if err != nil {

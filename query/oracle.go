@@ -198,6 +198,7 @@ func SegmentRows(segs []Segment, server string) func(fn func(Row) bool) error {
 // searches. Feed it rows with Add (several References can share one scan),
 // then read Results.
 type Reference struct {
+	keep   map[string]bool // fields a matching row keeps; nil: all (oKeep)
 	q      *Query
 	lo, hi int64
 	now    time.Time
@@ -210,7 +211,7 @@ func NewReference(req Request) (*Reference, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reference{q: q, now: req.Now, lo: math.MinInt64, hi: math.MaxInt64}
+	r := &Reference{q: q, now: req.Now, lo: math.MinInt64, hi: math.MaxInt64, keep: oKeep(q.Commands)}
 	if r.now.IsZero() {
 		r.now = time.Now()
 	}
@@ -243,12 +244,59 @@ func (o *Reference) Add(r Row) {
 	if r.T < o.lo || r.T >= o.hi || !oMatch(o.q.Search, &r) {
 		return
 	}
-	f := make(map[string]any, len(r.F))
-	for k, v := range r.F {
-		f[k] = v
+	var f map[string]any
+	if o.keep != nil {
+		f = make(map[string]any, len(o.keep))
+		for k := range o.keep {
+			if v, ok := r.F[k]; ok {
+				f[k] = v
+			}
+		}
+	} else {
+		f = make(map[string]any, len(r.F))
+		for k, v := range r.F {
+			f[k] = v
+		}
 	}
 	r.F = f
 	o.rows = append(o.rows, r)
+}
+
+// oKeep is the fields a pipeline that starts with stats, top, rare or
+// timechart can observe (its by-fields and aggregated fields, and _time):
+// a matching row keeps only those, so the oracle holds millions of small
+// rows instead of whole events (the 5M bench set: `* | stats dc(path)`).
+// Any other pipeline keeps every field (nil).
+func oKeep(cmds []Command) map[string]bool {
+	if len(cmds) == 0 {
+		return nil
+	}
+	keep := map[string]bool{"_time": true}
+	var aggs []AggSpec
+	switch x := cmds[0].(type) {
+	case StatsCmd:
+		aggs = x.Aggs
+		for _, f := range x.By {
+			keep[f] = true
+		}
+	case TopCmd:
+		for _, f := range append(append([]string(nil), x.Fields...), x.By...) {
+			keep[f] = true
+		}
+	case TimechartCmd:
+		aggs = x.Aggs
+		if x.By != "" {
+			keep[x.By] = true
+		}
+	default:
+		return nil
+	}
+	for _, a := range aggs {
+		if a.Field != "" {
+			keep[a.Field] = true
+		}
+	}
+	return keep
 }
 
 // Results runs the commands over the matching rows, newest first.

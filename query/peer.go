@@ -472,41 +472,63 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		// A plain count needs no row once the event is verified.
 		justCount := agg != nil && len(p.pre) == 0 && p.countOnly() && len(agg.keys) == 0 && rawOnly
 		var counted int64
-		err := seg.Events(db, func(ord uint32, ev *Event) bool {
-			part.Scanned++
-			if part.Scanned%4096 == 0 {
-				if ferr = ctx.Err(); ferr != nil {
-					return false
+		var err error
+		if rs, ok := seg.(RawSource); ok && justCount {
+			// only _raw is looked at: decode nothing else
+			var lower string
+			err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
+				part.Scanned++
+				if part.Scanned%4096 == 0 {
+					if ferr = ctx.Err(); ferr != nil {
+						return false
+					}
 				}
-			}
-			check := vb != nil && vb.Contains(ord)
-			if check && rawOnly {
-				var lower string
-				if !p.filter.matchRaw(ev.Raw, &lower) {
-					return true
+				if vb != nil && vb.Contains(ord) {
+					lower = ""
+					if !p.filter.matchRaw(string(raw), &lower) {
+						return true
+					}
 				}
-				check = false
-			}
-			if justCount {
 				counted++
 				return true
-			}
-			r := eventRow(ev, part.Bucket, ord, p.server)
-			if check && !p.filter.matchRow(&r) {
-				return true
-			}
-			for _, cmd := range p.pre {
-				if !applyStreaming(cmd, &r, env) {
+			})
+		} else {
+			err = seg.Events(db, func(ord uint32, ev *Event) bool {
+				part.Scanned++
+				if part.Scanned%4096 == 0 {
+					if ferr = ctx.Err(); ferr != nil {
+						return false
+					}
+				}
+				check := vb != nil && vb.Contains(ord)
+				if check && rawOnly {
+					var lower string
+					if !p.filter.matchRaw(ev.Raw, &lower) {
+						return true
+					}
+					check = false
+				}
+				if justCount {
+					counted++
 					return true
 				}
-			}
-			if agg != nil {
-				agg.add(&r)
-			} else {
-				rows = append(rows, r)
-			}
-			return true
-		})
+				r := eventRow(ev, part.Bucket, ord, p.server)
+				if check && !p.filter.matchRow(&r) {
+					return true
+				}
+				for _, cmd := range p.pre {
+					if !applyStreaming(cmd, &r, env) {
+						return true
+					}
+				}
+				if agg != nil {
+					agg.add(&r)
+				} else {
+					rows = append(rows, r)
+				}
+				return true
+			})
+		}
 		if err == nil {
 			err = ferr
 		}

@@ -63,3 +63,12 @@ type Field struct {
 	Name  string
 	Value string
 }
+
+// RawSource is an optional extra a Segment may implement: the _raw of the
+// events with the given ordinals (nil: every event), in ascending ordinal
+// order, without building their other fields. A count whose search
+// expression looks at _raw alone (`"POST /api/v1/cart" | stats count`)
+// verifies its candidates through it. raw is only valid during the call.
+type RawSource interface {
+	RawEvents(ordinals *roaring.Bitmap, fn func(ord uint32, raw []byte) bool) error
+}

@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -288,6 +289,9 @@ func runQueryBench(cfg Config) error {
 		if err != nil {
 			return err
 		}
+		if mode == "peer" {
+			qbDiskSplit(filepath.Join(cfg.DataDir, "peer-"+size), n)
+		}
 		err = qbRunSet(size, mode, s, file)
 		stop()
 		if err != nil {
@@ -364,6 +368,12 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 	}
 	ostart := time.Now()
 	var ord uint32
+	if !noOracle && os.Getenv("GOMEMLIMIT") == "" {
+		// The oracle holds every matching row of `* | stats dc(path)` and
+		// its like (millions on the 5M set, a few GB): collect before the
+		// heap doubles on a machine shared with others.
+		debug.SetMemoryLimit(8 << 30)
+	}
 	if !noOracle {
 		if err := qbScanHEC(file, func(ev *query.Event) bool {
 			ord++
@@ -393,7 +403,7 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		fmt.Printf("  %-90s %8.4fs %5d rows  %s\n", v, took.Seconds(), len(r.Results), verdict)
 	}
 	fmt.Printf("\nfield-value queries, %s set (seconds; answers checked against the oracle)\n", size)
-	fmt.Printf("%-3s %-100s %9s %9s %9s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "answer")
+	fmt.Printf("%-3s %-100s %9s %9s %9s %9s %7s %9s %-7s %s\n", "id", "query", "first", "median", "max", "baseline", "ratio", "max ratio", "≤1.0×", "answer")
 	for i, q := range qbFieldQueries {
 		want := refs[len(qbVariants)+i].Results()
 		var times []float64
@@ -421,12 +431,24 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		sorted := append([]float64(nil), times...)
 		sort.Float64s(sorted)
 		med := sorted[2]
-		bl, ratio := "–", "–"
+		bl, ratio, mratio, verdict := "–", "–", "–", "–"
+		mx := sorted[len(sorted)-1]
 		if size == "5m" {
-			bl = fmt.Sprintf("%.3f", qbFieldBaselines[q.id])
-			ratio = fmt.Sprintf("%.2fx", med/qbFieldBaselines[q.id])
+			b := qbFieldBaselines[q.id]
+			bl = fmt.Sprintf("%.3f", b)
+			ratio = fmt.Sprintf("%.2fx", med/b)
+			mratio = fmt.Sprintf("%.2fx", mx/b)
+			// a bound the median meets but the slowest run does not is not met
+			switch {
+			case mx <= b:
+				verdict = "met"
+			case med <= b:
+				verdict = "median"
+			default:
+				verdict = "MISSED"
+			}
 		}
-		fmt.Printf("%-3s %-100s %9.4f %9.4f %9s %7s %s\n", q.id, q.spl, times[0], med, bl, ratio, ans)
+		fmt.Printf("%-3s %-100s %9.4f %9.4f %9.4f %9s %7s %9s %-7s %s\n", q.id, q.spl, times[0], med, mx, bl, ratio, mratio, verdict, ans)
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -719,4 +741,34 @@ restart:
 	// pays the peer's own cold structures).
 	_ = countAll("http://" + p.addr)
 	return qbHTTPSearcher{url: "http://" + p.addr}, p.stop, nil
+}
+
+// qbDiskSplit prints a standalone peer's bytes per event by file kind:
+// journal, postings (index.qi), columns, the rest (BASELINES.md: 43.9).
+func qbDiskSplit(dir string, n int) {
+	kinds := map[string]int64{}
+	var total int64
+	_ = filepath.Walk(filepath.Join(dir, "buckets"), func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		k := "rest"
+		switch info.Name() {
+		case "journal.qj":
+			k = "journal"
+		case "index.qi":
+			k = "postings"
+		case "columns.qc":
+			k = "columns"
+		}
+		kinds[k] += info.Size()
+		total += info.Size()
+		return nil
+	})
+	if total == 0 {
+		return
+	}
+	per := func(b int64) float64 { return float64(b) / float64(n) }
+	fmt.Printf("disk of %s: %.1f B/event (%.2fx the baseline's 43.9): journal %.1f, postings %.1f, columns %.1f, rest %.2f\n",
+		dir, per(total), per(total)/43.9, per(kinds["journal"]), per(kinds["postings"]), per(kinds["columns"]), per(kinds["rest"]))
 }

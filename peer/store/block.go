@@ -311,3 +311,49 @@ func decodePayload(p []byte, fn func(i int, e *decodedEvent) bool) error {
 	}
 	return nil
 }
+
+// decodeRaws calls fn with the _raw of each event of a payload for which
+// want is true, in order, until fn returns false: only the lens stream is
+// read (times, refs and fields are skipped whole), so verifying a phrase
+// costs the block's decompression and little more.
+func decodeRaws(p []byte, want func(i int) (take, more bool), fn func(i int, raw []byte) bool) error {
+	r := &payloadReader{b: p}
+	n := r.uvarint()
+	r.bytes(r.uvarint()) // times
+	k := r.uvarint()
+	if r.err == nil && k > uint64(len(p)) {
+		return fmt.Errorf("%w: string table of %d entries", ErrCorrupt, k)
+	}
+	for i := uint64(0); i < k && r.err == nil; i++ {
+		r.bytes(r.uvarint())
+	}
+	r.bytes(r.uvarint()) // refs
+	lens := &payloadReader{b: r.bytes(r.uvarint())}
+	r.bytes(r.uvarint()) // fields
+	if r.err != nil {
+		return r.err
+	}
+	raw := r.b
+	off := uint64(0)
+	for i := 0; i < int(n); i++ {
+		l := lens.uvarint()
+		if lens.err != nil {
+			return lens.err
+		}
+		if off+l > uint64(len(raw)) {
+			return fmt.Errorf("%w: raw of event %d cut short", ErrCorrupt, i)
+		}
+		take, more := want(i)
+		if take && !fn(i, raw[off:off+l:off+l]) {
+			return nil
+		}
+		if !more {
+			return nil
+		}
+		off += l
+	}
+	if off != uint64(len(raw)) {
+		return fmt.Errorf("%w: %d trailing raw bytes", ErrCorrupt, uint64(len(raw))-off)
+	}
+	return nil
+}

@@ -383,6 +383,12 @@ func (h *hotIndex) addLocked(e *decodedEvent) {
 		ft.colAdd(ft.addValue(v, ord), ord)
 	}
 	for _, f := range e.Fields {
+		if metaFieldName(f.Name) {
+			// rows take host, source and sourcetype from the event, never
+			// from an indexed field of that name: its postings and column
+			// hold the event's own values only
+			continue
+		}
 		ft := h.field(f.Name)
 		id := ft.addValue(f.Value, ord)
 		if !defaultFieldName(f.Name) {
@@ -390,6 +396,15 @@ func (h *hotIndex) addLocked(e *decodedEvent) {
 		}
 	}
 	h.n = ord + 1
+}
+
+// metaFieldName reports host, source and sourcetype.
+func metaFieldName(name []byte) bool {
+	switch string(name) {
+	case "host", "source", "sourcetype":
+		return true
+	}
+	return false
 }
 
 // snapshot returns the current length.

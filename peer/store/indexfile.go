@@ -288,6 +288,9 @@ type indexReader struct {
 	bloomMu  sync.Mutex
 	bloom    *bloom.BloomFilter
 	bloomErr error
+
+	// presence caches FieldEvents per field (a warm copy never changes).
+	presence sync.Map // field -> *roaring.Bitmap
 }
 
 func openIndex(path string) (*indexReader, error) { return openIndexIn(nil, path) }
@@ -648,4 +651,61 @@ func (r *indexReader) fieldValues(f string, fn func(string, *roaring.Bitmap) boo
 	return r.prefix(secFieldSparse, r.fieldSparse, p, func(k string, bm *roaring.Bitmap) bool {
 		return fn(k[len(p):], bm)
 	})
+}
+
+// fieldValueCounts calls fn with each value of field f and the number of
+// events holding it, in ascending value order, from the dictionary alone
+// (no postings are read).
+func (r *indexReader) fieldValueCounts(f string, fn func(string, uint64) bool) error {
+	if strings.IndexByte(f, 0) >= 0 {
+		return nil
+	}
+	p := []byte(f + "\x00")
+	return r.scanDict(secFieldSparse, r.fieldSparse, string(p), func(e *dictEntry) bool {
+		if !bytes.HasPrefix(e.key, p) {
+			return false
+		}
+		return fn(string(e.key[len(p):]), e.count)
+	})
+}
+
+// fieldEvents is the set of events holding indexed field f. A field whose
+// column says every event holds exactly one value (a numeric column with
+// no missing event, or a single-valued dictionary column whose values'
+// counts add up to every event) holds all events without a postings read;
+// any other field is the union of its value postings. Cached per reader.
+func (r *indexReader) fieldEvents(f string) (*roaring.Bitmap, error) {
+	if v, ok := r.presence.Load(f); ok {
+		return v.(*roaring.Bitmap), nil
+	}
+	all := false
+	if m := r.cols.meta(f); m != nil && !defaultFieldName([]byte(f)) {
+		switch m.kind {
+		case colInt, colFloat:
+			all = true
+		case colDict:
+			// single-valued: each event holding the field counts once
+			var sum uint64
+			if err := r.fieldValueCounts(f, func(_ string, c uint64) bool { sum += c; return true }); err != nil {
+				return nil, err
+			}
+			all = sum == uint64(r.events)
+		}
+	}
+	b := roaring.New()
+	if all {
+		b.AddRange(0, uint64(r.events))
+	} else {
+		var bs []*roaring.Bitmap
+		if err := r.fieldValues(f, func(_ string, vb *roaring.Bitmap) bool {
+			bs = append(bs, vb)
+			return true
+		}); err != nil {
+			return nil, err
+		}
+		b = roaring.FastOr(bs...)
+	}
+	b.RunOptimize()
+	r.presence.Store(f, b)
+	return b, nil
 }

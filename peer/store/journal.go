@@ -137,10 +137,14 @@ func (d *frameDecoder) decode(frame, dst []byte) (frameHeader, []byte, error) {
 		return fh, nil, err
 	}
 	n := int(fh.rawLen)
-	if cap(dst) < n {
-		dst = make([]byte, 0, n)
+	// zstdSlack bytes past the content let the decoder use its fast
+	// copies, which may write past a block's end, for the frame's last
+	// block too (with exactly n it takes the safe ones for every block
+	// of a one-block frame)
+	if cap(dst) < n+zstdSlack {
+		dst = make([]byte, 0, n+zstdSlack)
 	}
-	p, err := d.get().DecodeAll(comp, dst[:0:n])
+	p, err := d.get().DecodeAll(comp, dst[:0:n+zstdSlack])
 	if err != nil {
 		return fh, nil, fmt.Errorf("%w: block %d does not decompress: %v", ErrCorrupt, fh.block, err)
 	}
@@ -149,6 +153,10 @@ func (d *frameDecoder) decode(frame, dst []byte) (frameHeader, []byte, error) {
 	}
 	return fh, p, nil
 }
+
+// zstdSlack is the room klauspost/compress's decoder wants past a block
+// (its compressedBlockOverAlloc, 32) to copy in wide words.
+const zstdSlack = 64
 
 func encoder() *zstd.Encoder {
 	zencOnce.Do(func() {

@@ -45,12 +45,100 @@ func (w *warmSegment) FieldValue(field, value string) (*roaring.Bitmap, error) {
 func (w *warmSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) bool) error {
 	return w.r.fieldValues(field, fn)
 }
+
+// FieldValueCounts implements query.FieldCounter for a warm copy: each
+// value's event count from the dictionary, no postings decoded.
+func (w *warmSegment) FieldValueCounts(field string, fn func(string, uint64) bool) error {
+	return w.r.fieldValueCounts(field, fn)
+}
+
+// FieldEvents implements query.FieldPresence for a warm copy.
+func (w *warmSegment) FieldEvents(field string) (*roaring.Bitmap, error) {
+	return w.r.fieldEvents(field)
+}
+
 func (w *warmSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
 	units := make([]eventUnit, len(w.r.blocks))
 	for i, bl := range w.r.blocks {
 		units[i] = eventUnit{block: bl}
 	}
 	return readEvents(w.b, units, w.r.events, ords, fn)
+}
+
+// RawEvents implements query.RawSource for a warm copy.
+func (w *warmSegment) RawEvents(ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	units := make([]eventUnit, len(w.r.blocks))
+	for i, bl := range w.r.blocks {
+		units[i] = eventUnit{block: bl}
+	}
+	return readRaws(w.b, units, w.r.events, ords, fn)
+}
+
+// readRaws is readEvents for _raw alone (decodeRaws).
+func readRaws(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	var buf []byte
+	it := (roaring.IntPeekable)(nil)
+	if ords != nil {
+		it = ords.Iterator()
+	}
+	for _, u := range units {
+		first, cnt := u.block.firstOrd, u.block.events
+		if first >= n {
+			break
+		}
+		if it != nil {
+			it.AdvanceIfNeeded(first)
+			if !it.HasNext() {
+				return nil
+			}
+			if it.PeekNext() >= first+cnt {
+				continue
+			}
+		}
+		p := u.payload
+		if !u.mem {
+			var err error
+			p, err = readBlock(b.rd, u.block, buf)
+			if err != nil {
+				return err
+			}
+			buf = p
+		}
+		stop := false
+		want := func(i int) (bool, bool) {
+			ord := first + uint32(i)
+			if ord >= n {
+				stop = true
+				return false, false
+			}
+			if it == nil {
+				return true, true
+			}
+			if !it.HasNext() {
+				stop = true
+				return false, false
+			}
+			if it.PeekNext() != ord {
+				return false, true
+			}
+			it.Next()
+			return true, true
+		}
+		err := decodeRaws(p, want, func(i int, raw []byte) bool {
+			if !fn(first+uint32(i), raw) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if stop {
+			return nil
+		}
+	}
+	return nil
 }
 
 // eventUnit is a run of events to decode: a block on disk, or a payload in
@@ -257,6 +345,16 @@ func (h *hotSegment) FieldValues(field string, fn func(string, *roaring.Bitmap) 
 }
 
 func (h *hotSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+	return readEvents(h.b, h.units(), h.n, ords, fn)
+}
+
+// RawEvents implements query.RawSource for a hot copy.
+func (h *hotSegment) RawEvents(ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	return readRaws(h.b, h.units(), h.n, ords, fn)
+}
+
+// units snapshots the copy's blocks in one consistent cut.
+func (h *hotSegment) units() []eventUnit {
 	b := h.b
 	s := b.s
 	// Snapshot the blocks in one consistent cut: durable blocks, sealed ones
@@ -276,5 +374,5 @@ func (h *hotSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) 
 	}
 	b.mu.RUnlock()
 	s.mu.Unlock()
-	return readEvents(b, units, h.n, ords, fn)
+	return units
 }

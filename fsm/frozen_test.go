@@ -436,3 +436,38 @@ func checkFrozen(t interface{ Fatalf(string, ...any) }, s *State) {
 		}
 	}
 }
+
+// TestPlanRetentionWaitsForStreams: a bucket with a copy still streaming
+// in (an open replicate task) is not frozen until the stream ends — a
+// freeze drops the bucket's tasks, so the copy that lands afterwards would
+// be on no freeze task and in no tombstone — and under max_total_bytes a
+// newer bucket is not frozen in the oldest one's place meanwhile.
+func TestPlanRetentionWaitsForStreams(t *testing.T) {
+	h := fourPeers(t)
+	hour := int64(time.Hour)
+	now := epoch.Add(100 * time.Hour)
+	roll := func(local string, latestHoursAgo int64) string {
+		id := h.bucket(local, "p1", "p2", true, "p3", false)
+		h.must(&RollBucket{Bucket: id, Earliest: now.UnixNano() - latestHoursAgo*hour - 1, Latest: now.UnixNano() - latestHoursAgo*hour,
+			Size: 100, Events: 1, Blocks: 1, LastChecksum: "c"})
+		return id
+	}
+	old, newer := roll("1", 50), roll("2", 40)
+	h.must(&CreateFixup{Kind: TaskReplicate, Level: LevelReplication, Bucket: old, Source: "p2", Target: "p4", Searchable: true, At: h.now})
+	in := PlanInput{Now: now, LastHeartbeat: alive(h, now), GraceUntil: now.Add(time.Hour)}
+	cfg := h.s.Config()
+	for _, ic := range []IndexConfig{{Name: "main", FrozenTimePeriod: 45 * time.Hour}, {Name: "main", MaxTotalBytes: 150}} {
+		cfg.Indexes = []IndexConfig{ic}
+		h.must(&SetConfig{Config: cfg})
+		for _, c := range Plan(h.s, in) {
+			if f, ok := c.(*CreateFixup); ok && f.Kind == TaskFreeze {
+				t.Fatalf("%+v: froze %s while a copy of %s streams in", ic, f.Bucket, old)
+			}
+		}
+	}
+	h.finishTasks() // the stream ends: a fourth copy (excess), and the oldest goes
+	h.wantPlan(in, "excess remove_copy 1 p3", "retention freeze 1")
+	if h.s.IsFrozen(newer) {
+		t.Fatalf("%s frozen in place of %s", newer, old)
+	}
+}

@@ -885,12 +885,29 @@ func (p *planner) retention() {
 			}
 		}
 		sort.SliceStable(warm, func(i, j int) bool { return warm[i].Latest < warm[j].Latest })
+	buckets:
 		for _, b := range warm {
+			// A bucket with a copy still streaming in is frozen once the
+			// stream ended: a freeze removes the bucket and its open tasks,
+			// so a replication that finished after it left a copy no
+			// tombstone named, on a peer no freeze task reached (found by
+			// TestClusterRetentionFreeze once failure detection got fast:
+			// a holder went Down, its replacement copy was streaming when
+			// frozen_time_period froze the bucket).
+			streaming := len(p.open(b, TaskReplicate, TaskFetch)) > 0
 			switch {
 			case ic.FrozenTimePeriod > 0 && b.Latest < now-int64(ic.FrozenTimePeriod):
+				if streaming {
+					continue
+				}
 				p.task(TaskFreeze, LevelRetention, b, "", "", false,
 					fmt.Sprintf("latest event older than frozen_time_period %s", ic.FrozenTimePeriod))
 			case ic.MaxTotalBytes > 0 && total > ic.MaxTotalBytes:
+				if streaming {
+					// The oldest goes first: wait for it rather than
+					// freeze a newer bucket in its place.
+					break buckets
+				}
 				p.task(TaskFreeze, LevelRetention, b, "", "", false,
 					fmt.Sprintf("index %s holds %d bytes, max_total_bytes %d", ic.Name, total, ic.MaxTotalBytes))
 			default:

@@ -878,15 +878,7 @@ func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
 	}
 	b.Hot = false
 	b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
-	if c.Latest != 0 || c.Earliest != 0 {
-		b.Earliest, b.Latest = c.Earliest, c.Latest
-	}
-	if c.Size != 0 {
-		b.Size = c.Size
-	}
-	if c.Events != 0 {
-		b.Events = c.Events
-	}
+	b.takeExtent(c.Earliest, c.Latest, c.Size, c.Events)
 	s.bucketChanged(ch, b)
 	s.reassign(ch, b)
 	s.commit(ch)
@@ -1155,15 +1147,7 @@ func (s *State) applyExtendSeal(idx uint64, c *ExtendSeal) (any, error) {
 	ch := s.begin(idx)
 	s.mutateBucket(ch, b, func() {
 		b.Blocks, b.LastChecksum = c.Blocks, c.LastChecksum
-		if c.Latest != 0 || c.Earliest != 0 {
-			b.Earliest, b.Latest = c.Earliest, c.Latest
-		}
-		if c.Size != 0 {
-			b.Size = c.Size
-		}
-		if c.Events != 0 {
-			b.Events = c.Events
-		}
+		b.takeExtent(c.Earliest, c.Latest, c.Size, c.Events)
 		cp.setLength(c.Blocks, c.LastChecksum)
 		cp.Short = false
 	})
@@ -1250,5 +1234,20 @@ func (s *State) rebalanceTable(ch *change, table string) {
 		if !moved {
 			return
 		}
+	}
+}
+
+// takeExtent sets a bucket's time range, size and event count from a seal
+// or a seal extension, each only when the command carries it (zero: not
+// said, an older or shorter report).
+func (b *Bucket) takeExtent(earliest, latest, size, events int64) {
+	if latest != 0 || earliest != 0 {
+		b.Earliest, b.Latest = earliest, latest
+	}
+	if size != 0 {
+		b.Size = size
+	}
+	if events != 0 {
+		b.Events = events
 	}
 }

@@ -58,87 +58,21 @@ func (w *warmSegment) FieldEvents(field string) (*roaring.Bitmap, error) {
 }
 
 func (w *warmSegment) Events(ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
-	units := make([]eventUnit, len(w.r.blocks))
-	for i, bl := range w.r.blocks {
-		units[i] = eventUnit{block: bl}
-	}
-	return readEvents(w.b, units, w.r.events, ords, fn)
+	return readEvents(w.b, w.units(), w.r.events, ords, fn)
 }
 
 // RawEvents implements query.RawSource for a warm copy.
 func (w *warmSegment) RawEvents(ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	return readRaws(w.b, w.units(), w.r.events, ords, fn)
+}
+
+// units are the warm copy's blocks, all on disk.
+func (w *warmSegment) units() []eventUnit {
 	units := make([]eventUnit, len(w.r.blocks))
 	for i, bl := range w.r.blocks {
 		units[i] = eventUnit{block: bl}
 	}
-	return readRaws(w.b, units, w.r.events, ords, fn)
-}
-
-// readRaws is readEvents for _raw alone (decodeRaws).
-func readRaws(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
-	var buf []byte
-	it := (roaring.IntPeekable)(nil)
-	if ords != nil {
-		it = ords.Iterator()
-	}
-	for _, u := range units {
-		first, cnt := u.block.firstOrd, u.block.events
-		if first >= n {
-			break
-		}
-		if it != nil {
-			it.AdvanceIfNeeded(first)
-			if !it.HasNext() {
-				return nil
-			}
-			if it.PeekNext() >= first+cnt {
-				continue
-			}
-		}
-		p := u.payload
-		if !u.mem {
-			var err error
-			p, err = readBlock(b.rd, u.block, buf)
-			if err != nil {
-				return err
-			}
-			buf = p
-		}
-		stop := false
-		want := func(i int) (bool, bool) {
-			ord := first + uint32(i)
-			if ord >= n {
-				stop = true
-				return false, false
-			}
-			if it == nil {
-				return true, true
-			}
-			if !it.HasNext() {
-				stop = true
-				return false, false
-			}
-			if it.PeekNext() != ord {
-				return false, true
-			}
-			it.Next()
-			return true, true
-		}
-		err := decodeRaws(p, want, func(i int, raw []byte) bool {
-			if !fn(first+uint32(i), raw) {
-				stop = true
-				return false
-			}
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		if stop {
-			return nil
-		}
-	}
-	return nil
+	return units
 }
 
 // eventUnit is a run of events to decode: a block on disk, or a payload in
@@ -149,10 +83,14 @@ type eventUnit struct {
 	mem     bool
 }
 
-func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+// eachUnit walks units in order for the events below n (all of them, or
+// those in ords), skipping a unit that holds none of ords unread, and hands
+// decode each unit's payload with want: want(i) says whether the unit's
+// i-th event is taken and whether the walk goes on. decode returns whether
+// it was told to stop (by want or by the caller's callback).
+func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
+	decode func(first uint32, p []byte, want func(i int) (take, more bool)) (stop bool, err error)) error {
 	var buf []byte
-	var qe query.Event
-	qe.Index = b.index
 	it := (roaring.IntPeekable)(nil)
 	if ords != nil {
 		it = ords.Iterator()
@@ -163,9 +101,6 @@ func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn
 			break
 		}
 		if it != nil {
-			if !it.HasNext() {
-				return nil
-			}
 			it.AdvanceIfNeeded(first)
 			if !it.HasNext() {
 				return nil
@@ -183,22 +118,63 @@ func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn
 			}
 			buf = p
 		}
-		stop := false
-		err := decodePayload(p, func(i int, e *decodedEvent) bool {
+		want := func(i int) (bool, bool) {
 			ord := first + uint32(i)
 			if ord >= n {
+				return false, false
+			}
+			if it == nil {
+				return true, true
+			}
+			if !it.HasNext() {
+				return false, false
+			}
+			if it.PeekNext() != ord {
+				return false, true
+			}
+			it.Next()
+			return true, true
+		}
+		stop, err := decode(first, p, want)
+		if err != nil || stop {
+			return err
+		}
+	}
+	return nil
+}
+
+// readRaws is readEvents for _raw alone (decodeRaws).
+func readRaws(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	return eachUnit(b, units, n, ords, func(first uint32, p []byte, want func(int) (bool, bool)) (bool, error) {
+		stop := false
+		err := decodeRaws(p, func(i int) (bool, bool) {
+			take, more := want(i)
+			stop = stop || !more
+			return take, more
+		}, func(i int, raw []byte) bool {
+			if !fn(first+uint32(i), raw) {
 				stop = true
 				return false
 			}
-			if it != nil {
-				if !it.HasNext() {
-					stop = true
-					return false
-				}
-				if it.PeekNext() != ord {
-					return true
-				}
-				it.Next()
+			return true
+		})
+		return stop, err
+	})
+}
+
+func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, *query.Event) bool) error {
+	var qe query.Event
+	qe.Index = b.index
+	return eachUnit(b, units, n, ords, func(first uint32, p []byte, want func(int) (bool, bool)) (bool, error) {
+		stop := false
+		err := decodePayload(p, func(i int, e *decodedEvent) bool {
+			take, more := want(i)
+			if !more {
+				stop = true
+				return false
+			}
+			if !take {
+				return true
 			}
 			qe.Time = e.Time
 			qe.Raw = string(e.Raw)
@@ -209,20 +185,14 @@ func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn
 			for _, f := range e.Fields {
 				qe.Fields = append(qe.Fields, query.Field{Name: string(f.Name), Value: string(f.Value)})
 			}
-			if !fn(ord, &qe) {
+			if !fn(first+uint32(i), &qe) {
 				stop = true
 				return false
 			}
 			return true
 		})
-		if err != nil {
-			return err
-		}
-		if stop {
-			return nil
-		}
-	}
-	return nil
+		return stop, err
+	})
 }
 
 // hotSegment is a consistent snapshot of a hot copy: the first n events.

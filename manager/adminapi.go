@@ -24,7 +24,7 @@ import (
 //	GET    /v1/indexes          every index: declared (with retention) or known from buckets
 //	POST   /v1/indexes          add one: {"name", "frozen_time_period", "max_total_bytes", "max_data_size"}
 //	DELETE /v1/indexes/{name}   remove a declared index (not main, not one a token names)
-//	GET    /v1/tokens           HEC and search tokens by id, secrets left out (?reveal=true: with them)
+//	GET    /v1/tokens           HEC and search tokens by id, never their secrets (?reveal is refused)
 //	POST   /v1/tokens           add one: {"kind": "hec"|"search", "token", "indexes", "default_index", "use_ack", "allow_query_string_auth"}
 //	DELETE /v1/tokens/{id}      revoke a token by its id (TokenID)
 //
@@ -78,7 +78,8 @@ type IndexRequest struct {
 }
 
 // TokenView is one token of GET /v1/tokens. Token (the secret) is filled
-// only with ?reveal=true, and in the answer of POST /v1/tokens; Prefix
+// only in the answer of POST /v1/tokens, once (no read shows it, SPEC §7);
+// Prefix
 // shows its first characters so an operator can tell tokens apart.
 type TokenView struct {
 	ID                   string   `json:"id"`
@@ -389,22 +390,16 @@ func (e *configEditor) handleRemoveIndex(w http.ResponseWriter, r *http.Request)
 
 // ---- tokens -----------------------------------------------------------------
 
-func tokenViews(cfg fsm.Config, reveal bool) []TokenView {
+func tokenViews(cfg fsm.Config) []TokenView {
 	var out []TokenView
 	for _, t := range cfg.HECTokens {
 		ack := t.Ack
 		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindHEC, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes,
 			DefaultIndex: t.DefaultIndex, UseAck: &ack, AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled}
-		if reveal {
-			v.Token = t.Token
-		}
 		out = append(out, v)
 	}
 	for _, t := range cfg.SearchTokens {
 		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindSearch, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes}
-		if reveal {
-			v.Token = t.Token
-		}
 		out = append(out, v)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -416,12 +411,17 @@ func tokenViews(cfg fsm.Config, reveal bool) []TokenView {
 	return out
 }
 
-// handleListTokens is GET /v1/tokens[?reveal=true].
+// handleListTokens is GET /v1/tokens: ids, kinds, prefixes, never secrets.
 func (e *configEditor) handleListTokens(w http.ResponseWriter, r *http.Request) {
-	reveal := r.URL.Query().Get("reveal") == "true"
+	if r.URL.Query().Has("reveal") {
+		// Removed: no read shows a token's secret (SPEC §7). The secret is
+		// printed once, when the token is added.
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: "reveal: a token's secret is not shown by any read (SPEC §7), only once by POST /v1/tokens when it is added"})
+		return
+	}
 	var cfg fsm.Config
 	e.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": tokenViews(cfg, reveal)})
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": tokenViews(cfg)})
 }
 
 // indexDeclared: the index may be named by a token. With
@@ -431,7 +431,7 @@ func indexDeclared(cfg *fsm.Config, name string) bool {
 }
 
 // handleAddToken is POST /v1/tokens. The answer (201) holds the token's
-// secret: the only answer that shows it without ?reveal=true. A token that
+// secret: the only answer that ever shows it. A token that
 // already exists (as HEC or search token) is 409 token_exists; an index
 // that is not declared is 400 unknown_index.
 func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
@@ -502,8 +502,9 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 	}
 	var cfg fsm.Config
 	e.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	for _, v := range tokenViews(cfg, true) {
+	for _, v := range tokenViews(cfg) {
 		if v.ID == id {
+			v.Token = req.Token // shown once, to the admin who added it
 			writeJSON(w, http.StatusCreated, map[string]any{"token": v})
 			return
 		}

@@ -29,12 +29,9 @@ func (c *Client) RemoveIndex(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/indexes/"+url.PathEscape(name), nil, nil)
 }
 
-// Tokens is GET /v1/tokens; reveal asks for the secrets too.
-func (c *Client) Tokens(ctx context.Context, reveal bool) ([]TokenView, error) {
+// Tokens is GET /v1/tokens: ids and prefixes, never the secrets.
+func (c *Client) Tokens(ctx context.Context) ([]TokenView, error) {
 	path := "/v1/tokens"
-	if reveal {
-		path += "?reveal=true"
-	}
 	var out struct {
 		Tokens []TokenView `json:"tokens"`
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -385,7 +386,46 @@ func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 func (m *Manager) handleGetConfig(w http.ResponseWriter, r *http.Request) {
 	var cfg fsm.Config
 	m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	writeJSON(w, http.StatusOK, cfg)
+	writeJSON(w, http.StatusOK, cfg.Redacted())
+}
+
+// keepSecrets resolves the tokens of a POSTed config that are given by
+// their digest (as GET /v1/config shows them) to the secrets the cluster
+// holds, so a config read, edited and posted back keeps its tokens. A
+// digest that names no token of that kind is refused: a new token needs
+// its secret.
+func keepSecrets(cur fsm.Config, cfg *fsm.Config) *APIError {
+	hec := map[string]string{}
+	for _, t := range cur.HECTokens {
+		hec[fsm.TokenDigest(t.Token)] = t.Token
+	}
+	search := map[string]string{}
+	for _, t := range cur.SearchTokens {
+		search[fsm.TokenDigest(t.Token)] = t.Token
+	}
+	cfg.HECTokens = slices.Clone(cfg.HECTokens)
+	for i, t := range cfg.HECTokens {
+		if !fsm.IsTokenDigest(t.Token) {
+			continue
+		}
+		sec, ok := hec[t.Token]
+		if !ok {
+			return &APIError{Status: http.StatusBadRequest, Code: "bad_config", Message: fmt.Sprintf("hec token %s: no HEC token of the cluster has this digest; a new token needs its secret", t.Token)}
+		}
+		cfg.HECTokens[i].Token = sec
+	}
+	cfg.SearchTokens = slices.Clone(cfg.SearchTokens)
+	for i, t := range cfg.SearchTokens {
+		if !fsm.IsTokenDigest(t.Token) {
+			continue
+		}
+		sec, ok := search[t.Token]
+		if !ok {
+			return &APIError{Status: http.StatusBadRequest, Code: "bad_config", Message: fmt.Sprintf("search token %s: no search token of the cluster has this digest; a new token needs its secret", t.Token)}
+		}
+		cfg.SearchTokens[i].Token = sec
+	}
+	return nil
 }
 
 // handleSetConfig is POST /v1/config: replaces the cluster config with the
@@ -397,6 +437,12 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(err))
 		return
 	}
+	var cur fsm.Config
+	m.state.Read(func(s *fsm.State) { cur = s.Config() })
+	if err := keepSecrets(cur, &cfg); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := cfg.Validate(); err != nil {
 		writeError(w, toAPIError(err))
 		return
@@ -405,7 +451,7 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"config": cfg, "result": res})
+	writeJSON(w, http.StatusOK, map[string]any{"config": cfg.Redacted(), "result": res})
 }
 
 // StartBucketRequest is the body of POST /v1/buckets: an origin peer starting

@@ -258,7 +258,9 @@ func (m *Manager) status() api.Status {
 
 // peerConfigOf is the peer config of a committed state, with its id.
 func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
-	c := s.Config()
+	// Secrets never leave the managers (SPEC §7): peers and search heads
+	// get each token's digest and check presented tokens against it.
+	c := s.Config().Redacted()
 	targetTimeout := m.cfg.TargetTimeout
 	if c.TargetTimeout > 0 {
 		targetTimeout = c.TargetTimeout // set through the admin API

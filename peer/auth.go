@@ -160,7 +160,7 @@ func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
 		return nil, 0, ""
 	}
 	for _, t := range toks {
-		if equalToken(tok, t.Token) {
+		if fsm.TokenMatches(t.Token, tok) {
 			if len(t.Indexes) == 0 {
 				return nil, 0, ""
 			}

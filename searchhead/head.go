@@ -355,7 +355,7 @@ func (h *Head) authorize(r *http.Request) ([]string, error) {
 		return nil, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
 	}
 	for _, t := range toks {
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
+		if fsm.TokenMatches(t.Token, tok) {
 			if len(t.Indexes) == 0 {
 				return nil, nil
 			}

@@ -17,7 +17,7 @@ import (
 // search tokens, through the managers' admin API (manager/adminapi.go).
 // A token is named by its id (the first 16 hex digits of its SHA-256);
 // list shows ids and the first 4 characters of each secret, never the
-// whole secret unless --reveal is given. add prints the secret once.
+// whole secret (no read shows it, SPEC §7). add prints the secret once.
 func tokenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "token",
@@ -25,10 +25,8 @@ func tokenCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "list the tokens by id (secrets shown only with --reveal)",
-				Flags: append(adminFlags(),
-					&cli.BoolFlag{Name: "reveal", Usage: "also print each token's secret", EnvVars: envVars("reveal")},
-				),
+				Usage: "list the tokens by id (never their secrets: add prints a secret once)",
+				Flags: adminFlags(),
 				Action: adminAction(0, "no arguments", runTokenList),
 			},
 			{
@@ -65,7 +63,7 @@ func printJSONTo(w io.Writer, v any) error {
 func runTokenList(c *cli.Context, cl *manager.Client, _ []string, out string) error {
 	ctx, cancel := callCtx(c)
 	defer cancel()
-	list, err := cl.Tokens(ctx, c.Bool("reveal"))
+	list, err := cl.Tokens(ctx)
 	if err != nil {
 		return fmt.Errorf("token list: %w", err)
 	}
@@ -74,9 +72,6 @@ func runTokenList(c *cli.Context, cl *manager.Client, _ []string, out string) er
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	head := "ID\tKIND\tPREFIX\tINDEXES\tDEFAULT_INDEX\tUSEACK"
-	if c.Bool("reveal") {
-		head += "\tTOKEN"
-	}
 	fmt.Fprintln(tw, head)
 	for _, t := range list {
 		idx, def, ack := strings.Join(t.Indexes, ","), t.DefaultIndex, "-"
@@ -90,9 +85,6 @@ func runTokenList(c *cli.Context, cl *manager.Client, _ []string, out string) er
 			ack = fmt.Sprint(*t.UseAck)
 		}
 		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Kind, t.Prefix, idx, def, ack)
-		if c.Bool("reveal") {
-			line += "\t" + t.Token
-		}
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()

@@ -51,8 +51,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +72,8 @@ import (
 
 // Token is a HEC token as the cluster config (or --hec-token) defines it.
 type Token struct {
+	// Value is the secret, or its digest (fsm.TokenDigest) as a cluster
+	// peer gets it: the managers never send secrets (SPEC §7).
 	Value string
 	// Indexes the token may write to; empty means any index. The first is
 	// the default index when DefaultIndex is empty.
@@ -326,7 +328,7 @@ func (h *Handler) SetTokens(tokens []Token) {
 	}
 	next := make(map[tokenKey]*tokenState, len(tokens))
 	for _, t := range tokens {
-		k := sha256.Sum256([]byte(t.Value))
+		k := tokenKeyOf(t.Value)
 		st := &tokenState{Token: t}
 		if o := old[k]; o != nil {
 			st.tokenChannels = o.tokenChannels
@@ -342,10 +344,21 @@ func (h *Handler) SetTokens(tokens []Token) {
 // the value's SHA-256, then compared in constant time.
 func (h *Handler) token(v string) *tokenState {
 	t := (*h.tokens.Load())[sha256.Sum256([]byte(v))]
-	if t == nil || subtle.ConstantTimeCompare([]byte(t.Value), []byte(v)) != 1 {
+	if t == nil || !fsm.TokenMatches(t.Value, v) {
 		return nil
 	}
 	return t
+}
+
+// tokenKeyOf is the SHA-256 a token is found by: of the secret, or the
+// one a digest names.
+func tokenKeyOf(v string) tokenKey {
+	var k tokenKey
+	if fsm.IsTokenDigest(v) {
+		hex.Decode(k[:], []byte(v[len(fsm.TokenDigestPrefix):])) // checked by IsTokenDigest
+		return k
+	}
+	return sha256.Sum256([]byte(v))
 }
 
 // Register mounts the HEC endpoints on mux.

@@ -24,9 +24,9 @@ func tokenCommand() *cli.Command {
 		Usage: "add, list and revoke HEC and search tokens",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "list",
-				Usage: "list the tokens by id (never their secrets: add prints a secret once)",
-				Flags: adminFlags(),
+				Name:   "list",
+				Usage:  "list the tokens by id (never their secrets: add prints a secret once)",
+				Flags:  adminFlags(),
 				Action: adminAction(0, "no arguments", runTokenList),
 			},
 			{

@@ -233,6 +233,14 @@ type TargetsRequest struct {
 	Index     string `json:"index"`
 	LocalID   string `json:"local_id"`
 	Earliest  int64  `json:"earliest,omitempty"`
+	// Used: the origin already replicates the bucket to these targets, its
+	// last known set, chosen while no manager answered (SPEC §4: with every
+	// manager unreachable, origins keep indexing and acking to their last
+	// targets). The manager records them as the bucket's copies instead of
+	// choosing, so the state knows who holds a copy that counted toward an
+	// ack; targets that are no longer Up are left out (their copies are
+	// found at their next registration).
+	Used []Target `json:"used,omitempty"`
 }
 
 // Target is one replication target: where its copy lives and whether it

@@ -488,7 +488,7 @@ func (m *Manager) handleStartBucket(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	id, choice, res, err := m.startBucket(ctx, r.Header.Get("X-Request-Id"), req.Index, req.LocalID, req.Origin, req.Earliest)
+	id, choice, res, err := m.startBucket(ctx, r.Header.Get("X-Request-Id"), req.Index, req.LocalID, req.Origin, req.Earliest, nil)
 	if err != nil {
 		if errors.Is(err, ErrNotLeader) {
 			m.redirectToLeader(w, r)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -367,7 +368,14 @@ func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.Ta
 	if err := api.ValidBucketID(r.Index + "~" + r.LocalID + "~guid"); err != nil {
 		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index %q, local id %q: %v", r.Index, r.LocalID, err)
 	}
-	id, choice, res, err := m.startBucket(ctx, r.RequestID, r.Index, r.LocalID, r.Origin, r.Earliest)
+	var used []fsm.CopySpec
+	for _, t := range r.Used {
+		if err := bus.ValidToken("peer", t.Peer); err != nil || t.Peer == r.Origin {
+			return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: used target %q: not a peer id other than the origin", t.Peer)
+		}
+		used = append(used, fsm.CopySpec{Peer: t.Peer, Searchable: t.Searchable})
+	}
+	id, choice, res, err := m.startBucket(ctx, r.RequestID, r.Index, r.LocalID, r.Origin, r.Earliest, used)
 	if err != nil {
 		return api.TargetsReply{}, err
 	}
@@ -403,7 +411,10 @@ func committedTargets(s *fsm.State, bucket, origin string) []fsm.CopySpec {
 // startBucket chooses targets for a new hot bucket on the committed state
 // and commits AddBucket with them; if the state moved in between (a target
 // went down) it chooses again, up to three times.
-func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, originID string, earliest int64) (string, fsm.TargetChoice, any, error) {
+//
+// used (an origin that replicated to its last targets while no manager
+// answered) replaces the choice with the targets of it that are Up.
+func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, originID string, earliest int64, used []fsm.CopySpec) (string, fsm.TargetChoice, any, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		var (
@@ -416,6 +427,17 @@ func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, origin
 			origin, known = s.Peer(originID)
 			if known {
 				choice, err = s.ChooseTargets(originID, index)
+			}
+			if known && len(used) > 0 {
+				var up []fsm.CopySpec
+				for _, t := range used {
+					if p, ok := s.Peer(t.Peer); ok && p.State == fsm.StateUp {
+						up = append(up, t)
+					}
+				}
+				// The copies exist: record them, whatever the policy says
+				// now (the planner tops a bucket up once it is sealed).
+				choice.Targets, err = up, nil
 			}
 		})
 		if !known {
@@ -433,7 +455,7 @@ func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, origin
 			return id, choice, res, nil
 		}
 		if errors.Is(err, fsm.ErrBucketExists) {
-			return m.existingHotBucket(ctx, reqID, id, originID, choice, err)
+			return m.existingHotBucket(ctx, reqID, id, originID, choice, len(used) > 0, err)
 		}
 		lastErr = err
 		if !errors.Is(err, fsm.ErrPeerNotUp) {
@@ -451,7 +473,10 @@ func (m *Manager) startBucket(ctx context.Context, reqID, index, localID, origin
 // made is recorded as copies (AddCopy) and answered, so the origin's acks
 // get the copies the ack rule needs instead of "bucket exists" forever.
 // Another peer's bucket, or a bucket no longer hot, stays refused.
-func (m *Manager) existingHotBucket(ctx context.Context, reqID, id, originID string, choice fsm.TargetChoice, exists error) (string, fsm.TargetChoice, any, error) {
+//
+// With used (the origin replicated to them while no manager answered), the
+// used targets the state lacks are recorded even when it has others.
+func (m *Manager) existingHotBucket(ctx context.Context, reqID, id, originID string, choice fsm.TargetChoice, used bool, exists error) (string, fsm.TargetChoice, any, error) {
 	var b fsm.BucketView
 	var ok bool
 	var have []fsm.CopySpec
@@ -462,8 +487,11 @@ func (m *Manager) existingHotBucket(ctx context.Context, reqID, id, originID str
 	if !ok || b.Origin != originID || !b.Hot {
 		return "", fsm.TargetChoice{}, nil, exists
 	}
-	if len(have) == 0 {
+	if len(have) == 0 || used {
 		for _, t := range choice.Targets {
+			if slices.ContainsFunc(have, func(h fsm.CopySpec) bool { return h.Peer == t.Peer }) {
+				continue
+			}
 			_, err := m.Apply(ctx, &fsm.AddCopy{ReqID: fsm.ReqID{RequestID: reqID + "/" + t.Peer}, Bucket: id, Peer: t.Peer, Searchable: t.Searchable})
 			if err != nil && !errors.Is(err, fsm.ErrCopyExists) {
 				return "", fsm.TargetChoice{}, nil, err

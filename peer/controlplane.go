@@ -96,6 +96,8 @@ type TargetsRequest struct {
 	LocalID  string `json:"local_id"`
 	Origin   string `json:"origin"`
 	Earliest int64  `json:"earliest,omitempty"`
+	// Used: targets the origin already replicates to (api.TargetsRequest).
+	Used []fsm.CopySpec `json:"used,omitempty"`
 }
 
 // TargetsResponse is the bucket id and its replication targets.

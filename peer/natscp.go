@@ -95,8 +95,12 @@ func (c *NATSControlPlane) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 }
 
 func (c *NATSControlPlane) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
-	rep, err := c.mc.Targets(ctx, api.TargetsRequest{RequestID: "targets-" + req.Origin + "-" + req.Index + "-" + req.LocalID,
-		Origin: req.Origin, Index: req.Index, LocalID: req.LocalID, Earliest: req.Earliest})
+	ar := api.TargetsRequest{RequestID: "targets-" + req.Origin + "-" + req.Index + "-" + req.LocalID,
+		Origin: req.Origin, Index: req.Index, LocalID: req.LocalID, Earliest: req.Earliest}
+	for _, u := range req.Used {
+		ar.Used = append(ar.Used, api.Target{Peer: u.Peer, Searchable: u.Searchable})
+	}
+	rep, err := c.mc.Targets(ctx, ar)
 	if err != nil {
 		return TargetsResponse{}, err
 	}

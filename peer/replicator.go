@@ -50,8 +50,14 @@ type replicator struct {
 	// roll; it stays in the set, acks count the copies that have the block
 	// (never fewer than minCopies), and it gets the missed blocks when back.
 	maintenance atomic.Bool
-	stop        chan struct{}
-	wg          sync.WaitGroup
+	// last is the replication set of the newest hot bucket the managers
+	// answered for; away: the last targets request found no manager. With
+	// every manager unreachable a new hot bucket replicates to last and is
+	// registered when they return (SPEC §4).
+	last []replTarget
+	away atomic.Bool
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 type hotRepl struct {
@@ -64,6 +70,10 @@ type hotRepl struct {
 	base               uint32
 	closedAt           int // -1 until the journal is closed
 	kick               chan struct{}
+	// registered is closed once the managers know the bucket; nil when
+	// they did from the start. A bucket started on the last targets while
+	// no manager answered reports its roll only after it.
+	registered chan struct{}
 }
 
 type replTarget struct {
@@ -188,12 +198,32 @@ func (r *replicator) advanceLocked(hb *hotRepl) {
 
 func (r *replicator) run(hb *hotRepl) {
 	defer r.wg.Done()
-	// Ask the managers for targets; acks wait meanwhile.
+	// Ask the managers for targets; acks wait meanwhile. When no manager
+	// answers at all (not a refusal: nobody serves the subject, or the
+	// request times out), the bucket replicates to the last targets the
+	// managers gave and is registered with them later (registerLater).
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		wait := 5 * time.Second
+		if r.away.Load() {
+			wait = time.Second // the last request found no manager either
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		resp, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID})
 		cancel()
+		if err != nil && managersUnreachable(err) {
+			r.away.Store(true)
+			r.mu.Lock()
+			used := r.adoptLastLocked(hb)
+			r.mu.Unlock()
+			if used != nil {
+				r.log.Warn("no manager answers: the new hot bucket replicates to the last targets and is registered when they return", "bucket", hb.id, "targets", used)
+				r.wg.Add(1)
+				go r.registerLater(hb)
+				break
+			}
+		}
 		if err == nil {
+			r.away.Store(false)
 			if resp.Bucket != hb.id {
 				r.log.Error("managers named another bucket id", "want", hb.id, "got", resp.Bucket)
 			}
@@ -203,6 +233,10 @@ func (r *replicator) run(hb *hotRepl) {
 				if site := resp.Sites[cs.Peer]; site != "" {
 					hb.targets[len(hb.targets)-1].site = site
 				}
+			}
+			r.last = r.last[:0]
+			for _, t := range hb.targets {
+				r.last = append(r.last, replTarget{peer: t.peer, site: t.site, searchable: t.searchable})
 			}
 			hb.ready = true
 			r.advanceLocked(hb)
@@ -228,6 +262,73 @@ func (r *replicator) run(hb *hotRepl) {
 		case <-hb.kick:
 		case <-tick.C:
 		}
+	}
+}
+
+// managersUnreachable: no manager answered the request at all (none
+// serves the subject, or none replied in time), as opposed to a manager
+// refusing it.
+func managersUnreachable(err error) bool {
+	return errors.Is(err, bus.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
+// adoptLastLocked starts hb on the last targets the managers gave (those
+// the peer list still shows Up), marking it unregistered. It returns the
+// targets' ids, nil when there is no such set (the peer never got one:
+// acks wait for the managers).
+func (r *replicator) adoptLastLocked(hb *hotRepl) []string {
+	var ids []string
+	for _, t := range r.last {
+		if pv, ok := r.peers[t.peer]; ok && pv.State != fsm.StateUp {
+			continue
+		}
+		r.addTargetLocked(hb, t.peer, t.searchable)
+		hb.targets[len(hb.targets)-1].site = t.site
+		ids = append(ids, t.peer)
+	}
+	if ids == nil {
+		return nil
+	}
+	hb.registered = make(chan struct{})
+	hb.ready = true
+	r.advanceLocked(hb)
+	return ids
+}
+
+// registerLater registers a bucket started while no manager answered: the
+// targets request again (same request id), naming the targets the origin
+// replicates to, so the managers record those copies (api.TargetsRequest
+// Used), retried until a manager answers. A refusal ends it too (logged):
+// the bucket then reaches the managers with the origin's inventory.
+func (r *replicator) registerLater(hb *hotRepl) {
+	defer r.wg.Done()
+	defer close(hb.registered)
+	backoff := 500 * time.Millisecond
+	for {
+		r.mu.Lock()
+		var used []fsm.CopySpec
+		for _, t := range hb.targets {
+			used = append(used, fsm.CopySpec{Peer: t.peer, Searchable: t.searchable})
+		}
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Used: used})
+		cancel()
+		if err == nil {
+			r.away.Store(false)
+			r.log.Info("bucket started while no manager answered is registered", "bucket", hb.id, "targets", len(used))
+			return
+		}
+		if !managersUnreachable(err) && !bus.IsRemote(err, api.CodeNotLeader) {
+			r.log.Warn("the managers refused a bucket started while none answered; its origin's inventory brings it in", "bucket", hb.id, "err", err)
+			return
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -489,6 +590,15 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 		cancel()
 		if err != nil {
 			r.log.Warn("target did not take the roll", "bucket", hb.id, "target", t.peer, "err", err)
+		}
+	}
+	if hb.registered != nil {
+		// Started while no manager answered: the roll waits until the
+		// managers know the bucket.
+		select {
+		case <-hb.registered:
+		case <-r.stop:
+			return
 		}
 	}
 	ev := BucketEvent{Type: "rolled", Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: hb.closedAt,

@@ -241,6 +241,13 @@ type TargetsRequest struct {
 	// ack; targets that are no longer Up are left out (their copies are
 	// found at their next registration).
 	Used []Target `json:"used,omitempty"`
+	// Replace asks for one replacement target of the origin's existing
+	// hot bucket instead (a target failed past target_timeout): the peers
+	// the origin tried, the failed one first, none of which is chosen. The
+	// manager chooses under the site policy (fsm.State.ChooseReplacement),
+	// records the copy (AddCopy) and answers it as the only target. The
+	// RequestID names the attempt, so a retry answers the same peer.
+	Replace []string `json:"replace,omitempty"`
 }
 
 // Target is one replication target: where its copy lives and whether it

@@ -337,3 +337,43 @@ func TestStatusValidComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestChooseReplacement: the managers choose a failed target's replacement
+// (SPEC §4): on the failed target's site first, never a peer that holds a
+// copy, was tried or is not Up, searchable when the failed copy was.
+func TestChooseReplacement(t *testing.T) {
+	h := twoSites(t)
+	id := h.bucket("1", "a1", "a2", false, "b1", true)
+	for _, tc := range []struct {
+		name    string
+		exclude []string
+		want    CopySpec
+	}{
+		{"same site as the failed target", []string{"b1"}, CopySpec{"b2", true}},
+		{"tried peers skipped", []string{"b1", "b2"}, CopySpec{"b3", true}},
+		{"non-searchable failed copy", []string{"a2"}, CopySpec{"a3", false}},
+		{"its site full: another site", []string{"a2", "a3"}, CopySpec{"b2", false}},
+	} {
+		got, err := h.s.ChooseReplacement(id, tc.exclude)
+		if err != nil || got != tc.want {
+			t.Fatalf("%s: ChooseReplacement(%v) = %+v, %v; want %+v", tc.name, tc.exclude, got, err, tc.want)
+		}
+	}
+	h.must(&PeerDown{ID: "b2"})
+	if got, err := h.s.ChooseReplacement(id, []string{"b1"}); err != nil || got != (CopySpec{"b3", true}) {
+		t.Fatalf("Down peers skipped: %+v, %v; want b3", got, err)
+	}
+	if _, err := h.s.ChooseReplacement("main~9~x", []string{"b1"}); !errors.Is(err, ErrUnknownBucket) {
+		t.Fatalf("unknown bucket: %v", err)
+	}
+	for _, p := range []string{"a3", "b3"} {
+		h.must(&PeerDown{ID: p})
+	}
+	if _, err := h.s.ChooseReplacement(id, []string{"b1"}); !errors.Is(err, ErrPeerNotUp) {
+		t.Fatalf("no Up peer left: %v", err)
+	}
+	w := h.warm("2", "a1", "a2", false, "b1", true)
+	if _, err := h.s.ChooseReplacement(w, []string{"b1"}); !errors.Is(err, ErrBucketNotHot) {
+		t.Fatalf("warm bucket: %v", err)
+	}
+}

@@ -191,3 +191,51 @@ func (s *State) ChooseTargets(origin string, index string) (TargetChoice, error)
 	}
 	return tc, nil
 }
+
+// ChooseReplacement picks the peer that replaces a failed replication
+// target of hot bucket id (SPEC §4: the managers choose it under the site
+// policy and record it, so the state always knows who holds a copy that
+// counted toward an ack). exclude are the peers the origin tried (the
+// failed target first); none of them, no peer holding a copy, and no peer
+// that is not Up is chosen. The failed target's site is preferred, so the
+// site policy's counts stay met; failing that the sites with the fewest
+// copies of the bucket; within a site the least loaded peer, ties by id.
+// The replacement is searchable when the failed target's copy was.
+func (s *State) ChooseReplacement(id string, exclude []string) (CopySpec, error) {
+	b, ok := s.d.Buckets[id]
+	if !ok {
+		return CopySpec{}, fmt.Errorf("%w: %q", ErrUnknownBucket, id)
+	}
+	if !b.Hot {
+		return CopySpec{}, fmt.Errorf("%w: replace a target of %q: the bucket is not hot", ErrBucketNotHot, id)
+	}
+	pl := &placement{s: s, taken: map[string]bool{b.Origin: true}, load: map[string]int{}, per: map[string]int{}}
+	for pid, c := range s.copyCount {
+		pl.load[pid] = c
+	}
+	for pid := range b.Copies {
+		pl.taken[pid] = true
+		if !slices.Contains(exclude, pid) {
+			pl.per[s.siteOf(pid)]++
+		}
+	}
+	for _, pid := range exclude {
+		pl.taken[pid] = true
+	}
+	var spec CopySpec
+	if len(exclude) > 0 {
+		if c, ok := b.Copies[exclude[0]]; ok {
+			spec.Searchable = c.Searchable
+		}
+		if site := s.siteOf(exclude[0]); site != "" {
+			spec.Peer = pl.pick(site)
+		}
+	}
+	if spec.Peer == "" {
+		spec.Peer, _ = pl.spread(nil, true)
+	}
+	if spec.Peer == "" {
+		return CopySpec{}, fmt.Errorf("%w: no Up peer can replace a target of %q", ErrPeerNotUp, id)
+	}
+	return spec, nil
+}

@@ -368,6 +368,9 @@ func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.Ta
 	if err := api.ValidBucketID(r.Index + "~" + r.LocalID + "~guid"); err != nil {
 		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index %q, local id %q: %v", r.Index, r.LocalID, err)
 	}
+	if len(r.Replace) > 0 {
+		return m.replaceTarget(ctx, r)
+	}
 	var used []fsm.CopySpec
 	for _, t := range r.Used {
 		if err := bus.ValidToken("peer", t.Peer); err != nil || t.Peer == r.Origin {
@@ -393,6 +396,77 @@ func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.Ta
 		}
 		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
 	})
+	return reply, nil
+}
+
+// replaceTarget answers a targets request with Replace: the managers
+// choose the replacement of a failed target of a hot bucket under the site
+// policy and record its copy before the origin sends it a block, so every
+// copy that counts toward an ack is in the state (SPEC §4).
+func (m *Manager) replaceTarget(ctx context.Context, r api.TargetsRequest) (api.TargetsReply, error) {
+	for _, p := range r.Replace {
+		if err := bus.ValidToken("peer", p); err != nil {
+			return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: replace %q: %v", p, err)
+		}
+	}
+	var (
+		id   string
+		spec fsm.CopySpec
+		err  error
+		b    fsm.BucketView
+		ok   bool
+	)
+	m.state.Read(func(s *fsm.State) {
+		o, known := s.Peer(r.Origin)
+		if !known {
+			err = fmt.Errorf("%w: origin %q", fsm.ErrUnknownPeer, r.Origin)
+			return
+		}
+		id = fsm.BucketID(r.Index, r.LocalID, o.GUID)
+		if b, ok = findBucket(s, id); !ok {
+			err = fmt.Errorf("%w: %q", fsm.ErrUnknownBucket, id)
+			return
+		}
+		if b.Origin != r.Origin {
+			err = bus.Errorf(api.CodeBadRequest, "targets: %s is not the origin of %s", r.Origin, id)
+			return
+		}
+		spec, err = s.ChooseReplacement(id, r.Replace)
+	})
+	if err != nil {
+		return api.TargetsReply{}, err
+	}
+	res, err := m.Apply(ctx, &fsm.AddCopy{ReqID: fsm.ReqID{RequestID: r.RequestID}, Bucket: id, Peer: spec.Peer, Searchable: spec.Searchable})
+	if err != nil {
+		return api.TargetsReply{}, err
+	}
+	if x, dup := res.(fsm.Result); dup && x.Duplicate {
+		// A retry whose first attempt was recorded: Replace names every
+		// peer the origin tried, so the copy on none of them (and not the
+		// origin's) is the replacement recorded then.
+		spec.Peer = ""
+		m.state.Read(func(s *fsm.State) {
+			for _, c := range committedTargets(s, id, r.Origin) {
+				if !slices.Contains(r.Replace, c.Peer) {
+					spec.Peer = c.Peer
+				}
+			}
+		})
+		if spec.Peer == "" {
+			return api.TargetsReply{}, fmt.Errorf("%w: the replacement recorded for %s is gone", fsm.ErrUnknownCopy, id)
+		}
+	}
+	reply := api.TargetsReply{V: api.WireVersion, Bucket: id, Index: r.Index, Origin: r.Origin}
+	m.state.Read(func(s *fsm.State) {
+		p, _ := s.Peer(spec.Peer)
+		for _, c := range committedTargets(s, id, r.Origin) {
+			if c.Peer == spec.Peer {
+				reply.Targets = []api.Target{{Peer: c.Peer, Site: subjectSite(p), Searchable: c.Searchable}}
+			}
+		}
+		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+	})
+	m.log.Info("replacement replication target chosen", "bucket", id, "failed", r.Replace[0], "replacement", spec.Peer)
 	return reply, nil
 }
 

@@ -98,6 +98,8 @@ type TargetsRequest struct {
 	Earliest int64  `json:"earliest,omitempty"`
 	// Used: targets the origin already replicates to (api.TargetsRequest).
 	Used []fsm.CopySpec `json:"used,omitempty"`
+	// Replace: ask for one replacement of a failed target instead.
+	Replace []string `json:"replace,omitempty"`
 }
 
 // TargetsResponse is the bucket id and its replication targets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,7 +97,12 @@ func (c *NATSControlPlane) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 
 func (c *NATSControlPlane) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
 	ar := api.TargetsRequest{RequestID: "targets-" + req.Origin + "-" + req.Index + "-" + req.LocalID,
-		Origin: req.Origin, Index: req.Index, LocalID: req.LocalID, Earliest: req.Earliest}
+		Origin: req.Origin, Index: req.Index, LocalID: req.LocalID, Earliest: req.Earliest, Replace: req.Replace}
+	if len(req.Replace) > 0 {
+		// One replacement per set of tried peers: a retry of the same
+		// attempt answers the same peer.
+		ar.RequestID = "replace-" + req.Origin + "-" + req.Index + "-" + req.LocalID + "-" + strconv.Itoa(len(req.Replace))
+	}
 	for _, u := range req.Used {
 		ar.Used = append(ar.Used, api.Target{Peer: u.Peer, Searchable: u.Searchable})
 	}

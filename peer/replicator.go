@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -74,6 +76,12 @@ type hotRepl struct {
 	// they did from the start. A bucket started on the last targets while
 	// no manager answered reports its roll only after it.
 	registered chan struct{}
+	// failed: targets that left the set, newest last. replacing: the
+	// managers are choosing a replacement (askReplacement); replaceAfter:
+	// not before then after a refusal.
+	failed       []string
+	replacing    bool
+	replaceAfter time.Time
 }
 
 type replTarget struct {
@@ -467,6 +475,7 @@ func (r *replicator) failLocked(hb *hotRepl, t *replTarget) {
 	if !found {
 		return
 	}
+	hb.failed = append(hb.failed, t.peer)
 	r.failures[t.peer]++
 	n := r.failures[t.peer]
 	r.log.Warn("replication target left the set", "bucket", hb.id, "target", t.peer, "acked", t.acked,
@@ -484,9 +493,88 @@ func (r *replicator) failLocked(hb *hotRepl, t *replTarget) {
 }
 
 // replaceLocked adds a replacement target when the set makes fewer than
-// minCopies copies: an Up peer not yet tried for this bucket, preferring
-// the fewest consecutive failures, then the id.
+// minCopies copies. The managers choose it under the site policy and
+// record its copy first (askReplacement), so the state knows every copy
+// that counts toward an ack (SPEC §4). Only while no manager answers does
+// the origin choose itself (localReplaceLocked).
 func (r *replicator) replaceLocked(hb *hotRepl) {
+	if hb.replacing || time.Now().Before(hb.replaceAfter) {
+		return
+	}
+	registered := hb.registered == nil
+	if !registered {
+		select {
+		case <-hb.registered:
+			registered = true
+		default:
+		}
+	}
+	if r.away.Load() || !registered {
+		r.localReplaceLocked(hb)
+		return
+	}
+	// The failed targets, newest first, then every other peer tried.
+	var exclude []string
+	for i := len(hb.failed) - 1; i >= 0; i-- {
+		if !slices.Contains(exclude, hb.failed[i]) {
+			exclude = append(exclude, hb.failed[i])
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(hb.tried)) {
+		if !slices.Contains(exclude, p) {
+			exclude = append(exclude, p)
+		}
+	}
+	if len(exclude) == 0 {
+		r.localReplaceLocked(hb)
+		return
+	}
+	hb.replacing = true
+	r.wg.Add(1)
+	go r.askReplacement(hb, exclude)
+}
+
+// askReplacement asks the managers for hb's replacement target (api
+// TargetsRequest.Replace) and adds the one they recorded. With no manager
+// answering it falls back to the origin's own choice; a refusal (no Up
+// peer can take it) is asked again a second later.
+func (r *replicator) askReplacement(hb *hotRepl, exclude []string) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	resp, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Replace: exclude})
+	cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hb.replacing = false
+	if _, open := r.hot[hb.id]; !open {
+		return
+	}
+	switch {
+	case err == nil && len(resp.Targets) == 1 && !hb.tried[resp.Targets[0].Peer]:
+		cs := resp.Targets[0]
+		r.log.Info("replacement replication target chosen by the managers", "bucket", hb.id, "target", cs.Peer, "failed", exclude[0])
+		r.addTargetLocked(hb, cs.Peer, cs.Searchable)
+		if site := resp.Sites[cs.Peer]; site != "" {
+			hb.targets[len(hb.targets)-1].site = site
+		}
+	case err != nil && managersUnreachable(err):
+		r.away.Store(true)
+		r.localReplaceLocked(hb)
+	default:
+		r.log.Warn("the managers chose no replacement replication target; asking again", "bucket", hb.id, "err", err)
+		hb.replaceAfter = time.Now().Add(time.Second)
+	}
+	select {
+	case hb.kick <- struct{}{}:
+	default:
+	}
+}
+
+// localReplaceLocked is the origin's own choice of a replacement target,
+// while no manager answers: an Up peer not yet tried for this bucket,
+// preferring the fewest consecutive failures, then the id. The managers
+// learn of the copy from the peer's inventory.
+func (r *replicator) localReplaceLocked(hb *hotRepl) {
 	var cands []fsm.PeerView
 	for _, pv := range r.peers {
 		if pv.ID == r.p.cfg.ID || hb.tried[pv.ID] || pv.State != fsm.StateUp {

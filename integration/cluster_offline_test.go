@@ -33,14 +33,37 @@ func TestClusterPeerOffline(t *testing.T) {
 	}
 
 	leaving := "site1-p3"
-	c.AdminPost("/v1/peers/"+leaving+"/offline?enforce_counts=true", "")
-	// Hot buckets replicating to it must roll before their copies can move
-	// (the origins do not do it on their own yet).
-	for _, id := range c.PeerIDs() {
-		if p := c.Peer(id); p != nil {
-			p.Store().RollAll()
+	// Other origins' hot buckets with a copy on the leaving peer.
+	var hot []string
+	c.State(func(s *fsm.State) {
+		for _, b := range s.BucketList("", leaving) {
+			if b.Hot && b.Origin != leaving {
+				hot = append(hot, b.ID)
+			}
 		}
+	})
+	if len(hot) == 0 {
+		t.Fatalf("no other origin's hot bucket replicates to %s: the test cannot see the roll", leaving)
 	}
+	c.AdminPost("/v1/peers/"+leaving+"/offline?enforce_counts=true", "")
+	c.WaitFor(30*time.Second, func() error {
+		var still []string
+		c.State(func(s *fsm.State) {
+			for _, id := range hot {
+				if v, ok := findBucketView(s, id); ok && v.Hot {
+					still = append(still, id)
+				}
+			}
+		})
+		if len(still) > 0 {
+			return fmt.Errorf("hot buckets replicating to the decommissioning %s not rolled: %v", leaving, still)
+		}
+		return nil
+	})
+	// Hot buckets replicating to it must roll before their copies can
+	// move: the leaving peer rolls its own, and the planner sends the other
+	// origins a roll task for theirs that replicate to it (nothing is
+	// rolled by hand here).
 	c.WaitFor(120*time.Second, func() error {
 		if st, _ := c.stateOf(leaving); st != fsm.StateRemoved {
 			return fmt.Errorf("%s is %s", leaving, st)

@@ -61,7 +61,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore fsm snapshot: %w", err)
 	}
-	s, err := Unmarshal(b)
+	s, err := readSnapshot(b)
 	if err != nil {
 		return err
 	}
@@ -101,13 +101,10 @@ func (f *FSM) Marshal() ([]byte, error) {
 // snapshot is a private deep copy of the state; Persist encodes it.
 type snapshot struct{ state *State }
 
+// Persist streams the copy to the sink: binary from cluster version 3 on,
+// the JSON of Marshal before (snapcodec.go).
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	b, err := s.state.Marshal()
-	if err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	if _, err := sink.Write(b); err != nil {
+	if err := s.state.writeSnapshot(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist fsm snapshot: %w", err)
 	}

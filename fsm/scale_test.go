@@ -83,6 +83,8 @@ func buildScale(tb testing.TB, n int) *scaleFSM {
 	cfg.SiteReplicationFactor = MustParsePolicy("origin:1,total:3")
 	cfg.SiteSearchFactor = MustParsePolicy("origin:1,total:3")
 	s.apply(&SetConfig{Config: cfg})
+	// A group of this build: snapshots in the binary form of version 3.
+	s.apply(&SetClusterVersion{Version: Version})
 	at := epoch
 	for i := 0; i < scalePeers; i++ {
 		s.apply(&RegisterPeer{ID: scalePeerID(i), GUID: guid(scalePeerID(i)), Site: fmt.Sprintf("site%d", i%scaleSites+1), At: at})

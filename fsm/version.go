@@ -9,10 +9,12 @@ import (
 // Version is the highest cluster version (command-set version) this build
 // supports: it applies every command type whose MinClusterVersion is at
 // most Version. Version 1 is the command set up to CmdSetDetention;
-// version 2 adds CmdSetClusterVersion, CmdMarkFixup and CmdExtendSeal. A
-// build that adds a command type raises Version and lists the type in
-// clusterVersions.
-const Version = 2
+// version 2 adds CmdSetClusterVersion, CmdMarkFixup and CmdExtendSeal;
+// version 3 adds no command but the binary snapshot format
+// (BinarySnapshotVersion, snapcodec.go), which a version 2 build cannot
+// read. A build that adds a command type raises Version and lists the type
+// in clusterVersions.
+const Version = 3
 
 // clusterVersions is the cluster version that may carry each command type
 // added after version 1: the leader never appends a command of such a type

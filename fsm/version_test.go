@@ -163,7 +163,7 @@ func TestSetClusterVersion(t *testing.T) {
 	// A build that supports less stops rather than follow.
 	old := NewAt(1).state
 	mustPanic(t, "needs cluster version 2", func() { old.ApplyCommand(1, &SetClusterVersion{Version: 2}) })
-	mustPanic(t, "supports up to 2", func() { h.s.ApplyCommand(h.idx+1, &SetClusterVersion{Version: Version + 1}) })
+	mustPanic(t, fmt.Sprintf("supports up to %d", Version), func() { h.s.ApplyCommand(h.idx+1, &SetClusterVersion{Version: Version + 1}) })
 }
 
 // TestOlderBuildPanicsOnNewCommand: an FSM playing a version-1 build meets

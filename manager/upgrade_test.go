@@ -164,9 +164,10 @@ func withoutKeys(t *testing.T, snap []byte, keys ...string) map[string]any {
 }
 
 // TestRollingUpgrade runs a group of three managers of two builds in one
-// process: the "old" build supports cluster version fsm.Version-1 (an FSM
-// that panics on the newer command types, as a build without them does),
-// the new build fsm.Version, whose extra command type is MarkFixup. The
+// process: the "old" build supports cluster version 1 (an FSM that panics
+// on the newer command types, as a build without them does), the new
+// build fsm.Version, whose extra command types include MarkFixup (version
+// 2; version 3 adds binary snapshots, which the old build never gets). The
 // managers are upgraded one at a time (stopped, restarted on their data
 // directory with the new build). While any member runs the old build the
 // cluster version stays put, the new command is refused with
@@ -179,7 +180,7 @@ func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three managers restarted one at a time")
 	}
-	old := fsm.Version - 1
+	old := 1
 	clock := newFakeClock() // fixed: no peer is declared Down, no task times out
 	g := newGroup(t, 3, func(c *Config) { c.fsmVersion = old; c.Now = clock.Now })
 

@@ -18,8 +18,9 @@ import (
 // records and the rest of the state stays JSON:
 //
 //	binSnapshotMagic
-//	uvarint n, n bytes   the state's JSON with no buckets ("buckets": null)
+//	uvarint n, n bytes   the state's JSON without buckets and history (null)
 //	uvarint count        then count bucket records, in id order
+//	uvarint count+1      then count history deltas, in history order (0: nil)
 //
 // A bucket record is its strings (uvarint length, bytes), integers
 // (varints), a flags byte, its copies (count, then each in peer order) and
@@ -45,7 +46,8 @@ const (
 var (
 	bucketFields = []string{"ID", "Index", "Origin", "OriginSite", "Hot", "Earliest", "Latest", "Size", "Events",
 		"Sealed", "Blocks", "LastChecksum", "Degraded", "Created", "Version", "Copies", "Primary"}
-	copyFields = []string{"Peer", "Searchable", "Blocks", "LastChecksum", "LengthKnown", "Corrupt", "Short"}
+	copyFields  = []string{"Peer", "Searchable", "Blocks", "LastChecksum", "LengthKnown", "Corrupt", "Short"}
+	deltaFields = []string{"Version", "Generation", "Site", "Bucket", "Peer", "Old", "Removed"}
 )
 
 // writeSnapshot writes the state in the format its cluster version allows:
@@ -61,7 +63,7 @@ func (s *State) writeSnapshot(w io.Writer) error {
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	head := s.d
-	head.Buckets = nil
+	head.Buckets, head.History = nil, nil
 	hj, err := json.Marshal(&head)
 	if err != nil {
 		return fmt.Errorf("encode fsm state: %w", err)
@@ -80,6 +82,36 @@ func (s *State) writeSnapshot(w io.Writer) error {
 		if _, err := bw.Write(buf); err != nil {
 			return err
 		}
+	}
+	// The count plus one; 0 for a nil history, so the restored state
+	// encodes (Marshal) to the same bytes: null and [] differ in JSON.
+	hn := uint64(0)
+	if s.d.History != nil {
+		hn = uint64(len(s.d.History)) + 1
+	}
+	buf = binary.AppendUvarint(buf[:0], hn)
+	for i := range s.d.History {
+		d := &s.d.History[i]
+		buf = binary.AppendUvarint(buf, d.Version)
+		buf = binary.AppendUvarint(buf, d.Generation)
+		buf = appendStr(buf, d.Site)
+		buf = appendStr(buf, d.Bucket)
+		buf = appendStr(buf, d.Peer)
+		buf = appendStr(buf, d.Old)
+		if d.Removed {
+			buf = append(buf, 1)
+		} else {
+			buf = append(buf, 0)
+		}
+		if len(buf) > 64<<10 {
+			if _, err := bw.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	if _, err := bw.Write(buf); err != nil {
+		return err
 	}
 	if _, err := bw.WriteString(binSnapshotEnd); err != nil {
 		return err
@@ -203,6 +235,16 @@ func readSnapshot(b []byte) (*State, error) {
 			return nil, fmt.Errorf("decode fsm snapshot: bucket %q twice", x.ID)
 		}
 		s.d.Buckets[x.ID] = x
+	}
+	nh := r.count(7)
+	if r.err == nil && nh > 0 {
+		s.d.History = make([]Delta, nh-1)
+		for i := range s.d.History {
+			d := &s.d.History[i]
+			d.Version, d.Generation = r.uvarint(), r.uvarint()
+			d.Site, d.Bucket, d.Peer, d.Old = r.str(), r.str(), r.str(), r.str()
+			d.Removed = r.byte1() != 0
+		}
 	}
 	if r.err == nil && string(r.b) != binSnapshotEnd {
 		r.err = errors.New("no end marker: the file is cut or has trailing bytes")

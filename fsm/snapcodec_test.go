@@ -39,8 +39,10 @@ func TestBinarySnapshotRoundTrip(t *testing.T) {
 		}
 		var n int
 		f.Read(func(s *State) { n = len(s.d.Buckets) })
-		if n == 0 {
-			t.Fatalf("seed %d: no buckets: the test would not see the records", seed)
+		var nh int
+		f.Read(func(s *State) { nh = len(s.d.History) })
+		if n == 0 || nh == 0 {
+			t.Fatalf("seed %d: %d buckets, %d deltas: the test would not see the records", seed, n, nh)
 		}
 		f2 := restored(t, b)
 		if !bytes.Equal(marshal(t, f), marshal(t, f2)) {
@@ -90,6 +92,9 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 	}
 	if got := structFields(reflect.TypeFor[Copy]()); !reflect.DeepEqual(got, copyFields) {
 		t.Fatalf("Copy fields %v, the binary snapshot writes %v", got, copyFields)
+	}
+	if got := structFields(reflect.TypeFor[Delta]()); !reflect.DeepEqual(got, deltaFields) {
+		t.Fatalf("Delta fields %v, the binary snapshot writes %v", got, deltaFields)
 	}
 }
 

@@ -31,8 +31,8 @@ func TestRegisterValidate(t *testing.T) {
 		{"site with a space", func(r *Register) { r.Site = "site 1" }, "site name"},
 		{"copy without bucket", func(r *Register) { r.Inventory[0].Bucket = "" }, "no bucket id"},
 		{"copy with a bad state", func(r *Register) { r.Inventory[0].State = "frozen" }, `state "frozen"`},
-		{"copy with a path bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7~x/../../.." }, "invalid character"},
-		{"copy with a two-part bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7" }, "want <index>~<localid>~<origin guid>"},
+		{"copy with a path bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7~x/../../.." }, "only letters, digits"},
+		{"copy with a two-part bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7" }, "is not <index>~<localid>~<originGUID>"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -285,11 +285,51 @@ func subjectSite(p fsm.Peer) string {
 	return p.Site
 }
 
+// checkIDs validates the ids of an operation where they arrive (SPEC §6,
+// fsm's one validator): kind/value pairs, kind one of "bucket", "index",
+// "local id", "guid" or a name kind ("peer", "site", "target"); empty
+// values are left to the handler's own required-field checks. A refusal is
+// a bad_request and nothing is applied.
+func checkIDs(what string, kv ...string) error {
+	for i := 0; i+1 < len(kv); i += 2 {
+		kind, v := kv[i], kv[i+1]
+		if v == "" {
+			continue
+		}
+		var err error
+		switch kind {
+		case "bucket":
+			_, _, _, err = fsm.ValidBucketID(v)
+		case "index":
+			err = fsm.ValidIndexName(v)
+		case "local id":
+			err = fsm.ValidLocalID(v)
+		case "guid":
+			err = fsm.ValidGUID(v)
+		default:
+			err = fsm.ValidName(kind, v)
+		}
+		if err != nil {
+			return bus.Errorf(api.CodeBadRequest, "%s: %v", what, err)
+		}
+	}
+	return nil
+}
+
 // ---- handlers -------------------------------------------------------------
 
 func (m *Manager) natsRegister(ctx context.Context, r api.Register) (api.RegisterReply, error) {
 	if err := r.Validate(); err != nil {
 		return api.RegisterReply{}, bus.Errorf(api.CodeBadRequest, "%v", err)
+	}
+	if err := checkIDs("register", "peer", r.Peer, "guid", r.GUID, "site", r.Site); err != nil {
+		return api.RegisterReply{}, err
+	}
+	for _, c := range r.Inventory {
+		index, _, _, _ := fsm.ParseBucketID(c.Bucket) // valid: Validate checked it
+		if c.Index != "" && c.Index != index {
+			return api.RegisterReply{}, bus.Errorf(api.CodeBadRequest, "register %s: copy %s names index %q", r.Peer, c.Bucket, c.Index)
+		}
 	}
 	if r.Parts > 1 {
 		whole, done, err := m.uploads.add(r, m.cfg.Now())
@@ -337,6 +377,9 @@ func (m *Manager) natsHeartbeat(ctx context.Context, h api.Heartbeat) (api.Heart
 	if h.Peer == "" {
 		return api.HeartbeatReply{}, bus.Errorf(api.CodeBadRequest, "heartbeat: peer is required")
 	}
+	if err := checkIDs("heartbeat", "peer", h.Peer, "guid", h.GUID); err != nil {
+		return api.HeartbeatReply{}, err
+	}
 	var (
 		p     fsm.Peer
 		known bool
@@ -362,8 +405,8 @@ func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.Ta
 	if r.Index == "" || r.LocalID == "" || r.Origin == "" {
 		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index, local_id and origin are required, got %+v", r)
 	}
-	if err := api.ValidBucketID(r.Index + "~" + r.LocalID + "~guid"); err != nil {
-		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index %q, local id %q: %v", r.Index, r.LocalID, err)
+	if err := checkIDs("targets", "index", r.Index, "local id", r.LocalID, "peer", r.Origin); err != nil {
+		return api.TargetsReply{}, err
 	}
 	id, choice, res, err := m.startBucket(ctx, r.RequestID, r.Index, r.LocalID, r.Origin, r.Earliest)
 	if err != nil {
@@ -476,8 +519,8 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 	if e.Bucket == "" || e.Peer == "" {
 		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: bucket and peer are required", e.Kind)
 	}
-	if err := api.ValidBucketID(e.Bucket); err != nil {
-		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: %v", e.Kind, err)
+	if err := checkIDs(fmt.Sprintf("bucket event %q", e.Kind), "bucket", e.Bucket, "peer", e.Peer, "target", e.Target); err != nil {
+		return api.BucketEventReply{}, err
 	}
 	rid := fsm.ReqID{RequestID: e.RequestID}
 	var cmd fsm.Command
@@ -588,6 +631,9 @@ func findBucket(s *fsm.State, id string) (fsm.BucketView, bool) { return newView
 func sealedOf(s *fsm.State, id string) (int64, string) { return newView(s).sealedOf(id) }
 
 func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (api.GenerationReply, error) {
+	if err := checkIDs("generation", "site", r.Site); err != nil {
+		return api.GenerationReply{}, err
+	}
 	site := r.Site
 	if site == "" {
 		site = fsm.Site0
@@ -649,6 +695,9 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 	if r.ID == 0 || r.Peer == "" {
 		return api.ConfirmReply{}, bus.Errorf(api.CodeBadRequest, "confirm: id and peer are required")
 	}
+	if err := checkIDs("confirm", "peer", r.Peer); err != nil {
+		return api.ConfirmReply{}, err
+	}
 	if err := m.verifyLeader(ctx); err != nil {
 		return api.ConfirmReply{}, err
 	}
@@ -678,6 +727,9 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.FixupResultReply, error) {
 	if r.ID == 0 || r.Peer == "" {
 		return api.FixupResultReply{}, bus.Errorf(api.CodeBadRequest, "fixup result: id and peer are required")
+	}
+	if err := checkIDs("fixup result", "peer", r.Peer); err != nil {
+		return api.FixupResultReply{}, err
 	}
 	var (
 		task    fsm.Task

@@ -458,6 +458,12 @@ func (p *Peer) finishRestartedBuckets() {
 // peer's length of the bucket (the managers seal at the longest), any other
 // task queued for the fixup runner.
 func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
+	if err := validTaskIDs(t); err != nil {
+		// Ids from the network are checked where they arrive: a task
+		// naming a path, not a bucket, is refused and nothing is queued.
+		p.log.Warn("fixup task refused: invalid id", "task", t.ID, "kind", t.Kind, "err", err)
+		return api.FixupAck{Reason: err.Error()}
+	}
 	if t.Kind == fsm.TaskSeal {
 		for _, c := range p.store.Inventory() {
 			if c.ID == t.Bucket {
@@ -474,6 +480,26 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	}
 	cp.deliver(t)
 	return api.FixupAck{Accepted: true}
+}
+
+// validTaskIDs checks a fixup task's ids with fsm's validator.
+func validTaskIDs(t api.FixupTask) error {
+	index, _, _, err := fsm.ValidBucketID(t.Bucket)
+	if err != nil {
+		return fmt.Errorf("fixup task %d: %w", t.ID, err)
+	}
+	if t.Index != "" && t.Index != index {
+		return fmt.Errorf("fixup task %d: index %q, bucket %s", t.ID, t.Index, t.Bucket)
+	}
+	for _, n := range [][2]string{{"source", t.Source}, {"target", t.Target}, {"to", t.To}, {"site", t.SourceSite}, {"site", t.TargetSite}} {
+		if n[1] == "" {
+			continue
+		}
+		if err := fsm.ValidName(n[0], n[1]); err != nil {
+			return fmt.Errorf("fixup task %d: %w", t.ID, err)
+		}
+	}
+	return nil
 }
 
 // sealWatched makes warm every watched hot replica whose bucket the

@@ -539,6 +539,20 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 	if req.V != repl.Version {
 		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication message version %d, want %d", req.V, repl.Version)
 	}
+	// Ids from the network are checked where they arrive, before any
+	// lookup or write (fsm's one validator).
+	index, _, _, err := fsm.ValidBucketID(req.Bucket)
+	if err != nil {
+		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
+	}
+	if req.Index != "" && req.Index != index {
+		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: index %q, bucket %s", req.Op, req.Index, req.Bucket)
+	}
+	if req.Origin != "" {
+		if err := fsm.ValidName("origin", req.Origin); err != nil {
+			return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
+		}
+	}
 	switch req.Op {
 	case repl.OpBlocks:
 		if h := p.cfg.BeforeReplicaAppend; h != nil {

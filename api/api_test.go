@@ -127,7 +127,8 @@ func TestManagerClientRetries(t *testing.T) {
 	nc := startBus(t)
 	s, _ := bus.NewSubjects(bus.DefaultPrefix)
 	c := NewManagerClient(nc, s)
-	subj, _ := s.MgrOp(OpHeartbeat)
+	c.Sender = "p1"
+	subj, _ := s.MgrOp(OpHeartbeat, "p1")
 
 	// Nobody serves: the call retries until its context ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -170,7 +171,7 @@ func TestManagerClientRetries(t *testing.T) {
 }
 
 func mustOp(t *testing.T, s bus.Subjects, op string) string {
-	subj, err := s.MgrOp(op)
+	subj, err := s.MgrOp(op, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}

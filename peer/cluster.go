@@ -40,7 +40,9 @@ type cluster struct {
 	// made warm at its length (sealWatched).
 	sealMu    sync.Mutex
 	sealWatch map[string]bool
-	cfg       fsm.Config
+	// senders decides who may write to this peer's copies (replsender.go).
+	senders *replSenders
+	cfg     fsm.Config
 	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
 	// hecTokensOf makes them.
 	tokens []hec.Token
@@ -107,7 +109,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
 	}
-	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}}
+	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}, senders: &replSenders{p: p}}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
 		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
@@ -159,7 +161,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.repl.setPeers(peers)
 	cl.repl.setMaintenance(p.maintenanceNow(ctx, cl.cp))
 	p.store.SetReplication(cl.repl)
-	subject, err := subj.Repl(p.site(), cfg.ID)
+	subject, err := subj.ReplTo(p.site(), cfg.ID)
 	if err != nil {
 		return fail(err)
 	}
@@ -171,7 +173,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		// A single-site cluster lists every peer under the default site in
 		// its generation table, while targets and fixups name the site the
 		// peer registered with: answer on both.
-		dsub, err := subj.Repl(fsm.DefaultSite, cfg.ID)
+		dsub, err := subj.ReplTo(fsm.DefaultSite, cfg.ID)
 		if err != nil {
 			return fail(err)
 		}
@@ -427,7 +429,7 @@ func (p *Peer) finishRestartedBuckets() {
 					if c.Peer == p.cfg.ID {
 						continue
 					}
-					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, -1, &cl.fix.catchupBytes, cl.stop); err != nil {
+					if _, err := cl.fix.pushCopy(0, v.ID, c.Peer, c.Searchable, -1, &cl.fix.catchupBytes, cl.stop); err != nil {
 						p.log.Warn("could not roll a restarted bucket's replica", "bucket", v.ID, "target", c.Peer, "err", err)
 						ok = false
 					}

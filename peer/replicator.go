@@ -462,7 +462,7 @@ func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, 
 	if err != nil {
 		return 0, err
 	}
-	subject, err := r.subj.Repl(t.site, t.peer)
+	subject, err := r.subj.Repl(t.site, t.peer, r.p.cfg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -479,7 +479,7 @@ func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, 
 // finish tells the targets and the managers that the bucket rolled.
 func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 	for _, t := range targets {
-		subject, err := r.subj.Repl(t.site, t.peer)
+		subject, err := r.subj.Repl(t.site, t.peer, r.p.cfg.ID)
 		if err != nil {
 			continue
 		}
@@ -534,14 +534,14 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 	}
 }
 
-// serveRepl is the target side: quarry.repl.<site>.<peer>.
+// serveRepl is the target side: quarry.repl.<site>.<peer>.<sender>.
 func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, error) {
 	if req.V != repl.Version {
 		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication message version %d, want %d", req.V, repl.Version)
 	}
 	// Ids from the network are checked where they arrive, before any
 	// lookup or write (fsm's one validator).
-	index, _, _, err := fsm.ValidBucketID(req.Bucket)
+	index, _, guid, err := fsm.ValidBucketID(req.Bucket)
 	if err != nil {
 		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
 	}
@@ -552,6 +552,13 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		if err := fsm.ValidName("origin", req.Origin); err != nil {
 			return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
 		}
+	}
+	// Who sent it is the subject's last token, which the sender's NATS
+	// user is bound to: a write is taken only from the bucket's origin or
+	// a confirmed fixup source (replsender.go).
+	if err := p.cl.senders.check(ctx, bus.SubjectSender(bus.RequestSubject(ctx)), req, guid); err != nil {
+		p.log.Warn("replication request refused", "op", req.Op, "bucket", req.Bucket, "err", err)
+		return repl.Reply{Bucket: req.Bucket}, err
 	}
 	switch req.Op {
 	case repl.OpBlocks:
@@ -570,6 +577,13 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		}
 		return repl.Reply{Bucket: req.Bucket, Blocks: n}, nil
 	case repl.OpRoll:
+		// A roll makes a copy warm at its length; it never cuts one (a
+		// copy longer than the roll is cut only by a truncate task the
+		// managers confirm against committed state).
+		if n, _, ok := p.store.Blocks(req.Bucket); ok && n > req.Blocks {
+			return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n)}, bus.Errorf(bus.CodeBadRequest,
+				"roll of %s at %d blocks: the copy here holds %d: %v", req.Bucket, req.Blocks, n, ErrReplicaTruncate)
+		}
 		if err := p.store.ReplicaRoll(req.Bucket, req.Blocks); err != nil {
 			return repl.Reply{}, err
 		}

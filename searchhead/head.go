@@ -154,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		h.ownConn = true
 	}
 	h.mc = api.NewManagerClient(h.nc, subj)
+	h.mc.Sender = cfg.ID // quarry.mgr.<op>.<head>: generation and config only
 	h.reg = prometheus.NewRegistry()
 	h.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h.metrics = newMetrics(h.reg)

@@ -118,7 +118,6 @@ func (a *asyncErrs) violation(subject string) error {
 	return fmt.Errorf("no permissions violation for %s yet", subject)
 }
 
-
 // TestClusterForgedSendersRefused (SPEC §6, §11): with one NATS user per
 // process, nothing a peer or a search head forges in another's name gets
 // through, and no id naming a path is taken. A peer publishing a

@@ -159,7 +159,7 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: "site1", Listen: "127.0.0.1:0", User: "admin", Password: "admin-pw",
-		Users: []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager}, {Name: "sh1", Password: "sh1-pw", Role: bus.RoleSearchHead, Head: "sh1"}},
+		Users:    []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager}, {Name: "sh1", Password: "sh1-pw", Role: bus.RoleSearchHead, Head: "sh1"}},
 		Subjects: subj, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/repl"
@@ -139,6 +140,13 @@ func (f *fixupRunner) report(res FixupResult) {
 func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, error) {
 	res := FixupResult{ID: tk.ID, Peer: f.p.cfg.ID, Bucket: tk.Bucket}
 	st := f.p.store
+	// Whatever control plane delivered it, a task's ids are checked before
+	// it touches a copy (acceptFixup checks pushed tasks on arrival too).
+	if err := validTaskIDs(api.FixupTask{ID: tk.ID, Bucket: tk.Bucket, Source: tk.Source, Target: tk.Target}); err != nil {
+		res.Failed, res.Reason = true, err.Error()
+		f.p.log.Warn("fixup task refused: invalid id", "task", tk.ID, "kind", tk.Kind, "err", err)
+		return res, nil
+	}
 	var err error
 	switch tk.Kind {
 	case fsm.TaskMakeSearchable:

@@ -113,6 +113,7 @@ func (f *fakeCP) Confirm(ctx context.Context, id uint64) (FixupTask, error) {
 	}
 	return FixupTask{}, errors.New("unknown task")
 }
+
 // ConfirmTransfer confirms an open replicate or fetch task to its target,
 // as the managers do (peer/replsender.go).
 func (f *fakeCP) ConfirmTransfer(ctx context.Context, id uint64) (fsm.Task, error) {

@@ -234,9 +234,24 @@ func TestClusterForgedSendersRefused(t *testing.T) {
 			t.Fatalf("frames for bucket %q: %v, want bad_request", id, err)
 		}
 	}
+	if err := send(repl.Request{Op: repl.OpRoll, Bucket: "main~7~x/../../..", Index: "main", Origin: attacker, Blocks: 1}); !bus.IsRemote(err, bus.CodeBadRequest) {
+		t.Fatalf("a roll of bucket main~7~x/../../..: %v, want bad_request", err)
+	}
+	// Even the origin's own roll never cuts a copy: one shorter than the
+	// replica is refused (a cut is a confirmed truncate task's work). The
+	// admin user may publish under the origin's subject, the origin's
+	// user could.
+	asOriginAdmin, _ := subj.Repl(siteOf(target), target, origin)
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = bus.Request[repl.Request, repl.Reply](rctx, admin, asOriginAdmin, repl.Request{V: repl.Version, Op: repl.OpRoll, Bucket: bucket,
+		Index: "main", Origin: origin, Blocks: n - 1})
+	rcancel()
+	if !bus.IsRemote(err, bus.CodeBadRequest) || !strings.Contains(err.Error(), "does not truncate") {
+		t.Fatalf("the origin's roll at %d of %d blocks: %v, want refused: a roll does not truncate", n-1, n, err)
+	}
 	// Under the origin's subject the server refuses the attacker.
 	asOrigin, _ := subj.Repl(siteOf(target), target, origin)
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel = context.WithTimeout(ctx, 5*time.Second)
 	_, err = bus.Request[repl.Request, repl.Reply](rctx, att, asOrigin, repl.Request{V: repl.Version, Op: repl.OpRoll, Bucket: bucket, Index: "main", Origin: origin, Blocks: n})
 	rcancel()
 	if !errors.Is(err, bus.ErrPermissionDenied) {

@@ -177,3 +177,20 @@ func mustOp(t *testing.T, s bus.Subjects, op string) string {
 	}
 	return subj
 }
+
+// TestSearchRequestRefusesTraversalBuckets: a search request's explicit
+// bucket list is checked where a peer receives it (fsm.ValidBucketID): an
+// id naming a path is refused before any lookup.
+func TestSearchRequestRefusesTraversalBuckets(t *testing.T) {
+	ok := SearchRequest{V: WireVersion, ID: "s1", Query: "*", Invites: map[string]bus.Invite{"p1": {}}, Buckets: []string{"main~7~G1"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid request: %v", err)
+	}
+	for _, id := range []string{"main~7~x/../../..", "main~7~..", "..~7~G1", "main~../..~G1", "main~7~G1\\x", "main~7~G1~x", "main~7"} {
+		r := ok
+		r.Buckets = []string{"main~1~G1", id}
+		if err := r.Validate(); err == nil || !errors.Is(err, fsm.ErrBadID) {
+			t.Errorf("bucket %q: %v, want %v", id, err, fsm.ErrBadID)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/peer/repl"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -105,11 +106,18 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The id is the sender token of everything this peer sends
+	// (quarry.mgr.<op>.<id>, quarry.repl.<site>.<target>.<id>) and what the
+	// managers validate it with.
+	if err := fsm.ValidName("peer", cfg.ID); err != nil {
+		return nil, fmt.Errorf("peer: --id: %w", err)
+	}
 	nc, err := bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "peer " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: p.log, TLSCA: cfg.TLS.CA})
 	if err != nil {
 		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
 	}
-	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}, senders: &replSenders{p: p}}
+	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}}
+	cl.senders = &replSenders{p: p, cl: cl}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
 		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
@@ -165,7 +173,8 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return fail(err)
 	}
-	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl)
+	serveRepl := func(ctx context.Context, req repl.Request) (repl.Reply, error) { return p.serveRepl(ctx, cl, req) }
+	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, serveRepl)
 	if err != nil {
 		return fail(err)
 	}
@@ -177,7 +186,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if cl.svcDefault, err = bus.Serve(nc, dsub, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl); err != nil {
+		if cl.svcDefault, err = bus.Serve(nc, dsub, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, serveRepl); err != nil {
 			cl.svc.Stop(context.Background())
 			return fail(err)
 		}

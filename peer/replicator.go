@@ -535,7 +535,9 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 }
 
 // serveRepl is the target side: quarry.repl.<site>.<peer>.<sender>.
-func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, error) {
+// cl is the cluster that serves it (p.cl is set only after every
+// service started).
+func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (repl.Reply, error) {
 	if req.V != repl.Version {
 		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication message version %d, want %d", req.V, repl.Version)
 	}
@@ -556,7 +558,7 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 	// Who sent it is the subject's last token, which the sender's NATS
 	// user is bound to: a write is taken only from the bucket's origin or
 	// a confirmed fixup source (replsender.go).
-	if err := p.cl.senders.check(ctx, bus.SubjectSender(bus.RequestSubject(ctx)), req, guid); err != nil {
+	if err := cl.senders.check(ctx, bus.SubjectSender(bus.RequestSubject(ctx)), req, guid); err != nil {
 		p.log.Warn("replication request refused", "op", req.Op, "bucket", req.Bucket, "err", err)
 		return repl.Reply{Bucket: req.Bucket}, err
 	}
@@ -594,7 +596,7 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		if !ok {
 			return repl.Reply{}, bus.Errorf("no_bucket", "no copy of %s here", req.Bucket)
 		}
-		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(p.cl.nc))
+		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(cl.nc))
 		if err != nil {
 			return repl.Reply{}, err
 		}

@@ -30,7 +30,8 @@ var ErrReplicaTruncate = errors.New("a roll does not truncate a copy")
 // bucket id carries — or from the source of an open replicate/fetch task
 // whose target is this peer, as the leader confirms.
 type replSenders struct {
-	p *Peer
+	p  *Peer
+	cl *cluster // the cluster being joined: p.cl is set only once it serves
 
 	mu        sync.Mutex
 	refreshed time.Time
@@ -73,7 +74,7 @@ func (rs *replSenders) check(ctx context.Context, sender string, req repl.Reques
 // again (at most every 200 ms) when the sender is unknown or its GUID is
 // not want (it may have registered anew).
 func (rs *replSenders) guidOf(ctx context.Context, sender, want string) string {
-	r := rs.p.cl.repl
+	r := rs.cl.repl
 	r.mu.Lock()
 	got := r.peers[sender].GUID
 	r.mu.Unlock()
@@ -91,7 +92,7 @@ func (rs *replSenders) guidOf(ctx context.Context, sender, want string) string {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	peers, err := rs.p.cl.cp.Peers(cctx)
+	peers, err := rs.cl.cp.Peers(cctx)
 	if err != nil {
 		return got
 	}
@@ -117,7 +118,7 @@ func (rs *replSenders) checkTransfer(ctx context.Context, sender string, req rep
 	if ok && time.Now().Before(c.until) && c.bucket == req.Bucket && c.source == sender {
 		return nil
 	}
-	tc, ok := rs.p.cl.cp.(transferConfirmer)
+	tc, ok := rs.cl.cp.(transferConfirmer)
 	if !ok {
 		return bus.Errorf(bus.CodeBadRequest, "replication %s of %s from %s for task %d: this control plane confirms no transfers: %v",
 			req.Op, req.Bucket, sender, req.Task, ErrNotOrigin)

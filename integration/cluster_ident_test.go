@@ -356,3 +356,53 @@ func checkForged(t *testing.T, what string, victimSubject bool, err error) {
 		t.Fatalf("%s: %v, want bad_request (%v)", what, err, manager.ErrNotSender)
 	}
 }
+
+// TestClusterRoleUsersFixupCopies: with one NATS user per process, a
+// peer killed after its buckets rolled gets its copies made again by
+// fixup: each source pushes under its own subject with the task's id, each
+// target confirms the transfer with the leader before it takes a block
+// (peer/replsender.go), and the cluster is complete again.
+func TestClusterRoleUsersFixupCopies(t *testing.T) {
+	c := Start(t, Options{RoleUsers: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, un, err := c.IngestAcked(ctx, "site1-p1", Batches("fix", 600, 100), 30*time.Second); err != nil || len(un) > 0 {
+		t.Fatalf("ingest: %v (%d batches not acked)", err, len(un))
+	}
+	waitComplete(t, c)
+	victim := ""
+	c.State(func(s *fsm.State) {
+		for _, b := range s.BucketList("", "") {
+			for _, cp := range b.Copies {
+				if cp.Peer != b.Origin && victim == "" {
+					victim = cp.Peer
+				}
+			}
+		}
+	})
+	if victim == "" {
+		t.Fatal("no replica to lose")
+	}
+	c.KillPeer(victim)
+	c.WaitFor(60*time.Second, func() error {
+		var err error
+		c.State(func(s *fsm.State) {
+			if p, _ := s.Peer(victim); p.State != fsm.StateDown {
+				err = fmt.Errorf("%s is %s", victim, p.State)
+			}
+		})
+		return err
+	})
+	waitComplete(t, c)
+	moved := 0
+	for _, id := range c.PeerIDs() {
+		if p := c.Peer(id); p != nil {
+			for _, n := range p.Transfers() {
+				moved += n
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("the cluster is complete again, but no fixup transfer moved data")
+	}
+}

@@ -31,8 +31,8 @@ func TestRegisterValidate(t *testing.T) {
 		{"site with a space", func(r *Register) { r.Site = "site 1" }, "site name"},
 		{"copy without bucket", func(r *Register) { r.Inventory[0].Bucket = "" }, "no bucket id"},
 		{"copy with a bad state", func(r *Register) { r.Inventory[0].State = "frozen" }, `state "frozen"`},
-		{"copy with a path bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7~x/../../.." }, "invalid character"},
-		{"copy with a two-part bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7" }, "want <index>~<localid>~<origin guid>"},
+		{"copy with a path bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7~x/../../.." }, "only letters, digits"},
+		{"copy with a two-part bucket id", func(r *Register) { r.Inventory[0].Bucket = "main~7" }, "is not <index>~<localid>~<originGUID>"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,7 +127,8 @@ func TestManagerClientRetries(t *testing.T) {
 	nc := startBus(t)
 	s, _ := bus.NewSubjects(bus.DefaultPrefix)
 	c := NewManagerClient(nc, s)
-	subj, _ := s.MgrOp(OpHeartbeat)
+	c.Sender = "p1"
+	subj, _ := s.MgrOp(OpHeartbeat, "p1")
 
 	// Nobody serves: the call retries until its context ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -170,9 +171,26 @@ func TestManagerClientRetries(t *testing.T) {
 }
 
 func mustOp(t *testing.T, s bus.Subjects, op string) string {
-	subj, err := s.MgrOp(op)
+	subj, err := s.MgrOp(op, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return subj
+}
+
+// TestSearchRequestRefusesTraversalBuckets: a search request's explicit
+// bucket list is checked where a peer receives it (fsm.ValidBucketID): an
+// id naming a path is refused before any lookup.
+func TestSearchRequestRefusesTraversalBuckets(t *testing.T) {
+	ok := SearchRequest{V: WireVersion, ID: "s1", Query: "*", Invites: map[string]bus.Invite{"p1": {}}, Buckets: []string{"main~7~G1"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid request: %v", err)
+	}
+	for _, id := range []string{"main~7~x/../../..", "main~7~..", "..~7~G1", "main~../..~G1", "main~7~G1\\x", "main~7~G1~x", "main~7"} {
+		r := ok
+		r.Buckets = []string{"main~1~G1", id}
+		if err := r.Validate(); err == nil || !errors.Is(err, fsm.ErrBadID) {
+			t.Errorf("bucket %q: %v, want %v", id, err, fsm.ErrBadID)
+		}
+	}
 }

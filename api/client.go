@@ -31,6 +31,10 @@ type ManagerClient struct {
 	AttemptTimeout time.Duration
 	// FetchTimeout bounds one streamed table transfer (default 60 s).
 	FetchTimeout time.Duration
+	// Sender is the last token of every operation's subject,
+	// <prefix>.mgr.<op>.<sender> (SPEC §6): the peer's id or the search
+	// head's name, the only one its NATS user may publish under.
+	Sender string
 }
 
 // NewManagerClient makes a client for the subject scheme s.
@@ -45,7 +49,7 @@ func Retryable(err error) bool {
 
 // call sends one manager operation, retrying per the type's doc.
 func call[Req, Resp any](ctx context.Context, c *ManagerClient, op string, req Req) (Resp, error) {
-	subj, err := c.s.MgrOp(op)
+	subj, err := c.s.MgrOp(op, c.Sender)
 	if err != nil {
 		var zero Resp
 		return zero, err
@@ -202,7 +206,7 @@ const generationFetchTimeout = 60 * time.Second
 // that generation — over a bus stream, so its size is not bound by the
 // bus's max payload. Retries like every call while no leader answers.
 func (c *ManagerClient) FetchGeneration(ctx context.Context, site string, since, generation uint64) (fsm.GenerationView, error) {
-	subj, err := c.s.MgrOp(OpGeneration)
+	subj, err := c.s.MgrOp(OpGeneration, c.Sender)
 	if err != nil {
 		return fsm.GenerationView{}, err
 	}

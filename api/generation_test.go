@@ -41,6 +41,7 @@ func testFetch(t *testing.T, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	mc := NewManagerClient(nc, s)
+	mc.Sender = "p1"
 	mc.FetchTimeout = 5 * time.Minute // a million buckets on a loaded machine
 	got, err := mc.FetchGeneration(ctx, "site1", 0, 0)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // Search protocol (SPEC §5, §6): a search head sends a SearchRequest on
@@ -89,29 +90,12 @@ func (r *SearchRequest) Validate() error {
 	return nil
 }
 
-// ValidBucketID checks the shape <index>~<localid>~<originGUID> of a
-// bucket id that came from the network.
+// ValidBucketID checks a bucket id that came from the network:
+// fsm.ValidBucketID, the one validator of ids (<index>~<decimal local
+// id>~<origin GUID>, each part of a closed alphabet, never a path).
 func ValidBucketID(id string) error {
-	n, parts, start := 0, 0, 0
-	for i := 0; i <= len(id); i++ {
-		if i == len(id) || id[i] == '~' {
-			if i == start {
-				return fmt.Errorf("bucket id %q: empty part", id)
-			}
-			parts++
-			start = i + 1
-			continue
-		}
-		c := id[i]
-		if c <= ' ' || c == '/' || c == '\\' || c == 0x7f {
-			return fmt.Errorf("bucket id %q: invalid character %q", id, c)
-		}
-		n++
-	}
-	if parts != 3 || len(id) > 512 {
-		return fmt.Errorf("bucket id %q: want <index>~<localid>~<origin guid>", id)
-	}
-	return nil
+	_, _, _, err := fsm.ValidBucketID(id)
+	return err
 }
 
 // Search message kinds.

@@ -26,26 +26,36 @@ const (
 	RoleSubscriber Role = "subscriber"
 )
 
-// InboxPrefix is the prefix of every reply inbox (nats.go's default). Every
-// role may subscribe and publish under it: replies, stream chunks and
-// credits travel there. Inbox names carry 22 random base62 characters, so
-// they are not guessable.
+// InboxPrefix is the first token of every reply inbox. A connection made
+// by Connect with a user takes replies under _INBOX.<user>. (UserInbox,
+// nats.CustomInboxPrefix), and a user may subscribe only there, so no role
+// reads another's replies, stream chunks or credits; every role may
+// publish to _INBOX.> (a reply, a stream frame or a credit reaches its
+// requester whoever that is).
 const InboxPrefix = "_INBOX"
 
+// UserInbox is the inbox prefix of user's connections: _INBOX.<user>.
+func UserInbox(user string) string { return InboxPrefix + "." + user }
+
 // User is one NATS user of a role. For RolePeer, Site and Peer (both or
-// neither) narrow its subscriptions to that one peer's subjects.
+// neither) narrow it to that one peer: it publishes manager operations and
+// replication only under its own id and subscribes only its own subjects.
+// For RoleSearchHead, Head narrows it the same way to that search head's
+// name (the sender of its manager operations).
 type User struct {
 	Name     string
 	Password string
 	Role     Role
 	Site     string
 	Peer     string
+	Head     string
 }
 
 // ParseRoleUser parses a `--role-user` value:
 //
 //	ROLE=NAME:PASSWORD            manager=mgr:s3cret
 //	peer/SITE/PEER=NAME:PASSWORD  peer/site1/p1=p1:s3cret
+//	searchhead/HEAD=NAME:PASSWORD searchhead/sh1=sh1:s3cret
 //
 // The password is everything after the first ':' of the right-hand side.
 func ParseRoleUser(v string) (User, error) {
@@ -64,8 +74,10 @@ func ParseRoleUser(v string) (User, error) {
 	case len(parts) == 1:
 	case len(parts) == 3 && u.Role == RolePeer:
 		u.Site, u.Peer = parts[1], parts[2]
+	case len(parts) == 2 && u.Role == RoleSearchHead:
+		u.Head = parts[1]
 	default:
-		return User{}, fmt.Errorf("role user %q: role is ROLE or peer/SITE/PEER", spec)
+		return User{}, fmt.Errorf("role user %q: role is ROLE, peer/SITE/PEER or searchhead/HEAD", spec)
 	}
 	if err := u.validate(); err != nil {
 		return User{}, err
@@ -82,6 +94,10 @@ func (u User) validate() error {
 	if u.Name == "" || u.Password == "" {
 		return fmt.Errorf("user %q of role %s: name and password are required", u.Name, u.Role)
 	}
+	// The name is a token of the user's inbox subject (_INBOX.<name>.>).
+	if err := ValidToken("user", u.Name); err != nil {
+		return err
+	}
 	if (u.Site == "") != (u.Peer == "") {
 		return fmt.Errorf("user %q: site and peer go together", u.Name)
 	}
@@ -93,6 +109,14 @@ func (u User) validate() error {
 			return fmt.Errorf("user %q: %w", u.Name, err)
 		}
 	}
+	if u.Head != "" {
+		if u.Role != RoleSearchHead {
+			return fmt.Errorf("user %q: only a search head user is narrowed to a head", u.Name)
+		}
+		if err := ValidToken("search head", u.Head); err != nil {
+			return fmt.Errorf("user %q: %w", u.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -101,45 +125,79 @@ type Permissions struct {
 	PubAllow, PubDeny, SubAllow, SubDeny []string
 }
 
-// RolePermissions returns the permissions of a role under the subject scheme
-// s. site and peer narrow a peer to its own subjects ("" for any peer).
-// RoleAdmin has no lists: it may do everything.
-func RolePermissions(s Subjects, role Role, site, peer string) (Permissions, error) {
-	inbox := InboxPrefix + ".>"
-	switch role {
+// replDefaultSite is fsm.DefaultSite (bus imports nothing of ours): a peer
+// of a named site also answers replication under it, since a single-site
+// cluster lists every peer under the default site.
+const replDefaultSite = "default"
+
+// SearchHeadOps are the manager operations a search head may send (the
+// generation table, the peer config); never register, heartbeat or any
+// other peer operation.
+var SearchHeadOps = []string{"generation", "config"}
+
+// RolePermissions returns the permissions of user u under the subject
+// scheme s (DESIGN.md's table). A peer narrowed to Site/Peer publishes
+// manager operations and replication only under its own id; a search head
+// narrowed to Head only its own SearchHeadOps. Every user subscribes only
+// its own inbox. RoleAdmin has no lists: it may do everything.
+func RolePermissions(s Subjects, u User) (Permissions, error) {
+	pubInbox := InboxPrefix + ".>"
+	subInbox := InboxPrefix + ".>"
+	if u.Name != "" {
+		if err := ValidToken("user", u.Name); err != nil {
+			return Permissions{}, err
+		}
+		subInbox = UserInbox(u.Name) + ".>"
+	}
+	switch u.Role {
 	case RoleAdmin:
 		return Permissions{}, nil
 	case RoleManager:
 		return Permissions{
-			PubAllow: []string{s.Gen(), s.All("fixup"), s.All("mgr"), inbox},
+			PubAllow: []string{s.Gen(), s.All("fixup"), s.All("mgr"), pubInbox},
 			PubDeny:  []string{s.All("repl"), s.All("search")},
-			SubAllow: []string{s.All("mgr"), s.Gen(), inbox},
+			SubAllow: []string{s.All("mgr"), s.Gen(), subInbox},
 		}, nil
 	case RolePeer:
-		sub := []string{s.Gen(), s.All("search"), s.All("repl"), s.All("fixup"), inbox}
-		if site != "" || peer != "" {
-			search, err := s.Search(site)
-			if err != nil {
+		pub := []string{s.All("mgr"), s.All("repl"), s.All("bundle"), pubInbox}
+		sub := []string{s.Gen(), s.All("search"), s.All("repl"), s.All("fixup"), subInbox}
+		if u.Site != "" || u.Peer != "" {
+			if err := validTokens("site", u.Site, "peer", u.Peer); err != nil {
 				return Permissions{}, err
 			}
-			searchPeer, _ := s.SearchPeer(site, peer)
-			repl, err := s.Repl(site, peer)
-			if err != nil {
-				return Permissions{}, err
+			pub = []string{s.join("mgr", "*", u.Peer), s.join("repl", "*", "*", u.Peer), s.All("bundle"), pubInbox}
+			search, _ := s.Search(u.Site)
+			searchPeer, _ := s.SearchPeer(u.Site, u.Peer)
+			repl, _ := s.ReplTo(u.Site, u.Peer)
+			fixup, _ := s.Fixup(u.Site, u.Peer)
+			sub = []string{s.Gen(), search, searchPeer, repl, fixup, subInbox}
+			if u.Site != replDefaultSite {
+				dflt, _ := s.ReplTo(replDefaultSite, u.Peer)
+				sub = append(sub, dflt)
 			}
-			fixup, _ := s.Fixup(site, peer)
-			sub = []string{s.Gen(), search, searchPeer, repl, fixup, inbox}
 		}
 		return Permissions{
-			PubAllow: []string{s.All("mgr"), s.All("repl"), s.All("bundle"), inbox},
+			PubAllow: pub,
 			PubDeny:  []string{s.All("fixup"), s.Gen(), s.All("search"), s.All("results")},
 			SubAllow: sub,
 		}, nil
 	case RoleSearchHead:
+		sender := "*"
+		if u.Head != "" {
+			if err := ValidToken("search head", u.Head); err != nil {
+				return Permissions{}, err
+			}
+			sender = u.Head
+		}
+		pub := make([]string, 0, len(SearchHeadOps)+3)
+		for _, op := range SearchHeadOps {
+			pub = append(pub, s.join("mgr", op, sender))
+		}
+		pub = append(pub, s.All("search"), s.All("results"), pubInbox)
 		return Permissions{
-			PubAllow: []string{s.All("mgr"), s.All("search"), s.All("results"), inbox},
-			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.Gen()},
-			SubAllow: []string{s.Gen(), s.All("bundle"), s.All("results"), inbox},
+			PubAllow: pub,
+			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.Gen(), s.join("mgr", "register", ">"), s.join("mgr", "heartbeat", ">")},
+			SubAllow: []string{s.Gen(), s.All("bundle"), s.All("results"), subInbox},
 		}, nil
 	case RoleSubscriber:
 		return Permissions{
@@ -147,7 +205,7 @@ func RolePermissions(s Subjects, role Role, site, peer string) (Permissions, err
 			SubAllow: []string{s.Gen(), s.All("results")},
 		}, nil
 	}
-	return Permissions{}, fmt.Errorf("unknown role %q", role)
+	return Permissions{}, fmt.Errorf("unknown role %q", u.Role)
 }
 
 func (p Permissions) server() *server.Permissions {
@@ -176,7 +234,7 @@ func buildUsers(s Subjects, adminUser, adminPass string, users []User) ([]*serve
 		if i > 0 && all[i-1].Name == u.Name {
 			return nil, fmt.Errorf("user %q is defined twice", u.Name)
 		}
-		p, err := RolePermissions(s, u.Role, u.Site, u.Peer)
+		p, err := RolePermissions(s, u)
 		if err != nil {
 			return nil, fmt.Errorf("user %q: %w", u.Name, err)
 		}

@@ -35,7 +35,7 @@ var testUsers = []User{
 	{Name: "mgr", Password: "mgr-secret", Role: RoleManager},
 	{Name: "peer", Password: "peer-secret", Role: RolePeer},
 	{Name: "p1", Password: "p1-secret", Role: RolePeer, Site: "site1", Peer: "p1"},
-	{Name: "sh", Password: "sh-secret", Role: RoleSearchHead},
+	{Name: "sh", Password: "sh-secret", Role: RoleSearchHead, Head: "sh"},
 	{Name: "watch", Password: "watch-secret", Role: RoleSubscriber},
 }
 
@@ -113,7 +113,21 @@ func TestRolePermissionsTable(t *testing.T) {
 		{"sh", "quarry.gen", false},
 		{"sh", "quarry.search.site1", true},
 		{"sh", "quarry.results.errors", true},
-		{"sh", "quarry.mgr.generation", true},
+		{"sh", "quarry.mgr.generation.sh", true},
+		{"sh", "quarry.mgr.config.sh", true},
+		{"sh", "quarry.mgr.generation.sh2", false},
+		{"sh", "quarry.mgr.register.sh", false},
+		{"sh", "quarry.mgr.heartbeat.sh", false},
+		{"sh", "quarry.mgr.targets.sh", false},
+		{"p1", "quarry.mgr.register.p1", true},
+		{"p1", "quarry.mgr.heartbeat.p1", true},
+		{"p1", "quarry.mgr.register.p2", false},
+		{"p1", "quarry.mgr.heartbeat.p2", false},
+		{"p1", "quarry.mgr.bucket.p2", false},
+		{"p1", "quarry.mgr.heartbeat", false},
+		{"p1", "quarry.repl.site1.p2.p1", true},
+		{"p1", "quarry.repl.site1.p2.p3", false},
+		{"p1", "quarry.repl.site1.p2", false},
 		{"mgr", "quarry.fixup.site2.p4", true},
 		{"mgr", "quarry.gen", true},
 		{"mgr", "quarry.repl.site1.p1", false},
@@ -151,6 +165,14 @@ func TestRolePermissionsTable(t *testing.T) {
 	}
 	_ = p1.nc.Flush()
 	waitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.fixup.site1.p2") })
+	// Nor to another user's replies: its inbox is _INBOX.p1.> only.
+	for _, sub := range []string{"_INBOX.>", "_INBOX.sh.>", "_INBOX.mgr.x"} {
+		if _, err := p1.nc.Subscribe(sub, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		_ = p1.nc.Flush()
+		waitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
+	}
 	// Nor a search head to fixup tasks at all.
 	sh := conns["sh"]
 	if _, err := sh.nc.Subscribe("quarry.fixup.>", func(*nats.Msg) {}); err != nil {
@@ -187,10 +209,42 @@ func TestRolesRequestReplyThroughInboxes(t *testing.T) {
 	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", Users: testUsers})
 	mgr := mustConnect(t, s.ClientURL(), ConnectOptions{User: "mgr", Password: "mgr-secret"})
 	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret"})
-	mustServe(t, mgr, "quarry.mgr.register", ServeOptions{}, echo("leader"))
-	resp, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.register", echoReq{Text: "p1"})
+	mustServe(t, mgr, "quarry.mgr.register.*", ServeOptions{}, echo("leader"))
+	resp, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.register.p1", echoReq{Text: "p1"})
 	if err != nil || resp.Server != "leader" {
 		t.Fatalf("peer → manager request: %+v, %v", resp, err)
+	}
+	// Replies travel to the requester's own inboxes.
+	if in := p1.NewInbox(); !strings.HasPrefix(in, "_INBOX.p1.") {
+		t.Fatalf("p1's inbox %q: want _INBOX.p1.…", in)
+	}
+	// A stream from the manager to the peer: credits go to the manager's
+	// inbox, chunks to the peer's, each subscribed by its owner only.
+	rcv, err := NewReceiver(p1, 0, StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close(nil)
+	errc := make(chan error, 1)
+	go func() {
+		snd, err := NewSender(ctxTimeout(t, 5*time.Second), mgr, rcv.Invite())
+		if err == nil {
+			if err = snd.Send(ctxTimeout(t, 5*time.Second), []byte("table")); err == nil {
+				err = snd.Close(ctxTimeout(t, 5*time.Second))
+			}
+		}
+		errc <- err
+	}()
+	b, err := rcv.Next(ctxTimeout(t, 5*time.Second))
+	if err != nil || string(b) != "table" {
+		t.Fatalf("stream through per-user inboxes: %q, %v", b, err)
+	}
+	if _, err := rcv.Next(ctxTimeout(t, 5*time.Second)); err == nil {
+		t.Fatal("want the end of the stream")
+	}
+	rcv.Close(nil)
+	if err := <-errc; err != nil {
+		t.Fatalf("sender: %v", err)
 	}
 }
 
@@ -298,7 +352,7 @@ func FuzzParseRoleUser(f *testing.F) {
 		if err := u.validate(); err != nil {
 			t.Fatalf("%q parsed to invalid %+v: %v", s, u, err)
 		}
-		if _, err := RolePermissions(Subjects{}, u.Role, u.Site, u.Peer); err != nil {
+		if _, err := RolePermissions(Subjects{}, u); err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}
 	})

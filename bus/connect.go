@@ -99,6 +99,11 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
 	}
+	// Replies, stream chunks and credits come to this user's own inboxes
+	// (_INBOX.<user>.…), the only ones its permissions let it subscribe.
+	if user := connectUser(o.User, url); user != "" && ValidToken("user", user) == nil {
+		opts = append(opts, nats.CustomInboxPrefix(UserInbox(user)))
+	}
 	if o.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(o.TLSCA))
 	}
@@ -137,6 +142,20 @@ func (s *Server) Connect(ctx context.Context, o ConnectOptions) (*nats.Conn, err
 		o.User, o.Password = s.cfg.User, s.cfg.Password
 	}
 	return Connect(ctx, s.ClientURL(), o)
+}
+
+// connectUser is the user a connection authenticates as: o.User, or the
+// user of the first URL that carries one.
+func connectUser(user, urls string) string {
+	if user != "" {
+		return user
+	}
+	for _, p := range strings.Split(urls, ",") {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil && u.User.Username() != "" {
+			return u.User.Username()
+		}
+	}
+	return ""
 }
 
 // redact hides passwords in (comma-separated) URLs for error messages.

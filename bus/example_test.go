@@ -35,9 +35,13 @@ func Example_leaderOnlyService() {
 	defer peer.Close()
 
 	var subjects bus.Subjects
-	subj, _ := subjects.MgrOp("heartbeat")
+	all, _ := subjects.MgrOpAny("heartbeat")     // quarry.mgr.heartbeat.*
+	subj, _ := subjects.MgrOp("heartbeat", "p1") // quarry.mgr.heartbeat.p1
 	// On gaining leadership (after raft.Barrier):
-	svc, _ := bus.Serve(mgr, subj, bus.ServeOptions{}, func(ctx context.Context, hb heartbeat) (heartbeatAck, error) {
+	svc, _ := bus.Serve(mgr, all, bus.ServeOptions{}, func(ctx context.Context, hb heartbeat) (heartbeatAck, error) {
+		if bus.SubjectSender(bus.RequestSubject(ctx)) != hb.Peer {
+			return heartbeatAck{}, bus.Errorf(bus.CodeBadRequest, "not sent by %s", hb.Peer)
+		}
 		return heartbeatAck{Generation: 7}, nil
 	})
 
@@ -75,7 +79,7 @@ func Example_resumableCopy() {
 		Bucket string `json:"bucket"`
 	}
 	var subjects bus.Subjects
-	repl, _ := subjects.Repl("site1", "p2")
+	repl, _ := subjects.Repl("site1", "p2", "p1")
 	done := make(chan int64, 1)
 	svc, _ := bus.ServeStreams(target, repl, bus.ServeOptions{}, bus.StreamOptions{},
 		func(ctx context.Context, m copyBucket, accept func(resume uint64) (*bus.Receiver, error)) error {

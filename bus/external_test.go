@@ -77,19 +77,19 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 	p2 := mustConnect(t, url, ConnectOptions{User: "p2", Password: "q"})
 
 	// Request/reply, no-responders.
-	mustServe(t, mgr, "quarry.mgr.register", ServeOptions{}, echo("ext-leader"))
-	r, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.register", echoReq{Text: "p1"})
+	mustServe(t, mgr, "quarry.mgr.register.*", ServeOptions{}, echo("ext-leader"))
+	r, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.register.p1", echoReq{Text: "p1"})
 	if err != nil || r.Server != "ext-leader" {
 		t.Fatalf("request via external NATS: %+v, %v", r, err)
 	}
-	if _, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.nobody", echoReq{}); !errors.Is(err, ErrNoResponders) {
+	if _, err := Request[echoReq, echoResp](ctxTimeout(t, 2*time.Second), p1, "quarry.mgr.nobody.p1", echoReq{}); !errors.Is(err, ErrNoResponders) {
 		t.Fatalf("got %v, want ErrNoResponders", err)
 	}
 
 	// A peer-to-peer stream.
 	data := randomBytes(t, 2<<20+3)
 	var got bytes.Buffer
-	svc, err := ServeStreams(p2, "quarry.repl.site1.p2", ServeOptions{Logger: quiet}, StreamOptions{},
+	svc, err := ServeStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			rcv, err := accept(0)
 			if err != nil {
@@ -102,7 +102,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(context.Background())
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2", copyMeta{Bucket: "b"})
+	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,6 +272,17 @@ type Service struct {
 	stopped bool // no handler starts once set
 }
 
+// subjectKey carries a request's subject in its handler's context.
+type subjectKey struct{}
+
+// RequestSubject is the subject the request a handler runs for arrived on
+// ("" outside a handler): a service subscribed with a wildcard reads the
+// sender from it (SubjectSender).
+func RequestSubject(ctx context.Context) string {
+	s, _ := ctx.Value(subjectKey{}).(string)
+	return s
+}
+
 // Handler answers one typed request.
 type Handler[Req, Resp any] func(ctx context.Context, req Req) (Resp, error)
 
@@ -379,7 +390,7 @@ func handleOne[Req, Resp any](base context.Context, m *nats.Msg, maxTimeout time
 	if ms, err := strconv.ParseInt(m.Header.Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
 		timeout = min(time.Duration(ms)*time.Millisecond, maxTimeout)
 	}
-	ctx, cancel := context.WithTimeout(base, timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(base, subjectKey{}, m.Subject), timeout)
 	defer cancel()
 	var req Req
 	if err := Decode(m, &req); err != nil {

@@ -526,7 +526,7 @@ func TestStreamPeerToPeerUnderPermissions(t *testing.T) {
 	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "a"})
 	p2 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p2", Password: "b"})
 	var got atomic.Int64
-	svc, err := ServeStreams(p2, "quarry.repl.site1.p2", ServeOptions{Logger: quiet}, StreamOptions{},
+	svc, err := ServeStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			r, err := accept(0)
 			if err != nil {
@@ -541,7 +541,7 @@ func TestStreamPeerToPeerUnderPermissions(t *testing.T) {
 	}
 	defer svc.Stop(context.Background())
 	data := randomBytes(t, 1<<20)
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2", copyMeta{Bucket: "b"})
+	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

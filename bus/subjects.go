@@ -18,11 +18,11 @@ var ErrInvalidToken = errors.New("invalid subject token")
 // Subjects builds the subjects of SPEC §6 under a prefix. The zero value
 // uses DefaultPrefix.
 //
-//	<p>.mgr.<op>               peers, search heads → the Raft leader
+//	<p>.mgr.<op>.<sender>      peers, search heads → the Raft leader
 //	<p>.gen                    manager → all: generation or table changed
 //	<p>.search.<site>          search head → peers of a site
 //	<p>.search.<site>.<peer>   search head → one peer
-//	<p>.repl.<site>.<peer>     origin → target: blocks, rolls, warm chunks
+//	<p>.repl.<site>.<target>.<sender>  origin (or a fixup source) → target
 //	<p>.fixup.<site>.<peer>    manager → peer: fixup tasks
 //	<p>.bundle.<hash>          peer → search head: knowledge bundle fetch
 //	<p>.results.<name>         search head → anyone: published results
@@ -83,12 +83,34 @@ func validTokens(kv ...string) error {
 	return nil
 }
 
-// MgrOp is the subject of a manager operation (register, heartbeat, …).
-func (s Subjects) MgrOp(op string) (string, error) {
+// MgrOp is the subject of a manager operation (register, heartbeat, …)
+// sent by sender (a peer id or a search head's name): the last token names
+// who sends it, and permissions let a process publish only under its own
+// name (SPEC §6).
+func (s Subjects) MgrOp(op, sender string) (string, error) {
+	if err := validTokens("op", op, "sender", sender); err != nil {
+		return "", err
+	}
+	return s.join("mgr", op, sender), nil
+}
+
+// MgrOpAny is what the leader subscribes for one operation: every sender,
+// <p>.mgr.<op>.*; SubjectSender reads who sent a request.
+func (s Subjects) MgrOpAny(op string) (string, error) {
 	if err := ValidToken("op", op); err != nil {
 		return "", err
 	}
-	return s.join("mgr", op), nil
+	return s.join("mgr", op, "*"), nil
+}
+
+// SubjectSender is the last token of a subject that carries its sender
+// (MgrOp, Repl); "" for a subject without tokens after the prefix.
+func SubjectSender(subject string) string {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 {
+		return ""
+	}
+	return subject[i+1:]
 }
 
 // Gen is the subject of generation / table change notices.
@@ -110,12 +132,22 @@ func (s Subjects) SearchPeer(site, peer string) (string, error) {
 	return s.join("search", site, peer), nil
 }
 
-// Repl is the replication subject of a target peer.
-func (s Subjects) Repl(site, peer string) (string, error) {
-	if err := validTokens("site", site, "peer", peer); err != nil {
+// Repl is the subject sender (a bucket's origin, or the source of a fixup
+// copy) sends replication requests to target peer of site on.
+func (s Subjects) Repl(site, target, sender string) (string, error) {
+	if err := validTokens("site", site, "peer", target, "sender", sender); err != nil {
 		return "", err
 	}
-	return s.join("repl", site, peer), nil
+	return s.join("repl", site, target, sender), nil
+}
+
+// ReplTo is what a target subscribes: every sender's replication requests,
+// <p>.repl.<site>.<target>.*; the handler reads the sender (SubjectSender).
+func (s Subjects) ReplTo(site, target string) (string, error) {
+	if err := validTokens("site", site, "peer", target); err != nil {
+		return "", err
+	}
+	return s.join("repl", site, target, "*"), nil
 }
 
 // Fixup is the fixup-task subject of a peer.

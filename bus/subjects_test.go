@@ -17,11 +17,13 @@ func TestSubjects(t *testing.T) {
 		return subj
 	}
 	cases := []struct{ got, want string }{
-		{must(s.MgrOp("register")), "quarry.mgr.register"},
+		{must(s.MgrOp("register", "p1")), "quarry.mgr.register.p1"},
+		{must(s.MgrOpAny("register")), "quarry.mgr.register.*"},
+		{must(s.ReplTo("site2", "p4")), "quarry.repl.site2.p4.*"},
 		{s.Gen(), "quarry.gen"},
 		{must(s.Search("site1")), "quarry.search.site1"},
 		{must(s.SearchPeer("site1", "p1")), "quarry.search.site1.p1"},
-		{must(s.Repl("site2", "p-4_x")), "quarry.repl.site2.p-4_x"},
+		{must(s.Repl("site2", "p-4_x", "p1")), "quarry.repl.site2.p-4_x.p1"},
 		{must(s.Fixup("site1", "p1")), "quarry.fixup.site1.p1"},
 		{must(s.Bundle("ab12cd")), "quarry.bundle.ab12cd"},
 		{must(s.Results("errors_per_host")), "quarry.results.errors_per_host"},
@@ -46,9 +48,11 @@ func TestSubjectsRejectBadTokens(t *testing.T) {
 		{"empty site", func() (string, error) { return s.Search("") }, `site name is empty`},
 		{"dot in site", func() (string, error) { return s.Search("site.1") }, `site name "site.1" contains '.'`},
 		{"star in peer", func() (string, error) { return s.Fixup("site1", "p*") }, `peer name "p*" contains '*'`},
-		{"gt in peer", func() (string, error) { return s.Repl("site1", ">") }, `peer name ">" contains '>'`},
+		{"gt in peer", func() (string, error) { return s.Repl("site1", ">", "p1") }, `peer name ">" contains '>'`},
 		{"space in peer", func() (string, error) { return s.SearchPeer("site1", "p 1") }, `peer name "p 1" contains whitespace`},
-		{"tab in op", func() (string, error) { return s.MgrOp("reg\tister") }, `op name "reg\tister" contains whitespace`},
+		{"tab in op", func() (string, error) { return s.MgrOp("reg\tister", "p1") }, `op name "reg\tister" contains whitespace`},
+		{"star sender", func() (string, error) { return s.MgrOp("register", "*") }, `sender name "*" contains '*'`},
+		{"dot in repl sender", func() (string, error) { return s.Repl("site1", "p1", "p.2") }, `sender name "p.2" contains '.'`},
 		{"newline in results", func() (string, error) { return s.Results("a\nb") }, `contains whitespace`},
 		{"dot in bundle", func() (string, error) { return s.Bundle("a.b") }, `bundle hash name "a.b" contains '.'`},
 	}

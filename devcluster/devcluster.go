@@ -13,6 +13,8 @@ package devcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +101,8 @@ type Cluster struct {
 	Managers map[string]*manager.Manager
 	Peers    map[string]*peer.Peer
 	Heads    map[string]*searchhead.Head
+	// natsPass are the bus passwords of this start, by process id.
+	natsPass map[string]string
 }
 
 func layoutPath(dir string) string { return filepath.Join(dir, "dev.json") }
@@ -235,7 +239,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 func (c *Cluster) start(ctx context.Context) error {
 	l := &c.Layout
 	var err error
-	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: l.Sites, Logger: c.log.With("role", "bus")})
+	users := c.busUsers()
+	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: l.Sites, User: "dev-admin", Password: randomSecret(),
+		Users: users, Logger: c.log.With("role", "bus")})
 	if err != nil {
 		return fmt.Errorf("dev: start the bus: %w", err)
 	}
@@ -264,7 +270,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		dir := filepath.Join(c.opts.DataDir, mem.ID)
 		cfg := manager.Config{ID: mem.ID, Site: mem.Site, DataDir: dir, RaftAddr: mem.RaftAddr, HTTPAddr: mem.HTTPAddr,
-			NATS: c.Bus.Server(busSite).ClientURL(), AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: c.opts.RaftLog,
+			NATS: c.Bus.Server(busSite).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
+			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: c.opts.RaftLog,
 			Logger: c.log.With("role", "manager"), JoinTimeout: 60 * time.Second}
 		if !c.Resumed {
 			if i == 0 {
@@ -317,7 +324,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		mem := &l.Peers[i]
 		p, err := peer.Start(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
 			HTTPAddr: mem.HTTPAddr, Searchable: true, Logger: c.log.With("role", "peer"),
-			NATS: c.Bus.Server(mem.Site).ClientURL(), Managers: urls, ManagerToken: AdminToken,
+			NATS: c.Bus.Server(mem.Site).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
+			Managers: urls, ManagerToken: AdminToken,
 			MaxHotBytes: 4 << 20, JoinTimeout: 60 * time.Second})
 		if err != nil {
 			return fmt.Errorf("dev: start peer %s: %w", mem.ID, err)
@@ -337,7 +345,8 @@ func (c *Cluster) start(ctx context.Context) error {
 			busSite = l.Sites[0]
 		}
 		h, err := searchhead.New(ctx, searchhead.Config{ID: mem.ID, Site: mem.Site, HTTPAddr: mem.HTTPAddr,
-			NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log.With("role", "searchhead")})
+			NATS: c.Bus.Server(busSite).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
+			Logger: c.log.With("role", "searchhead")})
 		if err != nil {
 			return fmt.Errorf("dev: start search head %s: %w", mem.ID, err)
 		}
@@ -351,6 +360,41 @@ func (c *Cluster) start(ctx context.Context) error {
 		mem.HTTPAddr = h.Addr()
 	}
 	return c.saveLayout()
+}
+
+// busUsers are the bus's users, one per process (SPEC §6, bus/DESIGN.md
+// "Permissions"): each manager a manager user, each peer a peer user
+// narrowed to its site and id, each search head a search head user
+// narrowed to its name, all with passwords made afresh at every start
+// (kept in c.natsPass for the processes).
+func (c *Cluster) busUsers() []bus.User {
+	l := &c.Layout
+	c.natsPass = map[string]string{}
+	var users []bus.User
+	add := func(u bus.User) {
+		u.Password = randomSecret()
+		c.natsPass[u.Name] = u.Password
+		users = append(users, u)
+	}
+	for _, m := range l.Managers {
+		add(bus.User{Name: m.ID, Role: bus.RoleManager})
+	}
+	for _, p := range l.Peers {
+		add(bus.User{Name: p.ID, Role: bus.RolePeer, Site: p.Site, Peer: p.ID})
+	}
+	for _, h := range l.Heads {
+		add(bus.User{Name: h.ID, Role: bus.RoleSearchHead, Head: h.ID})
+	}
+	return users
+}
+
+// randomSecret is 16 random bytes, hex.
+func randomSecret() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // Leader is the manager that leads, or nil.

@@ -71,7 +71,10 @@ type GenerationView struct {
 
 // GenerationPeer is a peer in the generation table.
 type GenerationPeer struct {
-	ID    string            `json:"id"`
+	ID string `json:"id"`
+	// GUID is the registered incarnation, the origin part of the ids of
+	// its buckets: a replica checks a frame's sender against it.
+	GUID  string            `json:"guid,omitempty"`
 	Site  string            `json:"site"`
 	State PeerState         `json:"state"`
 	Attrs map[string]string `json:"attrs"`
@@ -289,7 +292,7 @@ func (s *State) generationPeers() []GenerationPeer {
 				attrs["host"] = p.Host
 			}
 		}
-		out = append(out, GenerationPeer{ID: id, Site: s.peerSite(p), State: p.State, Attrs: attrs})
+		out = append(out, GenerationPeer{ID: id, GUID: p.GUID, Site: s.peerSite(p), State: p.State, Attrs: attrs})
 	}
 	return out
 }

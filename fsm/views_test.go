@@ -56,7 +56,7 @@ func TestViewsJSONShape(t *testing.T) {
 			t.Errorf("generation lacks %q", k)
 		}
 	}
-	if got := keysOf(t, g.Peers[0]); !slices.Equal(got, []string{"attrs", "id", "site", "state"}) {
+	if got := keysOf(t, g.Peers[0]); !slices.Equal(got, []string{"attrs", "guid", "id", "site", "state"}) {
 		t.Errorf("generation peer keys %v", got)
 	}
 	// origin is an addition to SPEC §7 (fresh=true reads hot buckets from it).

@@ -69,6 +69,40 @@ type Options struct {
 	// mutual TLS; every client of the harness verifies against its CA.
 	// The bus is then not Cuttable (CutSite fails).
 	TLS tlsconfig.Files
+	// RoleUsers runs the bus with one NATS user per process (SPEC §6):
+	// a manager user per manager, a peer user narrowed to its site and id
+	// per peer, a search head user narrowed to its name for each of
+	// SearchHeads (default sh0…sh3), and an admin (AdminNATSUser).
+	RoleUsers   bool
+	SearchHeads []string
+}
+
+// The harness bus's admin user when Options.RoleUsers is set.
+const (
+	AdminNATSUser     = "admin"
+	AdminNATSPassword = "admin-nats-pw"
+)
+
+// NATSPassword is the bus password of a process's user (Options.RoleUsers).
+func NATSPassword(id string) string { return id + "-nats-pw" }
+
+// roleUsers are the bus users of Options.RoleUsers.
+func roleUsers(o Options) []bus.User {
+	users := []bus.User{}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("m%d", i)
+		users = append(users, bus.User{Name: id, Password: NATSPassword(id), Role: bus.RoleManager})
+	}
+	for _, site := range o.Sites {
+		for i := 1; i <= o.PeersPerSite; i++ {
+			id := fmt.Sprintf("%s-p%d", site, i)
+			users = append(users, bus.User{Name: id, Password: NATSPassword(id), Role: bus.RolePeer, Site: site, Peer: id})
+		}
+	}
+	for _, id := range o.SearchHeads {
+		users = append(users, bus.User{Name: id, Password: NATSPassword(id), Role: bus.RoleSearchHead, Head: id})
+	}
+	return users
 }
 
 // Cluster is a running harness cluster.
@@ -148,8 +182,16 @@ func Start(t testing.TB, o Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var err error
-	c.Bus, err = bus.StartSites(ctx, bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Logger: log,
-		TLSCert: o.TLS.Cert, TLSKey: o.TLS.Key, TLSCA: o.TLS.CA})
+	sc := bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Logger: log,
+		TLSCert: o.TLS.Cert, TLSKey: o.TLS.Key, TLSCA: o.TLS.CA}
+	if o.RoleUsers {
+		if o.SearchHeads == nil {
+			o.SearchHeads = []string{"sh0", "sh1", "sh2", "sh3"}
+			c.Opts.SearchHeads = o.SearchHeads
+		}
+		sc.User, sc.Password, sc.Users = AdminNATSUser, AdminNATSPassword, roleUsers(o)
+	}
+	c.Bus, err = bus.StartSites(ctx, sc)
 	if err != nil {
 		t.Fatalf("start bus: %v", err)
 	}
@@ -185,6 +227,11 @@ func Start(t testing.TB, o Options) *Cluster {
 				NATS: c.Bus.Server(site).ClientURL(), ManagerToken: AdminToken,
 				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second, TLS: o.TLS,
 			}
+			if o.RoleUsers {
+				cfg := c.peerCfgs[id]
+				cfg.NATSUser, cfg.NATSPassword = id, NATSPassword(id)
+				c.peerCfgs[id] = cfg
+			}
 			if o.PeerTweak != nil {
 				cfg := c.peerCfgs[id]
 				o.PeerTweak(id, &cfg)
@@ -216,6 +263,9 @@ func (c *Cluster) startManagers(ctx context.Context) {
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
 			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
 			TLS: o.TLS,
+		}
+		if o.RoleUsers {
+			cfg.NATSUser, cfg.NATSPassword = id, NATSPassword(id)
 		}
 		if o.ManagerTweak != nil {
 			o.ManagerTweak(id, &cfg)
@@ -337,6 +387,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// PeerDataDir is peer id's data directory.
+func (c *Cluster) PeerDataDir(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peerCfgs[id].DataDir
 }
 
 // PeerIDs lists every peer of the harness (running or not), sorted.
@@ -737,6 +794,9 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 		busSite = c.Opts.Sites[0]
 	}
 	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log, TLS: c.Opts.TLS}
+	if c.Opts.RoleUsers {
+		cfg.NATSUser, cfg.NATSPassword = id, NATSPassword(id)
+	}
 	for _, f := range tweak {
 		f(&cfg)
 	}

@@ -94,9 +94,12 @@ func (m *Manager) serveNATS(ctx context.Context) (stop func()) {
 	}
 }
 
-// serveOp subscribes one manager operation.
+// serveOp subscribes one manager operation from every sender,
+// <prefix>.mgr.<op>.*; each handler checks the operation's peer id against
+// the sender the subject names (sentBy), which permissions bind to the
+// sender's NATS user.
 func (m *Manager) serveOp(op string) (*bus.Service, error) {
-	subj, err := m.subjects.MgrOp(op)
+	subj, err := m.subjects.MgrOpAny(op)
 	if err != nil {
 		return nil, err
 	}
@@ -288,11 +291,69 @@ func subjectSite(p fsm.Peer) string {
 	return p.Site
 }
 
+// checkIDs validates the ids of an operation where they arrive (SPEC §6,
+// fsm's one validator): kind/value pairs, kind one of "bucket", "index",
+// "local id", "guid" or a name kind ("peer", "site", "target"); empty
+// values are left to the handler's own required-field checks. A refusal is
+// a bad_request and nothing is applied.
+func checkIDs(what string, kv ...string) error {
+	for i := 0; i+1 < len(kv); i += 2 {
+		kind, v := kv[i], kv[i+1]
+		if v == "" {
+			continue
+		}
+		var err error
+		switch kind {
+		case "bucket":
+			_, _, _, err = fsm.ValidBucketID(v)
+		case "index":
+			err = fsm.ValidIndexName(v)
+		case "local id":
+			err = fsm.ValidLocalID(v)
+		case "guid":
+			err = fsm.ValidGUID(v)
+		default:
+			err = fsm.ValidName(kind, v)
+		}
+		if err != nil {
+			return bus.Errorf(api.CodeBadRequest, "%s: %v", what, err)
+		}
+	}
+	return nil
+}
+
+// ErrNotSender: an operation names another peer than the one that sent it
+// (the last token of its subject, <prefix>.mgr.<op>.<sender>).
+var ErrNotSender = errors.New("operation names another peer than its sender")
+
+// sentBy refuses an operation whose peer id is not its sender's (SPEC §6):
+// a peer's NATS user may publish only under its own id, so the subject's
+// last token is who sent it, and a body naming another peer is forged.
+func sentBy(ctx context.Context, what, peer string) error {
+	sender := bus.SubjectSender(bus.RequestSubject(ctx))
+	if sender != peer {
+		return bus.Errorf(api.CodeBadRequest, "%s for peer %q sent by %q: %v", what, peer, sender, ErrNotSender)
+	}
+	return nil
+}
+
 // ---- handlers -------------------------------------------------------------
 
 func (m *Manager) natsRegister(ctx context.Context, r api.Register) (api.RegisterReply, error) {
 	if err := r.Validate(); err != nil {
 		return api.RegisterReply{}, bus.Errorf(api.CodeBadRequest, "%v", err)
+	}
+	if err := checkIDs("register", "peer", r.Peer, "guid", r.GUID, "site", r.Site); err != nil {
+		return api.RegisterReply{}, err
+	}
+	if err := sentBy(ctx, "register", r.Peer); err != nil {
+		return api.RegisterReply{}, err
+	}
+	for _, c := range r.Inventory {
+		index, _, _, _ := fsm.ParseBucketID(c.Bucket) // valid: Validate checked it
+		if c.Index != "" && c.Index != index {
+			return api.RegisterReply{}, bus.Errorf(api.CodeBadRequest, "register %s: copy %s names index %q", r.Peer, c.Bucket, c.Index)
+		}
 	}
 	if r.Parts > 1 {
 		whole, done, err := m.uploads.add(r, m.cfg.Now())
@@ -340,6 +401,12 @@ func (m *Manager) natsHeartbeat(ctx context.Context, h api.Heartbeat) (api.Heart
 	if h.Peer == "" {
 		return api.HeartbeatReply{}, bus.Errorf(api.CodeBadRequest, "heartbeat: peer is required")
 	}
+	if err := checkIDs("heartbeat", "peer", h.Peer, "guid", h.GUID); err != nil {
+		return api.HeartbeatReply{}, err
+	}
+	if err := sentBy(ctx, "heartbeat", h.Peer); err != nil {
+		return api.HeartbeatReply{}, err
+	}
 	var (
 		p     fsm.Peer
 		known bool
@@ -351,7 +418,9 @@ func (m *Manager) natsHeartbeat(ctx context.Context, h api.Heartbeat) (api.Heart
 		reply.Reregister = true
 	case p.State == fsm.StateDown || p.State == fsm.StateRemoved || p.State == fsm.StateGracefulShutdown:
 		reply.Reregister, reply.State = true, p.State
-	case h.GUID != "" && h.GUID != p.GUID:
+	case h.GUID != p.GUID:
+		// Not the registered incarnation (or no GUID at all): nothing is
+		// recorded, and a peer that is who it says registers again.
 		reply.Reregister, reply.State = true, p.State
 	default:
 		m.Heartbeat(h.Peer, m.cfg.Now())
@@ -365,8 +434,11 @@ func (m *Manager) natsTargets(ctx context.Context, r api.TargetsRequest) (api.Ta
 	if r.Index == "" || r.LocalID == "" || r.Origin == "" {
 		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index, local_id and origin are required, got %+v", r)
 	}
-	if err := api.ValidBucketID(r.Index + "~" + r.LocalID + "~guid"); err != nil {
-		return api.TargetsReply{}, bus.Errorf(api.CodeBadRequest, "targets: index %q, local id %q: %v", r.Index, r.LocalID, err)
+	if err := checkIDs("targets", "index", r.Index, "local id", r.LocalID, "peer", r.Origin); err != nil {
+		return api.TargetsReply{}, err
+	}
+	if err := sentBy(ctx, "targets", r.Origin); err != nil {
+		return api.TargetsReply{}, err
 	}
 	if len(r.Replace) > 0 {
 		return m.replaceTarget(ctx, r)
@@ -580,8 +652,11 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 	if e.Bucket == "" || e.Peer == "" {
 		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: bucket and peer are required", e.Kind)
 	}
-	if err := api.ValidBucketID(e.Bucket); err != nil {
-		return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: %v", e.Kind, err)
+	if err := checkIDs(fmt.Sprintf("bucket event %q", e.Kind), "bucket", e.Bucket, "peer", e.Peer, "target", e.Target); err != nil {
+		return api.BucketEventReply{}, err
+	}
+	if err := m.eventSentBy(ctx, e); err != nil {
+		return api.BucketEventReply{}, err
 	}
 	rid := fsm.ReqID{RequestID: e.RequestID}
 	var cmd fsm.Command
@@ -647,6 +722,30 @@ func (m *Manager) natsBucket(ctx context.Context, e api.BucketEvent) (api.Bucket
 	return reply, nil
 }
 
+// eventSentBy checks a bucket event's peer against its sender: the peer
+// itself, or — for a length — the source of the open fetch task that
+// pushed the blocks to that peer's copy (it reports the length it made).
+func (m *Manager) eventSentBy(ctx context.Context, e api.BucketEvent) error {
+	what := fmt.Sprintf("bucket event %q", e.Kind)
+	err := sentBy(ctx, what, e.Peer)
+	if err == nil || e.Kind != api.EventLength {
+		return err
+	}
+	sender := bus.SubjectSender(bus.RequestSubject(ctx))
+	pushed := false
+	m.state.Read(func(s *fsm.State) {
+		for _, t := range s.Tasks() {
+			if t.Kind == fsm.TaskFetch && t.Bucket == e.Bucket && t.Source == sender && t.Target == e.Peer {
+				pushed = true
+			}
+		}
+	})
+	if pushed {
+		return nil
+	}
+	return err
+}
+
 // stateView answers bucket questions about one committed state, caching
 // the bucket views it built (per index). Use it only inside the state's
 // Read.
@@ -692,6 +791,9 @@ func findBucket(s *fsm.State, id string) (fsm.BucketView, bool) { return newView
 func sealedOf(s *fsm.State, id string) (int64, string) { return newView(s).sealedOf(id) }
 
 func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (api.GenerationReply, error) {
+	if err := checkIDs("generation", "site", r.Site); err != nil {
+		return api.GenerationReply{}, err
+	}
 	site := r.Site
 	if site == "" {
 		site = fsm.Site0
@@ -753,6 +855,12 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 	if r.ID == 0 || r.Peer == "" {
 		return api.ConfirmReply{}, bus.Errorf(api.CodeBadRequest, "confirm: id and peer are required")
 	}
+	if err := checkIDs("confirm", "peer", r.Peer); err != nil {
+		return api.ConfirmReply{}, err
+	}
+	if err := sentBy(ctx, "confirm", r.Peer); err != nil {
+		return api.ConfirmReply{}, err
+	}
 	if err := m.verifyLeader(ctx); err != nil {
 		return api.ConfirmReply{}, err
 	}
@@ -768,6 +876,10 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 		switch {
 		case task == nil:
 			reply.Reason = fmt.Sprintf("task %d is not open (done, failed or never created)", r.ID)
+		case (task.Kind == fsm.TaskReplicate || task.Kind == fsm.TaskFetch) && task.Target == r.Peer:
+			// The target of a copy asks who may push it blocks: the task's
+			// source, while the task is open (peer/repl's sender rule).
+			reply.Confirmed, reply.Task = true, task
 		case !task.Destructive:
 			reply.Reason = fmt.Sprintf("task %d (%s) is not destructive: nothing to confirm", r.ID, task.Kind)
 		case !isRecipient(newView(s), task, r.Peer):
@@ -782,6 +894,12 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 func (m *Manager) natsFixupResult(ctx context.Context, r api.FixupResult) (api.FixupResultReply, error) {
 	if r.ID == 0 || r.Peer == "" {
 		return api.FixupResultReply{}, bus.Errorf(api.CodeBadRequest, "fixup result: id and peer are required")
+	}
+	if err := checkIDs("fixup result", "peer", r.Peer); err != nil {
+		return api.FixupResultReply{}, err
+	}
+	if err := sentBy(ctx, "fixup result", r.Peer); err != nil {
+		return api.FixupResultReply{}, err
 	}
 	var (
 		task    fsm.Task

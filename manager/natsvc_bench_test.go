@@ -16,6 +16,7 @@ func BenchmarkNATSHeartbeat(b *testing.B) {
 	newGroup(b, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = bb.srv.ClientURL(), "mgr", "mgr-pw" })
 	nc := bb.connectB(b, "p1", "p1-pw")
 	cli := api.NewManagerClient(nc, bb.subj)
+	cli.Sender = "p1"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := cli.Register(ctx, api.Register{Peer: "p1", GUID: "g1", Site: "site1"}); err != nil {
@@ -32,13 +33,14 @@ func BenchmarkNATSHeartbeat(b *testing.B) {
 // BenchmarkNATSTargets: a new hot bucket's targets (ChooseTargets + a Raft
 // commit of AddBucket) over NATS, 3 peers, one manager.
 func BenchmarkNATSTargets(b *testing.B) {
-	bb := startTestBusB(b, "p1")
+	bb := startTestBusB(b, "p1", "p2", "p3")
 	newGroup(b, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = bb.srv.ClientURL(), "mgr", "mgr-pw" })
-	nc := bb.connectB(b, "p1", "p1-pw")
-	cli := api.NewManagerClient(nc, bb.subj)
+	var cli *api.ManagerClient
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, p := range []string{"p1", "p2", "p3"} {
+	for _, p := range []string{"p3", "p2", "p1"} {
+		cli = api.NewManagerClient(bb.connectB(b, p, p+"-pw"), bb.subj)
+		cli.Sender = p // each peer registers itself
 		if _, err := cli.Register(ctx, api.Register{Peer: p, GUID: "g" + p, Site: "site1"}); err != nil {
 			b.Fatal(err)
 		}

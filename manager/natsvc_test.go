@@ -94,6 +94,7 @@ func newIdlePeer(t *testing.T, b *testBus, id string) *fakePeer {
 	p := &fakePeer{t: t, id: id, guid: "guid-" + id, nc: b.connect(t, id, id+"-pw"), b: b,
 		delivered: map[uint64]int{}, kinds: map[uint64]fsm.TaskKind{}, tasks: map[uint64]api.FixupTask{}}
 	p.cli = api.NewManagerClient(p.nc, b.subj)
+	p.cli.Sender = id
 	return p
 }
 
@@ -454,7 +455,7 @@ func TestNATSService(t *testing.T) {
 		p.stopHeartbeats()
 	}
 	g.kill(g.leader().ID())
-	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat)
+	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat, "p1")
 	waitFor(t, 10*time.Second, func() error {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer rcancel()
@@ -504,7 +505,7 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 	}
 
 	// Refusals: a newer wire version, a registration without a GUID.
-	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat)
+	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat, "p1")
 	if _, err := bus.Request[api.Heartbeat, api.HeartbeatReply](ctx, p1.nc, hbSubj, api.Heartbeat{V: api.MaxWireVersion + 1, Peer: "p1"}); !bus.IsRemote(err, api.CodeVersion) {
 		t.Fatalf("heartbeat of wire version %d: %v, want %s", api.MaxWireVersion+1, err, api.CodeVersion)
 	}

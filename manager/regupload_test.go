@@ -60,7 +60,7 @@ func TestRegisterInventoryOverMaxPayload(t *testing.T) {
 	}
 
 	// The last part of an upload whose other parts never came.
-	regSubj, _ := b.subj.MgrOp(api.OpRegister)
+	regSubj, _ := b.subj.MgrOp(api.OpRegister, "p2")
 	last := api.Register{V: api.WireVersionParts, Peer: "p2", GUID: p2.guid, Site: "site1", Upload: "u1", Part: 3, Parts: 3,
 		Inventory: []api.Copy{{Bucket: fsm.BucketID("main", "1", p2.guid), Index: "main", State: api.CopyHot}}}
 	if _, err := bus.Request[api.Register, api.RegisterReply](ctx, p2.nc, regSubj, last); !bus.IsRemote(err, api.CodeUploadIncomplete) {

@@ -17,6 +17,7 @@ import (
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/peer/repl"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -40,7 +41,9 @@ type cluster struct {
 	// made warm at its length (sealWatched).
 	sealMu    sync.Mutex
 	sealWatch map[string]bool
-	cfg       fsm.Config
+	// senders decides who may write to this peer's copies (replsender.go).
+	senders *replSenders
+	cfg     fsm.Config
 	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
 	// hecTokensOf makes them.
 	tokens []hec.Token
@@ -103,11 +106,18 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The id is the sender token of everything this peer sends
+	// (quarry.mgr.<op>.<id>, quarry.repl.<site>.<target>.<id>) and what the
+	// managers validate it with.
+	if err := fsm.ValidName("peer", cfg.ID); err != nil {
+		return nil, fmt.Errorf("peer: --id: %w", err)
+	}
 	nc, err := bus.Connect(ctx, cfg.NATS, bus.ConnectOptions{Name: "peer " + cfg.ID, User: cfg.NATSUser, Password: cfg.NATSPassword, Logger: p.log, TLSCA: cfg.TLS.CA})
 	if err != nil {
 		return nil, fmt.Errorf("peer: connect to the bus: %w", err)
 	}
 	cl := &cluster{nc: nc, stop: make(chan struct{}), sealWatch: map[string]bool{}}
+	cl.senders = &replSenders{p: p, cl: cl}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
 		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
@@ -159,11 +169,12 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.repl.setPeers(peers)
 	cl.repl.setMaintenance(p.maintenanceNow(ctx, cl.cp))
 	p.store.SetReplication(cl.repl)
-	subject, err := subj.Repl(p.site(), cfg.ID)
+	subject, err := subj.ReplTo(p.site(), cfg.ID)
 	if err != nil {
 		return fail(err)
 	}
-	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl)
+	serveRepl := func(ctx context.Context, req repl.Request) (repl.Reply, error) { return p.serveRepl(ctx, cl, req) }
+	cl.svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, serveRepl)
 	if err != nil {
 		return fail(err)
 	}
@@ -171,11 +182,11 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		// A single-site cluster lists every peer under the default site in
 		// its generation table, while targets and fixups name the site the
 		// peer registered with: answer on both.
-		dsub, err := subj.Repl(fsm.DefaultSite, cfg.ID)
+		dsub, err := subj.ReplTo(fsm.DefaultSite, cfg.ID)
 		if err != nil {
 			return fail(err)
 		}
-		if cl.svcDefault, err = bus.Serve(nc, dsub, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.serveRepl); err != nil {
+		if cl.svcDefault, err = bus.Serve(nc, dsub, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, serveRepl); err != nil {
 			cl.svc.Stop(context.Background())
 			return fail(err)
 		}
@@ -427,7 +438,7 @@ func (p *Peer) finishRestartedBuckets() {
 					if c.Peer == p.cfg.ID {
 						continue
 					}
-					if _, err := cl.fix.pushCopy(v.ID, c.Peer, c.Searchable, -1, &cl.fix.catchupBytes, cl.stop); err != nil {
+					if _, err := cl.fix.pushCopy(0, v.ID, c.Peer, c.Searchable, -1, &cl.fix.catchupBytes, cl.stop); err != nil {
 						p.log.Warn("could not roll a restarted bucket's replica", "bucket", v.ID, "target", c.Peer, "err", err)
 						ok = false
 					}
@@ -458,6 +469,12 @@ func (p *Peer) finishRestartedBuckets() {
 // peer's length of the bucket (the managers seal at the longest), any other
 // task queued for the fixup runner.
 func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
+	if err := validTaskIDs(t); err != nil {
+		// Ids from the network are checked where they arrive: a task
+		// naming a path, not a bucket, is refused and nothing is queued.
+		p.log.Warn("fixup task refused: invalid id", "task", t.ID, "kind", t.Kind, "err", err)
+		return api.FixupAck{Reason: err.Error()}
+	}
 	if t.Kind == fsm.TaskSeal {
 		for _, c := range p.store.Inventory() {
 			if c.ID == t.Bucket {
@@ -474,6 +491,26 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	}
 	cp.deliver(t)
 	return api.FixupAck{Accepted: true}
+}
+
+// validTaskIDs checks a fixup task's ids with fsm's validator.
+func validTaskIDs(t api.FixupTask) error {
+	index, _, _, err := fsm.ValidBucketID(t.Bucket)
+	if err != nil {
+		return fmt.Errorf("fixup task %d: %w", t.ID, err)
+	}
+	if t.Index != "" && t.Index != index {
+		return fmt.Errorf("fixup task %d: index %q, bucket %s", t.ID, t.Index, t.Bucket)
+	}
+	for _, n := range [][2]string{{"source", t.Source}, {"target", t.Target}, {"to", t.To}, {"site", t.SourceSite}, {"site", t.TargetSite}} {
+		if n[1] == "" {
+			continue
+		}
+		if err := fsm.ValidName(n[0], n[1]); err != nil {
+			return fmt.Errorf("fixup task %d: %w", t.ID, err)
+		}
+	}
+	return nil
 }
 
 // sealWatched makes warm every watched hot replica whose bucket the

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/repl"
@@ -139,6 +140,13 @@ func (f *fixupRunner) report(res FixupResult) {
 func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, error) {
 	res := FixupResult{ID: tk.ID, Peer: f.p.cfg.ID, Bucket: tk.Bucket}
 	st := f.p.store
+	// Whatever control plane delivered it, a task's ids are checked before
+	// it touches a copy (acceptFixup checks pushed tasks on arrival too).
+	if err := validTaskIDs(api.FixupTask{ID: tk.ID, Bucket: tk.Bucket, Source: tk.Source, Target: tk.Target}); err != nil {
+		res.Failed, res.Reason = true, err.Error()
+		f.p.log.Warn("fixup task refused: invalid id", "task", tk.ID, "kind", tk.Kind, "err", err)
+		return res, nil
+	}
 	var err error
 	switch tk.Kind {
 	case fsm.TaskMakeSearchable:
@@ -161,7 +169,7 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
 				break
 			}
-			if res.Bytes, err = f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), &f.sentBytes, stop); err == nil {
+			if res.Bytes, err = f.pushCopy(tk.ID, tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), &f.sentBytes, stop); err == nil {
 				f.reportLength(tk.Bucket, tk.Target, int(tk.SealedBlocks), tk.LastChecksum)
 				f.sealOwn(tk)
 			}
@@ -289,7 +297,7 @@ func (f *fixupRunner) subject(peer string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: peer %s unknown here yet", ErrNotReady, peer)
 	}
-	return cl.repl.subj.Repl(pv.Site, peer)
+	return cl.repl.subj.Repl(pv.Site, peer, f.p.cfg.ID)
 }
 
 func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
@@ -305,14 +313,16 @@ func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
 // push streams a warm copy to the task's target: it asks the target how
 // many blocks it holds and sends the rest in chunks, then the roll.
 func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
-	return f.pushCopy(tk.Bucket, tk.Target, tk.Searchable, -1, &f.sentBytes, stop)
+	return f.pushCopy(tk.ID, tk.Bucket, tk.Target, tk.Searchable, -1, &f.sentBytes, stop)
 }
 
 // pushCopy sends a warm copy to peer target (resuming from the blocks it
 // holds) and then the roll, so the target's copy ends warm and identical.
 // With limit ≥ 0 (a sealed length) it sends exactly limit blocks, from a
-// copy that may still be a hot replica (the origin is gone).
-func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int, sent *atomic.Int64, stop <-chan struct{}) (int64, error) {
+// copy that may still be a hot replica (the origin is gone). Every request
+// names task, which the target confirms with the managers (it takes writes
+// from a peer other than the bucket's origin only for an open task).
+func (f *fixupRunner) pushCopy(task uint64, bucket, target string, searchable bool, limit int, sent *atomic.Int64, stop <-chan struct{}) (int64, error) {
 	tk := FixupTask{Task: fsm.Task{Bucket: bucket, Target: target, Searchable: searchable}}
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
@@ -335,6 +345,7 @@ func (f *fixupRunner) pushCopy(bucket, target string, searchable bool, limit int
 	nc := f.p.cl.nc
 	req := func(r repl.Request) (repl.Reply, error) {
 		r.V, r.Bucket, r.Index, r.Origin, r.Searchable = repl.Version, tk.Bucket, index, f.p.cfg.ID, tk.Searchable
+		r.Task = task // the target confirms it: this peer is the task's source, not the bucket's origin
 		if r.Op == repl.OpBlocks && limit > 0 {
 			r.Sealed = limit // the target's copy may be sealed shorter (an extended seal)
 		}

@@ -113,6 +113,19 @@ func (f *fakeCP) Confirm(ctx context.Context, id uint64) (FixupTask, error) {
 	}
 	return FixupTask{}, errors.New("unknown task")
 }
+
+// ConfirmTransfer confirms an open replicate or fetch task to its target,
+// as the managers do (peer/replsender.go).
+func (f *fakeCP) ConfirmTransfer(ctx context.Context, id uint64) (fsm.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tasks {
+		if t.ID == id && (t.Kind == fsm.TaskReplicate || t.Kind == fsm.TaskFetch) {
+			return t.Task, nil
+		}
+	}
+	return fsm.Task{}, errors.New("not an open transfer")
+}
 func (f *fakeCP) FixupResult(ctx context.Context, res FixupResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,9 @@ type NATSControlPlane struct {
 	mc   *api.ManagerClient
 	peer string
 	HTTP *HTTPControlPlane
+	// guid is the GUID this peer registered with; heartbeats carry it and
+	// the managers check it against the registered one.
+	guid atomic.Value // string
 
 	mu    sync.Mutex
 	tasks map[uint64]FixupTask // delivered, not yet reported
@@ -32,7 +36,9 @@ type NATSControlPlane struct {
 
 // NewNATSControlPlane returns a control plane on nc.
 func NewNATSControlPlane(nc *nats.Conn, subj bus.Subjects, peer string) *NATSControlPlane {
-	return &NATSControlPlane{mc: api.NewManagerClient(nc, subj), peer: peer, tasks: map[uint64]FixupTask{}}
+	mc := api.NewManagerClient(nc, subj)
+	mc.Sender = peer // quarry.mgr.<op>.<peer>: the only subjects its NATS user may publish
+	return &NATSControlPlane{mc: mc, peer: peer, tasks: map[uint64]FixupTask{}}
 }
 
 // ReportsFixups: results travel on quarry.mgr.fixup-result.
@@ -50,12 +56,14 @@ func (c *NATSControlPlane) Register(ctx context.Context, id string, req Register
 			Events: ci.Events, Blocks: ci.Blocks, Bytes: ci.Size, Earliest: ci.Earliest, Latest: ci.Latest,
 			ContentHash: req.hashes[ci.Bucket], LastBlockChecksum: req.lastSums[ci.Bucket], Corrupt: ci.Corrupt})
 	}
+	c.guid.Store(req.GUID)
 	_, err := c.mc.Register(ctx, r)
 	return err
 }
 
 func (c *NATSControlPlane) Heartbeat(ctx context.Context, id string, stats api.PeerStats) (fsm.PeerState, error) {
-	h := api.Heartbeat{Peer: id, Stats: stats}
+	guid, _ := c.guid.Load().(string)
+	h := api.Heartbeat{Peer: id, GUID: guid, Stats: stats}
 	rep, err := c.mc.Heartbeat(ctx, h)
 	if err != nil {
 		return "", err
@@ -90,7 +98,7 @@ func (c *NATSControlPlane) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 	}
 	var out []fsm.PeerView
 	for _, p := range rep.View.Peers {
-		out = append(out, fsm.PeerView{ID: p.ID, Site: p.Site, State: p.State, Attrs: p.Attrs})
+		out = append(out, fsm.PeerView{ID: p.ID, GUID: p.GUID, Site: p.Site, State: p.State, Attrs: p.Attrs})
 	}
 	return out, nil
 }
@@ -192,6 +200,21 @@ func (c *NATSControlPlane) Confirm(ctx context.Context, id uint64) (FixupTask, e
 	t.Task = *rep.Task
 	t.Confirmed = true
 	return t, nil
+}
+
+// ConfirmTransfer asks the leader whether task id is an open replicate or
+// fetch task whose target is this peer: the replication receiver takes
+// blocks from a peer that is not the bucket's origin only for such a task
+// of which that peer is the source.
+func (c *NATSControlPlane) ConfirmTransfer(ctx context.Context, id uint64) (fsm.Task, error) {
+	rep, err := c.mc.Confirm(ctx, id, c.peer)
+	if err != nil {
+		return fsm.Task{}, err
+	}
+	if !rep.Confirmed || rep.Task == nil {
+		return fsm.Task{}, fmt.Errorf("fixup %d not confirmed: %s", id, rep.Reason)
+	}
+	return *rep.Task, nil
 }
 
 func (c *NATSControlPlane) FixupResult(ctx context.Context, res FixupResult) error {

@@ -651,7 +651,7 @@ func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, 
 	if err != nil {
 		return 0, err
 	}
-	subject, err := r.subj.Repl(t.site, t.peer)
+	subject, err := r.subj.Repl(t.site, t.peer, r.p.cfg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -668,7 +668,7 @@ func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, 
 // finish tells the targets and the managers that the bucket rolled.
 func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 	for _, t := range targets {
-		subject, err := r.subj.Repl(t.site, t.peer)
+		subject, err := r.subj.Repl(t.site, t.peer, r.p.cfg.ID)
 		if err != nil {
 			continue
 		}
@@ -732,10 +732,33 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 	}
 }
 
-// serveRepl is the target side: quarry.repl.<site>.<peer>.
-func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, error) {
+// serveRepl is the target side: quarry.repl.<site>.<peer>.<sender>.
+// cl is the cluster that serves it (p.cl is set only after every
+// service started).
+func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (repl.Reply, error) {
 	if req.V != repl.Version {
 		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication message version %d, want %d", req.V, repl.Version)
+	}
+	// Ids from the network are checked where they arrive, before any
+	// lookup or write (fsm's one validator).
+	index, _, guid, err := fsm.ValidBucketID(req.Bucket)
+	if err != nil {
+		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
+	}
+	if req.Index != "" && req.Index != index {
+		return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: index %q, bucket %s", req.Op, req.Index, req.Bucket)
+	}
+	if req.Origin != "" {
+		if err := fsm.ValidName("origin", req.Origin); err != nil {
+			return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "replication %s: %v", req.Op, err)
+		}
+	}
+	// Who sent it is the subject's last token, which the sender's NATS
+	// user is bound to: a write is taken only from the bucket's origin or
+	// a confirmed fixup source (replsender.go).
+	if err := cl.senders.check(ctx, bus.SubjectSender(bus.RequestSubject(ctx)), req, guid); err != nil {
+		p.log.Warn("replication request refused", "op", req.Op, "bucket", req.Bucket, "err", err)
+		return repl.Reply{Bucket: req.Bucket}, err
 	}
 	switch req.Op {
 	case repl.OpBlocks:
@@ -754,6 +777,13 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		}
 		return repl.Reply{Bucket: req.Bucket, Blocks: n}, nil
 	case repl.OpRoll:
+		// A roll makes a copy warm at its length; it never cuts one (a
+		// copy longer than the roll is cut only by a truncate task the
+		// managers confirm against committed state).
+		if n, _, ok := p.store.Blocks(req.Bucket); ok && n > req.Blocks {
+			return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n)}, bus.Errorf(bus.CodeBadRequest,
+				"roll of %s at %d blocks: the copy here holds %d: %v", req.Bucket, req.Blocks, n, ErrReplicaTruncate)
+		}
 		if err := p.store.ReplicaRoll(req.Bucket, req.Blocks); err != nil {
 			return repl.Reply{}, err
 		}
@@ -764,7 +794,7 @@ func (p *Peer) serveRepl(ctx context.Context, req repl.Request) (repl.Reply, err
 		if !ok {
 			return repl.Reply{}, bus.Errorf("no_bucket", "no copy of %s here", req.Bucket)
 		}
-		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(p.cl.nc))
+		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(cl.nc))
 		if err != nil {
 			return repl.Reply{}, err
 		}

@@ -68,7 +68,7 @@ type searchService struct {
 // the default site, as replication does, for single-site clusters).
 func (p *Peer) startSearch(nc *nats.Conn, subj bus.Subjects) (*searchService, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &searchService{p: p, nc: nc, mc: api.NewManagerClient(nc, subj), sem: make(chan struct{}, maxPeerSearches),
+	s := &searchService{p: p, nc: nc, mc: newManagerClient(nc, subj, p.cfg.ID), sem: make(chan struct{}, maxPeerSearches),
 		ctx: ctx, cancel: cancel}
 	s.gens = newGenCache(p.cfg.ID, s.mc)
 	sites := []string{p.site()}
@@ -579,4 +579,12 @@ func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
 		delete(e.mine, b)
 	}
 	e.version = max(e.version, v.Version)
+}
+
+// newManagerClient is a manager client that sends as peer id
+// (quarry.mgr.<op>.<id>).
+func newManagerClient(nc *nats.Conn, subj bus.Subjects, id string) *api.ManagerClient {
+	mc := api.NewManagerClient(nc, subj)
+	mc.Sender = id
+	return mc
 }

@@ -116,6 +116,11 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	if err := bus.ValidToken("site", cfg.Site); err != nil {
 		return nil, fmt.Errorf("search head: %w", err)
 	}
+	// The id is the sender token of its manager operations
+	// (quarry.mgr.<op>.<id>, SPEC §6).
+	if err := bus.ValidToken("search head", cfg.ID); err != nil {
+		return nil, fmt.Errorf("search head: --id: %w", err)
+	}
 	if cfg.PeerTimeout <= 0 {
 		cfg.PeerTimeout = DefaultPeerTimeout
 	}
@@ -154,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		h.ownConn = true
 	}
 	h.mc = api.NewManagerClient(h.nc, subj)
+	h.mc.Sender = cfg.ID // quarry.mgr.<op>.<head>: generation and config only
 	h.reg = prometheus.NewRegistry()
 	h.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h.metrics = newMetrics(h.reg)

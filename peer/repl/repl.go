@@ -1,7 +1,10 @@
 // Package repl holds the peer↔peer replication wire messages (SPEC §4, §6):
-// what an origin sends a target on quarry.repl.<site>.<peer>. Blocks travel
-// as whole journal frames — each carries its block number and a CRC-32C, so
-// a target verifies every frame and a resend is idempotent.
+// what an origin sends a target on quarry.repl.<site>.<target>.<origin>
+// (the last token is the sender, bound to its NATS user). A target takes
+// blocks and rolls only from the bucket's origin, or from the source of an
+// open fixup copy (Task) the managers confirm; a roll never cuts a copy.
+// Blocks travel as whole journal frames — each carries its block number and
+// a CRC-32C, so a target verifies every frame and a resend is idempotent.
 package repl
 
 // Version of these messages; a target refuses others.
@@ -38,6 +41,10 @@ type Request struct {
 	// length the frames fill the target's copy up to. A warm copy shorter
 	// than it — sealed before the managers extended the seal — takes them.
 	Sealed int `json:"sealed,omitempty"`
+	// Task (a fixup copy: a replicate or fetch task pushed by its source,
+	// which is not the bucket's origin): the task the target confirms
+	// with the managers before it takes blocks or a roll from the sender.
+	Task uint64 `json:"task,omitempty"`
 }
 
 // Reply answers a Request: the blocks the target's copy holds durably

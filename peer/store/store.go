@@ -19,15 +19,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/query"
 )
 
@@ -130,15 +129,10 @@ var (
 	ErrBucketState = errors.New("operation does not fit the bucket state")
 )
 
-var indexNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,79}$`)
-
-// guidRE is a peer GUID as the part of a bucket id (a UUID, or any short
-// token of letters, digits and dashes): never a path.
-var guidRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
-
 // ValidIndexName reports whether name can be an index: lower-case letters,
-// digits, '_' and '-', starting with a letter or digit, at most 80 bytes.
-func ValidIndexName(name string) bool { return indexNameRE.MatchString(name) }
+// digits, '_' and '-', starting with a letter or digit, at most 80 bytes
+// (fsm.ValidIndexName, the one validator of ids).
+func ValidIndexName(name string) bool { return fsm.ValidIndexName(name) == nil }
 
 // Stats are counters for metrics.
 type Stats struct {
@@ -1226,15 +1220,15 @@ func (b *Bucket) segment() query.Segment {
 
 // helpers for ids on disk
 func parseBucketDir(name string) (index string, localID uint64, guid string, ok bool) {
-	parts := strings.Split(name, "~")
-	if len(parts) != 3 || !ValidIndexName(parts[0]) || !guidRE.MatchString(parts[2]) {
-		// Bucket ids arrive from the network (replication, fixups) and
-		// name directories: nothing but <index>~<number>~<guid> is one.
-		return "", 0, "", false
-	}
-	id, err := strconv.ParseUint(parts[1], 10, 64)
+	// Bucket ids arrive from the network (replication, fixups) and name
+	// directories: nothing but <index>~<number>~<guid> is one.
+	index, local, guid, err := fsm.ValidBucketID(name)
 	if err != nil {
 		return "", 0, "", false
 	}
-	return parts[0], id, parts[2], true
+	id, err := strconv.ParseUint(local, 10, 64)
+	if err != nil {
+		return "", 0, "", false
+	}
+	return index, id, guid, true
 }

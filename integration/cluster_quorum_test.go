@@ -202,10 +202,16 @@ func TestClusterRebuildFromInventories(t *testing.T) {
 		t.Fatal("nothing to seal after the refused rebuild")
 	}
 
-	// The bucket whose copies disagree says what it waits for.
-	if r := mustCLI(t, "cluster", "status", mgr, "--output", "json"); !strings.Contains(r.Stdout, "run quarry manager rebuild") {
-		t.Fatalf("cluster status before the rebuild does not name it: %s", r.Stdout)
-	}
+	// The bucket whose copies disagree says what it waits for. The CLI may
+	// ask a follower, which answers from what it has applied: wait for it.
+	var last string
+	c.WaitFor(15*time.Second, func() error {
+		r := mustCLI(t, "cluster", "status", mgr, "--output", "json")
+		if last = r.Stdout; !strings.Contains(last, "run quarry manager rebuild") {
+			return fmt.Errorf("cluster status before the rebuild does not name it: %s", last)
+		}
+		return nil
+	})
 	r = mustCLI(t, "manager", "rebuild", mgr, tok, "--expect-peers", "6", "--output", "json")
 	var rv manager.RebuildView
 	if err := json.Unmarshal([]byte(r.Stdout), &rv); err != nil {

@@ -177,8 +177,12 @@ func (s *State) stateOf(peer string) PeerState {
 func (s *State) originAlive(b *Bucket) bool {
 	switch s.stateOf(b.Origin) {
 	case StateUp, StateDetention, StateDecommissioning, StateRestarting, StatePending:
-		_, has := b.Copies[b.Origin]
-		return has
+		// An origin whose own copy is corrupt (its journal unreadable at
+		// restart) cannot seal the bucket: it is sealed from the copies
+		// that survive, as after a death, and the corrupt copy is then
+		// replaced (planner, corruption first).
+		c, has := b.Copies[b.Origin]
+		return has && !c.Corrupt
 	}
 	return false
 }

@@ -688,8 +688,8 @@ func (p *planner) replication(b *Bucket) {
 // maintenance mode (Plan returns before this level).
 func (p *planner) rollShort(b *Bucket) {
 	s := p.sim
-	if p.held(b) || s.stateOf(b.Origin) != StateUp || len(p.open(b, TaskRoll)) > 0 {
-		return
+	if p.held(b) || s.stateOf(b.Origin) != StateUp || !s.originAlive(b) || len(p.open(b, TaskRoll)) > 0 {
+		return // (an origin whose copy is corrupt cannot roll: the bucket is sealed)
 	}
 	n := s.needsOf(b)
 	t := p.projected(b)

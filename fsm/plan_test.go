@@ -558,3 +558,17 @@ func TestPlanRollShortHotBucket(t *testing.T) {
 		t.Fatalf("after the roll: %q, want the roll task done and h replicated to site2", got)
 	}
 }
+
+// TestPlanCorruptOriginCopySealed: an origin that is Up but whose own copy
+// of a hot bucket is corrupt (its journal unreadable at restart, issue 9
+// item 9) cannot roll it: the bucket is sealed from the surviving copies
+// as after a death, not left hot for ever.
+func TestPlanCorruptOriginCopySealed(t *testing.T) {
+	h := fourPeers(t)
+	h.bucket("h", "p1", "p2", true, "p3", false)
+	b := BucketID("main", "h", guid("p1"))
+	now := epoch.Add(time.Hour)
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)})
+	h.must(&MarkCorrupt{Bucket: b, Peer: "p1", Reason: "journal unreadable at offset 4096"})
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)}, "streaming seal h")
+}

@@ -477,7 +477,9 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 	}
 	if t.Kind == fsm.TaskSeal {
 		for _, c := range p.store.Inventory() {
-			if c.ID == t.Bucket {
+			if c.ID == t.Bucket && c.State != string(store.StateCorrupt) {
+				// (A corrupt copy answers as none: the seal is taken from
+				// the copies that can serve it.)
 				if c.State == string(store.StateHot) {
 					p.cl.sealMu.Lock()
 					p.cl.sealWatch[c.ID] = true

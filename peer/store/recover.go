@@ -174,6 +174,13 @@ func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
 		return scanResult{}, err
 	}
 	res := scanJournal(b.rd, st.Size())
+	if err := unreadable(res); err != nil {
+		// Not a torn tail: the blocks after the one that could not be
+		// read may be whole and acknowledged, so nothing is cut. The copy
+		// is kept, reported corrupt and not served; the managers repair it
+		// from another copy (corruption first).
+		return res, err
+	}
 	if res.problem != nil {
 		s.log.Warn("journal tail is torn; cutting it back to the last whole block", "bucket", b.id,
 			"valid_bytes", res.validLen, "file_bytes", res.fileLen, "why", res.problem)
@@ -185,6 +192,17 @@ func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
 		s.Stats.Repairs.Add(1)
 	}
 	return res, nil
+}
+
+// unreadable turns a scan that stopped at a read error (the disk failed
+// to return bytes the file holds, as opposed to bytes that are cut short
+// or fail their checksum) into an ErrCorrupt error; nil otherwise. Cutting
+// there, as a torn tail is cut, would drop every intact block after it.
+func unreadable(res scanResult) error {
+	if res.problem == nil || errors.Is(res.problem, ErrCorrupt) {
+		return nil
+	}
+	return fmt.Errorf("%w: journal unreadable at offset %d, nothing cut: %v", ErrCorrupt, res.validLen, res.problem)
 }
 
 // recoverHot recovers a copy that was hot when the peer stopped: cut the

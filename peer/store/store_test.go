@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -870,4 +871,55 @@ func TestSortedTermsOrder(t *testing.T) {
 			rt.Fatalf("sorted %q, want %q", got, want)
 		}
 	})
+}
+
+// failingReaderAt fails every read that reaches past at, as a disk that
+// cannot return a sector does (EIO).
+type failingReaderAt struct {
+	r  *bytes.Reader
+	at int64
+}
+
+func (f failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.at {
+		return 0, fmt.Errorf("read sector: %w", syscall.EIO)
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// TestReadErrorIsNotATornTail (issue 9 item 9): a journal whose middle
+// block cannot be read is not cut back there as a torn tail would be (the
+// blocks after it may be whole and acknowledged): the scan says why it
+// stopped, and unreadable turns that into an ErrCorrupt error, so the copy
+// is kept, reported corrupt and repaired from another copy. A block that
+// is cut short or fails its checksum is still a torn tail.
+func TestReadErrorIsNotATornTail(t *testing.T) {
+	bb := newBlockBuilder()
+	e := testEvent("main", 1)
+	bb.add(&e)
+	var j []byte
+	var ends []int64
+	for i := 0; i < 4; i++ {
+		j = appendFrame(j, uint32(i), 1, bb.minT, bb.maxT, bb.payload(nil))
+		ends = append(ends, int64(len(j)))
+	}
+	res := scanJournal(failingReaderAt{bytes.NewReader(j), ends[1] + 5}, int64(len(j)))
+	if len(res.blocks) != 2 || res.problem == nil || errors.Is(res.problem, ErrCorrupt) || !errors.Is(res.problem, syscall.EIO) {
+		t.Fatalf("scan: %d blocks, problem %v; want 2 blocks and the read error", len(res.blocks), res.problem)
+	}
+	err := unreadable(res)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "nothing cut") {
+		t.Fatalf("unreadable: %v, want ErrCorrupt saying nothing is cut", err)
+	}
+	// A torn tail (the last block cut short) and a checksum failure stay
+	// cuttable: unreadable says nil.
+	torn := scanJournal(bytes.NewReader(j[:ends[3]-3]), ends[3]-3)
+	bad := bytes.Clone(j)
+	bad[ends[2]+frameHeaderLen+2] ^= 1
+	sum := scanJournal(bytes.NewReader(bad), int64(len(bad)))
+	for name, r := range map[string]scanResult{"torn tail": torn, "checksum": sum} {
+		if r.problem == nil || unreadable(r) != nil {
+			t.Errorf("%s: problem %v, unreadable %v; want a problem that is cut", name, r.problem, unreadable(r))
+		}
+	}
 }

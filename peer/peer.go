@@ -230,6 +230,9 @@ func Start(cfg Config) (*Peer, error) {
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
 		QuarantinePast: cfg.QuarantinePast, QuarantineFuture: cfg.QuarantineFuture, MaxOpenFiles: cfg.MaxOpenFiles,
 		BlockBytes: cfg.BlockBytes, BlockInterval: cfg.BlockInterval, Logger: log, WriteFault: cfg.WriteFault,
+		// A cluster member keeps a journal damaged in the middle, corrupt,
+		// for the managers to repair from another copy (store.Options).
+		KeepDamaged: cfg.NATS != "",
 	})
 	if err != nil {
 		return nil, err

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -181,6 +183,12 @@ func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
 		// from another copy (corruption first).
 		return res, err
 	}
+	if res.problem != nil && s.opts.KeepDamaged {
+		if at, ok := wholeFrameAfter(b.rd, res.validLen, res.fileLen, uint32(len(res.blocks))); ok {
+			return res, fmt.Errorf("%w: block %d at offset %d is damaged and a whole block follows at offset %d: kept, nothing cut: %v",
+				ErrCorrupt, len(res.blocks), res.validLen, at, res.problem)
+		}
+	}
 	if res.problem != nil {
 		s.log.Warn("journal tail is torn; cutting it back to the last whole block", "bucket", b.id,
 			"valid_bytes", res.validLen, "file_bytes", res.fileLen, "why", res.problem)
@@ -203,6 +211,35 @@ func unreadable(res scanResult) error {
 		return nil
 	}
 	return fmt.Errorf("%w: journal unreadable at offset %d, nothing cut: %v", ErrCorrupt, res.validLen, res.problem)
+}
+
+// wholeFrameAfter looks past a damaged frame at from for a whole frame of
+// a later block (magic, header and checksum all valid) before size, and
+// returns its offset. A torn tail has none.
+func wholeFrameAfter(f io.ReaderAt, from, size int64, damaged uint32) (int64, bool) {
+	if size-from <= frameHeaderLen {
+		return 0, false
+	}
+	rest := make([]byte, size-from)
+	if n, err := f.ReadAt(rest, from); err != nil && n < len(rest) {
+		rest = rest[:n]
+	}
+	for i := 1; i+frameHeaderLen <= len(rest); {
+		j := bytes.Index(rest[i:], frameMagic[:])
+		if j < 0 {
+			return 0, false
+		}
+		i += j
+		if fh, err := parseFrameHeader(rest[i:]); err == nil && fh.block > damaged {
+			if end := i + frameHeaderLen + int(fh.compLen); end <= len(rest) {
+				if _, err := checkFrame(rest[i:end]); err == nil {
+					return from + int64(i), true
+				}
+			}
+		}
+		i++
+	}
+	return 0, false
 }
 
 // recoverHot recovers a copy that was hot when the peer stopped: cut the

@@ -52,6 +52,19 @@ type Options struct {
 	// off).
 	QuarantinePast   time.Duration
 	QuarantineFuture time.Duration
+	// KeepDamaged: at open, a hot journal whose block fails its checksum
+	// with a whole, valid block after it is kept as it is and the copy
+	// marked corrupt (not served, reported at registration, replaced from
+	// another copy), instead of cut at the damaged block, which dropped
+	// every intact block after it. A cluster peer sets it: every
+	// acknowledged block is also on another copy, so the managers repair
+	// the copy without reducing acknowledged data. A standalone peer keeps
+	// cutting: its copy is the only one, and a damaged block followed by a
+	// whole one may also be blocks written after the last fsync that a
+	// power loss persisted out of order (then none of them was
+	// acknowledged). A torn tail (the last block cut short) is cut either
+	// way.
+	KeepDamaged bool
 	// MaxOpenFiles caps the descriptors kept open for reading copies
 	// (journals, index and column files; filecache.go). 0 takes
 	// DefaultMaxOpenFiles (half the soft RLIMIT_NOFILE, 16 to 4,096).

@@ -923,3 +923,67 @@ func TestReadErrorIsNotATornTail(t *testing.T) {
 		}
 	}
 }
+
+// TestMiddleDamageKeptInACluster (issue 9 item 9): a hot journal whose
+// block 1 fails its checksum with whole blocks after it. With KeepDamaged
+// (a cluster peer) the copy is kept byte for byte and reported corrupt,
+// not cut; without it (standalone) it is cut back to block 0 as before. A
+// torn tail is cut either way.
+func TestMiddleDamageKeptInACluster(t *testing.T) {
+	build := func() (dir, id string, size int64, blocks int) {
+		dir = t.TempDir()
+		s := mustOpen(t, Options{Dir: dir, Searchable: true, BlockBytes: 1 << 10, BlockInterval: time.Hour})
+		for i := 0; i < 100; i += 10 {
+			appendN(t, s, "main", i, 10)
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		id, blocks = s.Inventory()[0].ID, s.Inventory()[0].Blocks
+		// A crash: stop without rolling.
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+		s.closeFiles()
+		jp := filepath.Join(dir, "buckets", id, journalFile)
+		j, err := os.ReadFile(jp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := scanJournal(bytes.NewReader(j), int64(len(j)))
+		if len(res.blocks) < 4 {
+			t.Fatalf("want several blocks, got %d", len(res.blocks))
+		}
+		j[res.blocks[1].off+frameHeaderLen+3] ^= 0x10 // block 1's payload
+		if err := os.WriteFile(jp, j, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir, id, int64(len(j)), blocks
+	}
+
+	dir, id, size, _ := build()
+	s := mustOpen(t, Options{Dir: dir, Searchable: true, KeepDamaged: true})
+	rep := s.LastRecovery()
+	if len(rep.Corrupt) != 1 || rep.TornTails != 0 || !strings.Contains(rep.Corrupt[0], "nothing cut") {
+		t.Fatalf("recovery %+v, want the copy corrupt and nothing cut", rep)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "buckets", id, journalFile)); st.Size() != size {
+		t.Fatalf("journal %d bytes after open, want %d: it was cut", st.Size(), size)
+	}
+	if inv := s.Inventory(); len(inv) != 1 || inv[0].State != string(StateCorrupt) {
+		t.Fatalf("inventory %+v, want the copy reported corrupt", inv)
+	}
+	s.Close()
+
+	dir, _, _, _ = build()
+	s = mustOpen(t, Options{Dir: dir, Searchable: true})
+	if rep := s.LastRecovery(); rep.TornTails != 1 || len(rep.Corrupt) != 0 {
+		t.Fatalf("standalone recovery %+v, want the damage cut as a torn tail", rep)
+	}
+	if inv := s.Inventory(); len(inv) != 1 || inv[0].Blocks != 1 {
+		t.Fatalf("standalone inventory %+v, want 1 block left", inv)
+	}
+	s.Close()
+}

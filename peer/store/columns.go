@@ -521,6 +521,7 @@ func (r *colReader) close() error {
 		return nil
 	}
 	r.uncache()
+	r.uncacheIndexes()
 	return r.f.Close()
 }
 

@@ -226,6 +226,12 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		`NOT "x word2" | stats count`, `"u10x word0" | stats count`, `word1 "404 bytes=7" | stats count`, `"lat=0.5" | stats count`,
 		"| stats perc50(bytes) min(bytes) max(bytes) count by seq", "| stats count min(seq) max(seq) perc90(seq) by bytes | sort - count | head 5",
 		"method=POST | stats perc90(seq) min(lat) max(lat) by seq, method",
+		// field=value from the columns (warm, index version 2) and postings (hot)
+		"status=500 | stats count", "status=OK | stats count by host", "status=5* | stats count by host", `path="" | stats count`,
+		"host=web-01 | stats count by method", "status!=200 | stats count", "NOT status=500 | stats count by sourcetype",
+		"seq=5 | stats count", "seq=5* | stats count", "lat=0.5 | stats count", "lat=-3 | stats count", "lat=1.50 | stats count",
+		"status=007 | stats count", "status=-12 | top limit=2 host", "path=v* | stats count", "method=DELETE seq>50 | stats count by status",
+		"host=* | stats count", "NOT host=* | stats count", "sourcetype=kv | rare limit=2 method", `_raw=x | stats count`, "index=main | stats count",
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 	} {
 		req := query.Request{Query: q, Server: "p1"}

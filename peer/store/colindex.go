@@ -19,46 +19,92 @@ import (
 // that replace them were already there).
 //
 // A colIndex inverts one decoded column: the values in ascending byte
-// order, and the ordinals of each value grouped in one array (a counting
-// sort, O(events)). Bitmaps are built from it on demand; for a field of few
-// values (host, status, method) they are kept, so repeated filters cost
-// what postings cost.
+// order and each value's event count, from one pass over the column. A
+// value's events are built on demand: for a field of at most keptValues
+// values (host, status, method) every value's bitmap at once, from one
+// pass setting bits in dense words, and kept, so repeated filters cost
+// what postings cost; for any other field the ordinals of every value
+// grouped by a counting sort (once), each bitmap from its run.
 type colIndex struct {
 	values []string // ascending byte order
-	start  []uint32 // value i's ordinals are ords[start[i]:start[i+1]]
-	ords   []uint32 // ascending within each value
+	counts []uint32 // events per value
+	rank   []uint32 // per event: 1 + value index, 0 when missing
+	multi  map[uint32][]uint32
+	n      uint32
 
-	mu  sync.Mutex
-	bms []*roaring.Bitmap // kept bitmaps, len(values) when kept
+	once  sync.Once
+	bms   []*roaring.Bitmap // few values: every value's bitmap
+	start []uint32          // many values: value i's ordinals are ords[start[i]:start[i+1]]
+	ords  []uint32
 }
 
 // keptValues is how many values a field may have for its bitmaps to be kept.
-const keptValues = 1024
+var keptValues = 1024 // a variable for tests
 
-func (x *colIndex) count(i int) uint64 { return uint64(x.start[i+1] - x.start[i]) }
+func (x *colIndex) count(i int) uint64 { return uint64(x.counts[i]) }
+
+// eachValue calls fn for event o's values (1 + index), each once.
+func (x *colIndex) eachValue(o uint32, r uint32, fn func(r uint32)) {
+	fn(r)
+	for j, m := range x.multi[o] {
+		if m == r || slices.Contains(x.multi[o][:j], m) {
+			continue
+		}
+		fn(m)
+	}
+}
+
+func (x *colIndex) build() {
+	k := len(x.values)
+	if k <= keptValues {
+		words := int(x.n+63) / 64
+		dense := make([]uint64, k*words)
+		for o, r := range x.rank {
+			if r == 0 {
+				continue
+			}
+			if x.multi == nil {
+				dense[int(r-1)*words+o>>6] |= 1 << (o & 63)
+				continue
+			}
+			x.eachValue(uint32(o), r, func(r uint32) { dense[int(r-1)*words+o>>6] |= 1 << (o & 63) })
+		}
+		x.bms = make([]*roaring.Bitmap, k)
+		for i := range x.bms {
+			b := roaring.FromDense(dense[i*words:(i+1)*words], true)
+			b.RunOptimize()
+			x.bms[i] = b
+		}
+		return
+	}
+	x.start = make([]uint32, k+1)
+	for i, c := range x.counts {
+		x.start[i+1] = x.start[i] + c
+	}
+	next := slices.Clone(x.start[:k])
+	x.ords = make([]uint32, x.start[k])
+	for o, r := range x.rank {
+		if r == 0 {
+			continue
+		}
+		if x.multi == nil {
+			x.ords[next[r-1]] = uint32(o)
+			next[r-1]++
+			continue
+		}
+		x.eachValue(uint32(o), r, func(r uint32) { x.ords[next[r-1]] = uint32(o); next[r-1]++ })
+	}
+}
 
 // bitmap returns value i's events; the caller must not modify it.
 func (x *colIndex) bitmap(i int) *roaring.Bitmap {
+	x.once.Do(x.build)
 	if x.bms != nil {
-		x.mu.Lock()
-		b := x.bms[i]
-		x.mu.Unlock()
-		if b != nil {
-			return b
-		}
+		return x.bms[i]
 	}
 	b := roaring.New()
 	b.AddMany(x.ords[x.start[i]:x.start[i+1]])
 	b.RunOptimize()
-	if x.bms != nil {
-		x.mu.Lock()
-		if x.bms[i] == nil {
-			x.bms[i] = b
-		} else {
-			b = x.bms[i]
-		}
-		x.mu.Unlock()
-	}
 	return b
 }
 
@@ -141,47 +187,23 @@ func buildColIndex(c *query.Column, n uint32) *colIndex {
 			}
 		}
 	}
-	k := len(x.values)
-	x.start = make([]uint32, k+2)
-	// counts (shifted by two so the prefix sum leaves each value's start)
-	multi := len(c.Multi) > 0
-	each := func(fn func(o uint32, r uint32)) {
-		for o := uint32(0); o < n; o++ {
-			r := uint32(0)
-			if o < uint32(len(rank)) {
-				r = rank[o]
-			}
-			if r == 0 {
-				continue
-			}
-			fn(o, r)
-			if multi {
-				if more := c.Multi[o]; more != nil {
-					for j, m := range more {
-						// an event counts once per value
-						if m == r || slices.Contains(more[:j], m) {
-							continue
-						}
-						fn(o, m)
-					}
-				}
-			}
+	if len(rank) > int(n) {
+		rank = rank[:n]
+	}
+	x.rank, x.n = rank, n
+	if len(c.Multi) > 0 {
+		x.multi = c.Multi
+	}
+	x.counts = make([]uint32, len(x.values))
+	for o, r := range rank {
+		if r == 0 {
+			continue
 		}
-	}
-	each(func(o, r uint32) {
-		x.start[r+1]++
-	})
-	for i := 1; i < len(x.start); i++ {
-		x.start[i] += x.start[i-1]
-	}
-	x.ords = make([]uint32, x.start[k+1])
-	each(func(o, r uint32) {
-		x.ords[x.start[r]] = o
-		x.start[r]++
-	})
-	x.start = x.start[:k+1]
-	if k <= keptValues {
-		x.bms = make([]*roaring.Bitmap, k)
+		if x.multi == nil {
+			x.counts[r-1]++
+			continue
+		}
+		x.eachValue(uint32(o), r, func(r uint32) { x.counts[r-1]++ })
 	}
 	return x
 }
@@ -196,13 +218,11 @@ var colIdxCache = struct {
 	bytes int64
 }{m: map[colKey]*colIndex{}}
 
+// colIndexBytes is what an inverted column may grow to: its ranks (a
+// numeric column's own), counts and ordinals, or its kept bitmaps (about
+// 2 bytes an event at most for a field of few values).
 func colIndexBytes(x *colIndex) int64 {
-	n := int64(len(x.ords))*4 + int64(len(x.start))*4
-	// a kept bitmap costs about what its ordinals do
-	if x.bms != nil {
-		n += int64(len(x.ords)) * 2
-	}
-	return n + int64(len(x.values))*16
+	return int64(x.n)*8 + int64(len(x.values))*24
 }
 
 // index returns the inverted column of field, nil when the file has none.
@@ -324,16 +344,59 @@ func (r *colReader) fieldEvents(field string) (*roaring.Bitmap, error) {
 		b.AddRange(0, uint64(r.events))
 		return b, nil
 	}
-	c, err := r.column(field)
+	x, err := r.index(field)
 	if err != nil {
 		return nil, err
 	}
-	var buf []uint32
-	for o := uint32(0); o < r.events; o++ {
-		if c.Present(o) {
-			buf = append(buf, o)
+	words := make([]uint64, (r.events+63)/64)
+	held := 0
+	for o, rk := range x.rank {
+		if rk != 0 {
+			words[o>>6] |= 1 << (o & 63)
+			held++
 		}
 	}
-	b.AddMany(buf)
-	return b, nil
+	if held == int(r.events) {
+		b.AddRange(0, uint64(r.events))
+		return b, nil
+	}
+	return roaring.FromDense(words, false), nil
+}
+
+// fieldValueCountsIn counts the events of set holding each value, in one
+// pass over set.
+func (r *colReader) fieldValueCountsIn(field string, set *roaring.Bitmap, fn func(string, uint64) bool) error {
+	x, err := r.index(field)
+	if err != nil || x == nil {
+		return err
+	}
+	counts := make([]uint32, len(x.values))
+	buf := make([]uint32, 256)
+	it := set.ManyIterator()
+	for {
+		k := it.NextMany(buf)
+		if k == 0 {
+			break
+		}
+		for _, o := range buf[:k] {
+			if o >= uint32(len(x.rank)) {
+				continue
+			}
+			rk := x.rank[o]
+			if rk == 0 {
+				continue
+			}
+			if x.multi == nil {
+				counts[rk-1]++
+				continue
+			}
+			x.eachValue(o, rk, func(rk uint32) { counts[rk-1]++ })
+		}
+	}
+	for i, c := range counts {
+		if c > 0 && !fn(x.values[i], uint64(c)) {
+			return nil
+		}
+	}
+	return nil
 }

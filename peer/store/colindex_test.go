@@ -66,6 +66,9 @@ func TestWarmFieldsFromColumnsMatchPostings(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer s.Close()
+		// both ways to build a value's events: kept bitmaps, counting sort
+		defer func(k int) { keptValues = k }(keptValues)
+		keptValues = rapid.SampledFrom([]int{1024, 2}).Draw(rt, "kept")
 		n := rapid.IntRange(1, 600).Draw(rt, "n")
 		var evs []Event
 		for i := 0; i < n; i++ {
@@ -126,6 +129,36 @@ func TestWarmFieldsFromColumnsMatchPostings(t *testing.T) {
 			}
 			if !reflect.DeepEqual(counts, want.counts[f]) {
 				rt.Fatalf("FieldValueCounts(%s) = %v, want %v", f, counts, want.counts[f])
+			}
+			// counts within a set of events (FieldCounterIn)
+			set := roaring.New()
+			step := uint32(rapid.IntRange(1, 5).Draw(rt, "step"))
+			for o := uint32(0); o < w.Len(); o += step {
+				set.Add(o)
+			}
+			wantIn := map[string]uint64{}
+			for v, ords := range want.values[f] {
+				for _, o := range ords {
+					if set.Contains(o) {
+						wantIn[v]++
+					}
+				}
+			}
+			gotIn := map[string]uint64{}
+			prevIn := ""
+			ok, err := w.FieldValueCountsIn(f, set, func(v string, c uint64) bool {
+				if len(gotIn) > 0 && v <= prevIn {
+					rt.Fatalf("FieldValueCountsIn(%s): %q after %q", f, v, prevIn)
+				}
+				prevIn = v
+				gotIn[v] = c
+				return true
+			})
+			if err != nil || (ok && !reflect.DeepEqual(gotIn, wantIn)) {
+				rt.Fatalf("FieldValueCountsIn(%s) = %v, %v, %v; want %v", f, gotIn, ok, err, wantIn)
+			}
+			if ok != (w.r.cols.meta(f) != nil) {
+				rt.Fatalf("FieldValueCountsIn(%s) answered %v", f, ok)
 			}
 			has, err := w.FieldEvents(f)
 			if err != nil {

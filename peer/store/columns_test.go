@@ -471,12 +471,14 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	s.RollAll()
 	s.WaitIdle(5 * time.Second)
 	id := s.Inventory()[0].ID
-	s.Close()
-	cp := filepath.Join(dir, "buckets", id, columnsFile)
-	v2, err := os.ReadFile(cp)
+	b := s.bucket(id)
+	h, err := indexJournal(b.rd, b.blocks)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
+	cp := filepath.Join(dir, "buckets", id, columnsFile)
+	v2 := buildColumnsVersion(h, 2) // no kind 7: a version 2 file as it was written
 	r2, err := readColumns(bytes.NewReader(v2), int64(len(v2)))
 	if err != nil {
 		t.Fatal(err)
@@ -488,6 +490,23 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	}
 	v1 := asVersion(v2, 1)
 	if err := os.WriteFile(cp, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// the metadata names the column file's size, as the older build wrote it
+	mp := filepath.Join(dir, "buckets", id, metaFile)
+	mb, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(mb, &meta); err != nil {
+		t.Fatal(err)
+	}
+	meta["column_bytes"] = len(v1)
+	if mb, err = json.Marshal(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, mb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, Options{Dir: dir})
@@ -526,8 +545,18 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	if _, err := readColumns(bytes.NewReader(fl), int64(len(fl))); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("version 1 file with a float column: %v, want ErrCorrupt", err)
 	}
-	if _, err := readColumns(bytes.NewReader(asVersion(v2, 3)), int64(len(v2))); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("version 3 file: %v, want ErrUnsupported", err)
+	if _, err := readColumns(bytes.NewReader(asVersion(v2, colVersion+1)), int64(len(v2))); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("version %d file: %v, want ErrUnsupported", colVersion+1, err)
+	}
+	// the version written today has a kind 7 column (status: 3 values),
+	// which a version 2 file may not hold
+	v3 := buildColumns(h)
+	r3, err := readColumns(bytes.NewReader(v3), int64(len(v3)))
+	if err != nil || r3.cols["status"] == nil || r3.cols["status"].kind != colIntFew {
+		t.Fatalf("version 3 status column: %+v, %v", r3, err)
+	}
+	if _, err := readColumns(bytes.NewReader(asVersion(v3, 2)), int64(len(v3))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 2 file with a kind 7 column: %v, want ErrCorrupt", err)
 	}
 }
 

@@ -321,6 +321,21 @@ func (r *colReader) fieldValues(field string, fn func(string, *roaring.Bitmap) b
 }
 
 func (r *colReader) fieldValueCounts(field string, fn func(string, uint64) bool) error {
+	if m := r.cols[field]; m != nil {
+		// version 3: from the dictionary, no block decoded
+		vals, counts, err := r.dictCounts(m)
+		if err != nil {
+			return err
+		}
+		if vals != nil {
+			for i, v := range vals {
+				if !fn(v, counts[i]) {
+					return nil
+				}
+			}
+			return nil
+		}
+	}
 	x, err := r.index(field)
 	if err != nil || x == nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -30,7 +31,8 @@ import (
 //	    127 values in every event)
 //	    dictionary kinds: uvarint values, uvarint off, len, crc of the
 //	      dictionary blob (values in ascending byte order, front-coded:
-//	      uvarint shared prefix, uvarint suffix length, suffix); kind 7
+//	      uvarint shared prefix, uvarint suffix length, suffix, and in
+//	      version 3 a uvarint count of the events holding it); kind 7
 //	      the same fields, its blob the values as zigzag varints in byte
 //	      order of their text
 //	    uvarint blocks; per block: uvarint off, len, crc of its blob;
@@ -254,9 +256,30 @@ func buildColumnsVersion(h *hotIndex, version byte) []byte {
 		}
 		dir = append(dir, kind)
 		if !colNumeric(kind) {
+			// version 3: each value's event count after it, so that
+			// counts by value need no block decoded (`| top path`)
+			var counts []uint64
+			if version >= 3 {
+				counts = make([]uint64, len(keys))
+				for o := uint32(0); o < n; o++ {
+					id := at(o)
+					if id == 0 {
+						continue
+					}
+					counts[rank[id-1]]++
+					if more := ft.colMulti[o]; more != nil {
+						for j, m := range more {
+							if m == id || slices.Contains(more[:j], m) {
+								continue
+							}
+							counts[rank[m-1]]++
+						}
+					}
+				}
+			}
 			raw = raw[:0]
 			var prev []byte
-			for _, id := range keys {
+			for r, id := range keys {
 				k := ft.key(id)
 				p := 0
 				for p < len(k) && p < len(prev) && k[p] == prev[p] {
@@ -265,6 +288,9 @@ func buildColumnsVersion(h *hotIndex, version byte) []byte {
 				raw = binary.AppendUvarint(raw, uint64(p))
 				raw = binary.AppendUvarint(raw, uint64(len(k)-p))
 				raw = append(raw, k[p:]...)
+				if counts != nil {
+					raw = binary.AppendUvarint(raw, counts[r])
+				}
 				prev = k
 			}
 			dir = binary.AppendUvarint(dir, uint64(len(keys)))
@@ -401,6 +427,12 @@ type colMeta struct {
 	values uint64
 	dict   colBlob
 	blocks []colBlock
+
+	// version 3 dictionary kinds: values and counts, read on first use
+	countsOnce sync.Once
+	dictVals   []string
+	dictCnts   []uint64
+	countsErr  error
 
 	// kind 7: the values, read on first use
 	fewOnce sync.Once
@@ -714,29 +746,8 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 	var raw []byte
 	var err error
 	if m.kind <= colDictMulti {
-		if raw, err = r.blob(ra, m.dict, nil); err != nil {
+		if c.Dict, _, err = r.readDict(ra, m); err != nil {
 			return nil, err
-		}
-		if m.values > uint64(len(raw)) {
-			return nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
-		}
-		c.Dict = make([]string, 0, m.values)
-		pr := &payloadReader{b: raw}
-		var key []byte
-		for i := uint64(0); i < m.values; i++ {
-			p := pr.uvarint()
-			suf := pr.bytes(pr.uvarint())
-			if pr.err != nil || p > uint64(len(key)) {
-				return nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
-			}
-			key = append(key[:p], suf...)
-			if i > 0 && string(key) <= c.Dict[i-1] {
-				return nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
-			}
-			c.Dict = append(c.Dict, string(key))
-		}
-		if len(pr.b) != 0 {
-			return nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
 		}
 		c.IDs = make([]uint32, 0, n)
 	} else {
@@ -751,6 +762,60 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return c, nil
+}
+
+// readDict reads a dictionary column's values and (version 3) their
+// event counts, nil before.
+func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, error) {
+	raw, err := r.blob(ra, m.dict, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.values > uint64(len(raw)) {
+		return nil, nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
+	}
+	dict := make([]string, 0, m.values)
+	var counts []uint64
+	if r.version >= 3 {
+		counts = make([]uint64, 0, m.values)
+	}
+	pr := &payloadReader{b: raw}
+	var key []byte
+	for i := uint64(0); i < m.values; i++ {
+		p := pr.uvarint()
+		suf := pr.bytes(pr.uvarint())
+		if pr.err != nil || p > uint64(len(key)) {
+			return nil, nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
+		}
+		key = append(key[:p], suf...)
+		if i > 0 && string(key) <= dict[i-1] {
+			return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+		}
+		dict = append(dict, string(key))
+		if counts != nil {
+			c := pr.uvarint()
+			if pr.err != nil || c == 0 || c > uint64(r.events) {
+				return nil, nil, fmt.Errorf("%w: column dictionary count %d", ErrCorrupt, c)
+			}
+			counts = append(counts, c)
+		}
+	}
+	if len(pr.b) != 0 {
+		return nil, nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
+	}
+	return dict, counts, nil
+}
+
+// dictCounts is a version 3 dictionary column's values and counts (read
+// once), nil for any other column.
+func (r *colReader) dictCounts(m *colMeta) ([]string, []uint64, error) {
+	if r.version < 3 || m.kind > colDictMulti {
+		return nil, nil, nil
+	}
+	m.countsOnce.Do(func() {
+		m.dictVals, m.dictCnts, m.countsErr = r.readDict(r.f, m)
+	})
+	return m.dictVals, m.dictCnts, m.countsErr
 }
 
 // newNumeric readies c to receive n events of a numeric kind.

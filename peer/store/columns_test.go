@@ -393,6 +393,8 @@ func FuzzReadColumns(f *testing.F) {
 		if i%5 == 0 {
 			e.Fields = e.Fields[:1]
 		}
+		// code: in every event, of few values (kind 7)
+		e.Fields = append(e.Fields, Field{Name: []byte("code"), Value: []byte(strconv.Itoa(i % 4 * 100))})
 		if i%3 > 0 { // a float column, missing in a third of the events
 			e.Fields = append(e.Fields, Field{Name: []byte("lat"), Value: []byte(strconv.FormatFloat(float64(i*37%200-50)/8, 'f', -1, 64))})
 		}
@@ -414,12 +416,18 @@ func FuzzReadColumns(f *testing.F) {
 	if err != nil || r.cols["lat"] == nil || r.cols["lat"].kind != colFloatSparse {
 		f.Fatalf("seed: lat is not a sparse float column (%v)", err)
 	}
+	if r.cols["code"] == nil || r.cols["code"].kind != colIntFew {
+		f.Fatalf("seed: code is not a kind 7 column")
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := readColumns(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
 		}
 		for _, name := range r.columnNames() {
+			if m := r.cols[name]; m.kind <= colDictMulti {
+				r.readDict(bytes.NewReader(data), m) // values and their counts
+			}
 			c, err := r.decode(bytes.NewReader(data), r.cols[name])
 			if err != nil {
 				continue

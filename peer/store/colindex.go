@@ -359,6 +359,24 @@ func (r *colReader) fieldEvents(field string) (*roaring.Bitmap, error) {
 		b.AddRange(0, uint64(r.events))
 		return b, nil
 	}
+	if m.kind == colDict {
+		// single-valued: the events holding the field are as many as the
+		// values' counts add up to (version 3: from the dictionary alone)
+		vals, counts, err := r.dictCounts(m)
+		if err != nil {
+			return nil, err
+		}
+		if vals != nil {
+			sum := uint64(0)
+			for _, c := range counts {
+				sum += c
+			}
+			if sum == uint64(r.events) {
+				b.AddRange(0, uint64(r.events))
+				return b, nil
+			}
+		}
+	}
 	x, err := r.index(field)
 	if err != nil {
 		return nil, err

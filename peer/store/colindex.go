@@ -215,14 +215,24 @@ const colIdxBytes = 128 << 20
 var colIdxCache = struct {
 	mu    sync.Mutex
 	m     map[colKey]*colIndex
+	size  map[colKey]int64 // as counted when kept
 	bytes int64
-}{m: map[colKey]*colIndex{}}
+}{m: map[colKey]*colIndex{}, size: map[colKey]int64{}}
 
-// colIndexBytes is what an inverted column may grow to: its ranks (a
-// numeric column's own), counts and ordinals, or its kept bitmaps (about
-// 2 bytes an event at most for a field of few values).
-func colIndexBytes(x *colIndex) int64 {
-	return int64(x.n)*8 + int64(len(x.values))*24
+// colIndexBytes is what an inverted column may grow to: its ranks when
+// they are its own (a numeric column's; a dictionary column's are the
+// decoded column's IDs, counted in that cache), counts and value texts,
+// and either its kept bitmaps (about 2 bytes an event at most for a field
+// of few values) or its grouped ordinals (4 bytes an event).
+func colIndexBytes(x *colIndex, own bool) int64 {
+	n := int64(len(x.values)) * 28
+	if own {
+		n += int64(x.n) * 4
+	}
+	if len(x.values) <= keptValues {
+		return n + int64(x.n)*2
+	}
+	return n + int64(x.n)*4
 }
 
 // index returns the inverted column of field, nil when the file has none.
@@ -242,7 +252,7 @@ func (r *colReader) index(field string) (*colIndex, error) {
 		return nil, err
 	}
 	x = buildColIndex(c, r.events)
-	size := colIndexBytes(x)
+	size := colIndexBytes(x, c.IDs == nil)
 	colIdxCache.mu.Lock()
 	defer colIdxCache.mu.Unlock()
 	if old := colIdxCache.m[key]; old != nil {
@@ -251,14 +261,16 @@ func (r *colReader) index(field string) (*colIndex, error) {
 	if size > colIdxBytes/4 || r.closed {
 		return x, nil
 	}
-	for k, old := range colIdxCache.m {
+	for k := range colIdxCache.m {
 		if colIdxCache.bytes+size <= colIdxBytes {
 			break
 		}
-		colIdxCache.bytes -= colIndexBytes(old)
+		colIdxCache.bytes -= colIdxCache.size[k]
 		delete(colIdxCache.m, k)
+		delete(colIdxCache.size, k)
 	}
 	colIdxCache.m[key] = x
+	colIdxCache.size[key] = size
 	colIdxCache.bytes += size
 	return x, nil
 }
@@ -267,10 +279,11 @@ func (r *colReader) index(field string) (*colIndex, error) {
 func (r *colReader) uncacheIndexes() {
 	colIdxCache.mu.Lock()
 	defer colIdxCache.mu.Unlock()
-	for k, x := range colIdxCache.m {
+	for k := range colIdxCache.m {
 		if k.r == r {
-			colIdxCache.bytes -= colIndexBytes(x)
+			colIdxCache.bytes -= colIdxCache.size[k]
 			delete(colIdxCache.m, k)
+			delete(colIdxCache.size, k)
 		}
 	}
 }

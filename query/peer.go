@@ -26,6 +26,16 @@ type FieldCounter interface {
 	FieldValueCounts(field string, fn func(value string, events uint64) bool) error
 }
 
+// FieldCounterIn is an optional extra a Segment may implement: the number
+// of events of set holding each value of an indexed field, in ascending
+// byte order of value (values no event of set holds may be left out). A
+// segment that answers fields from columns counts in one pass over set
+// instead of building every value's bitmap; ok false means it cannot for
+// this field (the executor walks FieldValues).
+type FieldCounterIn interface {
+	FieldValueCountsIn(field string, set *roaring.Bitmap, fn func(value string, events uint64) bool) (ok bool, err error)
+}
+
 // bset is a set of ordinals; all means every ordinal of the segment.
 type bset struct {
 	all bool
@@ -728,6 +738,18 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 				agg.addRun(run)
 			}
 			return err
+		}
+		if fc, ok := x.seg.(FieldCounterIn); ok && last && !b.all {
+			done, err := fc.FieldValueCountsIn(fkeys[i], b.b, func(v string, c uint64) bool {
+				count(v, c)
+				return true
+			})
+			if done {
+				if single && err == nil {
+					agg.addRun(run)
+				}
+				return err
+			}
 		}
 		var werr error
 		var dense denseSet

@@ -6,32 +6,37 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
 	"github.com/quarry-dev/quarry/query"
 )
 
-// Column file (columns.qc), format version 2: the values of every indexed
+// Column file (columns.qc), format version 3: the values of every indexed
 // field per event, so that aggregations over field values read a few
 // compact arrays instead of decoding _raw. Written with the index when a
 // bucket rolls or a copy becomes searchable, atomically (temp file, fsync,
 // rename, directory fsync); never modified; rebuilt byte-identically from
 // the journal (it depends only on the events, in order).
 //
-//	header   "QCOL", version byte 2, 3 reserved bytes
+//	header   "QCOL", version byte 3, 3 reserved bytes
 //	blobs    zstd frames, each named by the directory with its CRC-32C
 //	directory (plain bytes):
 //	  uvarint events per column block (colBlockEvents when written)
 //	  uvarint column count; per column, in ascending name order:
 //	    uvarint len + name, kind byte (1 dictionary, 2 dictionary with
 //	    multivalue events, 3 integers, 4 integers with missing events,
-//	    5 floats, 6 floats with missing events)
+//	    5 floats, 6 floats with missing events, 7 integers of at most
+//	    127 values in every event)
 //	    dictionary kinds: uvarint values, uvarint off, len, crc of the
 //	      dictionary blob (values in ascending byte order, front-coded:
-//	      uvarint shared prefix, uvarint suffix length, suffix)
+//	      uvarint shared prefix, uvarint suffix length, suffix, and in
+//	      version 3 a uvarint count of the events holding it); kind 7
+//	      the same fields, its blob the values as zigzag varints in byte
+//	      order of their text
 //	    uvarint blocks; per block: uvarint off, len, crc of its blob;
-//	    integer kinds also varint min, max and uvarint present count;
+//	    integer kinds (3, 4, 7) also varint min, max and uvarint present count;
 //	    float kinds also min, max (uint64 little-endian IEEE 754 bits
 //	    each) and uvarint present count
 //	footer   uint64 directory offset, uint64 directory length, uint32
@@ -42,7 +47,9 @@ import (
 // ranks; kinds 3/4 (4: a presence bitmap, one bit per event, first)
 // zigzag varints of the present values, each relative to the previous one
 // (the first to 0); kinds 5/6 (6: the presence bitmap first) the present
-// values as uint64 little-endian IEEE 754 bits. An integer column holds
+// values as uint64 little-endian IEEE 754 bits; kind 7 one byte an event,
+// the value's rank (a first run after a restart decodes status, of ~15
+// values, at a byte an event instead of a varint). An integer column holds
 // only canonical int64 decimals (query.CanonicalInt), a float column only
 // finite numbers written in their shortest form (query.CanonicalFloat:
 // "0.25", "-3", mixed ints and floats), so both give each value back byte
@@ -50,10 +57,11 @@ import (
 // an indexed field named like a default field (_raw, host, …) has no
 // column (rows never show it). _time is the index file's times section.
 //
-// Version 1 (no float kinds; a float field was a dictionary column) is
-// still read: buckets written by older builds open as they are.
+// Versions 1 (no float kinds; a float field was a dictionary column) and 2
+// (no kind 7) are still read: buckets written by older builds open as
+// they are.
 const (
-	colVersion     = 2
+	colVersion     = 3
 	colBlockEvents = 8192
 	colFooterLen   = 8 + 8 + 4 + 4 + 8
 )
@@ -65,10 +73,16 @@ const (
 	colIntSparse   = 4
 	colFloat       = 5
 	colFloatSparse = 6
+	colIntFew      = 7 // version 3
 )
 
+// colFewInts is how many distinct values an integer column without a
+// missing event may have to be written as kind 7: each event's value is
+// then one byte, decoded without a varint.
+const colFewInts = 127
+
 func colNumeric(kind byte) bool { return kind >= colInt }
-func colFloats(kind byte) bool  { return kind >= colFloat }
+func colFloats(kind byte) bool  { return kind == colFloat || kind == colFloatSparse }
 func colSparse(kind byte) bool  { return kind == colIntSparse || kind == colFloatSparse }
 
 var (
@@ -139,11 +153,16 @@ func (h *hotSegment) Column(field string) (*query.Column, error) {
 // ---- writing ----
 
 // buildColumns serialises the columns of a frozen hot index of n events.
-func buildColumns(h *hotIndex) []byte {
+func buildColumns(h *hotIndex) []byte { return buildColumnsVersion(h, colVersion) }
+
+// buildColumnsVersion writes format version 3, or an older one (tests:
+// version 2 has no kind 7, version 1 no float kinds either).
+func buildColumnsVersion(h *hotIndex, version byte) []byte {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := h.n
-	out := append([]byte(nil), colMagic[:]...)
+	out := append([]byte(nil), colMagic[:4]...)
+	out = append(out, version)
 	out = append(out, 0, 0, 0)
 	var dir []byte
 	dir = binary.AppendUvarint(dir, colBlockEvents)
@@ -208,7 +227,7 @@ func buildColumns(h *hotIndex) []byte {
 				nums = append(nums, v)
 			}
 		}
-		floats := !multi && !ints
+		floats := !multi && !ints && version >= 2
 		var fnums []float64
 		for _, id := range keys {
 			if !floats {
@@ -224,6 +243,8 @@ func buildColumns(h *hotIndex) []byte {
 		switch {
 		case ints && missing:
 			kind = colIntSparse
+		case ints && len(keys) <= colFewInts && version >= 3:
+			kind = colIntFew
 		case ints:
 			kind = colInt
 		case floats && missing:
@@ -235,9 +256,30 @@ func buildColumns(h *hotIndex) []byte {
 		}
 		dir = append(dir, kind)
 		if !colNumeric(kind) {
+			// version 3: each value's event count after it, so that
+			// counts by value need no block decoded (`| top path`)
+			var counts []uint64
+			if version >= 3 {
+				counts = make([]uint64, len(keys))
+				for o := uint32(0); o < n; o++ {
+					id := at(o)
+					if id == 0 {
+						continue
+					}
+					counts[rank[id-1]]++
+					if more := ft.colMulti[o]; more != nil {
+						for j, m := range more {
+							if m == id || slices.Contains(more[:j], m) {
+								continue
+							}
+							counts[rank[m-1]]++
+						}
+					}
+				}
+			}
 			raw = raw[:0]
 			var prev []byte
-			for _, id := range keys {
+			for r, id := range keys {
 				k := ft.key(id)
 				p := 0
 				for p < len(k) && p < len(prev) && k[p] == prev[p] {
@@ -246,7 +288,19 @@ func buildColumns(h *hotIndex) []byte {
 				raw = binary.AppendUvarint(raw, uint64(p))
 				raw = binary.AppendUvarint(raw, uint64(len(k)-p))
 				raw = append(raw, k[p:]...)
+				if counts != nil {
+					raw = binary.AppendUvarint(raw, counts[r])
+				}
 				prev = k
+			}
+			dir = binary.AppendUvarint(dir, uint64(len(keys)))
+			blob(raw)
+		}
+		if kind == colIntFew {
+			// the values in byte order of their text, zigzag varints
+			raw = raw[:0]
+			for _, v := range nums {
+				raw = binary.AppendVarint(raw, v)
 			}
 			dir = binary.AppendUvarint(dir, uint64(len(keys)))
 			blob(raw)
@@ -289,6 +343,16 @@ func buildColumns(h *hotIndex) []byte {
 					for _, m := range more {
 						raw = binary.AppendUvarint(raw, uint64(rank[m-1]))
 					}
+				case colIntFew:
+					v := nums[rank[id-1]]
+					if present == 0 || v < mn {
+						mn = v
+					}
+					if present == 0 || v > mx {
+						mx = v
+					}
+					present++
+					raw = append(raw, byte(rank[id-1]))
 				case colFloat, colFloatSparse:
 					if id == 0 {
 						continue
@@ -363,6 +427,42 @@ type colMeta struct {
 	values uint64
 	dict   colBlob
 	blocks []colBlock
+
+	// version 3 dictionary kinds: values and counts, read on first use
+	countsOnce sync.Once
+	dictVals   []string
+	dictCnts   []uint64
+	countsErr  error
+
+	// kind 7: the values, read on first use
+	fewOnce sync.Once
+	few     []int64
+	fewErr  error
+}
+
+// fewInts returns a kind 7 column's values (in rank order).
+func (r *colReader) fewInts(ra io.ReaderAt, m *colMeta) ([]int64, error) {
+	m.fewOnce.Do(func() {
+		raw, err := r.blob(ra, m.dict, nil)
+		if err != nil {
+			m.fewErr = err
+			return
+		}
+		if m.values > colFewInts || m.values == 0 {
+			m.fewErr = fmt.Errorf("%w: column %s of %d few values", ErrCorrupt, m.name, m.values)
+			return
+		}
+		pr := &payloadReader{b: raw}
+		vals := make([]int64, m.values)
+		for i := range vals {
+			vals[i] = pr.varint()
+		}
+		if pr.err == nil && len(pr.b) != 0 {
+			pr.err = fmt.Errorf("%w: stray bytes after column %s's values", ErrCorrupt, m.name)
+		}
+		m.few, m.fewErr = vals, pr.err
+	})
+	return m.few, m.fewErr
 }
 
 // colReader reads a column file through pread; it keeps the directory.
@@ -458,9 +558,12 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 			break
 		}
 		m.kind = kb[0]
-		maxKind := byte(colFloatSparse)
-		if r.version == 1 {
+		maxKind := byte(colIntFew)
+		switch r.version {
+		case 1:
 			maxKind = colIntSparse
+		case 2:
+			maxKind = colFloatSparse
 		}
 		if m.kind < colDict || m.kind > maxKind {
 			return nil, fmt.Errorf("%w: column %q of kind %d", ErrCorrupt, m.name, m.kind)
@@ -469,7 +572,7 @@ func readColumns(f io.ReaderAt, size int64) (*colReader, error) {
 			return nil, fmt.Errorf("%w: column names out of order", ErrCorrupt)
 		}
 		prev = m.name
-		if m.kind <= colDictMulti {
+		if m.kind <= colDictMulti || m.kind == colIntFew {
 			m.values = pr.uvarint()
 			m.dict = readBlob()
 			if pr.err == nil && !blobOK(m.dict) {
@@ -521,6 +624,7 @@ func (r *colReader) close() error {
 		return nil
 	}
 	r.uncache()
+	r.uncacheIndexes()
 	return r.f.Close()
 }
 
@@ -642,29 +746,8 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 	var raw []byte
 	var err error
 	if m.kind <= colDictMulti {
-		if raw, err = r.blob(ra, m.dict, nil); err != nil {
+		if c.Dict, _, err = r.readDict(ra, m); err != nil {
 			return nil, err
-		}
-		if m.values > uint64(len(raw)) {
-			return nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
-		}
-		c.Dict = make([]string, 0, m.values)
-		pr := &payloadReader{b: raw}
-		var key []byte
-		for i := uint64(0); i < m.values; i++ {
-			p := pr.uvarint()
-			suf := pr.bytes(pr.uvarint())
-			if pr.err != nil || p > uint64(len(key)) {
-				return nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
-			}
-			key = append(key[:p], suf...)
-			if i > 0 && string(key) <= c.Dict[i-1] {
-				return nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
-			}
-			c.Dict = append(c.Dict, string(key))
-		}
-		if len(pr.b) != 0 {
-			return nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
 		}
 		c.IDs = make([]uint32, 0, n)
 	} else {
@@ -679,6 +762,60 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return c, nil
+}
+
+// readDict reads a dictionary column's values and (version 3) their
+// event counts, nil before.
+func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, error) {
+	raw, err := r.blob(ra, m.dict, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.values > uint64(len(raw)) {
+		return nil, nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
+	}
+	dict := make([]string, 0, m.values)
+	var counts []uint64
+	if r.version >= 3 {
+		counts = make([]uint64, 0, m.values)
+	}
+	pr := &payloadReader{b: raw}
+	var key []byte
+	for i := uint64(0); i < m.values; i++ {
+		p := pr.uvarint()
+		suf := pr.bytes(pr.uvarint())
+		if pr.err != nil || p > uint64(len(key)) {
+			return nil, nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
+		}
+		key = append(key[:p], suf...)
+		if i > 0 && string(key) <= dict[i-1] {
+			return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+		}
+		dict = append(dict, string(key))
+		if counts != nil {
+			c := pr.uvarint()
+			if pr.err != nil || c == 0 || c > uint64(r.events) {
+				return nil, nil, fmt.Errorf("%w: column dictionary count %d", ErrCorrupt, c)
+			}
+			counts = append(counts, c)
+		}
+	}
+	if len(pr.b) != 0 {
+		return nil, nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
+	}
+	return dict, counts, nil
+}
+
+// dictCounts is a version 3 dictionary column's values and counts (read
+// once), nil for any other column.
+func (r *colReader) dictCounts(m *colMeta) ([]string, []uint64, error) {
+	if r.version < 3 || m.kind > colDictMulti {
+		return nil, nil, nil
+	}
+	m.countsOnce.Do(func() {
+		m.dictVals, m.dictCnts, m.countsErr = r.readDict(r.f, m)
+	})
+	return m.dictVals, m.dictCnts, m.countsErr
 }
 
 // newNumeric readies c to receive n events of a numeric kind.
@@ -712,6 +849,66 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 	}
 	prev := int64(0)
 	present := uint64(0)
+	if m.kind == colDict && len(raw) == int(hi-lo) {
+		// every rank under 128 (a field of few values): one byte an event
+		fast := true
+		for _, b := range raw {
+			if b >= 0x80 || uint64(b) > d {
+				fast = false
+				break
+			}
+		}
+		if fast {
+			for _, b := range raw {
+				c.IDs = append(c.IDs, uint32(b))
+			}
+			return raw, nil
+		}
+	}
+	if m.kind == colIntFew {
+		few, err := r.fewInts(ra, m)
+		if err != nil {
+			return raw, err
+		}
+		if len(raw) != int(hi-lo) || uint64(hi-lo) != bl.present {
+			return raw, fmt.Errorf("%w: column block %d of %d bytes for %d events", ErrCorrupt, bi, len(raw), hi-lo)
+		}
+		for _, b := range raw {
+			if int(b) >= len(few) {
+				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, b, len(few))
+			}
+			v := few[b]
+			if v < bl.min || v > bl.max {
+				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+			}
+			c.Ints = append(c.Ints, v)
+		}
+		return raw, nil
+	}
+	if m.kind == colInt {
+		// every event holds a value: one tight loop
+		b := raw
+		for o := lo; o < hi; o++ {
+			d, k := binary.Varint(b)
+			if k <= 0 {
+				return raw, fmt.Errorf("%w: bad varint in column block %d", ErrCorrupt, bi)
+			}
+			b = b[k:]
+			v := prev + d
+			if v < bl.min || v > bl.max {
+				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+			}
+			c.Ints = append(c.Ints, v)
+			prev = v
+		}
+		if len(b) != 0 {
+			return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+		}
+		if uint64(hi-lo) != bl.present {
+			return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, hi-lo, bl.present)
+		}
+		return raw, nil
+	}
 	for o := lo; o < hi && pr.err == nil; o++ {
 		switch m.kind {
 		case colDict:

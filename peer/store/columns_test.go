@@ -226,6 +226,12 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		`NOT "x word2" | stats count`, `"u10x word0" | stats count`, `word1 "404 bytes=7" | stats count`, `"lat=0.5" | stats count`,
 		"| stats perc50(bytes) min(bytes) max(bytes) count by seq", "| stats count min(seq) max(seq) perc90(seq) by bytes | sort - count | head 5",
 		"method=POST | stats perc90(seq) min(lat) max(lat) by seq, method",
+		// field=value from the columns (warm, index version 2) and postings (hot)
+		"status=500 | stats count", "status=OK | stats count by host", "status=5* | stats count by host", `path="" | stats count`,
+		"host=web-01 | stats count by method", "status!=200 | stats count", "NOT status=500 | stats count by sourcetype",
+		"seq=5 | stats count", "seq=5* | stats count", "lat=0.5 | stats count", "lat=-3 | stats count", "lat=1.50 | stats count",
+		"status=007 | stats count", "status=-12 | top limit=2 host", "path=v* | stats count", "method=DELETE seq>50 | stats count by status",
+		"host=* | stats count", "NOT host=* | stats count", "sourcetype=kv | rare limit=2 method", `_raw=x | stats count`, "index=main | stats count",
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 	} {
 		req := query.Request{Query: q, Server: "p1"}
@@ -387,6 +393,8 @@ func FuzzReadColumns(f *testing.F) {
 		if i%5 == 0 {
 			e.Fields = e.Fields[:1]
 		}
+		// code: in every event, of few values (kind 7)
+		e.Fields = append(e.Fields, Field{Name: []byte("code"), Value: []byte(strconv.Itoa(i % 4 * 100))})
 		if i%3 > 0 { // a float column, missing in a third of the events
 			e.Fields = append(e.Fields, Field{Name: []byte("lat"), Value: []byte(strconv.FormatFloat(float64(i*37%200-50)/8, 'f', -1, 64))})
 		}
@@ -408,12 +416,18 @@ func FuzzReadColumns(f *testing.F) {
 	if err != nil || r.cols["lat"] == nil || r.cols["lat"].kind != colFloatSparse {
 		f.Fatalf("seed: lat is not a sparse float column (%v)", err)
 	}
+	if r.cols["code"] == nil || r.cols["code"].kind != colIntFew {
+		f.Fatalf("seed: code is not a kind 7 column")
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := readColumns(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
 		}
 		for _, name := range r.columnNames() {
+			if m := r.cols[name]; m.kind <= colDictMulti {
+				r.readDict(bytes.NewReader(data), m) // values and their counts
+			}
 			c, err := r.decode(bytes.NewReader(data), r.cols[name])
 			if err != nil {
 				continue
@@ -465,12 +479,14 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	s.RollAll()
 	s.WaitIdle(5 * time.Second)
 	id := s.Inventory()[0].ID
-	s.Close()
-	cp := filepath.Join(dir, "buckets", id, columnsFile)
-	v2, err := os.ReadFile(cp)
+	b := s.bucket(id)
+	h, err := indexJournal(b.rd, b.blocks)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
+	cp := filepath.Join(dir, "buckets", id, columnsFile)
+	v2 := buildColumnsVersion(h, 2) // no kind 7: a version 2 file as it was written
 	r2, err := readColumns(bytes.NewReader(v2), int64(len(v2)))
 	if err != nil {
 		t.Fatal(err)
@@ -482,6 +498,23 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	}
 	v1 := asVersion(v2, 1)
 	if err := os.WriteFile(cp, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// the metadata names the column file's size, as the older build wrote it
+	mp := filepath.Join(dir, "buckets", id, metaFile)
+	mb, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(mb, &meta); err != nil {
+		t.Fatal(err)
+	}
+	meta["column_bytes"] = len(v1)
+	if mb, err = json.Marshal(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, mb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, Options{Dir: dir})
@@ -520,8 +553,18 @@ func TestColumnsVersion1StillRead(t *testing.T) {
 	if _, err := readColumns(bytes.NewReader(fl), int64(len(fl))); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("version 1 file with a float column: %v, want ErrCorrupt", err)
 	}
-	if _, err := readColumns(bytes.NewReader(asVersion(v2, 3)), int64(len(v2))); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("version 3 file: %v, want ErrUnsupported", err)
+	if _, err := readColumns(bytes.NewReader(asVersion(v2, colVersion+1)), int64(len(v2))); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("version %d file: %v, want ErrUnsupported", colVersion+1, err)
+	}
+	// the version written today has a kind 7 column (status: 3 values),
+	// which a version 2 file may not hold
+	v3 := buildColumns(h)
+	r3, err := readColumns(bytes.NewReader(v3), int64(len(v3)))
+	if err != nil || r3.cols["status"] == nil || r3.cols["status"].kind != colIntFew {
+		t.Fatalf("version 3 status column: %+v, %v", r3, err)
+	}
+	if _, err := readColumns(bytes.NewReader(asVersion(v3, 2)), int64(len(v3))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 2 file with a kind 7 column: %v, want ErrCorrupt", err)
 	}
 }
 

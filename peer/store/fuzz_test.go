@@ -79,6 +79,29 @@ func FuzzReadIndex(f *testing.F) {
 	good, _ := os.ReadFile(filepath.Join(dir, "buckets", id, indexFile))
 	f.Add(good)
 	f.Add(good[:len(good)/2])
+	// a copy whose term "rare" is a long sparse list ('D' postings)
+	dir2 := f.TempDir()
+	s2, err := Open(Options{Dir: dir2, GUID: testGUID, Searchable: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	evs = evs[:0]
+	for i := 0; i < 2000; i++ {
+		e := testEvent("main", i)
+		if i%20 == 0 {
+			e.Raw = append(e.Raw, " rare"...)
+		}
+		evs = append(evs, e)
+	}
+	if _, err := s2.Append(evs); err != nil {
+		f.Fatal(err)
+	}
+	s2.RollAll()
+	s2.WaitIdle(5 * time.Second)
+	id2 := s2.Inventory()[0].ID
+	s2.Close()
+	sparse, _ := os.ReadFile(filepath.Join(dir2, "buckets", id2, indexFile))
+	f.Add(sparse)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := filepath.Join(t.TempDir(), "index.qi")
 		os.WriteFile(p, data, 0o644)
@@ -88,6 +111,7 @@ func FuzzReadIndex(f *testing.F) {
 		}
 		defer r.close()
 		r.term("common")
+		r.term("rare")
 		r.termsWithPrefix("ev", func(string, *roaring.Bitmap) bool { return true })
 		r.fieldValues("status", func(string, *roaring.Bitmap) bool { return true })
 		r.times()

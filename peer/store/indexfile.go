@@ -14,23 +14,31 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 )
 
-// Index file (index.qi), format version 1. Written once, when a bucket rolls
+// Index file (index.qi), format version 2. Written once, when a bucket rolls
 // or a journal-only copy becomes searchable, atomically (temp file, fsync,
 // rename, directory fsync); never modified.
 //
-//	header   "QIDX", version byte 1, the inline limit (byte), 2 reserved bytes
+//	header   "QIDX", version byte 2, the inline limit (byte), 2 reserved bytes
 //	sections in this order (offsets and lengths in the footer):
-//	  0 times       zstd of n zigzag varints (first absolute, then deltas)
+//	  0 times       zstd of: uvarint unit; n zigzag varints, the first
+//	                absolute, then the deltas divided by the unit (their
+//	                greatest common divisor; version 1: no unit, unit 1)
 //	  1 blocks      per journal block: uvarint off, frameLen, events;
 //	                varint minT, maxT; uvarint crc
 //	  2 term dict   dictionary blocks (below) of the _raw terms
 //	  3 term sparse per dictionary block: uvarint len+first key, uvarint
 //	                offset, compressed length, entries; uvarint crc32c
-//	  4 field dict  dictionary blocks of the keys field + 0x00 + value
+//	  4 field dict  dictionary blocks of the keys field + 0x00 + value, for
+//	                the indexed fields that have no column (columns.go)
 //	  5 field sparse
-//	  6 postings    serialized roaring bitmaps of lists longer than inlineMax
+//	  6 postings    the lists longer than the inline limit, each a tag byte
+//	                then: 'R' a serialized roaring bitmap; 'D' zstd of the
+//	                ordinals as delta uvarints (first absolute), written for
+//	                a list of fewer than events/4 ordinals when it is at
+//	                most 4/5 of its roaring form
 //	  7 bloom       bits-and-blooms/bloom binary form, over the _raw terms
-//	  8 field names uvarint count, then uvarint len + name, sorted
+//	  8 field names uvarint count, then uvarint len + name, sorted: every
+//	                indexed field, with or without a column
 //	footer   9 × (uint64 offset, uint64 length), uint32 events, int64
 //	         earliest, int64 latest, uint32 CRC-32C of every byte before it,
 //	         "QIDXEND1"
@@ -39,15 +47,27 @@ import (
 // front-coded: uvarint shared prefix, uvarint suffix length, suffix, uvarint
 // count; then for count <= the header's inline limit (inlineMax when
 // written) a uvarint byte length and the ordinals
-// as delta uvarints (first absolute), else uvarint offset and length of a
-// roaring bitmap in the postings section. Blocks close at dictBlockBytes.
+// as delta uvarints (first absolute), else uvarint offset and length of its
+// list in the postings section. Blocks close at dictBlockBytes.
+//
+// A field with a column (host, source, sourcetype and every HEC field not
+// named like a default field) has no postings: field=value, its values and
+// their counts come from the column (colindex.go), which holds the same
+// values per event. Version 1 (every field in the field dictionary, the
+// postings section bare roaring bitmaps) is still read as it is.
 const (
-	indexVersion   = 1
+	indexVersion   = 2
 	numSections    = 9
 	footerLen      = numSections*16 + 4 + 8 + 8 + 4 + 8
 	inlineMax      = 96
 	dictBlockBytes = 16 << 10
 	bloomFP        = 0.02
+)
+
+// Tags of a list in the postings section (version 2).
+const (
+	postRoaring = 'R'
+	postDeltas  = 'D'
 )
 
 const (
@@ -64,6 +84,7 @@ const (
 
 var (
 	indexMagic  = [5]byte{'Q', 'I', 'D', 'X', indexVersion}
+	indexMagic1 = [5]byte{'Q', 'I', 'D', 'X', 1}
 	footerMagic = [8]byte{'Q', 'I', 'D', 'X', 'E', 'N', 'D', '1'}
 )
 
@@ -78,6 +99,9 @@ type dictWriter struct {
 	postings *[]byte
 	scratch  []byte
 	bm       *roaring.Bitmap
+	zbuf     []byte
+	events   uint32 // of the bucket: a list denser than 1/4 stays roaring
+	v1       bool   // untagged roaring lists (format version 1)
 }
 
 func (d *dictWriter) add(key []byte, ords []uint32) {
@@ -111,9 +135,28 @@ func (d *dictWriter) add(key []byte, ords []uint32) {
 		d.bm.RunOptimize()
 		off := len(*d.postings)
 		b, _ := d.bm.ToBytes()
+		if !d.v1 {
+			// A sparse list (roaring array containers: 2 bytes an event)
+			// is smaller as zstd of its delta uvarints; a dense one stays
+			// roaring (bitmap or run containers, and cheap to read).
+			tag := byte(postRoaring)
+			if uint64(len(ords))*4 < uint64(d.events) {
+				d.scratch = d.scratch[:0]
+				prev := uint32(0)
+				for _, o := range ords {
+					d.scratch = binary.AppendUvarint(d.scratch, uint64(o-prev))
+					prev = o
+				}
+				d.zbuf = encoder().EncodeAll(d.scratch, d.zbuf[:0])
+				if 5*len(d.zbuf) < 4*len(b) {
+					tag, b = postDeltas, d.zbuf
+				}
+			}
+			*d.postings = append(*d.postings, tag)
+		}
 		*d.postings = append(*d.postings, b...)
 		d.cur = binary.AppendUvarint(d.cur, uint64(off))
-		d.cur = binary.AppendUvarint(d.cur, uint64(len(b)))
+		d.cur = binary.AppendUvarint(d.cur, uint64(len(*d.postings)-off))
 	}
 	d.prev = append(d.prev[:0], key...)
 	d.curN++
@@ -144,6 +187,12 @@ func (d *dictWriter) flush() {
 // events, so an index rebuilt from the journal is byte-identical to the one
 // built while ingesting.
 func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
+	return buildIndexVersion(h, blocks, indexVersion)
+}
+
+// buildIndexVersion writes format version 2, or 1 (tests: old copies are
+// still read).
+func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := h.n
@@ -151,16 +200,35 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	// times
 	var tb []byte
 	var earliest, latest int64 = 0, -1
-	prev := int64(0)
+	// version 2: the deltas after the first in units of their greatest
+	// common divisor (times sent in ms are ns multiples of 1e6)
+	unit := uint64(0)
 	for i, t := range h.times[:n] {
-		tb = binary.AppendVarint(tb, t-prev)
-		prev = t
+		if i > 0 {
+			d := t - h.times[i-1]
+			unit = gcd(unit, uint64(max(d, -d)))
+		}
 		if i == 0 || t < earliest {
 			earliest = t
 		}
 		if i == 0 || t > latest {
 			latest = t
 		}
+	}
+	if unit == 0 || version == 1 {
+		unit = 1
+	}
+	if version >= 2 {
+		tb = binary.AppendUvarint(tb, unit)
+	}
+	prev := int64(0)
+	for i, t := range h.times[:n] {
+		if i == 0 {
+			tb = binary.AppendVarint(tb, t)
+		} else {
+			tb = binary.AppendVarint(tb, (t-prev)/int64(unit))
+		}
+		prev = t
 	}
 	secs[secTimes] = encoder().EncodeAll(tb, nil)
 	// blocks
@@ -185,7 +253,7 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 		}
 	}
 	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
-	td := &dictWriter{postings: &postings}
+	td := &dictWriter{postings: &postings, events: n, v1: version == 1}
 	for i := range terms {
 		ords = h.terms.postingsOf(&terms[i], n, ords[:0])
 		if len(ords) == 0 {
@@ -199,12 +267,18 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 	secs[secTermDict], secs[secTermSparse] = td.out, td.sparse
 	// fields
 	names := h.fieldNamesLocked()
-	fd := &dictWriter{postings: &postings}
+	fd := &dictWriter{postings: &postings, events: n, v1: version == 1}
 	var key []byte
 	var nb []byte
 	var usedNames []string
 	for _, name := range names {
 		ft := h.fields[name]
+		if len(ft.col) > 0 && version >= 2 {
+			// A field with a column (buildColumns: the same test) is
+			// answered from it; its values are not indexed twice.
+			usedNames = append(usedNames, name)
+			continue
+		}
 		used := false
 		vals := ft.sorted()
 		for i := range vals {
@@ -237,7 +311,11 @@ func buildIndex(h *hotIndex, blocks []blockInfo) []byte {
 		size += len(s)
 	}
 	out := make([]byte, 0, size)
-	out = append(out, indexMagic[:]...)
+	if version == 1 {
+		out = append(out, indexMagic1[:]...)
+	} else {
+		out = append(out, indexMagic[:]...)
+	}
 	out = append(out, inlineMax, 0, 0)
 	var offs [numSections][2]uint64
 	for i, s := range secs {
@@ -275,6 +353,7 @@ type indexReader struct {
 	latest   int64
 	crc      uint32
 	inline   uint64 // lists of at most this many ordinals are inline
+	version  byte   // 1: every field in the field dictionary, untagged postings
 
 	termSparse  []sparseEntry
 	fieldSparse []sparseEntry
@@ -320,7 +399,7 @@ func readIndex(f *cachedFile) (*indexReader, error) {
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return nil, err
 	}
-	if [5]byte(head[:5]) != indexMagic {
+	if m := [5]byte(head[:5]); m != indexMagic && m != indexMagic1 {
 		return nil, fmt.Errorf("%w: bad index magic %q", ErrCorrupt, head[:5])
 	}
 	foot := make([]byte, footerLen)
@@ -330,7 +409,7 @@ func readIndex(f *cachedFile) (*indexReader, error) {
 	if [8]byte(foot[footerLen-8:]) != footerMagic {
 		return nil, fmt.Errorf("%w: bad index footer", ErrCorrupt)
 	}
-	r := &indexReader{f: f, size: size, inline: uint64(head[5])}
+	r := &indexReader{f: f, size: size, inline: uint64(head[5]), version: head[4]}
 	if r.inline == 0 || r.inline > inlineMax {
 		return nil, fmt.Errorf("%w: inline limit %d", ErrCorrupt, head[5])
 	}
@@ -439,9 +518,21 @@ func (r *indexReader) times() ([]int64, error) {
 	}
 	out := make([]int64, 0, r.events)
 	pr := &payloadReader{b: raw}
+	unit := int64(1)
+	if r.version >= 2 {
+		u := pr.uvarint()
+		if pr.err == nil && u == 0 {
+			return nil, fmt.Errorf("%w: times in units of %d", ErrCorrupt, u)
+		}
+		unit = int64(u)
+	}
 	t := int64(0)
 	for i := uint32(0); i < r.events; i++ {
-		t += pr.varint()
+		if i == 0 {
+			t = pr.varint()
+		} else {
+			t += pr.varint() * unit
+		}
 		out = append(out, t)
 	}
 	if pr.err != nil {
@@ -579,14 +670,69 @@ func (r *indexReader) bitmap(e *dictEntry) (*roaring.Bitmap, error) {
 		}
 		return roaring.BitmapOf(ords[:e.count]...), nil
 	}
+	if e.off > r.secs[secPostings][1] || e.blen > r.secs[secPostings][1]-e.off {
+		return nil, fmt.Errorf("%w: postings list out of its section", ErrCorrupt)
+	}
 	b := make([]byte, e.blen)
 	if _, err := r.f.ReadAt(b, int64(r.secs[secPostings][0]+e.off)); err != nil {
 		return nil, fmt.Errorf("read postings: %w", err)
+	}
+	if r.version >= 2 {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: empty postings list", ErrCorrupt)
+		}
+		tag := b[0]
+		b = b[1:]
+		switch tag {
+		case postRoaring:
+		case postDeltas:
+			return deltaBitmap(b, e.count, r.events)
+		default:
+			return nil, fmt.Errorf("%w: postings list of tag %d", ErrCorrupt, tag)
+		}
 	}
 	bm := roaring.New()
 	if err := bm.UnmarshalBinary(b); err != nil {
 		return nil, fmt.Errorf("%w: postings: %v", ErrCorrupt, err)
 	}
+	return bm, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// deltaBitmap decodes a 'D' list of count ordinals below events.
+func deltaBitmap(comp []byte, count uint64, events uint32) (*roaring.Bitmap, error) {
+	if count > uint64(events) {
+		return nil, fmt.Errorf("%w: postings list of %d of %d events", ErrCorrupt, count, events)
+	}
+	raw, err := decoder().DecodeAll(comp, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: postings: %v", ErrCorrupt, err)
+	}
+	ords := make([]uint32, 0, count)
+	pr := &payloadReader{b: raw}
+	o := uint64(0)
+	for i := uint64(0); i < count; i++ {
+		d := pr.uvarint()
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		if (i > 0 && d == 0) || d >= uint64(events) || o+d >= uint64(events) {
+			return nil, fmt.Errorf("%w: postings ordinal out of order or range", ErrCorrupt)
+		}
+		o += d
+		ords = append(ords, uint32(o))
+	}
+	if len(pr.b) != 0 {
+		return nil, fmt.Errorf("%w: stray bytes after a postings list", ErrCorrupt)
+	}
+	bm := roaring.New()
+	bm.AddMany(ords)
 	return bm, nil
 }
 
@@ -636,9 +782,17 @@ func (r *indexReader) termsWithPrefix(p string, fn func(string, *roaring.Bitmap)
 	return r.prefix(secTermSparse, r.termSparse, p, fn)
 }
 
+// fromColumns reports a field answered from its column (version 2).
+func (r *indexReader) fromColumns(f string) bool {
+	return r.version >= 2 && r.cols.meta(f) != nil
+}
+
 func (r *indexReader) fieldValue(f, v string) (*roaring.Bitmap, error) {
 	if strings.IndexByte(f, 0) >= 0 {
 		return nil, nil
+	}
+	if r.fromColumns(f) {
+		return r.cols.fieldValue(f, v)
 	}
 	return r.lookup(secFieldSparse, r.fieldSparse, fieldKey(f, v))
 }
@@ -646,6 +800,9 @@ func (r *indexReader) fieldValue(f, v string) (*roaring.Bitmap, error) {
 func (r *indexReader) fieldValues(f string, fn func(string, *roaring.Bitmap) bool) error {
 	if strings.IndexByte(f, 0) >= 0 {
 		return nil
+	}
+	if r.fromColumns(f) {
+		return r.cols.fieldValues(f, fn)
 	}
 	p := f + "\x00"
 	return r.prefix(secFieldSparse, r.fieldSparse, p, func(k string, bm *roaring.Bitmap) bool {
@@ -659,6 +816,9 @@ func (r *indexReader) fieldValues(f string, fn func(string, *roaring.Bitmap) boo
 func (r *indexReader) fieldValueCounts(f string, fn func(string, uint64) bool) error {
 	if strings.IndexByte(f, 0) >= 0 {
 		return nil
+	}
+	if r.fromColumns(f) {
+		return r.cols.fieldValueCounts(f, fn)
 	}
 	p := []byte(f + "\x00")
 	return r.scanDict(secFieldSparse, r.fieldSparse, string(p), func(e *dictEntry) bool {
@@ -677,6 +837,15 @@ func (r *indexReader) fieldValueCounts(f string, fn func(string, uint64) bool) e
 func (r *indexReader) fieldEvents(f string) (*roaring.Bitmap, error) {
 	if v, ok := r.presence.Load(f); ok {
 		return v.(*roaring.Bitmap), nil
+	}
+	if r.fromColumns(f) {
+		b, err := r.cols.fieldEvents(f)
+		if err != nil {
+			return nil, err
+		}
+		b.RunOptimize()
+		r.presence.Store(f, b)
+		return b, nil
 	}
 	all := false
 	if m := r.cols.meta(f); m != nil && !defaultFieldName([]byte(f)) {

@@ -52,6 +52,15 @@ func (w *warmSegment) FieldValueCounts(field string, fn func(string, uint64) boo
 	return w.r.fieldValueCounts(field, fn)
 }
 
+// FieldValueCountsIn implements query.FieldCounterIn for a warm copy whose
+// field is answered from its column (index version 2).
+func (w *warmSegment) FieldValueCountsIn(field string, set *roaring.Bitmap, fn func(string, uint64) bool) (bool, error) {
+	if !w.r.fromColumns(field) {
+		return false, nil
+	}
+	return true, w.r.cols.fieldValueCountsIn(field, set, fn)
+}
+
 // FieldEvents implements query.FieldPresence for a warm copy.
 func (w *warmSegment) FieldEvents(field string) (*roaring.Bitmap, error) {
 	return w.r.fieldEvents(field)

@@ -27,7 +27,7 @@ compat:
 # the memory bounds of issue 12 whose RSS figures the race detector's shadow
 # memory would swamp (100 concurrent gzip bombs: RSS growth under 100 MB).
 test-norace:
-	$(GO) test -count=1 -timeout 10m -run 'TestFetchGenerationMillionBuckets' ./api/
+	$(GO) test -count=1 -timeout 10m -run 'TestFetchGenerationMillionBuckets' ./api/mgrclient/
 	$(GO) test -count=1 -timeout 10m -v -run 'TestGzipBombsStayWithinBudget|TestEnvelopeValuesBounded' ./peer/hec/
 	$(GO) test -count=1 -timeout 10m -run 'TestReplicaRefusesZstdBombs' ./peer/store/
 	QUARRY_SCALE_BUCKETS=100000 $(GO) test -count=1 -timeout 20m -run '^$$' -bench 'BenchmarkScale' -benchtime 1x ./fsm/

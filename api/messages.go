@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/bus/wire"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -30,7 +30,7 @@ const (
 // Ops lists every manager operation, in the order the manager subscribes.
 var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult}
 
-// Remote error codes of the manager protocol (bus.RemoteError.Code).
+// Remote error codes of the manager protocol (wire.RemoteError.Code).
 const (
 	// CodeNotLeader: the manager that got the request is no longer the
 	// leader (its subscriptions are going away): retry.
@@ -39,7 +39,7 @@ const (
 	CodeVersion = "bad_version"
 	// CodeBadRequest: a required field is missing or malformed; retrying the
 	// same message fails the same way.
-	CodeBadRequest = bus.CodeBadRequest
+	CodeBadRequest = wire.CodeBadRequest
 	// CodeRefused: the cluster state refuses the request (unknown peer, peer
 	// not up, unknown index, GUID in use, …); the message says which.
 	CodeRefused = "refused"
@@ -52,7 +52,7 @@ const (
 // read as 1.
 func CheckVersion(what string, v int) error {
 	if v > MaxWireVersion {
-		return bus.Errorf(CodeVersion, "%s: wire version %d, this manager speaks up to %d", what, v, MaxWireVersion)
+		return wire.Errorf(CodeVersion, "%s: wire version %d, this manager speaks up to %d", what, v, MaxWireVersion)
 	}
 	return nil
 }
@@ -365,11 +365,11 @@ type BucketEventReply struct {
 // buckets is far larger than the bus's max payload. FetchGeneration does
 // this; every search head and peer uses it.
 type GenerationRequest struct {
-	V          int         `json:"v"`
-	Site       string      `json:"site"`
-	Since      uint64      `json:"since,omitempty"`
-	Generation uint64      `json:"generation,omitempty"`
-	Invite     *bus.Invite `json:"invite,omitempty"`
+	V          int          `json:"v"`
+	Site       string       `json:"site"`
+	Since      uint64       `json:"since,omitempty"`
+	Generation uint64       `json:"generation,omitempty"`
+	Invite     *wire.Invite `json:"invite,omitempty"`
 }
 
 // GenerationReply wraps fsm.GenerationView (the JSON of GET /v1/generation).
@@ -515,11 +515,11 @@ func (r Register) Validate() error {
 	if r.Peer == "" || r.GUID == "" {
 		return fmt.Errorf("register: peer and guid are required (peer %q, guid %q)", r.Peer, r.GUID)
 	}
-	if err := bus.ValidToken("peer", r.Peer); err != nil {
+	if err := wire.ValidToken("peer", r.Peer); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	if r.Site != "" {
-		if err := bus.ValidToken("site", r.Site); err != nil {
+		if err := wire.ValidToken("site", r.Site); err != nil {
 			return fmt.Errorf("register: %w", err)
 		}
 	}
@@ -527,7 +527,7 @@ func (r Register) Validate() error {
 		return fmt.Errorf("register %s: %d parts, want 0 to %d", r.Peer, r.Parts, MaxRegisterParts)
 	}
 	if r.Parts > 1 {
-		if err := bus.ValidToken("upload", r.Upload); err != nil {
+		if err := wire.ValidToken("upload", r.Upload); err != nil {
 			return fmt.Errorf("register %s: %w", r.Peer, err)
 		}
 		if r.Part < 1 || r.Part > r.Parts {

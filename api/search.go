@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/bus/wire"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -58,7 +58,7 @@ type SearchRequest struct {
 	// index outside it, whatever Buckets says.
 	Indexes []string `json:"indexes,omitempty"`
 	// Invites maps a peer id to the stream it answers on.
-	Invites map[string]bus.Invite `json:"invites"`
+	Invites map[string]wire.Invite `json:"invites"`
 	// TimeoutMs is how long the head waits at most; the peer stops
 	// scanning after it.
 	TimeoutMs int64 `json:"timeout_ms"`

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/quarry-dev/quarry/bus/wire"
 )
 
 // Wire envelope of typed messages (see DESIGN.md, "Codecs and versions").
@@ -56,38 +58,23 @@ var (
 
 var errNoReply = errors.New("no reply: the requester's deadline passed")
 
-// Remote error codes used by bus itself; roles define their own.
+// Remote error codes used by bus itself; roles define their own
+// (bus/wire, re-exported).
 const (
-	CodeBadRequest = "bad_request" // the request could not be decoded
-	CodeInternal   = "internal"    // the handler failed without a code
-	CodeShutdown   = "shutdown"    // the service stopped while handling
+	CodeBadRequest = wire.CodeBadRequest
+	CodeInternal   = wire.CodeInternal
+	CodeShutdown   = wire.CodeShutdown
 )
 
 // RemoteError is an error returned by the handler on the other side of a
-// request, carried back with its code.
-type RemoteError struct {
-	Subject string // the request subject ("" on the handler side)
-	Code    string
-	Message string
-}
-
-func (e *RemoteError) Error() string {
-	if e.Subject == "" {
-		return fmt.Sprintf("%s: %s", e.Code, e.Message)
-	}
-	return fmt.Sprintf("remote %s: %s: %s", e.Subject, e.Code, e.Message)
-}
+// request, carried back with its code (wire.RemoteError).
+type RemoteError = wire.RemoteError
 
 // Errorf builds a RemoteError a handler returns to give its error a code.
-func Errorf(code, format string, args ...any) error {
-	return &RemoteError{Code: code, Message: fmt.Sprintf(format, args...)}
-}
+func Errorf(code, format string, args ...any) error { return wire.Errorf(code, format, args...) }
 
 // IsRemote reports whether err is a remote error with the given code.
-func IsRemote(err error, code string) bool {
-	var re *RemoteError
-	return errors.As(err, &re) && re.Code == code
-}
+func IsRemote(err error, code string) bool { return wire.IsRemote(err, code) }
 
 // BinaryMessage is a message type with its own binary layout, sent with
 // codec bin/1 (hot-path messages such as replication blocks, which would

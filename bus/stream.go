@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
+
+	"github.com/quarry-dev/quarry/bus/wire"
 )
 
 // Stream defaults (see DESIGN.md, "Flow control").
@@ -160,20 +162,10 @@ func (o StreamOptions) withDefaults(nc *nats.Conn) StreamOptions {
 	return o
 }
 
-// Invite tells a sender where and how to send a stream. The receiver makes
-// it; it travels inside a request (receiver-initiated, e.g. search results)
-// or a reply (sender-initiated, OpenStream).
-type Invite struct {
-	Version     int    `json:"v"`
-	Inbox       string `json:"inbox"`
-	Resume      uint64 `json:"resume"` // the first chunk seq the receiver wants
-	Window      int    `json:"window"`
-	ChunkSize   int    `json:"chunk_size"`
-	HeartbeatMs int64  `json:"heartbeat_ms"`
-	IdleMs      int64  `json:"idle_ms"`
-}
+// Invite tells a sender where and how to send a stream (wire.Invite).
+type Invite = wire.Invite
 
-func (inv Invite) validate() error {
+func validateInvite(inv Invite) error {
 	if inv.Version != StreamVersion {
 		return fmt.Errorf("%w: invite version %d, want %d", ErrStreamProtocol, inv.Version, StreamVersion)
 	}
@@ -522,7 +514,7 @@ type Sender struct {
 // known on both sides before any chunk is sent. It fails with
 // ErrStreamStalled if that takes longer than the idle timeout.
 func NewSender(ctx context.Context, nc *nats.Conn, inv Invite) (*Sender, error) {
-	if err := inv.validate(); err != nil {
+	if err := validateInvite(inv); err != nil {
 		return nil, err
 	}
 	if limit := int(nc.MaxPayload()) - frameHeaderLen; inv.ChunkSize > limit {

@@ -1,10 +1,10 @@
 package bus
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"unicode"
+
+	"github.com/quarry-dev/quarry/bus/wire"
 )
 
 // DefaultPrefix is the first subject token of every quarry subject.
@@ -13,7 +13,7 @@ const DefaultPrefix = "quarry"
 // ErrInvalidToken is returned when a name that becomes a subject token (a
 // site, a peer id, an op, a bundle hash, a results name, a prefix token) is
 // empty or contains '.', '*', '>', whitespace or a control character.
-var ErrInvalidToken = errors.New("invalid subject token")
+var ErrInvalidToken = wire.ErrInvalidToken
 
 // Subjects builds the subjects of SPEC §6 under a prefix. The zero value
 // uses DefaultPrefix.
@@ -55,20 +55,7 @@ func (s Subjects) Prefix() string {
 
 // ValidToken reports whether name can be one subject token; kind names what
 // the token is ("site", "peer", …) in the error.
-func ValidToken(kind, name string) error {
-	if name == "" {
-		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidToken)
-	}
-	for _, r := range name {
-		switch {
-		case r == '.' || r == '*' || r == '>':
-			return fmt.Errorf("%s name %q contains %q: %w", kind, name, r, ErrInvalidToken)
-		case unicode.IsSpace(r) || unicode.IsControl(r):
-			return fmt.Errorf("%s name %q contains whitespace or a control character: %w", kind, name, ErrInvalidToken)
-		}
-	}
-	return nil
-}
+func ValidToken(kind, name string) error { return wire.ValidToken(kind, name) }
 
 func (s Subjects) join(toks ...string) string {
 	return s.Prefix() + "." + strings.Join(toks, ".")

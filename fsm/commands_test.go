@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 // threePeers is a single-site RF=3/SF=2 cluster with peers p1..p4 Up.
@@ -77,7 +75,7 @@ func TestUnknownCommandPanics(t *testing.T) {
 					t.Fatal("Apply did not panic")
 				}
 			}()
-			f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+			f.Apply(1, data)
 		})
 	}
 }

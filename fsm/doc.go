@@ -6,8 +6,9 @@
 // (/v1/status, /v1/generation, /v1/peers, /v1/buckets), replication-target
 // choice, and the fixup planner, whose decisions are plain commands.
 //
-// The package imports hashicorp/raft for the raft.FSM types only and nothing
-// of quarry's. Apply never reads the clock, draws random numbers, does I/O or
+// The package imports nothing of quarry's and no Raft or transport package
+// (the manager adapts FSM to raft.FSM), so the protocol types in api that
+// embed its views pull in no NATS or HTTP. Apply never reads the clock, draws random numbers, does I/O or
 // iterates a map without sorting its keys: the same log gives byte-identical
 // state on every manager (see DESIGN.md).
 package fsm

@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/hashicorp/raft"
 )
 
-// FSM is the raft.FSM adapter over State: Apply decodes and dispatches under
-// a write lock; reads run under a read lock through Read.
+// FSM is the locked holder of State that a Raft FSM adapter drives (the
+// manager's, which implements raft.FSM over it: this package imports no
+// Raft, so api and the other packages that read its types pull in no
+// transport): Apply decodes and dispatches under a write lock; reads run
+// under a read lock through Read.
 type FSM struct {
 	mu    sync.RWMutex
 	state *State
 }
-
-var _ raft.FSM = (*FSM)(nil)
 
 // New returns an FSM holding the empty state with DefaultConfig.
 func New() *FSM { return &FSM{state: newState()} }
@@ -30,28 +29,25 @@ func (f *FSM) Read(fn func(s *State)) {
 	fn(f.state)
 }
 
-// Apply applies one committed log entry. Raft hands only LogCommand entries
-// to an FSM. The response is a Result, or the business error (ErrUnknownPeer,
+// Apply applies one committed command entry (a Raft LogCommand) at its log
+// index. The response is a Result, or the business error (ErrUnknownPeer,
 // ErrBadConfig wrapping the reason, …) when the command changed nothing. An
 // entry that cannot be decoded panics: the log is corrupt or versions are
 // skewed, and diverging silently is worse.
-func (f *FSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
+func (f *FSM) Apply(index uint64, data []byte) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.state.apply(l.Index, l.Data)
+	return f.state.apply(index, data)
 }
 
 // Snapshot takes a deep copy of the state under the read lock (Clone: maps
 // and slices copied, nothing encoded); Persist encodes the copy outside the
 // lock, so Apply waits only for the copy.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+func (f *FSM) Snapshot() (*Snapshot, error) {
 	f.mu.RLock()
 	c := f.state.Clone()
 	f.mu.RUnlock()
-	return &snapshot{state: c}, nil
+	return &Snapshot{state: c}, nil
 }
 
 // Restore reads a snapshot into fresh state and swaps it in.
@@ -98,20 +94,22 @@ func (f *FSM) Marshal() ([]byte, error) {
 	return c.Marshal()
 }
 
-// snapshot is a private deep copy of the state; Persist encodes it.
-type snapshot struct{ state *State }
+// Snapshot is a private deep copy of the state; Write encodes it. The
+// manager's raft.FSMSnapshot writes it to the Raft sink and closes or
+// cancels the sink.
+type Snapshot struct{ state *State }
 
-// Persist streams the copy to the sink: binary from cluster version 3 on,
-// the JSON of Marshal before (snapcodec.go).
-func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.state.writeSnapshot(sink); err != nil {
-		_ = sink.Cancel()
+// Write streams the copy to w: binary from cluster version 3 on, the JSON
+// of Marshal before (snapcodec.go).
+func (s *Snapshot) Write(w io.Writer) error {
+	if err := s.state.writeSnapshot(w); err != nil {
 		return fmt.Errorf("persist fsm snapshot: %w", err)
 	}
-	return sink.Close()
+	return nil
 }
 
-func (s *snapshot) Release() { s.state = nil }
+// Release drops the copy.
+func (s *Snapshot) Release() { s.state = nil }
 
 // snapshotMagic starts every snapshot, so a foreign file is refused.
 const snapshotMagic = "quarry-fsm\n"

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // The scale benchmarks of issue 9 item 6: a state of N buckets over 300
@@ -64,7 +62,7 @@ func (s *scaleFSM) apply(c Command) {
 		s.tb.Fatal(err)
 	}
 	s.idx++
-	if r := s.f.Apply(&raft.Log{Type: raft.LogCommand, Index: s.idx, Data: data}); r != nil {
+	if r := s.f.Apply(s.idx, data); r != nil {
 		if err, ok := r.(error); ok {
 			s.tb.Fatalf("apply %T: %v", c, err)
 		}
@@ -197,7 +195,7 @@ func BenchmarkScale(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.StartTimer()
-					r := f.Apply(&raft.Log{Type: raft.LogCommand, Index: s.idx + 1, Data: cmd})
+					r := f.Apply(s.idx+1, cmd)
 					b.StopTimer()
 					if err, ok := r.(error); ok {
 						b.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 // benchState builds a state of n warm buckets over 12 peers on two sites,
@@ -44,15 +42,11 @@ func benchState(b *testing.B, n int) *FSM {
 	return f
 }
 
-// discardSink is a raft.SnapshotSink writing nowhere.
+// discardSink is a snapshot sink writing nowhere.
 type discardSink struct{ n int }
 
 func (d *discardSink) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
-func (d *discardSink) Close() error                { return nil }
-func (d *discardSink) ID() string                  { return "bench" }
-func (d *discardSink) Cancel() error               { return nil }
 
-var _ raft.SnapshotSink = (*discardSink)(nil)
 var _ io.Writer = (*discardSink)(nil)
 
 // BenchmarkSnapshotPersist is what Raft does at a snapshot: Snapshot (under
@@ -67,7 +61,7 @@ func BenchmarkSnapshotPersist(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := snap.Persist(&discardSink{}); err != nil {
+		if err := snap.Write(&discardSink{}); err != nil {
 			b.Fatal(err)
 		}
 		snap.Release()

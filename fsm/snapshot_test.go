@@ -9,19 +9,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
-// memSink is a raft.SnapshotSink in memory.
-type memSink struct {
-	bytes.Buffer
-	cancelled, closed bool
-}
-
-func (m *memSink) ID() string    { return "mem" }
-func (m *memSink) Cancel() error { m.cancelled = true; return nil }
-func (m *memSink) Close() error  { m.closed = true; return nil }
+// memSink is a snapshot sink in memory.
+type memSink struct{ bytes.Buffer }
 
 func snapshotBytes(t testing.TB, f *FSM) []byte {
 	t.Helper()
@@ -30,8 +21,8 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 		t.Fatal(err)
 	}
 	var sink memSink
-	if err := snap.Persist(&sink); err != nil || !sink.closed {
-		t.Fatalf("persist: %v closed=%v", err, sink.closed)
+	if err := snap.Write(&sink); err != nil {
+		t.Fatalf("persist: %v", err)
 	}
 	snap.Release()
 	return sink.Bytes()
@@ -87,16 +78,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// failingSink fails writes, so Persist must Cancel.
+// failingSink fails writes.
 type failingSink struct{ memSink }
 
 func (f *failingSink) Write([]byte) (int, error) { return 0, io.ErrShortWrite }
 
-func TestSnapshotPersistCancelsOnError(t *testing.T) {
+// TestSnapshotWriteFails: a write error is returned (the manager's
+// raft.FSMSnapshot then cancels the Raft sink).
+func TestSnapshotWriteFails(t *testing.T) {
 	snap, _ := New().Snapshot()
 	var sink failingSink
-	if err := snap.Persist(&sink); err == nil || !sink.cancelled {
-		t.Fatalf("err %v cancelled %v", err, sink.cancelled)
+	if err := snap.Write(&sink); err == nil {
+		t.Fatal("a failing sink went unnoticed")
 	}
 }
 
@@ -137,7 +130,7 @@ func TestDeterminism(t *testing.T) {
 }
 
 func applyLog(f *FSM, idx uint64, data []byte) any {
-	return f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data})
+	return f.Apply(idx, data)
 }
 
 // logGen writes a random but plausible log: config first, then peers,

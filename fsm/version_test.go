@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 type fatalf interface{ Fatalf(string, ...any) }
@@ -125,7 +123,7 @@ func TestSnapshotIsTakenAtSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: b})
+		f.Apply(idx, b)
 	}
 	apply(1, &SetConfig{Config: singleSite(2, 1)})
 	apply(2, &RegisterPeer{ID: "p1", GUID: "g1", At: epoch})
@@ -137,7 +135,7 @@ func TestSnapshotIsTakenAtSnapshot(t *testing.T) {
 	apply(3, &RegisterPeer{ID: "p2", GUID: "g2", At: epoch})
 	apply(4, &SetMaintenance{Enabled: true})
 	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
+	if err := snap.Write(sink); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(sink.Bytes(), want) {
@@ -179,7 +177,7 @@ func TestOlderBuildPanicsOnNewCommand(t *testing.T) {
 		}
 		f := NewAt(v - 1)
 		mustPanic(t, "needs cluster version", func() {
-			f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b})
+			f.Apply(1, b)
 		})
 	}
 	if MinClusterVersion(CmdSetDetention) != 1 || MinClusterVersion(CmdMarkFixup) != 2 {

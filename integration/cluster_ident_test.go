@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/manager"
@@ -259,11 +260,11 @@ func TestClusterForgedSendersRefused(t *testing.T) {
 	}
 
 	// Manager operations in another peer's name.
-	forged := api.NewManagerClient(att, subj)
+	forged := mgrclient.NewManagerClient(att, subj)
 	forged.Sender = target
-	own := api.NewManagerClient(att, subj)
+	own := mgrclient.NewManagerClient(att, subj)
 	own.Sender = attacker
-	for name, mc := range map[string]*api.ManagerClient{"under the victim's subject": forged, "under its own subject": own} {
+	for name, mc := range map[string]*mgrclient.ManagerClient{"under the victim's subject": forged, "under its own subject": own} {
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := mc.Register(mctx, api.Register{RequestID: "forged-" + name, Peer: target, GUID: "0BAD", Site: siteOf(target)})
 		mcancel()
@@ -286,7 +287,7 @@ func TestClusterForgedSendersRefused(t *testing.T) {
 		t.Fatalf("register with a traversal inventory entry: %v, want bad_request", err)
 	}
 	// A search head cannot register as a peer.
-	sh := api.NewManagerClient(connect("sh1", NATSPassword("sh1"), "site1", nil), subj)
+	sh := mgrclient.NewManagerClient(connect("sh1", NATSPassword("sh1"), "site1", nil), subj)
 	sh.Sender = "sh1"
 	mctx, mcancel = context.WithTimeout(ctx, 10*time.Second)
 	_, err = sh.Register(mctx, api.Register{RequestID: "sh-reg", Peer: "sh1", GUID: "5EA4C4", Site: "site1"})

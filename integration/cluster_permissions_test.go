@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -45,7 +46,7 @@ func TestPeerCannotPublishFixupTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adminConn.Close()
-	svc, err := api.ServeFixups(adminConn, subj, "site1", "p2", bus.ServeOptions{}, func(ctx context.Context, tk api.FixupTask) (api.FixupAck, error) {
+	svc, err := mgrclient.ServeFixups(adminConn, subj, "site1", "p2", bus.ServeOptions{}, func(ctx context.Context, tk api.FixupTask) (api.FixupAck, error) {
 		return api.FixupAck{Accepted: true}, nil
 	})
 	if err != nil {

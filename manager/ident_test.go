@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -94,7 +95,7 @@ func TestNATSSenderIsThePeer(t *testing.T) {
 	before := stateHash(t, l)
 
 	// Under p2's subject: the server refuses p1's user.
-	forged := api.NewManagerClient(p1.nc, b.subj)
+	forged := mgrclient.NewManagerClient(p1.nc, b.subj)
 	forged.Sender = "p2"
 	if _, err := forged.Register(ctx, api.Register{RequestID: "forged-1", Peer: "p2", GUID: "guid-evil", Site: "site1"}); !errors.Is(err, bus.ErrPermissionDenied) {
 		t.Fatalf("p1 registering under p2's subject: %v, want permission denied", err)
@@ -169,7 +170,7 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = srv.ClientURL(), "mgr", "mgr-pw" })
 	l := g.leader()
 	before := stateHash(t, l)
-	sh := api.NewManagerClient(b.connect(t, "sh1", "sh1-pw"), subj)
+	sh := mgrclient.NewManagerClient(b.connect(t, "sh1", "sh1-pw"), subj)
 	sh.Sender = "sh1"
 	if _, err := sh.Register(ctx, api.Register{RequestID: "sh-reg", Peer: "sh1", GUID: "guid-sh1", Site: "site1"}); !errors.Is(err, bus.ErrPermissionDenied) {
 		t.Fatalf("search head registering as a peer: %v, want permission denied", err)

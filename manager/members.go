@@ -101,7 +101,10 @@ func (f *muxFSM) Apply(l *raft.Log) any {
 		defer f.onApply()
 	}
 	if !bytes.Equal(l.Extensions, memberExtension) {
-		return f.inner.Apply(l)
+		if l.Type != raft.LogCommand {
+			return nil
+		}
+		return f.inner.Apply(l.Index, l.Data)
 	}
 	var c memberCommand
 	if err := json.Unmarshal(l.Data, &c); err != nil {
@@ -247,11 +250,11 @@ func markSet(keys []string) map[string]bool {
 
 type muxSnapshot struct {
 	members []byte
-	inner   raft.FSMSnapshot
+	inner   *fsm.Snapshot
 }
 
-// Persist writes the member table, then lets the cluster FSM write its part
-// to the same sink (it cancels the sink itself on error).
+// Persist writes the member table, then the cluster FSM's part to the same
+// sink; it cancels the sink on any error and closes it on success.
 func (s *muxSnapshot) Persist(sink raft.SnapshotSink) error {
 	var head [len(snapshotMagic) + 4]byte
 	copy(head[:], snapshotMagic)
@@ -264,7 +267,11 @@ func (s *muxSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return fmt.Errorf("write snapshot member table: %w", err)
 	}
-	return s.inner.Persist(sink)
+	if err := s.inner.Write(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
 }
 
 // Release implements raft.FSMSnapshot.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -829,7 +830,7 @@ func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (
 		return view, err
 	}
 	if r.Invite != nil {
-		if err := api.SendGeneration(ctx, m.nc, *r.Invite, build); err != nil {
+		if err := mgrclient.SendGeneration(ctx, m.nc, *r.Invite, build); err != nil {
 			var re *bus.RemoteError
 			if errors.As(err, &re) {
 				return api.GenerationReply{}, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 )
 
 // BenchmarkNATSHeartbeat: one heartbeat round trip peer → leader over the
@@ -15,7 +16,7 @@ func BenchmarkNATSHeartbeat(b *testing.B) {
 	bb := startTestBusB(b, "p1")
 	newGroup(b, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = bb.srv.ClientURL(), "mgr", "mgr-pw" })
 	nc := bb.connectB(b, "p1", "p1-pw")
-	cli := api.NewManagerClient(nc, bb.subj)
+	cli := mgrclient.NewManagerClient(nc, bb.subj)
 	cli.Sender = "p1"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -35,11 +36,11 @@ func BenchmarkNATSHeartbeat(b *testing.B) {
 func BenchmarkNATSTargets(b *testing.B) {
 	bb := startTestBusB(b, "p1", "p2", "p3")
 	newGroup(b, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = bb.srv.ClientURL(), "mgr", "mgr-pw" })
-	var cli *api.ManagerClient
+	var cli *mgrclient.ManagerClient
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, p := range []string{"p3", "p2", "p1"} {
-		cli = api.NewManagerClient(bb.connectB(b, p, p+"-pw"), bb.subj)
+		cli = mgrclient.NewManagerClient(bb.connectB(b, p, p+"-pw"), bb.subj)
 		cli.Sender = p // each peer registers itself
 		if _, err := cli.Register(ctx, api.Register{Peer: p, GUID: "g" + p, Site: "site1"}); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -68,7 +69,7 @@ type fakePeer struct {
 	id   string
 	guid string
 	nc   *nats.Conn
-	cli  *api.ManagerClient
+	cli  *mgrclient.ManagerClient
 	b    *testBus
 
 	sealBlocks   int64
@@ -93,7 +94,7 @@ func newFakePeer(t *testing.T, b *testBus, id string) *fakePeer {
 func newIdlePeer(t *testing.T, b *testBus, id string) *fakePeer {
 	p := &fakePeer{t: t, id: id, guid: "guid-" + id, nc: b.connect(t, id, id+"-pw"), b: b,
 		delivered: map[uint64]int{}, kinds: map[uint64]fsm.TaskKind{}, tasks: map[uint64]api.FixupTask{}}
-	p.cli = api.NewManagerClient(p.nc, b.subj)
+	p.cli = mgrclient.NewManagerClient(p.nc, b.subj)
 	p.cli.Sender = id
 	return p
 }
@@ -101,7 +102,7 @@ func newIdlePeer(t *testing.T, b *testBus, id string) *fakePeer {
 // serve starts answering fixup tasks: accept each (again when repeated),
 // answering seals with sealBlocks/sealChecksum.
 func (p *fakePeer) serve() {
-	svc, err := api.ServeFixups(p.nc, p.b.subj, "site1", p.id, bus.ServeOptions{}, func(ctx context.Context, task api.FixupTask) (api.FixupAck, error) {
+	svc, err := mgrclient.ServeFixups(p.nc, p.b.subj, "site1", p.id, bus.ServeOptions{}, func(ctx context.Context, task api.FixupTask) (api.FixupAck, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if task.To != p.id {
@@ -215,7 +216,7 @@ func TestNATSService(t *testing.T) {
 
 	p1, p2, p3 := newFakePeer(t, b, "p1"), newFakePeer(t, b, "p2"), newFakePeer(t, b, "p3")
 	notices := &noticeLog{}
-	sub, err := api.SubscribeNotices(p2.nc, b.subj, notices.add)
+	sub, err := mgrclient.SubscribeNotices(p2.nc, b.subj, notices.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +702,7 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 	p1 := newFakePeer(t, b, "p1")
 	r := p1.register(ctx, nil)
 	notices := &noticeLog{}
-	sub, err := api.SubscribeNotices(p1.nc, b.subj, notices.add)
+	sub, err := mgrclient.SubscribeNotices(p1.nc, b.subj, notices.add)
 	if err != nil {
 		t.Fatal(err)
 	}

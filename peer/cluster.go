@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
@@ -192,7 +193,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		}
 	}
 	if ncp, ok := cl.cp.(*NATSControlPlane); ok {
-		cl.fixSvc, err = api.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
+		cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
 			func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(ncp, t), nil })
 		if err != nil {
 			cl.svc.Stop(context.Background())

@@ -11,19 +11,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
 // NATSControlPlane is the ControlPlane over the managers' NATS service
-// (quarry.mgr.<op>, api.ManagerClient). Fixup tasks arrive pushed on
+// (quarry.mgr.<op>, mgrclient.ManagerClient). Fixup tasks arrive pushed on
 // quarry.fixup.<site>.<peer>: each is acknowledged at once and queued for
 // the fixup runner, except a seal task, whose acknowledgement carries this
 // peer's length of the bucket. The HTTP control plane, when given, answers
 // what the NATS service has no operation for (the bucket list a restarted
 // origin needs).
 type NATSControlPlane struct {
-	mc   *api.ManagerClient
+	mc   *mgrclient.ManagerClient
 	peer string
 	HTTP *HTTPControlPlane
 	// guid is the GUID this peer registered with; heartbeats carry it and
@@ -36,7 +37,7 @@ type NATSControlPlane struct {
 
 // NewNATSControlPlane returns a control plane on nc.
 func NewNATSControlPlane(nc *nats.Conn, subj bus.Subjects, peer string) *NATSControlPlane {
-	mc := api.NewManagerClient(nc, subj)
+	mc := mgrclient.NewManagerClient(nc, subj)
 	mc.Sender = peer // quarry.mgr.<op>.<peer>: the only subjects its NATS user may publish
 	return &NATSControlPlane{mc: mc, peer: peer, tasks: map[uint64]FixupTask{}}
 }

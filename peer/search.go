@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/query"
@@ -49,7 +50,7 @@ type SearchStats struct {
 type searchService struct {
 	p    *Peer
 	nc   *nats.Conn
-	mc   *api.ManagerClient
+	mc   *mgrclient.ManagerClient
 	subs []*nats.Subscription
 	gens *genCache
 	sem  chan struct{}
@@ -477,7 +478,7 @@ func splitPartial(p *query.Partial) []*query.Partial {
 // and kept by (site, generation), with the table version they reflect.
 type genCache struct {
 	me string
-	mc *api.ManagerClient
+	mc *mgrclient.ManagerClient
 
 	mu      sync.Mutex
 	entries map[genKey]*genEntry
@@ -498,7 +499,7 @@ type genEntry struct {
 // genCacheSize is how many (site, generation) tables a peer keeps.
 const genCacheSize = 8
 
-func newGenCache(me string, mc *api.ManagerClient) *genCache {
+func newGenCache(me string, mc *mgrclient.ManagerClient) *genCache {
 	return &genCache{me: me, mc: mc, entries: map[genKey]*genEntry{}}
 }
 
@@ -583,8 +584,8 @@ func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
 
 // newManagerClient is a manager client that sends as peer id
 // (quarry.mgr.<op>.<id>).
-func newManagerClient(nc *nats.Conn, subj bus.Subjects, id string) *api.ManagerClient {
-	mc := api.NewManagerClient(nc, subj)
+func newManagerClient(nc *nats.Conn, subj bus.Subjects, id string) *mgrclient.ManagerClient {
+	mc := mgrclient.NewManagerClient(nc, subj)
 	mc.Sender = id
 	return mc
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
@@ -77,7 +78,7 @@ type Head struct {
 	nc      *nats.Conn
 	ownConn bool
 	subj    bus.Subjects
-	mc      *api.ManagerClient
+	mc      *mgrclient.ManagerClient
 	tables  *tables
 
 	adaptive *adaptive
@@ -158,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		}
 		h.ownConn = true
 	}
-	h.mc = api.NewManagerClient(h.nc, subj)
+	h.mc = mgrclient.NewManagerClient(h.nc, subj)
 	h.mc.Sender = cfg.ID // quarry.mgr.<op>.<head>: generation and config only
 	h.reg = prometheus.NewRegistry()
 	h.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

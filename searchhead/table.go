@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -25,7 +26,7 @@ const tablePoll = 5 * time.Second
 // site0's — from <prefix>.gen notices and deltas since its version; never
 // fetched per search. Searches read it under the read lock.
 type tables struct {
-	mc    *api.ManagerClient
+	mc    *mgrclient.ManagerClient
 	log   *slog.Logger
 	sites []string // table sites kept: the head's site first, then site0
 
@@ -48,7 +49,7 @@ type tables struct {
 	onNotice func(api.Notice)
 }
 
-func newTables(mc *api.ManagerClient, site string, log *slog.Logger) *tables {
+func newTables(mc *mgrclient.ManagerClient, site string, log *slog.Logger) *tables {
 	t := &tables{mc: mc, log: log, sites: []string{site}, versions: map[string]uint64{},
 		peers: map[string]fsm.GenerationPeer{}, primaries: map[string]map[string]string{}, buckets: map[string]fsm.BucketInfo{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}

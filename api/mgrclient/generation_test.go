@@ -1,8 +1,9 @@
-package api
+package mgrclient
 
 import (
 	"context"
 	"fmt"
+	"github.com/quarry-dev/quarry/api"
 	"testing"
 	"time"
 
@@ -25,14 +26,14 @@ func testFetch(t *testing.T, n int) {
 	nc := startBus(t)
 	s, _ := bus.NewSubjects("")
 	view := fakeView(n)
-	svc, err := bus.Serve(nc, mustOp(t, s, OpGeneration), bus.ServeOptions{}, func(ctx context.Context, r GenerationRequest) (GenerationReply, error) {
+	svc, err := bus.Serve(nc, mustOp(t, s, api.OpGeneration), bus.ServeOptions{}, func(ctx context.Context, r api.GenerationRequest) (api.GenerationReply, error) {
 		if r.Invite == nil {
-			return GenerationReply{V: WireVersion, View: view}, nil
+			return api.GenerationReply{V: api.WireVersion, View: view}, nil
 		}
 		if err := SendGeneration(ctx, nc, *r.Invite, func() (fsm.GenerationView, error) { return view, nil }); err != nil {
-			return GenerationReply{}, err
+			return api.GenerationReply{}, err
 		}
-		return GenerationReply{V: WireVersion, Streamed: true}, nil
+		return api.GenerationReply{V: api.WireVersion, Streamed: true}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build !race
 
-package api
+package mgrclient
 
 import "testing"
 

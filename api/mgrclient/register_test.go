@@ -1,8 +1,9 @@
-package api
+package mgrclient
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/quarry-dev/quarry/api"
 	"strings"
 	"testing"
 )
@@ -11,21 +12,21 @@ import (
 // limit (with the part fields at their widest), the parts in order are the
 // whole inventory, and an entry that alone exceeds the limit is refused.
 func TestSplitInventory(t *testing.T) {
-	inv := make([]Copy, 5000)
+	inv := make([]api.Copy, 5000)
 	for i := range inv {
-		inv[i] = Copy{Bucket: fmt.Sprintf("main~%d~guid-p1", i), Index: "main", State: CopyWarm, Events: int64(i), Blocks: 3,
+		inv[i] = api.Copy{Bucket: fmt.Sprintf("main~%d~guid-p1", i), Index: "main", State: api.CopyWarm, Events: int64(i), Blocks: 3,
 			ContentHash: strings.Repeat("h", i%97)}
 	}
-	r := Register{RequestID: "reg-p1", Peer: "p1", GUID: "guid-p1", Site: "site1", Attrs: map[string]string{"rack": "r1"}, Inventory: inv}
+	r := api.Register{RequestID: "reg-p1", Peer: "p1", GUID: "guid-p1", Site: "site1", Attrs: map[string]string{"rack": "r1"}, Inventory: inv}
 	for _, limit := range []int{8 << 10, 64 << 10, 1 << 20} {
 		parts, err := splitInventory(r, limit)
 		if err != nil {
 			t.Fatalf("limit %d: %v", limit, err)
 		}
-		var joined []Copy
+		var joined []api.Copy
 		for i, p := range parts {
 			msg := r
-			msg.V, msg.Upload, msg.Part, msg.Parts, msg.Inventory = WireVersionParts, "u17649152001234567891", i+1, len(parts), p
+			msg.V, msg.Upload, msg.Part, msg.Parts, msg.Inventory = api.WireVersionParts, "u17649152001234567891", i+1, len(parts), p
 			b, _ := json.Marshal(msg)
 			if len(b) > limit {
 				t.Fatalf("limit %d: part %d of %d encodes in %d bytes", limit, i+1, len(parts), len(b))
@@ -45,7 +46,7 @@ func TestSplitInventory(t *testing.T) {
 		}
 	}
 	huge := r
-	huge.Inventory = []Copy{{Bucket: "main~1~guid-p1", ContentHash: strings.Repeat("x", 10<<10)}, inv[0]}
+	huge.Inventory = []api.Copy{{Bucket: "main~1~guid-p1", ContentHash: strings.Repeat("x", 10<<10)}, inv[0]}
 	if _, err := splitInventory(huge, 8<<10); err == nil {
 		t.Fatal("an entry over the limit was split, want an error")
 	}

@@ -1,4 +1,10 @@
-package api
+// Package mgrclient is the one client of the manager protocol (SPEC §6):
+// peers and search heads send the api messages over NATS with it
+// (quarry.mgr.<op>.<sender>, retried while no leader answers), fetch the
+// generation table over a bus stream, take notices on quarry.gen and serve
+// their fixup subject. The messages and their rules live in api, which
+// imports no transport; this package is the transport.
+package mgrclient
 
 import (
 	"context"
@@ -10,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -44,7 +51,7 @@ func NewManagerClient(nc *nats.Conn, s bus.Subjects) *ManagerClient {
 
 // Retryable reports whether err means "no leader serves this right now".
 func Retryable(err error) bool {
-	return errors.Is(err, bus.ErrNoResponders) || bus.IsRemote(err, CodeNotLeader)
+	return errors.Is(err, bus.ErrNoResponders) || bus.IsRemote(err, api.CodeNotLeader)
 }
 
 // call sends one manager operation, retrying per the type's doc.
@@ -93,28 +100,28 @@ func retry[T any](ctx context.Context, attempt func() (T, error)) (T, error) {
 // inventory whose message would not fit the bus's max payload is sent in
 // parts (Register.Parts); an upload a leader change broke
 // (CodeUploadIncomplete) is sent again whole, up to three times.
-func (c *ManagerClient) Register(ctx context.Context, r Register) (RegisterReply, error) {
-	r.V = WireVersion
+func (c *ManagerClient) Register(ctx context.Context, r api.Register) (api.RegisterReply, error) {
+	r.V = api.WireVersion
 	r.Upload, r.Part, r.Parts = "", 0, 0
 	limit := registerBudget(c.nc)
 	whole, err := json.Marshal(r)
 	if err != nil {
-		return RegisterReply{}, fmt.Errorf("register: encode: %w", err)
+		return api.RegisterReply{}, fmt.Errorf("register: encode: %w", err)
 	}
 	if len(whole) <= limit || len(r.Inventory) < 2 {
-		return call[Register, RegisterReply](ctx, c, OpRegister, r)
+		return call[api.Register, api.RegisterReply](ctx, c, api.OpRegister, r)
 	}
 	parts, err := splitInventory(r, limit)
 	if err != nil {
-		return RegisterReply{}, err
+		return api.RegisterReply{}, err
 	}
 	for attempt := 1; ; attempt++ {
 		upload := fmt.Sprintf("u%d%d", time.Now().UnixNano(), attempt)
-		var reply RegisterReply
+		var reply api.RegisterReply
 		for i, inv := range parts {
 			part := r
-			part.V, part.Upload, part.Part, part.Parts, part.Inventory = WireVersionParts, upload, i+1, len(parts), inv
-			reply, err = call[Register, RegisterReply](ctx, c, OpRegister, part)
+			part.V, part.Upload, part.Part, part.Parts, part.Inventory = api.WireVersionParts, upload, i+1, len(parts), inv
+			reply, err = call[api.Register, api.RegisterReply](ctx, c, api.OpRegister, part)
 			if err != nil {
 				break
 			}
@@ -122,7 +129,7 @@ func (c *ManagerClient) Register(ctx context.Context, r Register) (RegisterReply
 		if err == nil && reply.Pending {
 			err = fmt.Errorf("register: the manager holds the last of %d parts but answered pending", len(parts))
 		}
-		if err == nil || !bus.IsRemote(err, CodeUploadIncomplete) || attempt == 3 || ctx.Err() != nil {
+		if err == nil || !bus.IsRemote(err, api.CodeUploadIncomplete) || attempt == 3 || ctx.Err() != nil {
 			return reply, err
 		}
 	}
@@ -143,14 +150,14 @@ func registerBudget(nc *nats.Conn) int {
 // splitInventory cuts r's inventory into consecutive slices whose parts
 // each encode within limit bytes (entries are measured one by one, plus
 // the message's other fields).
-func splitInventory(r Register, limit int) ([][]Copy, error) {
+func splitInventory(r api.Register, limit int) ([][]api.Copy, error) {
 	head := r
-	head.Inventory, head.V, head.Upload, head.Part, head.Parts = nil, WireVersionParts, "u00000000000000000000000", MaxRegisterParts, MaxRegisterParts
+	head.Inventory, head.V, head.Upload, head.Part, head.Parts = nil, api.WireVersionParts, "u00000000000000000000000", api.MaxRegisterParts, api.MaxRegisterParts
 	hb, err := json.Marshal(head)
 	if err != nil {
 		return nil, fmt.Errorf("register: encode: %w", err)
 	}
-	var parts [][]Copy
+	var parts [][]api.Copy
 	start, size := 0, len(hb)
 	for i, cp := range r.Inventory {
 		b, err := json.Marshal(cp)
@@ -167,34 +174,34 @@ func splitInventory(r Register, limit int) ([][]Copy, error) {
 		size += len(b) + 1
 	}
 	parts = append(parts, r.Inventory[start:])
-	if len(parts) > MaxRegisterParts {
-		return nil, fmt.Errorf("register: an inventory of %d copies needs %d parts, over %d", len(r.Inventory), len(parts), MaxRegisterParts)
+	if len(parts) > api.MaxRegisterParts {
+		return nil, fmt.Errorf("register: an inventory of %d copies needs %d parts, over %d", len(r.Inventory), len(parts), api.MaxRegisterParts)
 	}
 	return parts, nil
 }
 
 // Heartbeat sends one heartbeat.
-func (c *ManagerClient) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatReply, error) {
-	h.V = WireVersion
-	return call[Heartbeat, HeartbeatReply](ctx, c, OpHeartbeat, h)
+func (c *ManagerClient) Heartbeat(ctx context.Context, h api.Heartbeat) (api.HeartbeatReply, error) {
+	h.V = api.WireVersion
+	return call[api.Heartbeat, api.HeartbeatReply](ctx, c, api.OpHeartbeat, h)
 }
 
 // Targets asks for the replication targets of a new hot bucket.
-func (c *ManagerClient) Targets(ctx context.Context, r TargetsRequest) (TargetsReply, error) {
-	r.V = WireVersion
-	return call[TargetsRequest, TargetsReply](ctx, c, OpTargets, r)
+func (c *ManagerClient) Targets(ctx context.Context, r api.TargetsRequest) (api.TargetsReply, error) {
+	r.V = api.WireVersion
+	return call[api.TargetsRequest, api.TargetsReply](ctx, c, api.OpTargets, r)
 }
 
 // BucketEvent reports a bucket event.
-func (c *ManagerClient) BucketEvent(ctx context.Context, e BucketEvent) (BucketEventReply, error) {
-	e.V = WireVersion
-	return call[BucketEvent, BucketEventReply](ctx, c, OpBucket, e)
+func (c *ManagerClient) BucketEvent(ctx context.Context, e api.BucketEvent) (api.BucketEventReply, error) {
+	e.V = api.WireVersion
+	return call[api.BucketEvent, api.BucketEventReply](ctx, c, api.OpBucket, e)
 }
 
 // Generation fetches a site's primary table (or its changes after since)
 // in one message. Small tables only: FetchGeneration is what roles use.
-func (c *ManagerClient) Generation(ctx context.Context, site string, since uint64) (GenerationReply, error) {
-	return call[GenerationRequest, GenerationReply](ctx, c, OpGeneration, GenerationRequest{V: WireVersion, Site: site, Since: since})
+func (c *ManagerClient) Generation(ctx context.Context, site string, since uint64) (api.GenerationReply, error) {
+	return call[api.GenerationRequest, api.GenerationReply](ctx, c, api.OpGeneration, api.GenerationRequest{V: api.WireVersion, Site: site, Since: since})
 }
 
 // generationFetchTimeout bounds one streamed table transfer (a million
@@ -206,7 +213,7 @@ const generationFetchTimeout = 60 * time.Second
 // that generation — over a bus stream, so its size is not bound by the
 // bus's max payload. Retries like every call while no leader answers.
 func (c *ManagerClient) FetchGeneration(ctx context.Context, site string, since, generation uint64) (fsm.GenerationView, error) {
-	subj, err := c.s.MgrOp(OpGeneration, c.Sender)
+	subj, err := c.s.MgrOp(api.OpGeneration, c.Sender)
 	if err != nil {
 		return fsm.GenerationView{}, err
 	}
@@ -252,8 +259,8 @@ func (c *ManagerClient) fetchGenerationOnce(ctx context.Context, subj, site stri
 		ch <- got{b, err}
 	}()
 	actx, acancel := context.WithTimeout(ctx, max(c.AttemptTimeout, ft))
-	reply, err := bus.Request[GenerationRequest, GenerationReply](actx, c.nc, subj,
-		GenerationRequest{V: WireVersion, Site: site, Since: since, Generation: generation, Invite: &inv})
+	reply, err := bus.Request[api.GenerationRequest, api.GenerationReply](actx, c.nc, subj,
+		api.GenerationRequest{V: api.WireVersion, Site: site, Since: since, Generation: generation, Invite: &inv})
 	acancel()
 	if err != nil && !errors.Is(err, bus.ErrTimeout) {
 		rcancel()
@@ -309,28 +316,28 @@ func SendGeneration(ctx context.Context, nc *nats.Conn, inv bus.Invite, build fu
 }
 
 // Config fetches the peer config.
-func (c *ManagerClient) Config(ctx context.Context, peer string) (PeerConfig, error) {
-	return call[ConfigRequest, PeerConfig](ctx, c, OpConfig, ConfigRequest{V: WireVersion, Peer: peer})
+func (c *ManagerClient) Config(ctx context.Context, peer string) (api.PeerConfig, error) {
+	return call[api.ConfigRequest, api.PeerConfig](ctx, c, api.OpConfig, api.ConfigRequest{V: api.WireVersion, Peer: peer})
 }
 
 // Confirm asks the leader to confirm a destructive task.
-func (c *ManagerClient) Confirm(ctx context.Context, id uint64, peer string) (ConfirmReply, error) {
-	return call[ConfirmRequest, ConfirmReply](ctx, c, OpConfirm, ConfirmRequest{V: WireVersion, ID: id, Peer: peer})
+func (c *ManagerClient) Confirm(ctx context.Context, id uint64, peer string) (api.ConfirmReply, error) {
+	return call[api.ConfirmRequest, api.ConfirmReply](ctx, c, api.OpConfirm, api.ConfirmRequest{V: api.WireVersion, ID: id, Peer: peer})
 }
 
 // FixupResult reports the outcome of an accepted task.
-func (c *ManagerClient) FixupResult(ctx context.Context, r FixupResult) (FixupResultReply, error) {
-	r.V = WireVersion
-	return call[FixupResult, FixupResultReply](ctx, c, OpFixupResult, r)
+func (c *ManagerClient) FixupResult(ctx context.Context, r api.FixupResult) (api.FixupResultReply, error) {
+	r.V = api.WireVersion
+	return call[api.FixupResult, api.FixupResultReply](ctx, c, api.OpFixupResult, r)
 }
 
 // SubscribeNotices calls fn for every Notice on <prefix>.gen (in order, on
 // one goroutine of nats.go). Undecodable notices are skipped. Unsubscribe
 // the returned subscription to stop.
-func SubscribeNotices(nc *nats.Conn, s bus.Subjects, fn func(Notice)) (*nats.Subscription, error) {
+func SubscribeNotices(nc *nats.Conn, s bus.Subjects, fn func(api.Notice)) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(s.Gen(), func(m *nats.Msg) {
-		var n Notice
-		if err := bus.Decode(m, &n); err != nil || n.V > WireVersion {
+		var n api.Notice
+		if err := bus.Decode(m, &n); err != nil || n.V > api.WireVersion {
 			return
 		}
 		fn(n)
@@ -347,17 +354,17 @@ func SubscribeNotices(nc *nats.Conn, s bus.Subjects, fn func(Notice)) (*nats.Sub
 
 // ServeFixups serves a peer's fixup subject <prefix>.fixup.<site>.<peer>
 // with h (which must answer quickly: accept, then work, then FixupResult).
-func ServeFixups(nc *nats.Conn, s bus.Subjects, site, peer string, o bus.ServeOptions, h bus.Handler[FixupTask, FixupAck]) (*bus.Service, error) {
+func ServeFixups(nc *nats.Conn, s bus.Subjects, site, peer string, o bus.ServeOptions, h bus.Handler[api.FixupTask, api.FixupAck]) (*bus.Service, error) {
 	subj, err := s.Fixup(site, peer)
 	if err != nil {
 		return nil, err
 	}
-	return bus.Serve(nc, subj, o, func(ctx context.Context, t FixupTask) (FixupAck, error) {
-		if err := CheckVersion("fixup task", t.V); err != nil {
-			return FixupAck{}, err
+	return bus.Serve(nc, subj, o, func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) {
+		if err := api.CheckVersion("fixup task", t.V); err != nil {
+			return api.FixupAck{}, err
 		}
 		a, err := h(ctx, t)
-		a.V = WireVersion
+		a.V = api.WireVersion
 		return a, err
 	})
 }

@@ -25,10 +25,11 @@ const (
 	OpConfig      = "config"
 	OpConfirm     = "confirm"
 	OpFixupResult = "fixup-result"
+	OpBuckets     = "buckets"
 )
 
 // Ops lists every manager operation, in the order the manager subscribes.
-var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult}
+var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets}
 
 // Remote error codes of the manager protocol (wire.RemoteError.Code).
 const (
@@ -177,7 +178,9 @@ type PeerConfig struct {
 	HeartbeatPeriod time.Duration `json:"heartbeat_period"`
 	// Maintenance: the origin does not roll on a target failure; it keeps
 	// the target and resends the blocks it missed (SPEC §4).
-	Maintenance       bool   `json:"maintenance"`
+	Maintenance bool `json:"maintenance"`
+	// ReplicationFactor is the copies a bucket gets: RF, or the site
+	// policy's total in multisite mode (the ack rule takes min(2, it)).
 	ReplicationFactor int    `json:"replication_factor"`
 	Multisite         bool   `json:"multisite"`
 	Generation        uint64 `json:"generation"`
@@ -370,6 +373,10 @@ type GenerationRequest struct {
 	Since      uint64       `json:"since,omitempty"`
 	Generation uint64       `json:"generation,omitempty"`
 	Invite     *wire.Invite `json:"invite,omitempty"`
+	// PeersOnly asks for the view's generation, version and peer list
+	// without primaries or buckets (a peer's heartbeat refresh; a manager
+	// of an older build ignores it and answers the whole view).
+	PeersOnly bool `json:"peers_only,omitempty"`
 }
 
 // GenerationReply wraps fsm.GenerationView (the JSON of GET /v1/generation).
@@ -548,4 +555,42 @@ func (r Register) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxBucketsPerRequest bounds the ids of one BucketsRequest, so a reply
+// stays far below the bus's max payload whatever a peer holds
+// (mgrclient.Buckets sends a longer list in such chunks).
+const MaxBucketsPerRequest = 256
+
+// BucketsRequest is <prefix>.mgr.buckets.<peer>: the managers' records of
+// the named buckets, asked by a peer about its own (a restarted origin
+// learns which replicas its restart rolled, and where they are).
+type BucketsRequest struct {
+	V       int      `json:"v"`
+	Peer    string   `json:"peer"`
+	Buckets []string `json:"buckets"`
+}
+
+// Validate checks the peer id, the number of ids and every id.
+func (r BucketsRequest) Validate() error {
+	if r.Peer == "" {
+		return fmt.Errorf("buckets: peer is required")
+	}
+	if len(r.Buckets) > MaxBucketsPerRequest {
+		return fmt.Errorf("buckets: %d ids, at most %d a request", len(r.Buckets), MaxBucketsPerRequest)
+	}
+	for _, id := range r.Buckets {
+		if err := ValidBucketID(id); err != nil {
+			return fmt.Errorf("buckets: %w", err)
+		}
+	}
+	return nil
+}
+
+// BucketsReply answers BucketsRequest with the views of the buckets the
+// managers know with a copy on the asking peer, in the order asked;
+// others are left out.
+type BucketsReply struct {
+	V       int              `json:"v"`
+	Buckets []fsm.BucketView `json:"buckets"`
 }

@@ -343,6 +343,13 @@ func (s *State) Generation(site string, since uint64) (GenerationView, error) {
 	return v, nil
 }
 
+// GenerationPeers is the head of a generation view without its primaries
+// and buckets: generation, table version, site and the peer list.
+func (s *State) GenerationPeers(site string) GenerationView {
+	return GenerationView{Generation: s.d.Generation, Version: s.d.TableVersion, Site: site,
+		Peers: s.generationPeers(), Primaries: map[string]string{}, Buckets: map[string]BucketInfo{}}
+}
+
 // PrimariesAt reconstructs a site's primary table as it was in an earlier
 // generation, by undoing the kept deltas. ErrGenerationTooOld when the
 // history no longer reaches it.
@@ -398,20 +405,38 @@ func (s *State) BucketList(index, peer string) []BucketView {
 		if _, ok := b.Copies[peer]; peer != "" && !ok {
 			continue
 		}
-		bv := BucketView{ID: id, Index: b.Index, Origin: b.Origin, Hot: b.Hot, Sealed: b.Sealed,
-			Earliest: b.Earliest, Latest: b.Latest, Size: b.Size, Events: b.Events,
-			Copies: []CopyView{}, Primary: map[string]string{}}
-		for _, p := range sortedKeys(b.Copies) {
-			c := b.Copies[p]
-			bv.Copies = append(bv.Copies, CopyView{Peer: p, Site: s.siteOf(p), Searchable: c.Searchable, Corrupt: c.Corrupt,
-				Short: !usable(b, c) && c.Searchable && !c.Corrupt})
-		}
-		for _, t := range sortedKeys(b.Primary) {
-			bv.Primary[t] = b.Primary[t]
-		}
-		out = append(out, bv)
+		out = append(out, s.bucketView(id, b))
 	}
 	return out
+}
+
+// BucketViews returns the views of the buckets named in ids that the state
+// knows, in the order asked (unknown ids are left out): a point read per
+// id, for a peer that asks about its own buckets (mgr.buckets) without
+// listing the whole cluster.
+func (s *State) BucketViews(ids []string) []BucketView {
+	out := []BucketView{}
+	for _, id := range ids {
+		if b, ok := s.d.Buckets[id]; ok {
+			out = append(out, s.bucketView(id, b))
+		}
+	}
+	return out
+}
+
+func (s *State) bucketView(id string, b *Bucket) BucketView {
+	bv := BucketView{ID: id, Index: b.Index, Origin: b.Origin, Hot: b.Hot, Sealed: b.Sealed,
+		Earliest: b.Earliest, Latest: b.Latest, Size: b.Size, Events: b.Events,
+		Copies: []CopyView{}, Primary: map[string]string{}}
+	for _, p := range sortedKeys(b.Copies) {
+		c := b.Copies[p]
+		bv.Copies = append(bv.Copies, CopyView{Peer: p, Site: s.siteOf(p), Searchable: c.Searchable, Corrupt: c.Corrupt,
+			Short: !usable(b, c) && c.Searchable && !c.Corrupt})
+	}
+	for _, t := range sortedKeys(b.Primary) {
+		bv.Primary[t] = b.Primary[t]
+	}
+	return bv
 }
 
 // SealedLength is a sealed bucket's length: its blocks and last block's

@@ -409,7 +409,6 @@ func (c *Cluster) StartPeer(id string) *peer.Peer {
 	c.mu.Lock()
 	cfg := c.peerCfgs[id]
 	c.mu.Unlock()
-	cfg.Managers = c.ManagerURLs()
 	p, err := peer.Start(cfg)
 	if err != nil {
 		c.T.Fatalf("start peer %s: %v", id, err)

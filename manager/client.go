@@ -248,19 +248,3 @@ func (c *Client) Rebalance(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/rebalance", nil, nil)
 }
 
-// Register is POST /v1/peers/{id}/register.
-func (c *Client) Register(ctx context.Context, id string, req RegisterRequest) error {
-	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/register", req, nil)
-}
-
-// Heartbeat is POST /v1/peers/{id}/heartbeat.
-func (c *Client) Heartbeat(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/heartbeat", nil, nil)
-}
-
-// StartBucket is POST /v1/buckets: targets for a new hot bucket, committed.
-func (c *Client) StartBucket(ctx context.Context, req StartBucketRequest) (StartBucketResponse, error) {
-	var out StartBucketResponse
-	err := c.do(ctx, http.MethodPost, "/v1/buckets", req, &out)
-	return out, err
-}

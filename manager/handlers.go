@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -148,12 +146,7 @@ func (m *Manager) handleRebalance(w http.ResponseWriter, r *http.Request) {
 // FixupView is one fixup task record in GET /v1/fixups and /v1/fixups/{id}.
 type FixupView struct {
 	fsm.Task
-	// Confirmed is set only on ?confirm=true answers: the answering manager
-	// verified with a quorum that it is the leader, and the task is open in
-	// its committed state, so a destructive task may run.
-	Confirmed bool   `json:"confirmed,omitempty"`
-	Leader    string `json:"leader,omitempty"`
-	Applied   uint64 `json:"applied_index"`
+	Applied uint64 `json:"applied_index"`
 }
 
 // handleFixups is GET /v1/fixups: the open fixup task records.
@@ -170,44 +163,27 @@ func (m *Manager) handleFixups(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"fixups": out})
 }
 
-// handleFixup is GET /v1/fixups/{id}[?confirm=true]. Without confirm any
-// manager answers from its own state. With confirm=true the answer comes
-// only from the leader, after it verified its leadership with a quorum
-// (raft VerifyLeader): a peer confirms a destructive task (remove, truncate,
-// freeze) this way before acting, so a deposed leader cannot destroy data.
-// A follower redirects a confirm (307) to the leader.
+// handleFixup is GET /v1/fixups/{id}: one open task record from this
+// manager's committed state (operators, the cluster page). A peer confirms
+// a task over NATS (mgr.confirm, answered by a leader that verified its
+// leadership with a quorum), not here: the HTTP form of the confirmation
+// (?confirm=true) went with the HTTP control plane, and is refused (400)
+// so a script that used it learns so instead of getting an unconfirmed
+// record.
 func (m *Manager) handleFixup(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("fixup id %q: want the task's Raft index", r.PathValue("id"))})
 		return
 	}
-	confirm := r.URL.Query().Get("confirm") == "true"
-	if confirm {
-		if !m.IsLeader() {
-			m.redirectToLeader(w, r)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		err := m.verifyLeader(ctx)
-		cancel()
-		if err != nil {
-			if errors.Is(err, ErrNotLeader) {
-				m.redirectToLeader(w, r)
-				return
-			}
-			writeError(w, toAPIError(err))
-			return
-		}
+	if r.URL.Query().Has("confirm") {
+		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: "?confirm is not served over HTTP: peers confirm tasks over NATS (quarry.mgr.confirm.<peer>)"})
+		return
 	}
 	view, ok := m.Fixup(id)
 	if !ok {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "unknown_task", Message: fmt.Sprintf("fixup task %d: not open (done, failed or never created)", id)})
 		return
-	}
-	if confirm {
-		view.Confirmed = true
-		view.Leader = m.cfg.ID
 	}
 	writeJSON(w, http.StatusOK, view)
 }
@@ -320,68 +296,6 @@ func (m *Manager) handleJoin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m.Managers())
 }
 
-// RegisterRequest is the body of POST /v1/peers/{id}/register, the HTTP
-// form of a peer's registration until the NATS transport carries it.
-type RegisterRequest struct {
-	GUID      string            `json:"guid"`
-	Site      string            `json:"site"`
-	Host      string            `json:"host,omitempty"`
-	Attrs     map[string]string `json:"attrs,omitempty"`
-	Inventory []fsm.CopyInfo    `json:"inventory,omitempty"`
-}
-
-// handleRegister is POST /v1/peers/{id}/register: commits RegisterPeer and
-// counts as the peer's first heartbeat.
-func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var req RegisterRequest
-	if err := decodeBody(r, &req, false); err != nil {
-		writeError(w, toAPIError(err))
-		return
-	}
-	now := m.cfg.Now().UTC()
-	res, ok := m.applyHTTP(w, r, &fsm.RegisterPeer{
-		ReqID: requestID(r), ID: id, GUID: req.GUID, Site: req.Site, Host: req.Host,
-		Attrs: req.Attrs, Inventory: req.Inventory, At: now,
-	})
-	if !ok {
-		return
-	}
-	m.Heartbeat(id, now)
-	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "result": res})
-}
-
-// handleHeartbeat is POST /v1/peers/{id}/heartbeat: records the heartbeat
-// in the leader's memory (no Raft entry). A peer the FSM does not know, or
-// knows as Down or Removed, is told to register (409 register_first):
-// a heartbeat never brings a peer back, registration with its inventory does.
-func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var (
-		p     fsm.Peer
-		known bool
-	)
-	m.state.Read(func(s *fsm.State) { p, known = s.Peer(id) })
-	if !known || p.State == fsm.StateDown || p.State == fsm.StateRemoved {
-		state := "unknown"
-		if known {
-			state = string(p.State)
-		}
-		writeError(w, &APIError{Status: http.StatusConflict, Code: "register_first", Message: fmt.Sprintf("peer %q is %s: register with POST /v1/peers/%s/register", id, state, id)})
-		return
-	}
-	// The body, when there is one, is the NATS heartbeat's (api.Heartbeat):
-	// one message on both transports.
-	var h api.Heartbeat
-	if err := decodeBody(r, &h, true); err != nil {
-		writeError(w, toAPIError(err))
-		return
-	}
-	m.Heartbeat(id, m.cfg.Now())
-	m.recordPeerStats(id, h.Stats, time.Now())
-	writeJSON(w, http.StatusOK, map[string]any{"peer": id, "state": p.State})
-}
-
 // handleGetConfig is GET /v1/config: the committed cluster config.
 func (m *Manager) handleGetConfig(w http.ResponseWriter, r *http.Request) {
 	var cfg fsm.Config
@@ -454,51 +368,3 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"config": cfg.Redacted(), "result": res})
 }
 
-// StartBucketRequest is the body of POST /v1/buckets: an origin peer starting
-// a hot bucket asks for its replication targets (SPEC §3 rule 4), the HTTP
-// form of that call until the NATS transport carries it.
-type StartBucketRequest struct {
-	Index    string `json:"index"`
-	LocalID  string `json:"local_id"`
-	Origin   string `json:"origin"`
-	Earliest int64  `json:"earliest,omitempty"`
-}
-
-// StartBucketResponse answers POST /v1/buckets: the bucket id, its targets
-// (which must be searchable), and whether the policy could not be met.
-type StartBucketResponse struct {
-	Bucket string `json:"bucket"`
-	fsm.TargetChoice
-	Result any `json:"result"`
-}
-
-// handleStartBucket is POST /v1/buckets: the leader chooses targets from its
-// committed state and commits AddBucket with them. If the state moved
-// between the choice and the commit (a target went down), it chooses again,
-// up to three times.
-func (m *Manager) handleStartBucket(w http.ResponseWriter, r *http.Request) {
-	var req StartBucketRequest
-	if err := decodeBody(r, &req, false); err != nil {
-		writeError(w, toAPIError(err))
-		return
-	}
-	if req.Index == "" || req.LocalID == "" || req.Origin == "" {
-		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("POST /v1/buckets: index, local_id and origin are required, got %+v", req)})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
-	defer cancel()
-	id, choice, res, err := m.startBucket(ctx, r.Header.Get("X-Request-Id"), req.Index, req.LocalID, req.Origin, req.Earliest, nil)
-	if err != nil {
-		if errors.Is(err, ErrNotLeader) {
-			m.redirectToLeader(w, r)
-			return
-		}
-		writeError(w, toAPIError(err))
-		return
-	}
-	if x, ok := res.(fsm.Result); ok && x.Duplicate {
-		m.state.Read(func(s *fsm.State) { choice.Targets = committedTargets(s, id, req.Origin) })
-	}
-	writeJSON(w, http.StatusOK, StartBucketResponse{Bucket: id, TargetChoice: choice, Result: res})
-}

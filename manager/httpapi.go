@@ -51,7 +51,6 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/v1/generation", m.read(m.handleGeneration))
 	mux.HandleFunc("/v1/peers", m.read(m.handlePeers))
 	mux.HandleFunc("GET /v1/buckets", m.read(m.handleBuckets))
-	mux.HandleFunc("POST /v1/buckets", m.write(m.handleStartBucket))
 	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets)) // other methods: 405 JSON
 	mux.HandleFunc("/v1/peers/{id}/offline", m.write(m.handleOffline))
 	mux.HandleFunc("/v1/peers/{id}/detention", m.write(m.handleDetention))
@@ -77,8 +76,6 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("/v1/managers", m.read(m.handleManagers))
 	mux.HandleFunc("GET /v1/state/hash", m.read(m.handleStateHash))
 	mux.HandleFunc("/v1/managers/join", m.write(m.handleJoin))
-	mux.HandleFunc("/v1/peers/{id}/register", m.write(m.handleRegister))
-	mux.HandleFunc("/v1/peers/{id}/heartbeat", m.write(m.handleHeartbeat))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})

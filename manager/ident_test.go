@@ -169,6 +169,15 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	b := &testBus{srv: srv, subj: subj}
 	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = srv.ClientURL(), "mgr", "mgr-pw" })
 	l := g.leader()
+	// The bootstrap seed (config, indexes) is committed after the
+	// election: the state compared is the seeded one, or the seed's own
+	// entries look like the search head's doing (seen under -race).
+	waitFor(t, 10*time.Second, func() error {
+		if !l.mux.seeded() {
+			return errors.New("seed not committed yet")
+		}
+		return nil
+	})
 	before := stateHash(t, l)
 	sh := mgrclient.NewManagerClient(b.connect(t, "sh1", "sh1-pw"), subj)
 	sh.Sender = "sh1"

@@ -491,35 +491,27 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// A destructive task is confirmed only by a leader that verified its
-// leadership; a follower redirects the confirmation.
-func TestFixupConfirmRedirects(t *testing.T) {
+// GET /v1/fixups/{id}?confirm: peers confirm over NATS (mgr.confirm), the
+// HTTP form went with the HTTP control plane and is refused on every
+// manager, changing nothing; a plain read of an unknown task is 404.
+func TestFixupConfirmNotOverHTTP(t *testing.T) {
 	g := newGroup(t, 3, nil)
-	l := g.leader()
-	var f *Manager
 	for _, m := range g.ms {
-		if m != l {
-			f = m
+		resp, err := noRedirect.Get("http://" + m.HTTPAddr() + "/v1/fixups/7?confirm=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ae APIError
+		json.NewDecoder(resp.Body).Decode(&ae)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || ae.Code != "bad_request" || !strings.Contains(ae.Message, "NATS") {
+			t.Fatalf("%s: confirm over HTTP: %d %+v, want 400 bad_request naming NATS", m.ID(), resp.StatusCode, ae)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, "http://"+f.HTTPAddr()+"/v1/fixups/7?confirm=true", nil)
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTemporaryRedirect {
-		t.Fatalf("follower confirm: %d, want 307", resp.StatusCode)
-	}
-	resp, err = http.Get("http://" + l.HTTPAddr() + "/v1/fixups/7?confirm=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ae APIError
-	json.NewDecoder(resp.Body).Decode(&ae)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || ae.Code != "unknown_task" {
-		t.Fatalf("confirm of a task that does not exist: %d %+v, want 404 unknown_task", resp.StatusCode, ae)
+	err := getJSON("http://"+g.leader().HTTPAddr()+"/v1/fixups/7", &FixupView{})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "unknown_task" {
+		t.Fatalf("read of a task that does not exist: %v, want 404 unknown_task", err)
 	}
 	_ = raft.Leader
 }
@@ -595,15 +587,12 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 		t.Fatalf("tasks after the new leader planned: %v, want the previous leader's %v unchanged", got, first)
 	}
 
-	// A peer confirms its task against the leader's committed state
-	// (GET /v1/fixups/{id}?confirm=true); a follower redirects that.
+	// The target confirms its task against the leader's committed state
+	// (mgr.confirm: confirmTask after the sender checks).
 	rid := first[key{fsm.TaskReplicate, "p4"}]
-	var fv FixupView
-	if err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", nl.HTTPAddr(), rid), &fv); err != nil {
-		t.Fatalf("confirm task %d: %v", rid, err)
-	}
-	if _, ok := g.ms[fv.Leader]; !fv.Confirmed || !ok || fv.ID != rid || fv.Kind != fsm.TaskReplicate || fv.Target != "p4" {
-		t.Fatalf("confirm answer %+v, want task %d (replicate to p4) confirmed by the leader", fv, rid)
+	cr, err := nl.confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"})
+	if err != nil || !cr.Confirmed || cr.Task == nil || cr.Leader != nl.ID() || cr.Task.ID != rid || cr.Task.Kind != fsm.TaskReplicate || cr.Task.Target != "p4" {
+		t.Fatalf("confirm answer %+v %v, want task %d (replicate to p4) confirmed by the leader", cr, err, rid)
 	}
 
 	// p4 reports the replication done: the copy exists, the task is closed
@@ -630,10 +619,8 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(first) {
 		t.Fatalf("tasks after the replication finished: %v, want the remaining %v", got, first)
 	}
-	err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", nl.HTTPAddr(), rid), &fv)
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "unknown_task" {
-		t.Fatalf("confirm of a closed task: %v, want 404 unknown_task", err)
+	if cr, err := nl.confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"}); err != nil || cr.Confirmed {
+		t.Fatalf("confirm of a closed task: %+v %v, want not confirmed", cr, err)
 	}
 }
 
@@ -847,18 +834,20 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 		}
 		return nil
 	})
-	resp, err := noRedirect.Get(fmt.Sprintf("http://%s/v1/fixups/%d?confirm=true", l.HTTPAddr(), id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fv FixupView
-	json.NewDecoder(resp.Body).Decode(&fv)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusOK || fv.Confirmed {
-		t.Fatalf("leader without quorum answered %d %+v to a confirm, want a refusal", resp.StatusCode, fv)
+	target := ""
+	l.Read(func(s *fsm.State) {
+		for _, tk := range s.Tasks() {
+			if tk.ID == id {
+				target = tk.Target
+			}
+		}
+	})
+	if cr, err := l.confirmTask(ctxT(t), api.ConfirmRequest{ID: id, Peer: target}); err == nil || cr.Confirmed {
+		t.Fatalf("leader without quorum answered %+v %v to a confirm, want a refusal", cr, err)
 	}
 	// Unconfirmed reads still answer from the local state.
-	if err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d", l.HTTPAddr(), id), &fv); err != nil || fv.Confirmed || fv.ID != id {
+	var fv FixupView
+	if err := getJSON(fmt.Sprintf("http://%s/v1/fixups/%d", l.HTTPAddr(), id), &fv); err != nil || fv.ID != id {
 		t.Fatalf("plain read of task %d: %+v %v", id, fv, err)
 	}
 }

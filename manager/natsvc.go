@@ -122,6 +122,8 @@ func (m *Manager) serveOp(op string) (*bus.Service, error) {
 		return bus.Serve(m.nc, subj, o, guard(m, "confirm", m.natsConfirm))
 	case api.OpFixupResult:
 		return bus.Serve(m.nc, subj, o, guard(m, "fixup result", m.natsFixupResult))
+	case api.OpBuckets:
+		return bus.Serve(m.nc, subj, o, guard(m, "buckets", m.natsBuckets))
 	}
 	return nil, fmt.Errorf("unknown manager operation %q", op)
 }
@@ -275,6 +277,11 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(),
+	}
+	if c.Multisite() {
+		// The copies a bucket gets: the site policy's total in multisite
+		// mode, so a peer's ack rule min(2, RF) counts the policy (SPEC §4).
+		pc.ReplicationFactor = c.SiteReplicationFactor.Total
 	}
 	b, _ := json.Marshal(pc) // plain data: cannot fail
 	sum := sha256.Sum256(b)
@@ -801,6 +808,10 @@ func (m *Manager) natsGeneration(ctx context.Context, r api.GenerationRequest) (
 	}
 	build := func() (view fsm.GenerationView, err error) {
 		m.state.Read(func(s *fsm.State) {
+			if r.PeersOnly {
+				view = s.GenerationPeers(site)
+				return
+			}
 			if r.Generation == 0 || r.Generation == s.CurrentGeneration() {
 				view, err = s.Generation(site, r.Since)
 				return
@@ -862,6 +873,13 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 	if err := sentBy(ctx, "confirm", r.Peer); err != nil {
 		return api.ConfirmReply{}, err
 	}
+	return m.confirmTask(ctx, r)
+}
+
+// confirmTask answers a confirmation from the committed state of a leader
+// that has just verified its leadership with a quorum (raft VerifyLeader):
+// a deposed leader can never let a peer destroy data.
+func (m *Manager) confirmTask(ctx context.Context, r api.ConfirmRequest) (api.ConfirmReply, error) {
 	if err := m.verifyLeader(ctx); err != nil {
 		return api.ConfirmReply{}, err
 	}
@@ -887,6 +905,34 @@ func (m *Manager) natsConfirm(ctx context.Context, r api.ConfirmRequest) (api.Co
 			reply.Reason = fmt.Sprintf("task %d (%s of %s) is not addressed to %s", r.ID, task.Kind, task.Bucket, r.Peer)
 		default:
 			reply.Confirmed, reply.Task = true, task
+		}
+	})
+	return reply, nil
+}
+
+// natsBuckets answers a peer's question about its own buckets: the views of
+// those named that hold a copy on it (a peer learns nothing of buckets it
+// does not hold). Read from the leader's applied state, like every other
+// operation.
+func (m *Manager) natsBuckets(ctx context.Context, r api.BucketsRequest) (api.BucketsReply, error) {
+	if err := r.Validate(); err != nil {
+		return api.BucketsReply{}, bus.Errorf(api.CodeBadRequest, "%v", err)
+	}
+	if err := checkIDs("buckets", "peer", r.Peer); err != nil {
+		return api.BucketsReply{}, err
+	}
+	if err := sentBy(ctx, "buckets", r.Peer); err != nil {
+		return api.BucketsReply{}, err
+	}
+	reply := api.BucketsReply{V: api.WireVersion, Buckets: []fsm.BucketView{}}
+	m.state.Read(func(s *fsm.State) {
+		for _, v := range s.BucketViews(r.Buckets) {
+			for _, c := range v.Copies {
+				if c.Peer == r.Peer {
+					reply.Buckets = append(reply.Buckets, v)
+					break
+				}
+			}
 		}
 	})
 	return reply, nil

@@ -856,3 +856,71 @@ func TestNATSTargetsForAnInventoryHotBucket(t *testing.T) {
 		t.Fatalf("targets for a rolled bucket: %v, want bucket_exists", err)
 	}
 }
+
+// TestNATSBucketsAndPeersOnly: mgr.buckets answers a peer about named
+// buckets of its own only — a bucket without a copy on it and an unknown
+// id are left out —, refuses a request for another peer (sender) and one
+// over MaxBucketsPerRequest ids or with a traversal id;
+// the client sends a longer list in chunks. A peers_only generation request
+// carries the peer list and no buckets.
+func TestNATSBucketsAndPeersOnly(t *testing.T) {
+	b := startTestBus(t, "p1", "p2", "p3")
+	newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p1, p2, p3 := newFakePeer(t, b, "p1"), newFakePeer(t, b, "p2"), newFakePeer(t, b, "p3")
+	mine := fsm.BucketID("main", "1", p1.guid)
+	theirs := fsm.BucketID("main", "2", p2.guid)
+	p1.register(ctx, []api.Copy{{Bucket: mine, Index: "main", State: api.CopyWarm, Searchable: true, Events: 10, Blocks: 1, Earliest: 5, Latest: 6, LastBlockChecksum: "c"}})
+	p2.register(ctx, []api.Copy{{Bucket: theirs, Index: "main", State: api.CopyWarm, Searchable: true, Events: 10, Blocks: 1, Earliest: 5, Latest: 6, LastBlockChecksum: "c"}})
+	p3.register(ctx, nil)
+
+	got, err := p1.cli.Buckets(ctx, "p1", []string{theirs, mine, fsm.BucketID("main", "9", p1.guid)})
+	if err != nil || len(got) != 1 || got[0].ID != mine || got[0].Origin != "p1" || len(got[0].Copies) != 1 || got[0].Copies[0].Peer != "p1" {
+		t.Fatalf("p1 asks about its bucket, p2's and an unknown one: %+v %v; want its own only", got, err)
+	}
+	// A long list travels in chunks of at most MaxBucketsPerRequest ids.
+	long := []string{}
+	for i := 0; i < 3*api.MaxBucketsPerRequest; i++ {
+		long = append(long, fsm.BucketID("main", fmt.Sprint(1000+i), p1.guid))
+	}
+	long = append(long, mine)
+	if got, err := p1.cli.Buckets(ctx, "p1", long); err != nil || len(got) != 1 || got[0].ID != mine {
+		t.Fatalf("a list of %d ids: %+v %v", len(long), got, err)
+	}
+
+	// (mgr.buckets is a read: it never applies anything.)
+	subj, _ := b.subj.MgrOp(api.OpBuckets, "p1")
+	for name, req := range map[string]api.BucketsRequest{
+		"another peer": {V: 1, Peer: "p2", Buckets: []string{theirs}},
+		"too many ids": {V: 1, Peer: "p1", Buckets: long},
+		"traversal id": {V: 1, Peer: "p1", Buckets: []string{"main~7~x/../../.."}},
+		"no peer":      {V: 1, Buckets: []string{mine}},
+	} {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		rep, err := bus.Request[api.BucketsRequest, api.BucketsReply](rctx, p1.nc, subj, req)
+		rcancel()
+		if !bus.IsRemote(err, api.CodeBadRequest) || len(rep.Buckets) != 0 {
+			t.Errorf("%s: %+v %v, want bad_request and nothing", name, rep, err)
+		}
+	}
+	// A peer user cannot even publish under another peer's name.
+	other, _ := b.subj.MgrOp(api.OpBuckets, "p2")
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = bus.Request[api.BucketsRequest, api.BucketsReply](rctx, p1.nc, other, api.BucketsRequest{V: 1, Peer: "p2", Buckets: []string{theirs}})
+	rcancel()
+	if err == nil {
+		t.Fatal("p1 asked about p2's buckets under p2's subject and got an answer")
+	}
+
+	rep, err := p3.cli.GenerationPeers(ctx)
+	if err != nil || len(rep.View.Peers) != 3 || len(rep.View.Buckets) != 0 || len(rep.View.Primaries) != 0 || rep.View.Generation == 0 {
+		t.Fatalf("peers_only generation: %+v %v; want 3 peers, no buckets", rep.View, err)
+	}
+	full, err := p3.cli.Generation(ctx, "site0", 0)
+	if err != nil || len(full.View.Buckets) != 2 || full.View.Version != rep.View.Version {
+		t.Fatalf("full generation: %d buckets, version %d vs %d, %v", len(full.View.Buckets), full.View.Version, rep.View.Version, err)
+	}
+}

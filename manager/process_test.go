@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/api/mgrclient"
+	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -287,9 +291,32 @@ func TestManagerProcesses(t *testing.T) {
 		t.Skip("starts three manager processes; skipped with -short")
 	}
 	const hbTimeout = 8 * time.Second
+	// The peers' protocol is NATS only (mgr.<op>.<peer>): one bus node in
+	// the test process, without users, which the managers serve while
+	// leader and the test's peers speak through mgrclient.
+	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	busSrv, err := bus.StartServer(bctx, bus.ServerConfig{Name: "n1", Site: fsm.DefaultSite, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	bcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busSrv.Shutdown()
 	g := startProcGroup(t, 3, "--heartbeat-timeout", hbTimeout.String(),
 		"--raft-snapshot-threshold", "64", "--raft-snapshot-interval", "200ms",
-		"--hec-token", "tok1=main,web", "--index", "web")
+		"--hec-token", "tok1=main,web", "--index", "web", "--nats", busSrv.ClientURL())
+	peerClient := func(pid string) *mgrclient.ManagerClient {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		nc, err := bus.Connect(ctx, busSrv.ClientURL(), bus.ConnectOptions{Name: "peer " + pid, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		c := mgrclient.NewManagerClient(nc, bus.Subjects{})
+		c.Sender = pid
+		return c
+	}
+	pcs := map[string]*mgrclient.ManagerClient{"p1": peerClient("p1"), "p2": peerClient("p2"), "p3": peerClient("p3")}
 	bin := quarryBin(t)
 	defer func() {
 		if t.Failed() {
@@ -338,7 +365,7 @@ func TestManagerProcesses(t *testing.T) {
 	}
 	// Commands applied through the leader appear on all three.
 	for _, pid := range []string{"p1", "p2", "p3"} {
-		if err := fc.Register(ctxT(t), pid, RegisterRequest{GUID: "guid-" + pid, Site: "default"}); err != nil {
+		if _, err := pcs[pid].Register(ctxT(t), api.Register{Peer: pid, GUID: "guid-" + pid, Site: "default", Inventory: []api.Copy{}}); err != nil {
 			t.Fatalf("register %s: %v", pid, err)
 		}
 	}
@@ -353,10 +380,10 @@ func TestManagerProcesses(t *testing.T) {
 		return nil
 	})
 
-	// A peer starting a hot bucket gets its targets, committed (through a
-	// follower, so through the leader): RF=3, SF=2 → two targets besides
-	// the origin, one of them searchable.
-	sb, err := fc.StartBucket(ctxT(t), StartBucketRequest{Index: "main", LocalID: "1", Origin: "p1", Earliest: 1})
+	// A peer starting a hot bucket gets its targets, committed by the
+	// leader: RF=3, SF=2 → two targets besides the origin, one of them
+	// searchable.
+	sb, err := pcs["p1"].Targets(ctxT(t), api.TargetsRequest{RequestID: "t1", Index: "main", LocalID: "1", Origin: "p1", Earliest: 1})
 	if err != nil {
 		t.Fatalf("start bucket: %v", err)
 	}
@@ -419,7 +446,7 @@ func TestManagerProcesses(t *testing.T) {
 	// Heartbeats reach the leader; then they stop and the leader is killed.
 	lastHB := time.Now()
 	for _, pid := range []string{"p1", "p2", "p3"} {
-		if err := fc.Heartbeat(ctxT(t), pid); err != nil {
+		if _, err := pcs[pid].Heartbeat(ctxT(t), api.Heartbeat{Peer: pid, GUID: "guid-" + pid}); err != nil {
 			t.Fatalf("heartbeat %s: %v", pid, err)
 		}
 	}
@@ -470,11 +497,10 @@ func TestManagerProcesses(t *testing.T) {
 
 	// p1 keeps heartbeating to the new leader, p2 and p3 are silent: after
 	// the grace and the timeout, p2 and p3 are Down and p1 is Up.
-	nc, _ := NewClient([]string{nl.url()}, testToken, 5*time.Second)
 	var lastBeat time.Time
 	waitFor(t, 3*hbTimeout, func() error {
 		if time.Since(lastBeat) > 300*time.Millisecond {
-			if err := nc.Heartbeat(ctxT(t), "p1"); err != nil {
+			if _, err := pcs["p1"].Heartbeat(ctxT(t), api.Heartbeat{Peer: "p1", GUID: "guid-p1"}); err != nil {
 				return err
 			}
 			lastBeat = time.Now()

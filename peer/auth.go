@@ -208,13 +208,12 @@ const searchableReportWait = 10 * time.Second
 // — what a make-searchable fixup task's result records, for a copy no task
 // asked for). Retried (its request id makes a retry apply once) until the
 // managers take it or refuse it with a reason no retry changes, or the peer
-// stops. done receives the outcome once; ErrUnsupported when the control
-// plane cannot carry bucket events.
+// stops. done receives the outcome once.
 func (p *Peer) reportSearchable(bucket string, done chan<- error) {
 	cl := p.cl
-	ev := BucketEvent{Type: "searchable", Bucket: bucket, Peer: p.cfg.ID, Searchable: true}
+	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventSearchable, Bucket: bucket, Peer: p.cfg.ID, Searchable: true}
 	if n, _, ok := p.store.Blocks(bucket); ok {
-		ev.Blocks = n
+		ev.Blocks = int64(n)
 	}
 	backoff := 250 * time.Millisecond
 	for attempt := 0; ; attempt++ {
@@ -228,9 +227,6 @@ func (p *Peer) reportSearchable(bucket string, done chan<- error) {
 				p.log.Info("searchable copy reported", "bucket", bucket, "attempts", attempt+1)
 			}
 			done <- nil
-			return
-		case errors.Is(err, ErrUnsupported):
-			done <- err
 			return
 		case errors.As(err, &remote) && remote.Code != api.CodeNotLeader:
 			p.log.Warn("the managers refused a searchable report", "bucket", bucket, "err", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ type cluster struct {
 	sealWatch map[string]bool
 	// senders decides who may write to this peer's copies (replsender.go).
 	senders *replSenders
-	cfg     fsm.Config
+	cfg     api.PeerConfig
 	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
 	// hecTokensOf makes them.
 	tokens []hec.Token
@@ -83,16 +84,23 @@ func (p *Peer) inventory() []fsm.CopyInfo {
 
 func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
 	host, _ := os.Hostname()
-	req := RegisterRequest{GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: p.inventory(),
-		hashes: map[string]string{}, lastSums: map[string]string{}}
+	r := api.Register{Peer: p.cfg.ID, GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: []api.Copy{}}
 	if p.ln != nil {
-		req.HTTPAddr = p.ln.Addr().String()
+		r.HTTPAddr = p.ln.Addr().String()
 	}
 	for _, c := range p.store.Inventory() {
-		req.hashes[c.ID] = c.ContentHash
-		req.lastSums[c.ID] = p.store.LastChecksum(c.ID, c.Blocks)
+		if c.State == "removed" {
+			continue
+		}
+		state := api.CopyWarm
+		if c.State == "hot" || c.State == "rolling" {
+			state = api.CopyHot
+		}
+		r.Inventory = append(r.Inventory, api.Copy{Bucket: c.ID, Index: c.Index, State: state, Searchable: c.Searchable,
+			Events: int64(c.Events), Blocks: int64(c.Blocks), Bytes: c.JournalBytes, Earliest: c.Earliest, Latest: c.Latest,
+			ContentHash: c.ContentHash, LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks), Corrupt: c.State == "corrupt"})
 	}
-	return cp.Register(ctx, p.cfg.ID, req)
+	return cp.Register(ctx, r)
 }
 
 // joinCluster connects to the bus, registers with the managers (retrying
@@ -121,15 +129,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.senders = &replSenders{p: p, cl: cl}
 	cl.cp = cfg.ControlPlane
 	if cl.cp == nil {
-		ncp := NewNATSControlPlane(nc, subj, cfg.ID)
-		if len(cfg.Managers) > 0 {
-			ncp.HTTP = NewHTTPControlPlane(cfg.Managers, cfg.ManagerToken)
-			if err := verifyManagers(ncp.HTTP.Client, cfg.TLS); err != nil {
-				nc.Close()
-				return nil, err
-			}
-		}
-		cl.cp = ncp
+		cl.cp = NewNATSControlPlane(nc, subj, cfg.ID)
 	}
 	fail := func(err error) ([]hec.Token, error) {
 		nc.Close()
@@ -168,7 +168,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.repl = newReplicator(p, nc, subj, cl.cp, timeout, minCopiesOf(cl.cfg))
 	cl.repl.setTimeout(cl.cfg.TargetTimeout) // the managers' value wins when they push one
 	cl.repl.setPeers(peers)
-	cl.repl.setMaintenance(p.maintenanceNow(ctx, cl.cp))
+	cl.repl.setMaintenance(cl.cfg.Maintenance)
 	p.store.SetReplication(cl.repl)
 	subject, err := subj.ReplTo(p.site(), cfg.ID)
 	if err != nil {
@@ -192,13 +192,14 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 			return fail(err)
 		}
 	}
-	if ncp, ok := cl.cp.(*NATSControlPlane); ok {
-		cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
-			func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(ncp, t), nil })
-		if err != nil {
-			cl.svc.Stop(context.Background())
-			return fail(err)
-		}
+	// The fixup runner exists before the fixup subject is served: a task
+	// pushed at once goes straight to it.
+	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
+	cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
+		func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(cl, t), nil })
+	if err != nil {
+		cl.svc.Stop(context.Background())
+		return fail(err)
 	}
 	if cl.search, err = p.startSearch(nc, subj); err != nil {
 		cl.svc.Stop(context.Background())
@@ -210,17 +211,12 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	p.cl = cl
 	p.applyDataSizes(cl.cfg)
 	p.applyRollLimits(cl.cfg)
-	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
 	if p.store.LastRecovery().Rolled > 0 {
 		cl.wg.Add(1)
 		go p.finishRestartedBuckets()
 	}
-	if canRunFixups(cl.cp) {
-		cl.wg.Add(1)
-		go cl.fix.loop(cl.stop, &cl.wg, fixupPoll(cfg))
-	} else {
-		p.log.Info("this control plane cannot report fixup results; fixup tasks are left to a peer that can")
-	}
+	cl.wg.Add(1)
+	go cl.fix.loop(cl.stop, &cl.wg, fixupRetry(cfg))
 	toks := hecTokensOf(cl.cfg)
 	cl.tokens = toks
 	cl.searchToks.Store(&cl.cfg.SearchTokens)
@@ -237,6 +233,7 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 	}
 	p.applyDataSizes(cfg)
 	p.applyRollLimits(cfg)
+	p.cl.repl.setMaintenance(cfg.Maintenance)
 	if p.cl.repl.setTimeout(cfg.TargetTimeout) {
 		p.log.Info("target_timeout from the cluster config", "target_timeout", cfg.TargetTimeout)
 	}
@@ -273,7 +270,7 @@ func (p *Peer) heartbeats() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), period)
-		state, err := cl.cp.Heartbeat(ctx, p.cfg.ID, p.heartbeatStats())
+		state, err := p.heartbeat(ctx)
 		if err == nil {
 			p.setDetained(state == fsm.StateDetention)
 		}
@@ -309,13 +306,25 @@ func (p *Peer) heartbeats() {
 		if peers, err := cl.cp.Peers(ctx); err == nil {
 			cl.repl.setPeers(peers)
 		}
-		if on, err := cl.cp.Maintenance(ctx); err == nil {
-			cl.repl.setMaintenance(on)
-		}
 		p.refreshTokens(ctx)
 		p.sealWatched(ctx)
 		cancel()
 	}
+}
+
+// heartbeat sends one heartbeat with this peer's GUID (the managers check
+// it against the registered one) and light stats; it returns the peer's
+// state in the managers' table, with ErrRegisterFirst when they want a
+// fresh registration.
+func (p *Peer) heartbeat(ctx context.Context) (fsm.PeerState, error) {
+	rep, err := p.cl.cp.Heartbeat(ctx, api.Heartbeat{V: api.WireVersion, Peer: p.cfg.ID, GUID: p.guid, Stats: p.heartbeatStats()})
+	if err != nil {
+		return "", err
+	}
+	if rep.Reregister {
+		return rep.State, ErrRegisterFirst
+	}
+	return rep.State, nil
 }
 
 // closeCluster stops the heartbeats, the replication service and the
@@ -365,11 +374,6 @@ func (p *Peer) Kill() error {
 	return p.store.Close()
 }
 
-func (p *Peer) maintenanceNow(ctx context.Context, cp ControlPlane) bool {
-	on, err := cp.Maintenance(ctx)
-	return err == nil && on
-}
-
 // TargetTimeout is the target_timeout the peer's replicator uses (its own
 // flag until the managers push one; 0 for a standalone peer).
 func (p *Peer) TargetTimeout() time.Duration {
@@ -388,21 +392,14 @@ func (p *Peer) MaintenanceMode() (bool, error) {
 	return p.cl.repl.maintenance.Load(), nil
 }
 
-func fixupPoll(cfg Config) time.Duration {
-	if cfg.FixupPoll > 0 {
-		return cfg.FixupPoll
+// fixupRetry is how long a pushed task that could not run yet waits before
+// it is tried again (tasks run as they are pushed; this is no poll of the
+// managers).
+func fixupRetry(cfg Config) time.Duration {
+	if cfg.FixupRetry > 0 {
+		return cfg.FixupRetry
 	}
 	return 500 * time.Millisecond
-}
-
-// canRunFixups: a peer runs fixup tasks only when its control plane can
-// report their outcome. Otherwise the managers would keep believing in a
-// copy it removed, or never learn of one it made.
-func canRunFixups(cp ControlPlane) bool {
-	if c, ok := cp.(interface{ ReportsFixups() bool }); ok {
-		return c.ReportsFixups()
-	}
-	return true
 }
 
 // finishRestartedBuckets: a bucket rolls when its origin restarts (SPEC §2).
@@ -416,14 +413,17 @@ func canRunFixups(cp ControlPlane) bool {
 func (p *Peer) finishRestartedBuckets() {
 	cl := p.cl
 	defer cl.wg.Done()
+	ids := p.store.LastRecovery().RolledIDs
 	rolled := map[string]bool{}
-	for _, id := range p.store.LastRecovery().RolledIDs {
+	for _, id := range ids {
 		rolled[id] = true
 	}
 	done := map[string]bool{}
 	for attempt := 0; ; attempt++ {
+		// Over NATS (mgr.buckets): the managers' records of the buckets
+		// this restart rolled, asked by id in bounded requests.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		views, err := cl.cp.Buckets(ctx, p.cfg.ID)
+		views, err := cl.cp.Buckets(ctx, ids)
 		cancel()
 		pending := 0
 		if err == nil {
@@ -469,7 +469,7 @@ func (p *Peer) finishRestartedBuckets() {
 // acceptFixup answers a pushed fixup task at once: a seal task with this
 // peer's length of the bucket (the managers seal at the longest), any other
 // task queued for the fixup runner.
-func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
+func (p *Peer) acceptFixup(cl *cluster, t api.FixupTask) api.FixupAck {
 	if err := validTaskIDs(t); err != nil {
 		// Ids from the network are checked where they arrive: a task
 		// naming a path, not a bucket, is refused and nothing is queued.
@@ -482,9 +482,9 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 				// (A corrupt copy answers as none: the seal is taken from
 				// the copies that can serve it.)
 				if c.State == string(store.StateHot) {
-					p.cl.sealMu.Lock()
-					p.cl.sealWatch[c.ID] = true
-					p.cl.sealMu.Unlock()
+					cl.sealMu.Lock()
+					cl.sealWatch[c.ID] = true
+					cl.sealMu.Unlock()
 				}
 				return api.FixupAck{Accepted: true, Blocks: int64(c.Blocks), LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks),
 					Earliest: c.Earliest, Latest: c.Latest, Bytes: c.JournalBytes, Events: int64(c.Events)}
@@ -492,7 +492,7 @@ func (p *Peer) acceptFixup(cp *NATSControlPlane, t api.FixupTask) api.FixupAck {
 		}
 		return api.FixupAck{Accepted: true} // no copy: length 0
 	}
-	cp.deliver(t)
+	cl.fix.submit(t)
 	return api.FixupAck{Accepted: true}
 }
 
@@ -529,16 +529,20 @@ func (p *Peer) sealWatched(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	cl.sealMu.Unlock()
-	ncp, ok := cl.cp.(*NATSControlPlane)
-	if len(ids) == 0 || !ok {
+	if len(ids) == 0 {
 		return
 	}
-	rep, err := ncp.mc.Generation(ctx, "site0", 0)
+	sort.Strings(ids)
+	views, err := cl.cp.Buckets(ctx, ids)
 	if err != nil {
 		return
 	}
+	hot := map[string]bool{}
+	for _, v := range views {
+		hot[v.ID] = v.Hot
+	}
 	for _, id := range ids {
-		if b, ok := rep.View.Buckets[id]; ok && b.Hot {
+		if hot[id] {
 			continue
 		}
 		n, state, ok := p.store.Blocks(id)

@@ -1,9 +1,9 @@
 package peer
 
 import (
+	"github.com/quarry-dev/quarry/api"
 	"slices"
 
-	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
 )
 
@@ -14,7 +14,7 @@ import (
 // "Incorrect index" (code 7) on every peer, whichever token is used. A
 // config that declares no indexes at all (a bare control plane) leaves such
 // tokens open, as before.
-func hecTokensOf(cfg fsm.Config) []hec.Token {
+func hecTokensOf(cfg api.PeerConfig) []hec.Token {
 	var declared []string
 	if !cfg.AutoCreateIndexes && len(cfg.Indexes) > 0 {
 		declared = []string{"main"} // always exists (fsm.Config.Validate)

@@ -1,15 +1,14 @@
 package peer
 
 import (
+	"github.com/quarry-dev/quarry/api"
 	"maps"
-
-	"github.com/quarry-dev/quarry/fsm"
 )
 
 // applyDataSizes hands the store the per-index roll sizes of the cluster
 // config (max_data_size), at join and whenever the config is read again
 // (every heartbeat), so a change reaches running peers within seconds.
-func (p *Peer) applyDataSizes(cfg fsm.Config) {
+func (p *Peer) applyDataSizes(cfg api.PeerConfig) {
 	sizes := map[string]int64{}
 	for _, ic := range cfg.Indexes {
 		if ic.MaxDataSize > 0 {
@@ -32,7 +31,7 @@ func (p *Peer) applyDataSizes(cfg fsm.Config) {
 // config is read again (every heartbeat), so a change reaches running peers
 // within seconds, without a restart. A limit the config leaves at 0 keeps
 // the peer's own.
-func (p *Peer) applyRollLimits(cfg fsm.Config) {
+func (p *Peer) applyRollLimits(cfg api.PeerConfig) {
 	b, sp, n := p.store.RollLimits()
 	if (cfg.MaxHotBytes <= 0 || cfg.MaxHotBytes == b) && (cfg.MaxHotSpan <= 0 || cfg.MaxHotSpan == sp) &&
 		(cfg.MaxHotBuckets <= 0 || cfg.MaxHotBuckets == n) {

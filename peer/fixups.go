@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,10 +32,15 @@ type fixupRunner struct {
 	rate     int64 // replication bytes per second (0: unthrottled)
 	parallel chan struct{}
 
-	mu      sync.Mutex
-	done    map[uint64]FixupResult
+	kick chan struct{} // wakes the loop: a task pushed, a task ended
+
+	mu sync.Mutex
+	// queued are the pushed tasks not yet reported; done the outcome of
+	// every task run (a push of the same id again is re-reported).
+	queued  map[uint64]api.FixupTask
+	done    map[uint64]fixupOutcome
 	running map[uint64]bool
-	polls   int
+	passes  int
 	// moved counts transfers that moved bytes, by "bucket>target" (tests:
 	// each (bucket, target) transfer happens at most once).
 	moved map[string]int
@@ -50,22 +56,44 @@ type fixupRunner struct {
 	divergent atomic.Int64
 }
 
-// ErrNotReady: a task cannot run yet (the copy is still hot, the sealed
-// length is not known); it is tried again at the next poll.
+// ErrNotReady: a task cannot run yet (the copy is still hot, the peer
+// list does not name the source yet); it is tried again after the retry
+// interval.
 var ErrNotReady = errors.New("fixup task not ready")
 
 func newFixupRunner(p *Peer, cp ControlPlane, rate int64) *fixupRunner {
 	if rate == 0 {
 		rate = DefaultReplicationRate
 	}
-	return &fixupRunner{p: p, cp: cp, rate: rate, parallel: make(chan struct{}, 2),
-		done: map[uint64]FixupResult{}, running: map[uint64]bool{}, moved: map[string]int{}}
+	return &fixupRunner{p: p, cp: cp, rate: rate, parallel: make(chan struct{}, 2), kick: make(chan struct{}, 1),
+		queued: map[uint64]api.FixupTask{}, done: map[uint64]fixupOutcome{}, running: map[uint64]bool{}, moved: map[string]int{}}
 }
 
-// loop polls for tasks every interval until stop.
-func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval time.Duration) {
+// submit hands the runner a task the managers pushed (idempotent per id:
+// a task delivered again is queued once, and one already run has its
+// outcome reported again). It never blocks: the fixup subject's handler
+// answers the push at once.
+func (f *fixupRunner) submit(t api.FixupTask) {
+	f.mu.Lock()
+	f.queued[t.ID] = t
+	f.mu.Unlock()
+	f.wake()
+}
+
+func (f *fixupRunner) wake() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs the queued tasks as they are pushed (submit wakes it) until
+// stop. A task that is not ready, was throttled by the two-task limit, or
+// whose result could not be reported stays queued and is tried again
+// after retry.
+func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, retry time.Duration) {
 	defer wg.Done()
-	t := time.NewTicker(interval)
+	t := time.NewTicker(retry)
 	defer t.Stop()
 	var inner sync.WaitGroup
 	defer inner.Wait()
@@ -73,17 +101,17 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval ti
 		select {
 		case <-stop:
 			return
+		case <-f.kick:
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), interval+2*time.Second)
-		tasks, err := f.cp.Fixups(ctx, f.p.cfg.ID)
-		cancel()
 		f.mu.Lock()
-		f.polls++
-		f.mu.Unlock()
-		if err != nil {
-			continue
+		f.passes++
+		tasks := make([]api.FixupTask, 0, len(f.queued))
+		for _, tk := range f.queued {
+			tasks = append(tasks, tk)
 		}
+		f.mu.Unlock()
+		sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
 		for _, tk := range tasks {
 			f.mu.Lock()
 			res, isDone := f.done[tk.ID]
@@ -93,7 +121,7 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval ti
 			}
 			f.mu.Unlock()
 			if isDone {
-				f.report(res) // the managers have not seen it yet
+				f.report(res) // the managers have not taken it yet
 				continue
 			}
 			if busy {
@@ -105,11 +133,12 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval ti
 				f.mu.Lock()
 				delete(f.running, tk.ID)
 				f.mu.Unlock()
-				continue // throttled: next poll
+				continue // throttled: a finishing task wakes the loop
 			}
 			inner.Add(1)
 			go func() {
 				defer inner.Done()
+				defer f.wake()
 				defer func() { <-f.parallel }()
 				res, err := f.run(tk, stop)
 				f.mu.Lock()
@@ -127,23 +156,30 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, interval ti
 	}
 }
 
-func (f *fixupRunner) report(res FixupResult) {
+// report sends a task's result; once the managers took it the task leaves
+// the queue (its outcome is kept, so a task pushed again is reported, not
+// run, again).
+func (f *fixupRunner) report(res fixupOutcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := f.cp.FixupResult(ctx, res); err != nil && !errors.Is(err, ErrUnsupported) {
+	if err := f.cp.FixupResult(ctx, res.FixupResult); err != nil {
 		f.p.log.Warn("could not report a fixup result", "task", res.ID, "err", err)
+		return
 	}
+	f.mu.Lock()
+	delete(f.queued, res.ID)
+	f.mu.Unlock()
 }
 
 // run executes one task and returns its outcome; ErrNotReady leaves it for
 // a later poll.
-func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, error) {
-	res := FixupResult{ID: tk.ID, Peer: f.p.cfg.ID, Bucket: tk.Bucket}
+func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome, error) {
+	res := fixupOutcome{FixupResult: api.FixupResult{V: api.WireVersion, ID: tk.ID, Peer: f.p.cfg.ID, OK: true}, Bucket: tk.Bucket}
 	st := f.p.store
-	// Whatever control plane delivered it, a task's ids are checked before
-	// it touches a copy (acceptFixup checks pushed tasks on arrival too).
-	if err := validTaskIDs(api.FixupTask{ID: tk.ID, Bucket: tk.Bucket, Source: tk.Source, Target: tk.Target}); err != nil {
-		res.Failed, res.Reason = true, err.Error()
+	// A task's ids are checked again before it touches a copy
+	// (acceptFixup checks pushed tasks on arrival too).
+	if err := validTaskIDs(tk); err != nil {
+		res.OK, res.Reason = false, err.Error()
 		f.p.log.Warn("fixup task refused: invalid id", "task", tk.ID, "kind", tk.Kind, "err", err)
 		return res, nil
 	}
@@ -170,7 +206,7 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 				break
 			}
 			if res.Bytes, err = f.pushCopy(tk.ID, tk.Bucket, tk.Target, tk.Searchable, int(tk.SealedBlocks), &f.sentBytes, stop); err == nil {
-				f.reportLength(tk.Bucket, tk.Target, int(tk.SealedBlocks), tk.LastChecksum)
+				f.reportLength(tk.Bucket, tk.Target, int(tk.SealedBlocks), tk.LastBlockChecksum)
 				f.sealOwn(tk)
 			}
 			break
@@ -179,7 +215,7 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 			f.reportLength(tk.Bucket, f.p.cfg.ID, int(tk.SealedBlocks), st.LastChecksum(tk.Bucket, int(tk.SealedBlocks)))
 		}
 	case fsm.TaskTruncate:
-		var c FixupTask
+		var c api.FixupTask
 		if c, err = f.confirm(tk); err == nil {
 			if c.SealedBlocks < 0 {
 				err = fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
@@ -219,12 +255,12 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 		return res, err
 	}
 	if err != nil {
-		res.Failed, res.Reason = true, err.Error()
+		res.OK, res.Reason = false, err.Error()
 		f.p.log.Warn("fixup task failed", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "err", err)
 	} else {
 		for _, c := range st.Inventory() {
 			if c.ID == tk.Bucket {
-				res.Blocks, res.Searchable, res.ContentHash = c.Blocks, c.Searchable, c.ContentHash
+				res.Blocks, res.Searchable = c.Blocks, c.Searchable
 			}
 		}
 		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "bytes", res.Bytes)
@@ -242,13 +278,13 @@ func (f *fixupRunner) run(tk FixupTask, stop <-chan struct{}) (FixupResult, erro
 // truncated: logged, and counted in quarry_peer_seal_divergent_copies_total)
 // or is not longer. A refusal (the seal moved meanwhile) fails the task:
 // the planner opens another against the current seal.
-func (f *fixupRunner) extendSeal(tk FixupTask) (bool, error) {
+func (f *fixupRunner) extendSeal(tk api.FixupTask) (bool, error) {
 	st := f.p.store
 	sealed := int(tk.SealedBlocks)
 	if n, _, ok := st.Blocks(tk.Bucket); !ok || n <= sealed {
 		return false, nil
 	}
-	n, last, err := st.SealPrefix(tk.Bucket, sealed, tk.LastChecksum)
+	n, last, err := st.SealPrefix(tk.Bucket, sealed, tk.LastBlockChecksum)
 	if errors.Is(err, store.ErrSealDiverged) {
 		f.divergent.Add(1)
 		f.p.log.Warn("copy diverges from the sealed length: truncated", "bucket", tk.Bucket, "blocks", n,
@@ -258,11 +294,11 @@ func (f *fixupRunner) extendSeal(tk FixupTask) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ev := BucketEvent{Type: "extend_seal", Bucket: tk.Bucket, Peer: f.p.cfg.ID, Blocks: n, LastChecksum: last,
-		SealedBlocks: sealed, SealedChecksum: tk.LastChecksum}
+	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventExtendSeal, Bucket: tk.Bucket, Peer: f.p.cfg.ID, Blocks: int64(n), LastBlockChecksum: last,
+		SealedBlocks: int64(sealed), SealedChecksum: tk.LastBlockChecksum}
 	for _, c := range st.Inventory() {
 		if c.ID == tk.Bucket {
-			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
+			ev.Events, ev.Bytes, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -276,17 +312,17 @@ func (f *fixupRunner) extendSeal(tk FixupTask) (bool, error) {
 
 // confirm checks a destructive task with the leader. A refusal is
 // ErrNotReady: the task waits (it may be closed by then, and is not run).
-func (f *fixupRunner) confirm(tk FixupTask) (FixupTask, error) {
+func (f *fixupRunner) confirm(tk api.FixupTask) (api.FixupTask, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := f.cp.Confirm(ctx, tk.ID)
 	if err != nil {
-		return c, fmt.Errorf("%w: task %d not confirmed: %v", ErrNotReady, tk.ID, err)
+		return tk, fmt.Errorf("%w: task %d not confirmed: %v", ErrNotReady, tk.ID, err)
 	}
 	if c.Kind != tk.Kind || c.Bucket != tk.Bucket || c.Target != tk.Target {
-		return c, fmt.Errorf("task %d confirmed as %s %s on %s, delivered as %s %s on %s", tk.ID, c.Kind, c.Bucket, c.Target, tk.Kind, tk.Bucket, tk.Target)
+		return tk, fmt.Errorf("task %d confirmed as %s %s on %s, delivered as %s %s on %s", tk.ID, c.Kind, c.Bucket, c.Target, tk.Kind, tk.Bucket, tk.Target)
 	}
-	return c, nil
+	return tk, nil
 }
 
 func (f *fixupRunner) subject(peer string) (string, error) {
@@ -312,7 +348,7 @@ func (f *fixupRunner) throttle(n int, stop <-chan struct{}) {
 
 // push streams a warm copy to the task's target: it asks the target how
 // many blocks it holds and sends the rest in chunks, then the roll.
-func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
+func (f *fixupRunner) push(tk api.FixupTask, stop <-chan struct{}) (int64, error) {
 	return f.pushCopy(tk.ID, tk.Bucket, tk.Target, tk.Searchable, -1, &f.sentBytes, stop)
 }
 
@@ -323,7 +359,7 @@ func (f *fixupRunner) push(tk FixupTask, stop <-chan struct{}) (int64, error) {
 // names task, which the target confirms with the managers (it takes writes
 // from a peer other than the bucket's origin only for an open task).
 func (f *fixupRunner) pushCopy(task uint64, bucket, target string, searchable bool, limit int, sent *atomic.Int64, stop <-chan struct{}) (int64, error) {
-	tk := FixupTask{Task: fsm.Task{Bucket: bucket, Target: target, Searchable: searchable}}
+	tk := api.FixupTask{Bucket: bucket, Target: target, Searchable: searchable}
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
 	if !ok {
@@ -402,7 +438,7 @@ func (f *fixupRunner) pushCopy(task uint64, bucket, target string, searchable bo
 // fetch completes a shorter copy up to the sealed length from the task's
 // source, checks the last block's checksum, and makes the copy warm at that
 // length.
-func (f *fixupRunner) fetch(tk FixupTask, stop <-chan struct{}) (int64, error) {
+func (f *fixupRunner) fetch(tk api.FixupTask, stop <-chan struct{}) (int64, error) {
 	if tk.SealedBlocks < 0 {
 		return 0, fmt.Errorf("%w: sealed length of %s unknown", ErrNotReady, tk.Bucket)
 	}
@@ -457,9 +493,9 @@ func (f *fixupRunner) fetch(tk FixupTask, stop <-chan struct{}) (int64, error) {
 		}
 		f.throttle(size, stop)
 	}
-	if tk.LastChecksum != "" {
-		if got := st.LastChecksum(tk.Bucket, sealed); got != tk.LastChecksum {
-			return moved, fmt.Errorf("%s: block %d checksum %s, the sealed length says %s", tk.Bucket, sealed-1, got, tk.LastChecksum)
+	if tk.LastBlockChecksum != "" {
+		if got := st.LastChecksum(tk.Bucket, sealed); got != tk.LastBlockChecksum {
+			return moved, fmt.Errorf("%s: block %d checksum %s, the sealed length says %s", tk.Bucket, sealed-1, got, tk.LastBlockChecksum)
 		}
 	}
 	have, _, _ := st.Blocks(tk.Bucket)
@@ -478,15 +514,15 @@ const DefaultReplicationRate = 64 << 20
 func (f *fixupRunner) reportLength(bucket, peer string, blocks int, sum string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := f.cp.BucketEvent(ctx, BucketEvent{Type: "length", Bucket: bucket, Peer: peer, Blocks: blocks, LastChecksum: sum})
-	if err != nil && !errors.Is(err, ErrUnsupported) {
+	err := f.cp.BucketEvent(ctx, api.BucketEvent{V: api.WireVersion, Kind: api.EventLength, Bucket: bucket, Peer: peer, Blocks: int64(blocks), LastBlockChecksum: sum})
+	if err != nil {
 		f.p.log.Warn("could not report a copy length", "bucket", bucket, "peer", peer, "err", err)
 	}
 }
 
 // sealOwn makes this peer's own hot replica of a sealed bucket warm when it
 // holds exactly the sealed length (the source of a fetch has at least it).
-func (f *fixupRunner) sealOwn(tk FixupTask) {
+func (f *fixupRunner) sealOwn(tk api.FixupTask) {
 	st := f.p.store
 	n, state, ok := st.Blocks(tk.Bucket)
 	if !ok || state != store.StateHot || n != int(tk.SealedBlocks) {

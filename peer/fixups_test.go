@@ -11,42 +11,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
-// fakeCP is a scripted control plane: targets, tasks, confirmations, and
-// the results peers report.
+// fakeCP is a scripted control plane: targets, confirmations, and the
+// results and events peers report. Tasks reach the peers as the managers
+// send them: pushed over the real bus on quarry.fixup.<site>.<peer>.
 type fakeCP struct {
 	mu        sync.Mutex
 	peers     []fsm.PeerView
 	targets   map[string][]fsm.CopySpec // by origin
-	tasks     []FixupTask
+	tasks     []api.FixupTask
 	confirm   map[uint64]bool
-	results   map[uint64][]FixupResult
+	results   map[uint64][]api.FixupResult
 	confirmed map[uint64]int
-	gate      chan struct{} // when set, Targets waits for it to close
-	events    []BucketEvent // the bucket events peers reported
+	gate      chan struct{}     // when set, Targets waits for it to close
+	events    []api.BucketEvent // the bucket events peers reported
+	nc        *nats.Conn        // pushes tasks
 }
 
-func (f *fakeCP) Register(ctx context.Context, id string, req RegisterRequest) error { return nil }
-func (f *fakeCP) Heartbeat(ctx context.Context, id string, _ api.PeerStats) (fsm.PeerState, error) {
-	return fsm.StateUp, nil
+func (f *fakeCP) Register(ctx context.Context, r api.Register) error { return nil }
+func (f *fakeCP) Heartbeat(ctx context.Context, h api.Heartbeat) (api.HeartbeatReply, error) {
+	return api.HeartbeatReply{State: fsm.StateUp}, nil
 }
-func (f *fakeCP) Config(ctx context.Context) (fsm.Config, error) {
-	c := fsm.DefaultConfig()
-	c.ReplicationFactor, c.SearchFactor = 2, 1
-	c.HeartbeatPeriod = 100 * time.Millisecond
-	return c, nil
+func (f *fakeCP) Config(ctx context.Context) (api.PeerConfig, error) {
+	return api.PeerConfig{ReplicationFactor: 2, HeartbeatPeriod: 100 * time.Millisecond, AutoCreateIndexes: true}, nil
 }
 func (f *fakeCP) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]fsm.PeerView(nil), f.peers...), nil
 }
-func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsResponse, error) {
+func (f *fakeCP) Targets(ctx context.Context, req api.TargetsRequest) (api.TargetsReply, error) {
 	f.mu.Lock()
 	gate := f.gate
 	f.mu.Unlock()
@@ -54,7 +55,7 @@ func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsRespon
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return TargetsResponse{}, ctx.Err()
+			return api.TargetsReply{}, ctx.Err()
 		}
 	}
 	f.mu.Lock()
@@ -65,84 +66,102 @@ func (f *fakeCP) Targets(ctx context.Context, req TargetsRequest) (TargetsRespon
 			guid = p.GUID
 		}
 	}
-	return TargetsResponse{Bucket: fsm.BucketID(req.Index, req.LocalID, guid), TargetChoice: fsm.TargetChoice{Origin: req.Origin, Targets: f.targets[req.Origin]}}, nil
+	rep := api.TargetsReply{Bucket: fsm.BucketID(req.Index, req.LocalID, guid), Origin: req.Origin, Targets: []api.Target{}}
+	for _, cs := range f.targets[req.Origin] {
+		rep.Targets = append(rep.Targets, api.Target{Peer: cs.Peer, Searchable: cs.Searchable})
+	}
+	return rep, nil
 }
-func (f *fakeCP) BucketEvent(ctx context.Context, ev BucketEvent) error {
+func (f *fakeCP) BucketEvent(ctx context.Context, ev api.BucketEvent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, ev)
 	return nil
 }
 
-// eventsOf returns the reported bucket events of one type.
-func (f *fakeCP) eventsOf(typ string) []BucketEvent {
+// eventsOf returns the reported bucket events of one kind.
+func (f *fakeCP) eventsOf(kind api.BucketEventKind) []api.BucketEvent {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []BucketEvent
+	var out []api.BucketEvent
 	for _, ev := range f.events {
-		if ev.Type == typ {
+		if ev.Kind == kind {
 			out = append(out, ev)
 		}
 	}
 	return out
 }
-func (f *fakeCP) Maintenance(ctx context.Context) (bool, error) { return false, nil }
-func (f *fakeCP) Fixups(ctx context.Context, peer string) ([]FixupTask, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []FixupTask
-	for _, t := range f.tasks {
-		if t.Target == peer || (t.Kind == fsm.TaskReplicate && t.Source == peer) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-func (f *fakeCP) Confirm(ctx context.Context, id uint64) (FixupTask, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.confirmed[id]++
-	if !f.confirm[id] {
-		return FixupTask{}, errors.New("not open on the leader")
-	}
-	for _, t := range f.tasks {
-		if t.ID == id {
-			t.Confirmed = true
-			return t, nil
-		}
-	}
-	return FixupTask{}, errors.New("unknown task")
-}
 
-// ConfirmTransfer confirms an open replicate or fetch task to its target,
-// as the managers do (peer/replsender.go).
-func (f *fakeCP) ConfirmTransfer(ctx context.Context, id uint64) (fsm.Task, error) {
+// Confirm confirms a task the test marked open (destructive ones), and an
+// open replicate or fetch task to its target, as the managers do.
+func (f *fakeCP) Confirm(ctx context.Context, id uint64) (fsm.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, t := range f.tasks {
-		if t.ID == id && (t.Kind == fsm.TaskReplicate || t.Kind == fsm.TaskFetch) {
-			return t.Task, nil
+		if t.ID != id {
+			continue
 		}
+		ft := fsm.Task{ID: t.ID, Kind: t.Kind, Bucket: t.Bucket, Source: t.Source, Target: t.Target, Searchable: t.Searchable, Destructive: t.Destructive}
+		if t.Kind == fsm.TaskReplicate || t.Kind == fsm.TaskFetch {
+			return ft, nil
+		}
+		f.confirmed[id]++
+		if !f.confirm[id] {
+			return fsm.Task{}, errors.New("not open on the leader")
+		}
+		return ft, nil
 	}
-	return fsm.Task{}, errors.New("not an open transfer")
+	return fsm.Task{}, errors.New("unknown task")
 }
-func (f *fakeCP) FixupResult(ctx context.Context, res FixupResult) error {
+func (f *fakeCP) FixupResult(ctx context.Context, res api.FixupResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.results[res.ID] = append(f.results[res.ID], res)
 	return nil
 }
-func (f *fakeCP) addTask(t FixupTask) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tasks = append(f.tasks, t)
+func (f *fakeCP) Buckets(ctx context.Context, ids []string) ([]fsm.BucketView, error) {
+	return []fsm.BucketView{}, nil
 }
-func (f *fakeCP) result(id uint64) (FixupResult, int) {
+
+// addTask records t and pushes it to the peers it is addressed to, as the
+// managers' deliverer does: its target, and the source of a replication
+// or of a fetch the source pushes.
+func (f *fakeCP) addTask(t *testing.T, tk api.FixupTask) {
+	t.Helper()
+	f.mu.Lock()
+	f.tasks = append(f.tasks, tk)
+	f.mu.Unlock()
+	f.push(t, tk)
+}
+
+// push delivers tk again (a redelivery: the peer re-reports, never redoes).
+func (f *fakeCP) push(t *testing.T, tk api.FixupTask) {
+	t.Helper()
+	to := []string{tk.Target}
+	if tk.Kind == fsm.TaskReplicate {
+		to = []string{tk.Source}
+	}
+	s, _ := bus.NewSubjects("")
+	for _, peer := range to {
+		subj, err := s.Fixup(fsm.DefaultSite, peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.V, tk.To = api.WireVersion, peer
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ack, err := bus.Request[api.FixupTask, api.FixupAck](ctx, f.nc, subj, tk)
+		cancel()
+		if err != nil || !ack.Accepted {
+			t.Fatalf("push task %d to %s: %+v, %v", tk.ID, peer, ack, err)
+		}
+	}
+}
+func (f *fakeCP) result(id uint64) (api.FixupResult, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rs := f.results[id]
 	if len(rs) == 0 {
-		return FixupResult{}, 0
+		return api.FixupResult{}, 0
 	}
 	return rs[0], len(rs)
 }
@@ -157,11 +176,16 @@ func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	cp := &fakeCP{targets: map[string][]fsm.CopySpec{}, confirm: map[uint64]bool{}, results: map[uint64][]FixupResult{}, confirmed: map[uint64]int{}}
+	nc, err := bus.Connect(ctx, srv.ClientURL(), bus.ConnectOptions{Name: "managers (fake)", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cp := &fakeCP{targets: map[string][]fsm.CopySpec{}, confirm: map[uint64]bool{}, results: map[uint64][]api.FixupResult{}, confirmed: map[uint64]int{}, nc: nc}
 	peers := map[string]*Peer{}
 	for _, id := range ids {
 		p, err := Start(Config{ID: id, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Searchable: true, BlockBytes: 8 << 10,
-			BlockInterval: 20 * time.Millisecond, Logger: log, NATS: srv.ClientURL(), ControlPlane: cp, FixupPoll: 50 * time.Millisecond})
+			BlockInterval: 20 * time.Millisecond, Logger: log, NATS: srv.ClientURL(), ControlPlane: cp, FixupRetry: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +262,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	if _, err := ps["p3"].Store().ReplicaAppend(bucket, "main", false, 0, frames[:len(frames)/2]); err != nil {
 		t.Fatal(err)
 	}
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 101, Kind: fsm.TaskReplicate, Bucket: bucket, Source: "p1", Target: "p3", Searchable: false}})
+	cp.addTask(t, api.FixupTask{ID: 101, Kind: fsm.TaskReplicate, Bucket: bucket, Source: "p1", Target: "p3", Searchable: false})
 	waitFor(t, 20*time.Second, func() error {
 		if _, n := cp.result(101); n == 0 {
 			return errors.New("no result for the replication")
@@ -246,15 +270,18 @@ func TestFixupTasksOnPeers(t *testing.T) {
 		return nil
 	})
 	res, _ := cp.result(101)
+	ps["p1"].cl.fix.mu.Lock()
+	moved := ps["p1"].cl.fix.done[101].Bytes
+	ps["p1"].cl.fix.mu.Unlock()
 	c3, _ := copyOf(ps["p3"], bucket)
-	if res.Failed || c3.ContentHash != origin.ContentHash || c3.Events != origin.Events || c3.Searchable || c3.State != "warm" {
+	if !res.OK || c3.ContentHash != origin.ContentHash || c3.Events != origin.Events || c3.Searchable || c3.State != "warm" {
 		t.Fatalf("replicated copy %+v (result %+v), origin %+v", c3, res, origin)
 	}
-	if res.Bytes <= 0 || res.Bytes >= origin.JournalBytes {
-		t.Fatalf("replication moved %d bytes; the second half of %d was missing", res.Bytes, origin.JournalBytes)
+	if moved <= 0 || moved >= origin.JournalBytes {
+		t.Fatalf("replication moved %d bytes; the second half of %d was missing", moved, origin.JournalBytes)
 	}
 
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 102, Kind: fsm.TaskMakeSearchable, Bucket: bucket, Target: "p3"}})
+	cp.addTask(t, api.FixupTask{ID: 102, Kind: fsm.TaskMakeSearchable, Bucket: bucket, Target: "p3"})
 	waitFor(t, 20*time.Second, func() error {
 		if c, _ := copyOf(ps["p3"], bucket); !c.Searchable || c.SearchableEvents != origin.Events {
 			return fmt.Errorf("p3's copy: %+v", c)
@@ -263,7 +290,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	})
 
 	// Remove, not confirmed: several confirmation attempts, nothing removed.
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 103, Kind: fsm.TaskRemoveCopy, Bucket: bucket, Target: "p3", Destructive: true}})
+	cp.addTask(t, api.FixupTask{ID: 103, Kind: fsm.TaskRemoveCopy, Bucket: bucket, Target: "p3", Destructive: true})
 	waitFor(t, 20*time.Second, func() error {
 		cp.mu.Lock()
 		n := cp.confirmed[103]
@@ -288,32 +315,38 @@ func TestFixupTasksOnPeers(t *testing.T) {
 		}
 		return nil
 	})
-	// Tasks are still listed (the fake never closes them): each ran once,
-	// its outcome re-reported, never redone — the removed copy stays gone
-	// and the replication did not run again.
-	polls := func() int {
-		ps["p1"].cl.fix.mu.Lock()
-		defer ps["p1"].cl.fix.mu.Unlock()
-		return ps["p1"].cl.fix.polls
+	// The managers push the tasks again (a redelivery after a leader
+	// change): each ran once, its outcome is re-reported the same, never
+	// redone — the removed copy stays gone and the replication does not
+	// run again.
+	cp.mu.Lock()
+	again := append([]api.FixupTask(nil), cp.tasks...)
+	cp.mu.Unlock()
+	for _, tk := range again {
+		cp.push(t, tk)
 	}
-	start := polls()
 	waitFor(t, 10*time.Second, func() error {
-		if polls() < start+5 {
-			return errors.New("not polled yet")
+		for _, id := range []uint64{101, 102, 103} {
+			if _, n := cp.result(id); n < 2 {
+				return fmt.Errorf("task %d reported %d times", id, n)
+			}
 		}
 		return nil
 	})
 	for _, id := range []uint64{101, 102, 103} {
-		rs := func() []FixupResult {
+		rs := func() []api.FixupResult {
 			cp.mu.Lock()
 			defer cp.mu.Unlock()
-			return append([]FixupResult(nil), cp.results[id]...)
+			return append([]api.FixupResult(nil), cp.results[id]...)
 		}()
 		for _, r := range rs[1:] {
 			if r != rs[0] {
 				t.Fatalf("task %d reported differently the second time: %+v vs %+v", id, r, rs[0])
 			}
 		}
+	}
+	if got := ps["p1"].Transfers()[bucket+">p3"]; got != 1 {
+		t.Fatalf("the replication to p3 moved data %d times, want once", got)
 	}
 	if _, ok := copyOf(ps["p3"], bucket); ok {
 		t.Fatal("the removed copy came back")
@@ -337,9 +370,9 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 		}
 	}
 	sealedSum := ps["p2"].Store().LastChecksum(bucket, 5)
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 201, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p2", Target: "p1"}, SealedBlocks: 5, LastChecksum: sealedSum})
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 202, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p3", Destructive: true}, SealedBlocks: 5, LastChecksum: sealedSum})
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 203, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2"}, SealedBlocks: 5, LastChecksum: sealedSum})
+	cp.addTask(t, api.FixupTask{ID: 201, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p2", Target: "p1", SealedBlocks: 5, LastBlockChecksum: sealedSum})
+	cp.addTask(t, api.FixupTask{ID: 202, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p3", Destructive: true, SealedBlocks: 5, LastBlockChecksum: sealedSum})
+	cp.addTask(t, api.FixupTask{ID: 203, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2", SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	waitFor(t, 20*time.Second, func() error {
 		c, _ := copyOf(ps["p1"], bucket)
 		if c.State != "warm" || c.Blocks != 5 {
@@ -353,9 +386,9 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp.mu.Lock()
 	cp.confirm[202] = true
 	cp.mu.Unlock()
-	var ext BucketEvent
+	var ext api.BucketEvent
 	waitFor(t, 20*time.Second, func() error {
-		evs := cp.eventsOf("extend_seal")
+		evs := cp.eventsOf(api.EventExtendSeal)
 		if len(evs) == 0 {
 			return errors.New("no extend_seal reported")
 		}
@@ -364,7 +397,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	})
 	fullSum := ps["p3"].Store().LastChecksum(bucket, 7)
 	if ext.Bucket != bucket || ext.Peer != "p3" || ext.SealedBlocks != 5 || ext.SealedChecksum != sealedSum ||
-		ext.Blocks != 7 || ext.LastChecksum != fullSum || ext.Events == 0 {
+		ext.Blocks != 7 || ext.LastBlockChecksum != fullSum || ext.Events == 0 {
 		t.Fatalf("extend_seal %+v, want p3 from 5 (%s) to 7 (%s)", ext, sealedSum, fullSum)
 	}
 	if c, _ := copyOf(ps["p3"], bucket); c.Blocks != 7 || c.State != "warm" {
@@ -381,8 +414,8 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 		return nil
 	})
 	// The seal is at 7 now: the copies sealed warm at 5 fetch the rest.
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 204, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p1"}, SealedBlocks: 7, LastChecksum: fullSum})
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 205, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2"}, SealedBlocks: 7, LastChecksum: fullSum})
+	cp.addTask(t, api.FixupTask{ID: 204, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p1", SealedBlocks: 7, LastBlockChecksum: fullSum})
+	cp.addTask(t, api.FixupTask{ID: 205, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2", SealedBlocks: 7, LastBlockChecksum: fullSum})
 	var hashes []string
 	waitFor(t, 20*time.Second, func() error {
 		hashes = hashes[:0]
@@ -442,7 +475,7 @@ func TestFixupTruncateDivergentCopy(t *testing.T) {
 	if ps["p2"].Store().LastChecksum(bucket, 5) == sealedSum {
 		t.Fatal("the divergent copy's block 4 matches the seal")
 	}
-	cp.addTask(FixupTask{Task: fsm.Task{ID: 301, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p2", Destructive: true}, SealedBlocks: 5, LastChecksum: sealedSum})
+	cp.addTask(t, api.FixupTask{ID: 301, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p2", Destructive: true, SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	cp.mu.Lock()
 	cp.confirm[301] = true
 	cp.mu.Unlock()
@@ -453,7 +486,7 @@ func TestFixupTruncateDivergentCopy(t *testing.T) {
 		}
 		return nil
 	})
-	if evs := cp.eventsOf("extend_seal"); len(evs) != 0 {
+	if evs := cp.eventsOf(api.EventExtendSeal); len(evs) != 0 {
 		t.Fatalf("a divergent copy extended the seal: %+v", evs)
 	}
 	if n := ps["p2"].cl.fix.divergent.Load(); n != 1 {
@@ -549,8 +582,4 @@ func TestReplicationBacklogOverMaxPayload(t *testing.T) {
 	if c.Blocks < bucket.Blocks || c.Events < bucket.Events {
 		t.Fatalf("target copy %+v, origin %+v", c, bucket)
 	}
-}
-
-func (f *fakeCP) Buckets(ctx context.Context, peer string) ([]fsm.BucketView, error) {
-	return nil, nil
 }

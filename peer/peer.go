@@ -80,12 +80,11 @@ type Config struct {
 	NATS                   string
 	NATSUser, NATSPassword string
 	SubjectPrefix          string
-	Managers               []string // manager URLs (HTTP control plane)
 	ManagerToken           string
-	ControlPlane           ControlPlane  // overrides Managers (tests, NATS transport)
+	ControlPlane           ControlPlane  // tests: a scripted control plane instead of NATSControlPlane
 	TargetTimeout          time.Duration // SPEC §4 target_timeout (default 2 s)
 	JoinTimeout            time.Duration // how long Start waits for the managers (default 60 s)
-	FixupPoll              time.Duration // how often fixup tasks are polled (default 500 ms)
+	FixupRetry             time.Duration // how soon a pushed fixup task that could not run yet is tried again (default 500 ms)
 	ReplicationRate        int64         // fixup replication throttle, bytes/s (0: DefaultReplicationRate, < 0: none)
 	// BeforeReplicaAppend, when set, is called by the replication receiver
 	// before it appends an origin's blocks: a test hook (a slow target

@@ -216,7 +216,7 @@ func (r *replicator) run(hb *hotRepl) {
 			wait = time.Second // the last request found no manager either
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		resp, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID})
+		resp, err := r.cp.Targets(ctx, api.TargetsRequest{V: api.WireVersion, Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID})
 		cancel()
 		if err != nil && managersUnreachable(err) {
 			r.away.Store(true)
@@ -238,8 +238,8 @@ func (r *replicator) run(hb *hotRepl) {
 			r.mu.Lock()
 			for _, cs := range resp.Targets {
 				r.addTargetLocked(hb, cs.Peer, cs.Searchable)
-				if site := resp.Sites[cs.Peer]; site != "" {
-					hb.targets[len(hb.targets)-1].site = site
+				if cs.Site != "" {
+					hb.targets[len(hb.targets)-1].site = cs.Site
 				}
 			}
 			r.last = r.last[:0]
@@ -314,13 +314,13 @@ func (r *replicator) registerLater(hb *hotRepl) {
 	backoff := 500 * time.Millisecond
 	for {
 		r.mu.Lock()
-		var used []fsm.CopySpec
+		var used []api.Target
 		for _, t := range hb.targets {
-			used = append(used, fsm.CopySpec{Peer: t.peer, Searchable: t.searchable})
+			used = append(used, api.Target{Peer: t.peer, Searchable: t.searchable})
 		}
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Used: used})
+		_, err := r.cp.Targets(ctx, api.TargetsRequest{V: api.WireVersion, Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Used: used})
 		cancel()
 		if err == nil {
 			r.away.Store(false)
@@ -363,9 +363,9 @@ func (r *replicator) step(hb *hotRepl) bool {
 				i--
 				continue
 			case !t.lagging:
-				kind := "target_failed"
+				kind := api.EventTargetFailed
 				if maint {
-					kind = "target_lagging"
+					kind = api.EventTargetLagging
 				}
 				t.reporting = true
 				r.wg.Add(1)
@@ -418,12 +418,12 @@ func (r *replicator) step(hb *hotRepl) bool {
 // for it. With the managers unreachable it stops waiting anyway after the
 // report's timeout: acks go on (SPEC §4), and the copy is known short from
 // the seal's lengths at the latest.
-func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind string) {
+func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind api.BucketEventKind) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err := r.cp.BucketEvent(ctx, BucketEvent{Type: kind, Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer})
+	err := r.cp.BucketEvent(ctx, api.BucketEvent{V: api.WireVersion, Kind: kind, Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer})
 	cancel()
-	if err != nil && !errors.Is(err, ErrUnsupported) {
+	if err != nil {
 		r.log.Warn("could not report a short replication target; acks go on without it", "kind", kind, "bucket", hb.id, "target", t.peer, "err", err)
 	}
 	r.mu.Lock()
@@ -435,7 +435,7 @@ func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind string) {
 		r.reportCaughtUpLocked(hb, t)
 		return
 	}
-	if kind == "target_lagging" {
+	if kind == api.EventTargetLagging {
 		t.lagging = true
 		r.log.Warn("maintenance: replication target is late; kept in the set, acks go on without it",
 			"bucket", hb.id, "target", t.peer, "acked", t.acked, "durable", hb.durable)
@@ -449,13 +449,13 @@ func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind string) {
 // reportCaughtUpLocked tells the managers that a target reported short
 // holds every durable block again.
 func (r *replicator) reportCaughtUpLocked(hb *hotRepl, t *replTarget) {
-	ev := BucketEvent{Type: "target_caught_up", Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer}
+	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventTargetCaughtUp, Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if err := r.cp.BucketEvent(ctx, ev); err != nil && !errors.Is(err, ErrUnsupported) {
+		if err := r.cp.BucketEvent(ctx, ev); err != nil {
 			r.log.Warn("could not report a caught-up target (its copy stays short until sealed and fetched)", "bucket", hb.id, "target", t.peer, "err", err)
 		}
 	}()
@@ -541,7 +541,7 @@ func (r *replicator) replaceLocked(hb *hotRepl) {
 func (r *replicator) askReplacement(hb *hotRepl, exclude []string) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	resp, err := r.cp.Targets(ctx, TargetsRequest{Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Replace: exclude})
+	resp, err := r.cp.Targets(ctx, api.TargetsRequest{V: api.WireVersion, Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Replace: exclude})
 	cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -554,8 +554,8 @@ func (r *replicator) askReplacement(hb *hotRepl, exclude []string) {
 		cs := resp.Targets[0]
 		r.log.Info("replacement replication target chosen by the managers", "bucket", hb.id, "target", cs.Peer, "failed", exclude[0])
 		r.addTargetLocked(hb, cs.Peer, cs.Searchable)
-		if site := resp.Sites[cs.Peer]; site != "" {
-			hb.targets[len(hb.targets)-1].site = site
+		if cs.Site != "" {
+			hb.targets[len(hb.targets)-1].site = cs.Site
 		}
 	case err != nil && managersUnreachable(err):
 		r.away.Store(true)
@@ -689,11 +689,11 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 			return
 		}
 	}
-	ev := BucketEvent{Type: "rolled", Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: hb.closedAt,
-		LastChecksum: r.p.store.LastChecksum(hb.id, hb.closedAt)}
+	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventRolled, Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: int64(hb.closedAt),
+		LastBlockChecksum: r.p.store.LastChecksum(hb.id, hb.closedAt)}
 	for _, c := range r.p.store.Inventory() {
 		if c.ID == hb.id {
-			ev.Events, ev.Size, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
+			ev.Events, ev.Bytes, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
 		}
 	}
 	// The roll must reach the managers: until it does they hold the bucket
@@ -710,7 +710,7 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 		cancel()
 		var remote *bus.RemoteError
 		switch {
-		case err == nil || errors.Is(err, ErrUnsupported):
+		case err == nil:
 			if attempt > 0 {
 				r.log.Info("roll reported", "bucket", hb.id, "attempts", attempt+1)
 			}
@@ -810,12 +810,10 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 }
 
 // minCopiesOf is min(2, RF) for the cluster config.
-func minCopiesOf(cfg fsm.Config) int {
-	rf := cfg.ReplicationFactor
-	if cfg.Multisite() {
-		rf = cfg.SiteReplicationFactor.Total
-	}
-	return max(1, min(2, rf))
+func minCopiesOf(cfg api.PeerConfig) int {
+	// The managers send the site policy's total as the RF in multisite
+	// mode (api.PeerConfig.ReplicationFactor).
+	return max(1, min(2, cfg.ReplicationFactor))
 }
 
 var _ = strconv.Itoa

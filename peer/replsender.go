@@ -105,12 +105,6 @@ func (rs *replSenders) guidOf(ctx context.Context, sender, want string) string {
 	return got
 }
 
-// transferConfirmer is the control plane's confirmation of a replicate or
-// fetch task by its target (NATSControlPlane).
-type transferConfirmer interface {
-	ConfirmTransfer(ctx context.Context, id uint64) (fsm.Task, error)
-}
-
 func (rs *replSenders) checkTransfer(ctx context.Context, sender string, req repl.Request) error {
 	rs.mu.Lock()
 	c, ok := rs.confirmed[req.Task]
@@ -118,14 +112,11 @@ func (rs *replSenders) checkTransfer(ctx context.Context, sender string, req rep
 	if ok && time.Now().Before(c.until) && c.bucket == req.Bucket && c.source == sender {
 		return nil
 	}
-	tc, ok := rs.cl.cp.(transferConfirmer)
-	if !ok {
-		return bus.Errorf(bus.CodeBadRequest, "replication %s of %s from %s for task %d: this control plane confirms no transfers: %v",
-			req.Op, req.Bucket, sender, req.Task, ErrNotOrigin)
-	}
+	// The leader confirms an open replicate or fetch task to its target
+	// (mgr.confirm, the same operation that confirms destructive tasks).
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	t, err := tc.ConfirmTransfer(cctx, req.Task)
+	t, err := rs.cl.cp.Confirm(cctx, req.Task)
 	if err != nil {
 		return fmt.Errorf("replication %s of %s from %s: task %d: %w", req.Op, req.Bucket, sender, req.Task, err)
 	}

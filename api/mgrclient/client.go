@@ -204,6 +204,13 @@ func (c *ManagerClient) Generation(ctx context.Context, site string, since uint6
 	return call[api.GenerationRequest, api.GenerationReply](ctx, c, api.OpGeneration, api.GenerationRequest{V: api.WireVersion, Site: site, Since: since})
 }
 
+// GenerationPeers fetches the generation table's peer list only
+// (PeersOnly): a reply of a few hundred peers, however many buckets the
+// table holds.
+func (c *ManagerClient) GenerationPeers(ctx context.Context) (api.GenerationReply, error) {
+	return call[api.GenerationRequest, api.GenerationReply](ctx, c, api.OpGeneration, api.GenerationRequest{V: api.WireVersion, Site: "site0", PeersOnly: true})
+}
+
 // generationFetchTimeout bounds one streamed table transfer (a million
 // buckets is a few hundred MB of JSON on loopback: seconds, not minutes).
 const generationFetchTimeout = 60 * time.Second
@@ -329,6 +336,23 @@ func (c *ManagerClient) Confirm(ctx context.Context, id uint64, peer string) (ap
 func (c *ManagerClient) FixupResult(ctx context.Context, r api.FixupResult) (api.FixupResultReply, error) {
 	r.V = api.WireVersion
 	return call[api.FixupResult, api.FixupResultReply](ctx, c, api.OpFixupResult, r)
+}
+
+// Buckets asks the managers' records of the named buckets that hold a copy
+// on peer, in requests of at most api.MaxBucketsPerRequest ids (a reply
+// never nears the bus's max payload, however many buckets a peer holds).
+func (c *ManagerClient) Buckets(ctx context.Context, peer string, ids []string) ([]fsm.BucketView, error) {
+	out := []fsm.BucketView{}
+	for len(ids) > 0 {
+		n := min(len(ids), api.MaxBucketsPerRequest)
+		rep, err := call[api.BucketsRequest, api.BucketsReply](ctx, c, api.OpBuckets, api.BucketsRequest{V: api.WireVersion, Peer: peer, Buckets: ids[:n]})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rep.Buckets...)
+		ids = ids[n:]
+	}
+	return out, nil
 }
 
 // SubscribeNotices calls fn for every Notice on <prefix>.gen (in order, on

@@ -35,7 +35,6 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8088", Usage: "HTTP listen address (HEC and API)", EnvVars: envVars("http-addr")},
 			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
-			&cli.StringFlag{Name: "manager", Usage: "cluster mode: manager HTTP `URL[,URL…]` (optional: what the NATS service does not answer)", EnvVars: envVars("manager")},
 			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token (also guards this peer's roll, searchable, pprof, and /v1/buckets and /v1/search with every index)", EnvVars: envVars("token")},
 			secretFileFlag("token", "the managers' admin token"),
 			&cli.StringFlag{Name: "nats-user", Usage: "cluster mode: this peer's NATS user", EnvVars: envVars("nats-user")},
@@ -122,9 +121,6 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		if *s.dst, err = secretValue(c, s.name); err != nil {
 			return fail(err)
 		}
-	}
-	if m := c.String("manager"); m != "" {
-		cfg.Managers = strings.Split(m, ",")
 	}
 	searchTokens, err := secretValues(c, "search-token", c.Generic("search-token").(*repeatable).values)
 	if err != nil {

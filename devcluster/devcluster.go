@@ -326,7 +326,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			HTTPAddr: mem.HTTPAddr, Searchable: true, Logger: c.log.With("role", "peer"),
 			NATS: c.Bus.Server(mem.Site).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
 			ManagerToken: AdminToken,
-			MaxHotBytes: 4 << 20, JoinTimeout: 60 * time.Second})
+			MaxHotBytes:  4 << 20, JoinTimeout: 60 * time.Second})
 		if err != nil {
 			return fmt.Errorf("dev: start peer %s: %w", mem.ID, err)
 		}

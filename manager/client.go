@@ -247,4 +247,3 @@ func (c *Client) SetMaintenance(ctx context.Context, on bool) error {
 func (c *Client) Rebalance(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/rebalance", nil, nil)
 }
-

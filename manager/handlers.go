@@ -367,4 +367,3 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"config": cfg.Redacted(), "result": res})
 }
-

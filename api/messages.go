@@ -167,6 +167,11 @@ type PeerConfig struct {
 	// auto-created), sorted.
 	KnownIndexes []string       `json:"known_indexes"`
 	HECTokens    []fsm.HECToken `json:"hec_tokens"`
+	// AdminTokenDigest is the digest (fsm.TokenDigest) of the managers'
+	// admin token: a peer's admin endpoints (roll, searchable, pprof, every
+	// index's search) take that token, checked against this, so peers are
+	// not given the secret.
+	AdminTokenDigest string `json:"admin_token_digest,omitempty"`
 	// SearchTokens: search heads and peers check searches against them.
 	SearchTokens  []fsm.SearchToken `json:"search_tokens,omitempty"`
 	MaxHotBytes   int64             `json:"max_hot_bytes"`

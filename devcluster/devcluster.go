@@ -325,8 +325,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		p, err := peer.Start(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
 			HTTPAddr: mem.HTTPAddr, Searchable: true, Logger: c.log.With("role", "peer"),
 			NATS: c.Bus.Server(mem.Site).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
-			ManagerToken: AdminToken,
-			MaxHotBytes:  4 << 20, JoinTimeout: 60 * time.Second})
+			MaxHotBytes: 4 << 20, JoinTimeout: 60 * time.Second})
 		if err != nil {
 			return fmt.Errorf("dev: start peer %s: %w", mem.ID, err)
 		}

@@ -224,7 +224,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			c.peerCfgs[id] = peer.Config{
 				ID: id, Site: site, DataDir: dir(id), HTTPAddr: "127.0.0.1:0", Searchable: true,
 				MaxHotBytes: o.MaxHotBytes, BlockInterval: o.BlockInterval, Logger: log,
-				NATS: c.Bus.Server(site).ClientURL(), ManagerToken: AdminToken,
+				NATS:          c.Bus.Server(site).ClientURL(),
 				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second, TLS: o.TLS,
 			}
 			if o.RoleUsers {

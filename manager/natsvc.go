@@ -276,6 +276,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
+		AdminTokenDigest:  fsm.TokenDigest(m.cfg.AdminToken),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(),
 	}
 	if c.Multisite() {

@@ -9,8 +9,12 @@ package peer
 //   - POST /v1/buckets/{id}/roll, POST /v1/buckets/{id}/searchable and
 //     /debug/pprof/* (only with Config.Pprof): the admin token.
 //
-// The admin token is Config.AdminToken on a standalone peer and the
-// managers' admin token (Config.ManagerToken) on a cluster member. A peer
+// The admin token is Config.AdminToken on a standalone peer. On a cluster
+// member it is the managers' admin token, checked against the digest the
+// managers send in the peer config (api.PeerConfig.AdminTokenDigest): the
+// peer never holds the secret, and until it has the digest its admin
+// endpoints refuse every token (503). Config.ManagerToken (--token), when
+// given, is checked directly instead (older deployments). A standalone peer
 // with no admin token, or no search token, serves those requests without
 // one only while it listens on loopback addresses (said at start); on any
 // other address Start refuses without an admin token, before it listens.
@@ -52,13 +56,27 @@ func loopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// adminToken is the token the peer's admin endpoints take: the managers'
-// in a cluster, --admin-token standalone ("" when none is configured).
-func (p *Peer) adminToken() string {
-	if p.cfg.NATS != "" {
-		return p.cfg.ManagerToken
+// adminMatch checks a presented token against the peer's admin token:
+// configured is false when none guards the admin endpoints (a standalone
+// peer without --admin-token, on loopback only), known false while a
+// cluster member has not yet received the managers' digest.
+func (p *Peer) adminMatch(tok string) (configured, known, ok bool) {
+	switch {
+	case p.cfg.NATS == "":
+		return p.cfg.AdminToken != "", true, p.cfg.AdminToken != "" && equalToken(tok, p.cfg.AdminToken)
+	case p.cfg.ManagerToken != "":
+		return true, true, equalToken(tok, p.cfg.ManagerToken)
 	}
-	return p.cfg.AdminToken
+	var digest string
+	if p.cl != nil {
+		if d := p.cl.adminDigest.Load(); d != nil {
+			digest = *d
+		}
+	}
+	if digest == "" {
+		return true, false, false
+	}
+	return true, true, fsm.TokenMatches(digest, tok)
 }
 
 // searchTokens are the search tokens in force: the cluster config's on a
@@ -77,20 +95,19 @@ func (p *Peer) searchTokens() []fsm.SearchToken {
 // token and says at start what is served without a token (loopback only).
 // It runs before the peer listens or joins the cluster.
 func checkAuthConfig(cfg Config) error {
-	admin, flag := cfg.AdminToken, "--admin-token"
 	if cfg.NATS != "" {
-		admin, flag = cfg.ManagerToken, "--token (the managers' admin token)"
+		return nil // the managers' admin token guards a cluster member (its digest)
 	}
-	if admin == "" && !loopbackOnly(cfg.HTTPAddr) {
-		return fmt.Errorf("peer: --http-addr %s is not a loopback address: %w (%s), or /v1/buckets, /v1/search, roll and searchable would be open to the network",
-			cfg.HTTPAddr, ErrTokenRequired, flag)
+	if cfg.AdminToken == "" && !loopbackOnly(cfg.HTTPAddr) {
+		return fmt.Errorf("peer: --http-addr %s is not a loopback address: %w (--admin-token), or /v1/buckets, /v1/search, roll and searchable would be open to the network",
+			cfg.HTTPAddr, ErrTokenRequired)
 	}
 	return nil
 }
 
 // logAuth says at start which endpoints answer without a token.
 func (p *Peer) logAuth() {
-	if p.adminToken() == "" {
+	if configured, _, _ := p.adminMatch(""); !configured {
 		p.log.Warn("no admin token configured: roll, searchable and pprof are served without a token because the peer listens on loopback only", "addr", p.cfg.HTTPAddr)
 	}
 	if _, status, _ := p.searchScope(&http.Request{Header: http.Header{}}); status == 0 {
@@ -125,16 +142,18 @@ func writeAuthError(w http.ResponseWriter, status int, msg string) {
 // adminOnly wraps a handler that needs the admin token.
 func (p *Peer) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		admin := p.adminToken()
-		if admin == "" {
+		tok := bearer(r)
+		configured, known, ok := p.adminMatch(tok)
+		if !configured {
 			h(w, r) // loopback only, said at start
 			return
 		}
-		tok := bearer(r)
 		switch {
 		case tok == "":
 			writeAuthError(w, http.StatusUnauthorized, fmt.Sprintf("%s %s: the admin token is required: Authorization: Bearer <token>", r.Method, r.URL.Path))
-		case !equalToken(tok, admin):
+		case !known:
+			writeError(w, http.StatusServiceUnavailable, "not_ready", fmt.Sprintf("%s %s: the managers' admin token is not known here yet (it comes with the cluster config); retry", r.Method, r.URL.Path))
+		case !ok:
 			writeAuthError(w, http.StatusForbidden, fmt.Sprintf("%s %s: invalid admin token", r.Method, r.URL.Path))
 		default:
 			h(w, r)
@@ -148,15 +167,16 @@ func (p *Peer) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 // admin token, or a cluster member on loopback, is open (said at start);
 // otherwise the admin token reads every index.
 func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
-	toks, admin := p.searchTokens(), p.adminToken()
-	if len(toks) == 0 && (admin == "" || p.cfg.NATS != "" && p.loopback) {
+	toks := p.searchTokens()
+	tok := bearer(r)
+	configured, _, isAdmin := p.adminMatch(tok)
+	if len(toks) == 0 && (!configured || p.cfg.NATS != "" && p.loopback) {
 		return nil, 0, ""
 	}
-	tok := bearer(r)
 	if tok == "" {
 		return nil, http.StatusUnauthorized, "a search token is required: Authorization: Bearer <token>"
 	}
-	if admin != "" && equalToken(tok, admin) {
+	if isAdmin {
 		return nil, 0, ""
 	}
 	for _, t := range toks {

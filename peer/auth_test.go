@@ -253,7 +253,6 @@ func TestAuthNonLoopbackRefused(t *testing.T) {
 		{"every interface, no token", peer.Config{HTTPAddr: ":0"}},
 		{"search token only", peer.Config{HTTPAddr: "0.0.0.0:0", SearchTokens: []fsm.SearchToken{{Token: authSearch}}}},
 		{"host name", peer.Config{HTTPAddr: "peer1.example:8088"}},
-		{"cluster member without --token", peer.Config{HTTPAddr: "0.0.0.0:0", NATS: "nats://127.0.0.1:1", AdminToken: authAdmin}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")

@@ -59,6 +59,9 @@ type cluster struct {
 	// searchToks are the cluster config's search tokens, read by every
 	// /v1/search and GET /v1/buckets (auth.go), set by the heartbeats.
 	searchToks atomic.Pointer[[]fsm.SearchToken]
+	// adminDigest is the managers' admin token digest (auth.go), set by
+	// the heartbeats' config refresh.
+	adminDigest atomic.Pointer[string]
 }
 
 func (p *Peer) site() string {
@@ -220,6 +223,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	toks := hecTokensOf(cl.cfg)
 	cl.tokens = toks
 	cl.searchToks.Store(&cl.cfg.SearchTokens)
+	cl.adminDigest.Store(&cl.cfg.AdminTokenDigest)
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
 }
@@ -236,6 +240,9 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 	p.cl.repl.setMaintenance(cfg.Maintenance)
 	if p.cl.repl.setTimeout(cfg.TargetTimeout) {
 		p.log.Info("target_timeout from the cluster config", "target_timeout", cfg.TargetTimeout)
+	}
+	if old := p.cl.adminDigest.Load(); old == nil || *old != cfg.AdminTokenDigest {
+		p.cl.adminDigest.Store(&cfg.AdminTokenDigest)
 	}
 	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)

@@ -49,10 +49,11 @@ type Config struct {
 	Tokens   []hec.Token
 	// SearchTokens guard GET /v1/buckets and POST /v1/search on a
 	// standalone peer; AdminToken those and roll, searchable and pprof (a
-	// cluster peer takes search tokens from the managers and its admin
-	// token is ManagerToken). See auth.go: without them the peer serves
-	// those requests only on a loopback address (said at start); on any
-	// other address Start refuses without an admin token.
+	// cluster peer takes search tokens from the managers and checks its
+	// admin token against the managers' digest). See auth.go: without them
+	// a standalone peer serves those requests only on a loopback address
+	// (said at start); on any other address Start refuses without an
+	// admin token.
 	SearchTokens []fsm.SearchToken
 	AdminToken   string
 	// Pprof serves /debug/pprof/* (behind the admin token); off by default.
@@ -80,12 +81,15 @@ type Config struct {
 	NATS                   string
 	NATSUser, NATSPassword string
 	SubjectPrefix          string
-	ManagerToken           string
-	ControlPlane           ControlPlane  // tests: a scripted control plane instead of NATSControlPlane
-	TargetTimeout          time.Duration // SPEC §4 target_timeout (default 2 s)
-	JoinTimeout            time.Duration // how long Start waits for the managers (default 60 s)
-	FixupRetry             time.Duration // how soon a pushed fixup task that could not run yet is tried again (default 500 ms)
-	ReplicationRate        int64         // fixup replication throttle, bytes/s (0: DefaultReplicationRate, < 0: none)
+	// ManagerToken (--token) is optional: a cluster member checks the
+	// admin token against the digest the managers send; when set, it is
+	// checked directly instead.
+	ManagerToken    string
+	ControlPlane    ControlPlane  // tests: a scripted control plane instead of NATSControlPlane
+	TargetTimeout   time.Duration // SPEC §4 target_timeout (default 2 s)
+	JoinTimeout     time.Duration // how long Start waits for the managers (default 60 s)
+	FixupRetry      time.Duration // how soon a pushed fixup task that could not run yet is tried again (default 500 ms)
+	ReplicationRate int64         // fixup replication throttle, bytes/s (0: DefaultReplicationRate, < 0: none)
 	// BeforeReplicaAppend, when set, is called by the replication receiver
 	// before it appends an origin's blocks: a test hook (a slow target
 	// that stays Up); never set by the CLI.

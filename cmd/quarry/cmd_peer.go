@@ -35,7 +35,7 @@ func peerCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Value: "127.0.0.1:8088", Usage: "HTTP listen address (HEC and API)", EnvVars: envVars("http-addr")},
 			&cli.GenericFlag{Name: "attr", Value: &repeatable{}, Usage: "peer attribute k=v (repeatable)", EnvVars: envVars("attr")},
 			&cli.StringFlag{Name: "nats", Usage: "NATS URL of the cluster (cluster mode)", EnvVars: envVars("nats")},
-			&cli.StringFlag{Name: "token", Usage: "cluster mode: the managers' admin token (also guards this peer's roll, searchable, pprof, and /v1/buckets and /v1/search with every index)", EnvVars: envVars("token")},
+			&cli.StringFlag{Name: "token", Usage: "cluster mode, optional: the managers' admin token, checked directly (without it the peer checks the token presented to its roll, searchable, pprof, /v1/buckets and /v1/search against the digest the managers send; peers need no secret)", EnvVars: envVars("token")},
 			secretFileFlag("token", "the managers' admin token"),
 			&cli.StringFlag{Name: "nats-user", Usage: "cluster mode: this peer's NATS user", EnvVars: envVars("nats-user")},
 			&cli.StringFlag{Name: "nats-password", Usage: "cluster mode: password of --nats-user", EnvVars: envVars("nats-password")},

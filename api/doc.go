@@ -1,9 +1,12 @@
 // Package api owns the versioned wire messages that a peer (and a search
 // head) and the managers exchange over NATS (SPEC §3, §6), the manager
-// operations' names, and ManagerClient, the thin typed client a peer uses to
-// speak to the managers. It imports fsm (for the types the messages carry)
-// and bus (subjects, typed request/reply); never a role package, so both
-// sides of the protocol depend on it and not on each other.
+// operations' names and the rules each message obeys (Validate,
+// CheckVersion): data and codecs only. It imports fsm (for the types the
+// messages carry) and bus/wire (the remote error and stream invite that
+// travel inside messages), neither of which imports a transport, so
+// `go list -deps ./api` shows no NATS, HTTP or Raft package. The one client
+// that sends these messages is api/mgrclient; never a role package, so
+// both sides of the protocol depend on api and not on each other.
 //
 // # Subjects
 //
@@ -15,12 +18,16 @@
 //	<prefix>.mgr.config        ConfigRequest → PeerConfig       (leader only)
 //	<prefix>.mgr.confirm       ConfirmRequest → ConfirmReply    (leader only, after VerifyLeader)
 //	<prefix>.mgr.fixup-result  FixupResult   → FixupResultReply (leader only)
+//	<prefix>.mgr.buckets       BucketsRequest → BucketsReply    (leader only; ≤ 256 ids)
 //	<prefix>.gen               Notice (published by the leader, no reply)
 //	<prefix>.fixup.<site>.<peer>  FixupTask → FixupAck (manager → peer)
 //
 // The manager subscribes the mgr subjects only while it is the Raft leader:
 // during an election a request gets bus.ErrNoResponders at once, and the
-// caller retries shortly (ManagerClient does, until its context ends).
+// caller retries shortly (mgrclient.ManagerClient does, until its context
+// ends). Every mgr subject ends in the sender's token,
+// <prefix>.mgr.<op>.<sender>, which the bus's permissions bind to the
+// sender's NATS user.
 // Config changes (indexes, HEC tokens, roll limits, maintenance) ride on
 // the same <prefix>.gen subject as generation changes, as a Notice whose
 // ConfigID changed (the manager role may publish only gen, fixup and mgr
@@ -47,7 +54,9 @@
 // # Sizes
 //
 // No message travels bigger than the bus's max payload (1 MiB by default):
-// generation tables stream (FetchGeneration, over a bus stream), and a
+// generation tables stream (mgrclient FetchGeneration, over a bus stream;
+// a peer's heartbeat asks only the peer list, GenerationRequest.PeersOnly),
+// bucket records are asked by at most MaxBucketsPerRequest ids, and a
 // Register whose inventory would not fit one message is sent in parts
 // (Register.Parts; the manager registers the whole inventory in one FSM
 // command when the last part arrives, and refuses a last part it lacks

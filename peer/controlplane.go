@@ -45,14 +45,12 @@ type ControlPlane interface {
 }
 
 // fixupOutcome is what the fixup runner keeps of a task it ran: the result
-// it reports (api.FixupResult, the one message) and local facts the
-// managers learn from the copy's own reports, not from the result.
+// it reports (api.FixupResult, the one message) and, for the peer's own
+// logs and tests, the bucket and the bytes it moved over the network.
 type fixupOutcome struct {
 	api.FixupResult
-	Bucket     string
-	Blocks     int
-	Searchable bool
-	Bytes      int64 // bytes moved over the network
+	Bucket string
+	Bytes  int64
 }
 
 // ErrRegisterFirst: the managers do not count this peer as up.

@@ -258,12 +258,8 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 		res.OK, res.Reason = false, err.Error()
 		f.p.log.Warn("fixup task failed", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "err", err)
 	} else {
-		for _, c := range st.Inventory() {
-			if c.ID == tk.Bucket {
-				res.Blocks, res.Searchable = c.Blocks, c.Searchable
-			}
-		}
-		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "bytes", res.Bytes)
+		n, _, _ := st.Blocks(tk.Bucket)
+		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "blocks", n, "bytes", res.Bytes)
 	}
 	return res, nil
 }

@@ -656,23 +656,12 @@ func newFastAgg(x *segExec, cs *colSet, agg *aggregator) *fastAgg {
 	return fa
 }
 
-// groupIndex is the index in fa.st of event o's group (created when new).
+// newGroup is a new group's states, one per spec.
+func (fa *fastAgg) newGroup() []colState { return make([]colState, len(fa.specs)) }
+
+// groupIndex is the index in fa.st of event o's group (created when new),
+// for the shapes groups does not handle in a loop of their own.
 func (fa *fastAgg) groupIndex(o uint32, t int64) int32 {
-	if fa.dense {
-		g := int32(fa.keys[0].c.IDs[o] - 1)
-		if fa.st[g] == nil {
-			fa.st[g] = make([]colState, len(fa.specs))
-		}
-		return g
-	}
-	if len(fa.keys) == 0 {
-		if len(fa.st) == 0 {
-			fa.gidx[0] = 0
-			fa.gkeys = append(fa.gkeys, 0)
-			fa.st = append(fa.st, make([]colState, len(fa.specs)))
-		}
-		return 0
-	}
 	var k uint64
 	for i, kc := range fa.keys {
 		var part uint64
@@ -688,9 +677,56 @@ func (fa *fastAgg) groupIndex(o uint32, t int64) int32 {
 		gi = int32(len(fa.st))
 		fa.gidx[k] = gi
 		fa.gkeys = append(fa.gkeys, k)
-		fa.st = append(fa.st, make([]colState, len(fa.specs)))
+		fa.st = append(fa.st, fa.newGroup())
 	}
 	return gi
+}
+
+// groups fills gs with the group index of each of ords (ts[o] their times
+// when a span key needs them): one tight loop per common key shape — one
+// dictionary key (the group is the value's id), one integer key (the
+// group is its key number), no key — else through the map of keys.
+func (fa *fastAgg) groups(ords []uint32, ts []int64, gs []int32) []int32 {
+	gs = gs[:0]
+	switch {
+	case fa.dense:
+		ids := fa.keys[0].c.IDs
+		for _, o := range ords {
+			g := int32(ids[o]) - 1
+			if fa.st[g] == nil {
+				fa.st[g] = fa.newGroup()
+			}
+			gs = append(gs, g)
+		}
+	case len(fa.keys) == 0:
+		if len(fa.st) == 0 {
+			fa.gkeys = append(fa.gkeys, 0)
+			fa.st = append(fa.st, fa.newGroup())
+		}
+		for range ords {
+			gs = append(gs, 0)
+		}
+	case len(fa.keys) == 1 && fa.keys[0] != nil:
+		// one integer key: key numbers are handed out densely as met
+		kc := fa.keys[0]
+		for _, o := range ords {
+			id := kc.keyID(o)
+			for int(id) >= len(fa.st) {
+				fa.gkeys = append(fa.gkeys, uint64(len(fa.st)))
+				fa.st = append(fa.st, fa.newGroup())
+			}
+			gs = append(gs, int32(id))
+		}
+	default:
+		for _, o := range ords {
+			var t int64
+			if ts != nil {
+				t = ts[o]
+			}
+			gs = append(gs, fa.groupIndex(o, t))
+		}
+	}
+	return gs
 }
 
 // addBatch adds events ords (ascending; ts[o] their times when a span key
@@ -702,14 +738,7 @@ func (fa *fastAgg) addBatch(ords []uint32, ts []int64) {
 	if len(ords) == 0 {
 		return
 	}
-	gs := fa.gbuf[:0]
-	for _, o := range ords {
-		var t int64
-		if ts != nil {
-			t = ts[o]
-		}
-		gs = append(gs, fa.groupIndex(o, t))
-	}
+	gs := fa.groups(ords, ts, fa.gbuf)
 	fa.gbuf = gs
 	for i, nc := range fa.specs {
 		fn := fa.agg.specs[i].Func

@@ -679,14 +679,18 @@ func (r *colReader) column(field string) (*query.Column, error) {
 }
 
 // cacheColumn keeps a decoded column (or block) within the budget.
-func (r *colReader) cacheColumn(key colKey, c *query.Column) {
+func (r *colReader) cacheColumn(key colKey, c *query.Column) { cachePut(key, c, &r.closed) }
+
+// cachePut keeps c under key within the budget unless its owner is closed
+// (*closed is guarded by colCache.mu).
+func cachePut(key colKey, c *query.Column, closed *bool) {
 	size := columnBytes(c)
 	colCache.mu.Lock()
 	defer colCache.mu.Unlock()
 	if _, ok := colCache.m[key]; ok {
 		return
 	}
-	if size > colCacheBytes/4 || r.closed {
+	if size > colCacheBytes/4 || *closed {
 		return
 	}
 	// evict entries (map order: random) until this one fits, rather than
@@ -708,7 +712,7 @@ func (r *colReader) cacheColumn(key colKey, c *query.Column) {
 const colCacheBytes = 256 << 20
 
 type colKey struct {
-	r     *colReader
+	r     any // the *colReader (or *indexReader: its times) that read it
 	field string
 	block int32 // -1: the whole column
 }
@@ -728,12 +732,15 @@ func columnBytes(c *query.Column) int64 {
 }
 
 // uncache drops a closed reader's columns from the cache.
-func (r *colReader) uncache() {
+func (r *colReader) uncache() { uncacheOwner(r, &r.closed) }
+
+// uncacheOwner marks a reader closed and drops what it cached.
+func uncacheOwner(owner any, closed *bool) {
 	colCache.mu.Lock()
 	defer colCache.mu.Unlock()
-	r.closed = true
+	*closed = true
 	for k, c := range colCache.m {
-		if k.r == r {
+		if k.r == owner {
 			colCache.bytes -= columnBytes(c)
 			delete(colCache.m, k)
 		}

@@ -40,11 +40,17 @@ type ColumnSource interface {
 //     bytes — fields holding numbers with decimals, or ints and floats
 //     mixed — and no event holds two; Floats[ord] and Has as for integers.
 //
+// A dictionary column of at most 255 values and no multivalue event may
+// hold its ids in Small (one byte an event) instead of IDs: Small[ord] is
+// what IDs[ord] would be. A column a first run decodes is a quarter the
+// memory (sourcetype, host, method: 5 MB instead of 20 on the 5M set).
+//
 // A Column is owned by the caller once returned (a source may share it
 // between searches only if it never changes it).
 type Column struct {
 	Dict   []string
 	IDs    []uint32
+	Small  []uint8
 	Multi  map[uint32][]uint32
 	Ints   []int64
 	Floats []float64
@@ -70,7 +76,19 @@ func (c *Column) Len() int {
 	if c.Floats != nil {
 		return len(c.Floats)
 	}
+	if c.Small != nil {
+		return len(c.Small)
+	}
 	return len(c.IDs)
+}
+
+// ID is event ord's dictionary id (dictionary forms only): 0 when absent,
+// else 1 + the index in Dict of its first value.
+func (c *Column) ID(ord uint32) uint32 {
+	if c.Small != nil {
+		return uint32(c.Small[ord])
+	}
+	return c.IDs[ord]
 }
 
 // Present reports whether event ord holds a value.
@@ -81,7 +99,7 @@ func (c *Column) Present(ord uint32) bool {
 		}
 		return c.Has == nil || c.Has[ord>>6]>>(ord&63)&1 != 0
 	}
-	return int(ord) < len(c.IDs) && c.IDs[ord] != 0
+	return int(ord) < c.Len() && c.ID(ord) != 0
 }
 
 // Value is event ord's value as a row holds it: a string, a []string for a
@@ -96,7 +114,7 @@ func (c *Column) Value(ord uint32) any {
 	if c.Floats != nil {
 		return strconv.FormatFloat(c.Floats[ord], 'f', -1, 64)
 	}
-	first := c.Dict[c.IDs[ord]-1]
+	first := c.Dict[c.ID(ord)-1]
 	more := c.Multi[ord]
 	if len(more) == 0 {
 		return first
@@ -122,7 +140,7 @@ func (c *Column) Validate(n uint32) error {
 		if c.Has != nil && len(c.Has) != int(n+63)/64 {
 			return fmt.Errorf("presence bitset of %d words for %d events", len(c.Has), n)
 		}
-		if len(c.IDs) != 0 || len(c.Multi) != 0 || len(c.Dict) != 0 {
+		if len(c.IDs) != 0 || len(c.Small) != 0 || len(c.Multi) != 0 || len(c.Dict) != 0 {
 			return fmt.Errorf("numeric column with dictionary ids")
 		}
 		for _, f := range c.Floats {
@@ -132,10 +150,20 @@ func (c *Column) Validate(n uint32) error {
 		}
 		return nil
 	}
-	if len(c.IDs) != int(n) {
-		return fmt.Errorf("dictionary column of %d ids for %d events", len(c.IDs), n)
+	if c.Small != nil {
+		if len(c.IDs) != 0 || len(c.Multi) != 0 || len(c.Dict) > 255 {
+			return fmt.Errorf("one-byte dictionary column with %d ids, %d multivalue events, %d values", len(c.IDs), len(c.Multi), len(c.Dict))
+		}
+	}
+	if c.Len() != int(n) {
+		return fmt.Errorf("dictionary column of %d ids for %d events", c.Len(), n)
 	}
 	d := uint32(len(c.Dict))
+	for _, id := range c.Small {
+		if uint32(id) > d {
+			return fmt.Errorf("dictionary id %d beyond %d values", id, d)
+		}
+	}
 	for _, id := range c.IDs {
 		if id > d {
 			return fmt.Errorf("dictionary id %d beyond %d values", id, d)
@@ -349,11 +377,13 @@ func (s *colSet) full(n uint32) bool {
 			if c.Has != nil {
 				return false
 			}
+		case c.Small != nil:
+			if slices.Contains(c.Small[:n], 0) {
+				return false
+			}
 		default:
-			for _, id := range c.IDs[:n] {
-				if id == 0 {
-					return false
-				}
+			if slices.Contains(c.IDs[:n], 0) {
+				return false
 			}
 		}
 	}
@@ -523,7 +553,7 @@ const smallKeys = 1024
 // keyID is event o's key number in an key column.
 func (nc *numCol) keyID(o uint32) uint32 {
 	if nc.ikeys == nil {
-		return nc.c.IDs[o] - 1
+		return nc.c.ID(o) - 1
 	}
 	v := nc.c.Ints[o]
 	if v >= 0 && v < smallKeys {
@@ -689,6 +719,15 @@ func (fa *fastAgg) groupIndex(o uint32, t int64) int32 {
 func (fa *fastAgg) groups(ords []uint32, ts []int64, gs []int32) []int32 {
 	gs = gs[:0]
 	switch {
+	case fa.dense && fa.keys[0].c.Small != nil:
+		ids := fa.keys[0].c.Small
+		for _, o := range ords {
+			g := int32(ids[o]) - 1
+			if fa.st[g] == nil {
+				fa.st[g] = fa.newGroup()
+			}
+			gs = append(gs, g)
+		}
 	case fa.dense:
 		ids := fa.keys[0].c.IDs
 		for _, o := range ords {
@@ -780,14 +819,14 @@ func (fa *fastAgg) addBatch(ords []uint32, ts []int64) {
 				s.mx = math.Max(s.mx, f)
 			}
 		case (fn == "dc" || fn == "values") && !nc.c.numeric():
-			ids := nc.c.IDs
-			words := (len(nc.c.Dict) + 63) / 64
+			c := nc.c
+			words := (len(c.Dict) + 63) / 64
 			for k, o := range ords {
 				s := &fa.st[gs[k]][i]
 				if s.ids == nil {
 					s.ids = make([]uint64, words)
 				}
-				id := ids[o] - 1
+				id := c.ID(o) - 1
 				s.ids[id>>6] |= 1 << (id & 63)
 			}
 		default:
@@ -809,7 +848,7 @@ func (fa *fastAgg) addOne(s *colState, fn string, nc *numCol, o uint32) {
 	} else if c.Floats != nil {
 		f, isNum = c.Floats[o], true
 	} else {
-		id = c.IDs[o] - 1
+		id = c.ID(o) - 1
 		if nc.num != nil {
 			f, isNum = nc.num[id], nc.isNum[id]
 		}
@@ -1051,7 +1090,20 @@ func (b *ColumnBuilder) Columns() map[string]*Column {
 				col.Multi[o] = append([]uint32(nil), m...)
 			}
 		}
-		out[name] = NumericColumn(col)
+		out[name] = SmallColumn(NumericColumn(col))
+	}
+	return out
+}
+
+// SmallColumn returns a dictionary column of at most 255 values and no
+// multivalue event with its ids in Small, else c itself.
+func SmallColumn(c *Column) *Column {
+	if c.numeric() || c.Small != nil || len(c.Multi) > 0 || len(c.Dict) > 255 {
+		return c
+	}
+	out := &Column{Dict: c.Dict, Small: make([]uint8, len(c.IDs))}
+	for o, id := range c.IDs {
+		out.Small[o] = uint8(id)
 	}
 	return out
 }
@@ -1063,7 +1115,7 @@ func NumericColumn(c *Column) *Column {
 	if out := IntColumn(c); out != c {
 		return out
 	}
-	if c.Ints != nil || c.Floats != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
+	if c.Ints != nil || c.Floats != nil || c.Small != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
 		return c
 	}
 	nums := make([]float64, len(c.Dict))
@@ -1096,7 +1148,7 @@ func NumericColumn(c *Column) *Column {
 // IntColumn returns c in integer form when it qualifies (single-valued,
 // every value a canonical integer), else c itself.
 func IntColumn(c *Column) *Column {
-	if c.Ints != nil || c.Floats != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
+	if c.Ints != nil || c.Floats != nil || c.Small != nil || len(c.Multi) > 0 || len(c.Dict) == 0 {
 		return c
 	}
 	nums := make([]int64, len(c.Dict))

@@ -319,6 +319,29 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 		if b != nil {
 			match = append(match, b)
 		}
+	} else if fc, ok := x.seg.(FieldCounter); ok && c.op == "=" {
+		// the values' names from the dictionary, then only the matching
+		// values' events: `host=web-31` (a value with letters is a
+		// case-insensitive glob) needs one bitmap, not fifty
+		var names []string
+		err := fc.FieldValueCounts(c.field, func(v string, _ uint64) bool {
+			if c.fieldValueMatches(v) {
+				names = append(names, v)
+			}
+			return true
+		})
+		if err != nil {
+			return cands{}, err
+		}
+		for _, v := range names {
+			b, err := x.seg.FieldValue(c.field, v)
+			if err != nil {
+				return cands{}, err
+			}
+			if b != nil {
+				match = append(match, b)
+			}
+		}
 	} else {
 		err := x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
 			if c.fieldValueMatches(v) {

@@ -724,7 +724,7 @@ var colCache = struct {
 }{m: map[colKey]*query.Column{}}
 
 func columnBytes(c *query.Column) int64 {
-	n := int64(len(c.IDs))*4 + int64(len(c.Ints))*8 + int64(len(c.Floats))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
+	n := int64(len(c.IDs))*4 + int64(len(c.Small)) + int64(len(c.Ints))*8 + int64(len(c.Floats))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
 	for _, v := range c.Dict {
 		n += int64(len(v)) + 16
 	}
@@ -756,7 +756,13 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		if c.Dict, _, err = r.readDict(ra, m); err != nil {
 			return nil, err
 		}
-		c.IDs = make([]uint32, 0, n)
+		if m.kind == colDict && len(c.Dict) <= 255 {
+			// one byte an event (query.Column.Small): a quarter of the
+			// memory a first run faults in and of what the cache holds
+			c.Small = make([]uint8, 0, n)
+		} else {
+			c.IDs = make([]uint32, 0, n)
+		}
 	} else {
 		newNumeric(c, m.kind, n)
 	}
@@ -866,6 +872,10 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 			}
 		}
 		if fast {
+			if c.Small != nil {
+				c.Small = append(c.Small, raw...)
+				return raw, nil
+			}
 			for _, b := range raw {
 				c.IDs = append(c.IDs, uint32(b))
 			}
@@ -922,6 +932,10 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 			id := pr.uvarint()
 			if id > d {
 				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+			}
+			if c.Small != nil {
+				c.Small = append(c.Small, uint8(id)) // d ≤ 255
+				continue
 			}
 			c.IDs = append(c.IDs, uint32(id))
 		case colDictMulti:

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/bits"
@@ -378,7 +379,7 @@ func (s *colSet) full(n uint32) bool {
 				return false
 			}
 		case c.Small != nil:
-			if slices.Contains(c.Small[:n], 0) {
+			if bytes.IndexByte(c.Small[:n], 0) >= 0 {
 				return false
 			}
 		default:
@@ -429,6 +430,10 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 				}
 			}
 			full := cs.full(x.n)
+			if full && set.all && fa.addAll(x.n) {
+				fa.flush()
+				return bset{b: rest}, nil
+			}
 			kept := make([]uint32, 0, batchLen)
 			forBatches(set, x.n, func(ords []uint32) {
 				if !full {
@@ -834,6 +839,87 @@ func (fa *fastAgg) addBatch(ords []uint32, ts []int64) {
 				fa.addOne(&fa.st[gs[k]][i], fn, nc, o)
 			}
 		}
+	}
+}
+
+// addAll adds events 0..n-1, every one holding every column, when the
+// shape allows a loop over the columns alone — one dictionary key, each
+// aggregate a count or a sum/avg over a numeric column (`* | stats
+// avg(bytes) by sourcetype`): per-value accumulators in plain arrays,
+// each value's sum still taken in ordinal order. It reports false, having
+// added nothing, for any other shape.
+func (fa *fastAgg) addAll(n uint32) bool {
+	if !fa.dense || len(fa.st) > 1<<16 {
+		return false
+	}
+	for i, nc := range fa.specs {
+		fn := fa.agg.specs[i].Func
+		if !(nc == nil || fn == "count" || (fn == "sum" || fn == "avg") && nc.c.numeric()) {
+			return false
+		}
+	}
+	key := fa.keys[0].c
+	groups := len(fa.st) + 1 // by id, 0 unused
+	cnt := make([]int64, groups)
+	if key.Small != nil {
+		for _, id := range key.Small[:n] {
+			cnt[id]++
+		}
+	} else {
+		for _, id := range key.IDs[:n] {
+			cnt[id]++
+		}
+	}
+	sums := make([]float64, groups)
+	for i, nc := range fa.specs {
+		if nc == nil || fa.agg.specs[i].Func == "count" {
+			continue
+		}
+		clear(sums)
+		switch {
+		case key.Small != nil && nc.c.Ints != nil:
+			sumBy(key.Small[:n], nc.c.Ints[:n], sums)
+		case key.Small != nil:
+			sumBy(key.Small[:n], nc.c.Floats[:n], sums)
+		case nc.c.Ints != nil:
+			sumBy(key.IDs[:n], nc.c.Ints[:n], sums)
+		default:
+			sumBy(key.IDs[:n], nc.c.Floats[:n], sums)
+		}
+		for id := 1; id < groups; id++ {
+			if cnt[id] == 0 {
+				continue
+			}
+			g := id - 1
+			if fa.st[g] == nil {
+				fa.st[g] = fa.newGroup()
+			}
+			fa.st[g][i].sum = sums[id]
+			fa.st[g][i].numN = cnt[id]
+		}
+	}
+	for id := 1; id < groups; id++ {
+		if cnt[id] == 0 {
+			continue
+		}
+		g := id - 1
+		if fa.st[g] == nil {
+			fa.st[g] = fa.newGroup()
+		}
+		for i, nc := range fa.specs {
+			if nc == nil || fa.agg.specs[i].Func == "count" {
+				fa.st[g][i].n = cnt[id]
+			}
+		}
+	}
+	return true
+}
+
+// sumBy adds each value to its key's sum, in order.
+func sumBy[K uint8 | uint32, V int64 | float64](keys []K, vals []V, sums []float64) {
+	vals = vals[:len(keys)]
+	for o, k := range keys {
+		sums[k] += float64(vals[o])
 	}
 }
 

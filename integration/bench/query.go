@@ -489,6 +489,15 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		slices.Sort(cpus)
 		fmt.Printf("%-3s %-100s %9.4f %9.4f %9.4f %9s %7s %9s %-7s %9.4f %9.4f %s\n", q.id, q.spl, times[0], med, mx, bl, ratio, mratio, verdict, cpuFirst, cpus[2], ans)
 	}
+	if h, ok := s.(qbHTTPSearcher); ok && h.pid != 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "VmRSS:") {
+					fmt.Printf("peer %s\n", strings.Join(strings.Fields(line), " "))
+				}
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}

@@ -1108,6 +1108,21 @@ func (r *colReader) numericBlock(field string, i int) (*query.Column, error) {
 	if whole != nil && (whole.Ints != nil || whole.Floats != nil) {
 		return whole.Block(lo, r.per), nil
 	}
+	if whole != nil && whole.Small != nil && m.kind == colIntFew && c == nil {
+		// few integers read whole as a dictionary: the block's values
+		// from its ranks, no blob read
+		few, err := r.fewInts(r.f, m)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", field, err)
+		}
+		hi := min(lo+r.per, r.events)
+		c = &query.Column{Ints: make([]int64, hi-lo)}
+		for o, id := range whole.Small[lo:hi] {
+			c.Ints[o] = few[id-1] // every event holds a value (kind 7)
+		}
+		r.cacheColumn(colKey{r, field, int32(i)}, c)
+		return c, nil
+	}
 	if c != nil {
 		return c, nil
 	}

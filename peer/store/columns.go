@@ -757,6 +757,7 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		if c.Dict, _, err = r.readDict(ra, m); err != nil {
 			return nil, err
 		}
+		c.DictSorted = true // readDict refuses a dictionary out of order
 		if m.kind == colDict && len(c.Dict) <= 255 {
 			// one byte an event (query.Column.Small): a quarter of the
 			// memory a first run faults in and of what the cache holds
@@ -784,6 +785,7 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 				return nil, fmt.Errorf("%w: column %s's values out of order", ErrCorrupt, m.name)
 			}
 		}
+		c.DictSorted = true
 		c.Small = make([]uint8, 0, n)
 	} else {
 		newNumeric(c, m.kind, n)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -642,7 +643,17 @@ func (r *colReader) verify() error {
 }
 
 func (r *colReader) blob(ra io.ReaderAt, b colBlob, buf []byte) ([]byte, error) {
-	comp := make([]byte, b.n)
+	// the compressed bytes in a buffer reused between blobs: a first run
+	// reads a thousand blocks, each into fresh memory before
+	cp, _ := compScratch.Get().(*[]byte)
+	if cp == nil {
+		cp = new([]byte)
+	}
+	defer compScratch.Put(cp)
+	if uint64(cap(*cp)) < b.n {
+		*cp = make([]byte, b.n)
+	}
+	comp := (*cp)[:b.n]
 	if _, err := ra.ReadAt(comp, int64(b.off)); err != nil {
 		return nil, fmt.Errorf("read column blob: %w", err)
 	}
@@ -655,6 +666,9 @@ func (r *colReader) blob(ra io.ReaderAt, b colBlob, buf []byte) ([]byte, error) 
 	}
 	return out, nil
 }
+
+// compScratch holds blob's compressed bytes between reads.
+var compScratch sync.Pool
 
 // column decodes one column. Decoded columns are cached across searches
 // (a warm column never changes) within a global byte budget, so repeated
@@ -811,13 +825,15 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 	if m.values > uint64(len(raw)) {
 		return nil, nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
 	}
-	dict := make([]string, 0, m.values)
+	// the values are cut from one string of them all (one allocation
+	// instead of one per value: path has ~23k values a bucket)
+	ends := make([]int, 0, m.values)
 	var counts []uint64
 	if r.version >= 3 {
 		counts = make([]uint64, 0, m.values)
 	}
 	pr := &payloadReader{b: raw}
-	var key []byte
+	var key, all []byte
 	for i := uint64(0); i < m.values; i++ {
 		p := pr.uvarint()
 		suf := pr.bytes(pr.uvarint())
@@ -825,10 +841,17 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 			return nil, nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
 		}
 		key = append(key[:p], suf...)
-		if i > 0 && string(key) <= dict[i-1] {
-			return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+		if i > 0 {
+			start := 0
+			if i > 1 {
+				start = ends[i-2]
+			}
+			if bytes.Compare(key, all[start:ends[i-1]]) <= 0 {
+				return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+			}
 		}
-		dict = append(dict, string(key))
+		all = append(all, key...)
+		ends = append(ends, len(all))
 		if counts != nil {
 			c := pr.uvarint()
 			if pr.err != nil || c == 0 || c > uint64(r.events) {
@@ -839,6 +862,13 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 	}
 	if len(pr.b) != 0 {
 		return nil, nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
+	}
+	text := string(all)
+	dict := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		dict[i] = text[start:end]
+		start = end
 	}
 	return dict, counts, nil
 }
@@ -951,6 +981,32 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 		}
 		if uint64(hi-lo) != bl.present {
 			return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, hi-lo, bl.present)
+		}
+		return raw, nil
+	}
+	if m.kind == colDict && c.Small == nil {
+		// ids of a dictionary of many values (path, clientip): one tight
+		// loop, a one-byte id without a call
+		b, ids := raw, c.IDs
+		for o := lo; o < hi; o++ {
+			var id uint64
+			if len(b) > 0 && b[0] < 0x80 {
+				id, b = uint64(b[0]), b[1:]
+			} else {
+				v, k := binary.Uvarint(b)
+				if k <= 0 {
+					return raw, fmt.Errorf("%w: bad uvarint in column block %d", ErrCorrupt, bi)
+				}
+				id, b = v, b[k:]
+			}
+			if id > d {
+				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+			}
+			ids = append(ids, uint32(id))
+		}
+		c.IDs = ids
+		if len(b) != 0 {
+			return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
 		}
 		return raw, nil
 	}

@@ -41,6 +41,27 @@ type aggState struct {
 	// set ∪ every run, folded by a merge of sorted lists (fold) only when
 	// it is read, so merging buckets' dc/values never hashes their values.
 	runs [][]string
+	// numRuns are further perc values (merged partials' Nums), joined to
+	// Nums once when read (nums): appending each bucket's values to one
+	// growing slice copied and cleared most of them several times.
+	numRuns [][]float64
+}
+
+// nums is every perc value of the state, its pending runs joined.
+func (s *aggState) nums() []float64 {
+	if len(s.numRuns) > 0 {
+		total := len(s.Nums)
+		for _, r := range s.numRuns {
+			total += len(r)
+		}
+		out := make([]float64, 0, total)
+		out = append(out, s.Nums...)
+		for _, r := range s.numRuns {
+			out = append(out, r...)
+		}
+		s.Nums, s.numRuns = out, nil
+	}
+	return s.Nums
 }
 
 func (s *aggState) add(spec *AggSpec, r *Row) {
@@ -171,7 +192,15 @@ func (s *aggState) merge(o *aggState) {
 		s.runs = append(s.runs, r)
 	}
 	o.runs = nil
-	s.Nums = append(s.Nums, o.Nums...)
+	switch {
+	case len(o.Nums) == 0:
+	case len(s.Nums) == 0 && len(s.numRuns) == 0:
+		s.Nums = o.Nums // o is spent
+	default:
+		s.numRuns = append(s.numRuns, o.Nums)
+	}
+	s.numRuns = append(s.numRuns, o.numRuns...)
+	o.Nums, o.numRuns = nil, nil
 	if o.HasE {
 		s.observeTime(o.ET, o.EV)
 	}
@@ -187,7 +216,7 @@ func (s *aggState) wire() {
 	if d := s.distinct(); len(d) > 0 {
 		s.Set = append(s.Set[:0], d...)
 	}
-	sort.Float64s(s.Nums)
+	sort.Float64s(s.nums())
 }
 
 // distinct folds set and runs into one ascending run of distinct values
@@ -307,14 +336,14 @@ func (s *aggState) final(spec *AggSpec) any {
 		}
 		return append([]string(nil), d...)
 	case "perc":
-		if len(s.Nums) == 0 {
+		nums := s.nums()
+		if len(nums) == 0 {
 			return nil
 		}
-		sort.Float64s(s.Nums)
 		// Nearest rank: the smallest value with at least p% of values at or below it.
-		k := int(math.Ceil(spec.Perc/100*float64(len(s.Nums)))) - 1
-		k = max(0, min(k, len(s.Nums)-1))
-		return s.Nums[k]
+		k := int(math.Ceil(spec.Perc/100*float64(len(nums)))) - 1
+		k = max(0, min(k, len(nums)-1))
+		return nthFloat(nums, k)
 	case "earliest":
 		if !s.HasE {
 			return nil
@@ -1025,4 +1054,76 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 		rows = append(rows, Row{T: t, F: f})
 	}
 	return rows, cols
+}
+
+// nthFloat returns the value a sort.Float64s of nums would put at index
+// k, reordering nums: a selection (expected linear time) instead of a
+// sort of every value — a percentile over 100k values spent most of its
+// time sorting them. Values equal as numbers (0 and -0) are ordered by
+// sign so the answer does not depend on the input order; NaN (never a
+// parsed number) falls back to the sort.
+func nthFloat(nums []float64, k int) float64 {
+	if len(nums) <= 64 || slices.ContainsFunc(nums, math.IsNaN) {
+		sort.Float64s(nums)
+		return nums[k]
+	}
+	less := func(a, b float64) bool { return a < b || a == b && math.Signbit(a) && !math.Signbit(b) }
+	lo, hi := 0, len(nums)-1
+	for round := 0; hi > lo; round++ {
+		if round == 64 {
+			// pivots this bad are a pattern, not chance: sort the rest
+			slices.SortFunc(nums[lo:hi+1], func(a, b float64) int {
+				if less(a, b) {
+					return -1
+				}
+				if less(b, a) {
+					return 1
+				}
+				return 0
+			})
+			return nums[k]
+		}
+		if hi-lo < 16 {
+			// insertion sort of the small remainder
+			for i := lo + 1; i <= hi; i++ {
+				for j := i; j > lo && less(nums[j], nums[j-1]); j-- {
+					nums[j], nums[j-1] = nums[j-1], nums[j]
+				}
+			}
+			return nums[k]
+		}
+		// median of three as the pivot, then a three-way partition
+		// (values equal to the pivot are many in integer data)
+		m := lo + (hi-lo)/2
+		a, b, c := nums[lo], nums[m], nums[hi]
+		p := c
+		if less(a, b) != less(a, c) {
+			p = a
+		} else if less(b, a) != less(b, c) {
+			p = b
+		}
+		lt, i, gt := lo, lo, hi
+		for i <= gt {
+			switch v := nums[i]; {
+			case less(v, p):
+				nums[lt], nums[i] = nums[i], nums[lt]
+				lt++
+				i++
+			case less(p, v):
+				nums[i], nums[gt] = nums[gt], nums[i]
+				gt--
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt - 1
+		case k > gt:
+			lo = gt + 1
+		default:
+			return p
+		}
+	}
+	return nums[k]
 }

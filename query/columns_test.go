@@ -46,6 +46,9 @@ func genColumnEvents(r *rand.Rand, n int) []Event {
 		if r.IntN(3) == 0 {
 			ev.Fields = append(ev.Fields, Field{"tag", "t" + fmt.Sprint(r.IntN(3))}, Field{"tag", "t" + fmt.Sprint(r.IntN(3))})
 		}
+		// in every event: sums and counts by a key run over the columns
+		// alone (fastAgg.addAll)
+		ev.Fields = append(ev.Fields, Field{"n", fmt.Sprint(r.IntN(1000) - 100)}, Field{"dur", fmt.Sprint(float64(r.IntN(4000)) / 8)})
 		out[i] = ev
 	}
 	return out
@@ -68,6 +71,7 @@ var columnQueries = []string{
 	"| where isnull(status) | stats count", "| where status=\"OK\" OR len(path) > 100 | stats count by sourcetype",
 	"| eval x=bytes*2 | where x > 100 | table x host | sort - x | head 3", "| stats count by _cd | stats count",
 	"| where like(path, \"/a%\") | table path splunk_server index _bkt", "| stats max(_cd) min(_time) by host",
+	"| stats count, sum(n), avg(dur), count(n), sum(dur) by source", "| stats avg(n) by sourcetype", "word2 | stats sum(dur) by source",
 }
 
 // noColumns hides a segment's ColumnSource: the executor decodes events.

@@ -163,15 +163,40 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 		// than from decoded blocks: they answer when the walk ends early.
 		var match []*roaring.Bitmap
 		seen := 0
-		err := x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
-			if seen++; seen > fewValues {
-				return false
+		var err error
+		if fc, ok := x.seg.(FieldCounter); ok {
+			// the values' names first, then the matching values' events
+			// alone (`status>=400`: 8 of 15 values, none of them 200)
+			var names []string
+			err = fc.FieldValueCounts(c.field, func(v string, _ uint64) bool {
+				if seen++; seen > fewValues {
+					return false
+				}
+				if c.fieldValueMatches(v) {
+					names = append(names, v)
+				}
+				return true
+			})
+			for _, v := range names {
+				if err != nil || seen > fewValues {
+					break
+				}
+				var b *roaring.Bitmap
+				if b, err = x.seg.FieldValue(c.field, v); b != nil {
+					match = append(match, b)
+				}
 			}
-			if c.fieldValueMatches(v) {
-				match = append(match, b)
-			}
-			return true
-		})
+		} else {
+			err = x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
+				if seen++; seen > fewValues {
+					return false
+				}
+				if c.fieldValueMatches(v) {
+					match = append(match, b)
+				}
+				return true
+			})
+		}
 		if err != nil {
 			return cands{}, false, err
 		}

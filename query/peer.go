@@ -319,6 +319,20 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 		if b != nil {
 			match = append(match, b)
 		}
+	} else if names, ok, err := x.matchingNames(c); err != nil {
+		return cands{}, err
+	} else if ok {
+		// only the matching values' events: `host=web-31` (a value with
+		// letters is a case-insensitive glob) needs one bitmap, not fifty
+		for _, v := range names {
+			b, err := x.seg.FieldValue(c.field, v)
+			if err != nil {
+				return cands{}, err
+			}
+			if b != nil {
+				match = append(match, b)
+			}
+		}
 	} else {
 		err := x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
 			if c.fieldValueMatches(v) {
@@ -344,6 +358,28 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 	}
 	lacking := andNot(bset{all: true}, has, x.n)
 	return cands{sure: sure, maybe: lacking}, nil
+}
+
+// fewNames is how many values a field=value glob may match for them to be
+// fetched one by one (FieldValue each) rather than by one walk over every
+// value's events.
+const fewNames = 32
+
+// matchingNames lists the values of c's field that c (op "=") matches,
+// from the value names alone (FieldCounter); ok is false when the segment
+// cannot list them or more than fewNames match.
+func (x *segExec) matchingNames(c *cnode) (names []string, ok bool, err error) {
+	fc, isCounter := x.seg.(FieldCounter)
+	if !isCounter || c.op != "=" {
+		return nil, false, nil
+	}
+	err = fc.FieldValueCounts(c.field, func(v string, _ uint64) bool {
+		if c.fieldValueMatches(v) {
+			names = append(names, v)
+		}
+		return len(names) <= fewNames
+	})
+	return names, err == nil && len(names) <= fewNames, err
 }
 
 // times reads the segment's Times once per search.

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -223,7 +224,37 @@ type qbSearcher interface {
 	search(ctx context.Context, spl string) (*query.Response, time.Duration, error)
 }
 
-type qbHTTPSearcher struct{ url string }
+type qbHTTPSearcher struct {
+	url string
+	pid int // the standalone peer's process (0: unknown), for qbCPU
+}
+
+// qbCPU is the CPU time the searcher's server process has used so far: the
+// sum of its threads' run time from /proc/<pid>/task/*/schedstat (ns, not
+// the 10 ms ticks of /proc/<pid>/stat); 0 when unknown.
+func qbCPU(s qbSearcher) time.Duration {
+	h, ok := s.(qbHTTPSearcher)
+	if !ok || h.pid == 0 {
+		return 0
+	}
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", h.pid))
+	if err != nil {
+		return 0
+	}
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			v, _ := strconv.ParseInt(f[0], 10, 64)
+			ns += v
+		}
+	}
+	return time.Duration(ns)
+}
 
 func (h qbHTTPSearcher) search(ctx context.Context, spl string) (*query.Response, time.Duration, error) {
 	body, _ := json.Marshal(query.Request{Query: spl})
@@ -308,13 +339,15 @@ func runQueryBench(cfg Config) error {
 func qbRunSet(size, mode string, s qbSearcher, file string) error {
 	ctx := context.Background()
 	fmt.Printf("\nquery bench, %s set, %s (seconds, HTTP round trip on loopback)\n", size, map[string]string{"peer": "standalone peer", "inproc": "in-process memory segments behind HTTP (no standalone peer yet)"}[mode])
-	fmt.Printf("%-3s %-72s %9s %9s %13s %7s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "target", "answer")
+	fmt.Printf("%-3s %-72s %9s %9s %13s %7s %7s %s\n", "id", "query", "first", "median", "baseline", "ratio", "target", "answer (server CPU first, median)")
 	var errs []string
 	for _, q := range qbQueries {
-		var times []float64
+		var times, cpus []float64
 		var answerErr error
 		for i := 0; i < 5; i++ {
+			c0 := qbCPU(s)
 			r, took, err := s.search(ctx, q.spl)
+			cpus = append(cpus, (qbCPU(s) - c0).Seconds())
 			if err != nil {
 				return fmt.Errorf("query %s: %w", q.id, err)
 			}
@@ -347,7 +380,9 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		if bl[1] != bl[0] {
 			blS = fmt.Sprintf("%.3f–%.3f", bl[0], bl[1])
 		}
-		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans)
+		cpuFirst := cpus[0]
+		slices.Sort(cpus)
+		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s (cpu %.4f, %.4f)\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans, cpuFirst, cpus[2])
 	}
 	fmt.Printf("\nvariants checked against the oracle (query.Reference, one naive pass over %s):\n", filepath.Base(file))
 	all := append([]string(nil), qbVariants...)
@@ -403,17 +438,19 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		fmt.Printf("  %-90s %8.4fs %5d rows  %s\n", v, took.Seconds(), len(r.Results), verdict)
 	}
 	fmt.Printf("\nfield-value queries, %s set (seconds; answers checked against the oracle)\n", size)
-	fmt.Printf("%-3s %-100s %9s %9s %9s %9s %7s %9s %-7s %s\n", "id", "query", "first", "median", "max", "baseline", "ratio", "max ratio", "≤1.0×", "answer")
+	fmt.Printf("%-3s %-100s %9s %9s %9s %9s %7s %9s %-7s %9s %9s %s\n", "id", "query", "first", "median", "max", "baseline", "ratio", "max ratio", "≤1.0×", "cpu first", "cpu med", "answer")
 	for i, q := range qbFieldQueries {
 		want := refs[len(qbVariants)+i].Results()
-		var times []float64
+		var times, cpus []float64
 		ans := "ok"
 		for k := 0; k < 5; k++ {
+			c0 := qbCPU(s)
 			r, took, err := s.search(ctx, q.spl)
 			if err != nil {
 				return fmt.Errorf("query %s: %w", q.id, err)
 			}
 			times = append(times, took.Seconds())
+			cpus = append(cpus, (qbCPU(s) - c0).Seconds())
 			if ans != "ok" {
 				continue
 			}
@@ -448,7 +485,18 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 				verdict = "MISSED"
 			}
 		}
-		fmt.Printf("%-3s %-100s %9.4f %9.4f %9.4f %9s %7s %9s %-7s %s\n", q.id, q.spl, times[0], med, mx, bl, ratio, mratio, verdict, ans)
+		cpuFirst := cpus[0]
+		slices.Sort(cpus)
+		fmt.Printf("%-3s %-100s %9.4f %9.4f %9.4f %9s %7s %9s %-7s %9.4f %9.4f %s\n", q.id, q.spl, times[0], med, mx, bl, ratio, mratio, verdict, cpuFirst, cpus[2], ans)
+	}
+	if h, ok := s.(qbHTTPSearcher); ok && h.pid != 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "VmRSS:") {
+					fmt.Printf("peer %s\n", strings.Join(strings.Fields(line), " "))
+				}
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -740,7 +788,7 @@ restart:
 	// Warm the page cache as the protocol asks (the first timed run still
 	// pays the peer's own cold structures).
 	_ = countAll("http://" + p.addr)
-	return qbHTTPSearcher{url: "http://" + p.addr}, p.stop, nil
+	return qbHTTPSearcher{url: "http://" + p.addr, pid: p.cmd.Process.Pid}, p.stop, nil
 }
 
 // qbDiskSplit prints a standalone peer's bytes per event by file kind:

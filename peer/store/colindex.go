@@ -29,19 +29,82 @@ type colIndex struct {
 	values []string // ascending byte order
 	counts []uint32 // events per value
 	rank   []uint32 // per event: 1 + value index, 0 when missing
+	rank8  []uint8  // the same, one byte an event (a query.Column's Small), rank nil
 	multi  map[uint32][]uint32
 	n      uint32
 
-	once  sync.Once
-	bms   []*roaring.Bitmap // few values: every value's bitmap
-	start []uint32          // many values: value i's ordinals are ords[start[i]:start[i+1]]
-	ords  []uint32
+	bmMu   sync.Mutex
+	bms    []*roaring.Bitmap // few values: the bitmaps built so far, by value (guarded by bmMu)
+	allBms bool              // every value's bitmap is in bms (guarded by bmMu)
+	once   sync.Once         // many values: ords grouped
+	start  []uint32          // many values: value i's ordinals are ords[start[i]:start[i+1]]
+	ords   []uint32
 }
 
 // keptValues is how many values a field may have for its bitmaps to be kept.
 var keptValues = 1024 // a variable for tests
 
 func (x *colIndex) count(i int) uint64 { return uint64(x.counts[i]) }
+
+// rankAt is event o's rank (1 + value index, 0 when missing).
+func (x *colIndex) rankAt(o uint32) uint32 {
+	if x.rank8 != nil {
+		return uint32(x.rank8[o])
+	}
+	return x.rank[o]
+}
+
+// rankLen is how many events have a rank.
+func (x *colIndex) rankLen() int {
+	if x.rank8 != nil {
+		return len(x.rank8)
+	}
+	return len(x.rank)
+}
+
+// rankInt are the widths ranks are held in.
+type rankInt interface{ ~uint8 | ~uint32 }
+
+// setDense sets event o's bit in value r-1's words of dense for every
+// ranked event (single-valued columns).
+func setDense[R rankInt](rank []R, dense []uint64, words int) {
+	for o, r := range rank {
+		if r != 0 {
+			dense[(int(r)-1)*words+o>>6] |= 1 << (o & 63)
+		}
+	}
+}
+
+// countRanks adds each ranked event to its value's count.
+func countRanks[R rankInt](rank []R, counts []uint32) {
+	for _, r := range rank {
+		if r != 0 {
+			counts[r-1]++
+		}
+	}
+}
+
+// groupRanks places each ranked event's ordinal at its value's next slot.
+func groupRanks[R rankInt](rank []R, next, ords []uint32) {
+	for o, r := range rank {
+		if r != 0 {
+			ords[next[r-1]] = uint32(o)
+			next[r-1]++
+		}
+	}
+}
+
+// presentRanks sets the bit of every ranked event and counts them.
+func presentRanks[R rankInt](rank []R, words []uint64) int {
+	held := 0
+	for o, r := range rank {
+		if r != 0 {
+			words[o>>6] |= 1 << (o & 63)
+			held++
+		}
+	}
+	return held
+}
 
 // eachValue calls fn for event o's values (1 + index), each once.
 func (x *colIndex) eachValue(o uint32, r uint32, fn func(r uint32)) {
@@ -54,54 +117,144 @@ func (x *colIndex) eachValue(o uint32, r uint32, fn func(r uint32)) {
 	}
 }
 
-func (x *colIndex) build() {
+// denseScratch holds build's dense words between builds.
+var denseScratch sync.Pool
+
+// buildDense builds the bitmap of every value bms lacks from one pass
+// setting bits in dense words (few values; bmMu held).
+func (x *colIndex) buildDense() {
 	k := len(x.values)
-	if k <= keptValues {
-		words := int(x.n+63) / 64
-		dense := make([]uint64, k*words)
+	words := int(x.n+63) / 64
+	// scratch words reused between builds (FromDense copies them): a
+	// first walk over host's 50 values in 51 buckets of the 5M set spent
+	// most of its time faulting in 32 MB of fresh words
+	sp, _ := denseScratch.Get().(*[]uint64)
+	if sp == nil {
+		sp = new([]uint64)
+	}
+	defer denseScratch.Put(sp)
+	if cap(*sp) < k*words {
+		*sp = make([]uint64, k*words)
+	}
+	dense := (*sp)[:k*words]
+	clear(dense)
+	switch {
+	case x.rank8 != nil:
+		setDense(x.rank8, dense, words)
+	case x.multi == nil:
+		setDense(x.rank, dense, words)
+	default:
+		for o, r := range x.rank {
+			if r != 0 {
+				x.eachValue(uint32(o), r, func(r uint32) { dense[int(r-1)*words+o>>6] |= 1 << (o & 63) })
+			}
+		}
+	}
+	if x.bms == nil {
+		x.bms = make([]*roaring.Bitmap, k)
+	}
+	for i := range x.bms {
+		if x.bms[i] != nil {
+			continue
+		}
+		b := roaring.FromDense(dense[i*words:(i+1)*words], true)
+		b.RunOptimize()
+		x.bms[i] = b
+	}
+}
+
+// buildOne builds value i's bitmap alone, from one pass over the ranks
+// (few values; bmMu held): `host=web-31` needs one value's events, not
+// fifty bitmaps.
+func (x *colIndex) buildOne(i int) *roaring.Bitmap {
+	ords := make([]uint32, 0, x.counts[i])
+	switch {
+	case x.rank8 != nil:
+		ords = ordsOf(x.rank8, uint8(i+1), ords)
+	case x.multi == nil:
+		ords = ordsOf(x.rank, uint32(i+1), ords)
+	default:
+		want := uint32(i + 1)
 		for o, r := range x.rank {
 			if r == 0 {
 				continue
 			}
-			if x.multi == nil {
-				dense[int(r-1)*words+o>>6] |= 1 << (o & 63)
-				continue
-			}
-			x.eachValue(uint32(o), r, func(r uint32) { dense[int(r-1)*words+o>>6] |= 1 << (o & 63) })
+			x.eachValue(uint32(o), r, func(r uint32) {
+				if r == want {
+					ords = append(ords, uint32(o))
+				}
+			})
 		}
-		x.bms = make([]*roaring.Bitmap, k)
-		for i := range x.bms {
-			b := roaring.FromDense(dense[i*words:(i+1)*words], true)
-			b.RunOptimize()
-			x.bms[i] = b
+	}
+	b := roaring.New()
+	b.AddMany(ords)
+	b.RunOptimize()
+	return b
+}
+
+// ordsOf appends the ordinals whose rank is r.
+func ordsOf[R rankInt](rank []R, r R, out []uint32) []uint32 {
+	for o, x := range rank {
+		if x == r {
+			out = append(out, uint32(o))
 		}
+	}
+	return out
+}
+
+// allBitmaps readies every value's bitmap (few values) before a walk
+// over all of them: one dense pass instead of a pass per value.
+func (x *colIndex) allBitmaps() {
+	if len(x.values) > keptValues {
 		return
 	}
+	x.bmMu.Lock()
+	defer x.bmMu.Unlock()
+	if !x.allBms {
+		x.buildDense()
+		x.allBms = true
+	}
+}
+
+// buildGroups groups the ordinals of every value by a counting sort
+// (many values).
+func (x *colIndex) buildGroups() {
+	k := len(x.values)
 	x.start = make([]uint32, k+1)
 	for i, c := range x.counts {
 		x.start[i+1] = x.start[i] + c
 	}
 	next := slices.Clone(x.start[:k])
 	x.ords = make([]uint32, x.start[k])
-	for o, r := range x.rank {
-		if r == 0 {
-			continue
+	switch {
+	case x.rank8 != nil:
+		groupRanks(x.rank8, next, x.ords)
+	case x.multi == nil:
+		groupRanks(x.rank, next, x.ords)
+	default:
+		for o, r := range x.rank {
+			if r != 0 {
+				x.eachValue(uint32(o), r, func(r uint32) { x.ords[next[r-1]] = uint32(o); next[r-1]++ })
+			}
 		}
-		if x.multi == nil {
-			x.ords[next[r-1]] = uint32(o)
-			next[r-1]++
-			continue
-		}
-		x.eachValue(uint32(o), r, func(r uint32) { x.ords[next[r-1]] = uint32(o); next[r-1]++ })
 	}
 }
 
-// bitmap returns value i's events; the caller must not modify it.
+// bitmap returns value i's events; the caller must not modify it. A
+// field of at most keptValues values keeps each bitmap once built.
 func (x *colIndex) bitmap(i int) *roaring.Bitmap {
-	x.once.Do(x.build)
-	if x.bms != nil {
+	if len(x.values) <= keptValues {
+		x.bmMu.Lock()
+		defer x.bmMu.Unlock()
+		if x.bms == nil {
+			x.bms = make([]*roaring.Bitmap, len(x.values))
+		}
+		if x.bms[i] == nil {
+			x.bms[i] = x.buildOne(i)
+		}
 		return x.bms[i]
 	}
+	x.once.Do(x.buildGroups)
 	b := roaring.New()
 	b.AddMany(x.ords[x.start[i]:x.start[i+1]])
 	b.RunOptimize()
@@ -121,6 +274,14 @@ func (x *colIndex) find(v string) int {
 func buildColIndex(c *query.Column, n uint32) *colIndex {
 	x := &colIndex{}
 	var rank []uint32 // per event: 1 + value index, 0 when missing
+	if c.Small != nil {
+		x.values = c.Dict
+		x.rank8 = c.Small[:min(len(c.Small), int(n))]
+		x.n = n
+		x.counts = make([]uint32, len(x.values))
+		countRanks(x.rank8, x.counts)
+		return x
+	}
 	if c.Ints == nil && c.Floats == nil {
 		x.values = c.Dict
 		rank = c.IDs
@@ -195,15 +356,14 @@ func buildColIndex(c *query.Column, n uint32) *colIndex {
 		x.multi = c.Multi
 	}
 	x.counts = make([]uint32, len(x.values))
+	if x.multi == nil {
+		countRanks(rank, x.counts)
+		return x
+	}
 	for o, r := range rank {
-		if r == 0 {
-			continue
+		if r != 0 {
+			x.eachValue(uint32(o), r, func(r uint32) { x.counts[r-1]++ })
 		}
-		if x.multi == nil {
-			x.counts[r-1]++
-			continue
-		}
-		x.eachValue(uint32(o), r, func(r uint32) { x.counts[r-1]++ })
 	}
 	return x
 }
@@ -252,7 +412,7 @@ func (r *colReader) index(field string) (*colIndex, error) {
 		return nil, err
 	}
 	x = buildColIndex(c, r.events)
-	size := colIndexBytes(x, c.IDs == nil)
+	size := colIndexBytes(x, c.Ints != nil || c.Floats != nil)
 	colIdxCache.mu.Lock()
 	defer colIdxCache.mu.Unlock()
 	if old := colIdxCache.m[key]; old != nil {
@@ -322,6 +482,7 @@ func (r *colReader) fieldValues(field string, fn func(string, *roaring.Bitmap) b
 	if err != nil || x == nil {
 		return err
 	}
+	x.allBitmaps()
 	for i, v := range x.values {
 		if x.count(i) == 0 {
 			continue
@@ -395,12 +556,11 @@ func (r *colReader) fieldEvents(field string) (*roaring.Bitmap, error) {
 		return nil, err
 	}
 	words := make([]uint64, (r.events+63)/64)
-	held := 0
-	for o, rk := range x.rank {
-		if rk != 0 {
-			words[o>>6] |= 1 << (o & 63)
-			held++
-		}
+	var held int
+	if x.rank8 != nil {
+		held = presentRanks(x.rank8, words)
+	} else {
+		held = presentRanks(x.rank, words)
 	}
 	if held == int(r.events) {
 		b.AddRange(0, uint64(r.events))
@@ -425,10 +585,10 @@ func (r *colReader) fieldValueCountsIn(field string, set *roaring.Bitmap, fn fun
 			break
 		}
 		for _, o := range buf[:k] {
-			if o >= uint32(len(x.rank)) {
+			if o >= uint32(x.rankLen()) {
 				continue
 			}
-			rk := x.rank[o]
+			rk := x.rankAt(o)
 			if rk == 0 {
 				continue
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/quarry-dev/quarry/query"
@@ -641,7 +643,17 @@ func (r *colReader) verify() error {
 }
 
 func (r *colReader) blob(ra io.ReaderAt, b colBlob, buf []byte) ([]byte, error) {
-	comp := make([]byte, b.n)
+	// the compressed bytes in a buffer reused between blobs: a first run
+	// reads a thousand blocks, each into fresh memory before
+	cp, _ := compScratch.Get().(*[]byte)
+	if cp == nil {
+		cp = new([]byte)
+	}
+	defer compScratch.Put(cp)
+	if uint64(cap(*cp)) < b.n {
+		*cp = make([]byte, b.n)
+	}
+	comp := (*cp)[:b.n]
 	if _, err := ra.ReadAt(comp, int64(b.off)); err != nil {
 		return nil, fmt.Errorf("read column blob: %w", err)
 	}
@@ -654,6 +666,9 @@ func (r *colReader) blob(ra io.ReaderAt, b colBlob, buf []byte) ([]byte, error) 
 	}
 	return out, nil
 }
+
+// compScratch holds blob's compressed bytes between reads.
+var compScratch sync.Pool
 
 // column decodes one column. Decoded columns are cached across searches
 // (a warm column never changes) within a global byte budget, so repeated
@@ -679,14 +694,18 @@ func (r *colReader) column(field string) (*query.Column, error) {
 }
 
 // cacheColumn keeps a decoded column (or block) within the budget.
-func (r *colReader) cacheColumn(key colKey, c *query.Column) {
+func (r *colReader) cacheColumn(key colKey, c *query.Column) { cachePut(key, c, &r.closed) }
+
+// cachePut keeps c under key within the budget unless its owner is closed
+// (*closed is guarded by colCache.mu).
+func cachePut(key colKey, c *query.Column, closed *bool) {
 	size := columnBytes(c)
 	colCache.mu.Lock()
 	defer colCache.mu.Unlock()
 	if _, ok := colCache.m[key]; ok {
 		return
 	}
-	if size > colCacheBytes/4 || r.closed {
+	if size > colCacheBytes/4 || *closed {
 		return
 	}
 	// evict entries (map order: random) until this one fits, rather than
@@ -708,7 +727,7 @@ func (r *colReader) cacheColumn(key colKey, c *query.Column) {
 const colCacheBytes = 256 << 20
 
 type colKey struct {
-	r     *colReader
+	r     any // the *colReader (or *indexReader: its times) that read it
 	field string
 	block int32 // -1: the whole column
 }
@@ -720,7 +739,7 @@ var colCache = struct {
 }{m: map[colKey]*query.Column{}}
 
 func columnBytes(c *query.Column) int64 {
-	n := int64(len(c.IDs))*4 + int64(len(c.Ints))*8 + int64(len(c.Floats))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
+	n := int64(len(c.IDs))*4 + int64(len(c.Small)) + int64(len(c.Ints))*8 + int64(len(c.Floats))*8 + int64(len(c.Has))*8 + int64(len(c.Multi))*48
 	for _, v := range c.Dict {
 		n += int64(len(v)) + 16
 	}
@@ -728,12 +747,15 @@ func columnBytes(c *query.Column) int64 {
 }
 
 // uncache drops a closed reader's columns from the cache.
-func (r *colReader) uncache() {
+func (r *colReader) uncache() { uncacheOwner(r, &r.closed) }
+
+// uncacheOwner marks a reader closed and drops what it cached.
+func uncacheOwner(owner any, closed *bool) {
 	colCache.mu.Lock()
 	defer colCache.mu.Unlock()
-	r.closed = true
+	*closed = true
 	for k, c := range colCache.m {
-		if k.r == r {
+		if k.r == owner {
 			colCache.bytes -= columnBytes(c)
 			delete(colCache.m, k)
 		}
@@ -749,7 +771,36 @@ func (r *colReader) decode(ra io.ReaderAt, m *colMeta) (*query.Column, error) {
 		if c.Dict, _, err = r.readDict(ra, m); err != nil {
 			return nil, err
 		}
-		c.IDs = make([]uint32, 0, n)
+		c.DictSorted = true // readDict refuses a dictionary out of order
+		if m.kind == colDict && len(c.Dict) <= 255 {
+			// one byte an event (query.Column.Small): a quarter of the
+			// memory a first run faults in and of what the cache holds
+			c.Small = make([]uint8, 0, n)
+		} else {
+			c.IDs = make([]uint32, 0, n)
+		}
+	} else if m.kind == colIntFew {
+		// a whole column of few integers is read as a dictionary of their
+		// texts with one byte an event (the values' texts are in byte
+		// order, as a dictionary's): status over the 5M set is 5 MB to
+		// fault in and keep instead of 40 MB of int64 (and 20 more of
+		// ranks to invert it). Row values are the same texts, and an
+		// aggregate parses each once (a canonical integer parses to the
+		// float64 its int64 converts to). Blocks read alone
+		// (numericBlock) stay integers.
+		few, err := r.fewInts(ra, m)
+		if err != nil {
+			return nil, err
+		}
+		c.Dict = make([]string, len(few))
+		for i, v := range few {
+			c.Dict[i] = strconv.FormatInt(v, 10)
+			if i > 0 && c.Dict[i] <= c.Dict[i-1] {
+				return nil, fmt.Errorf("%w: column %s's values out of order", ErrCorrupt, m.name)
+			}
+		}
+		c.DictSorted = true
+		c.Small = make([]uint8, 0, n)
 	} else {
 		newNumeric(c, m.kind, n)
 	}
@@ -774,13 +825,15 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 	if m.values > uint64(len(raw)) {
 		return nil, nil, fmt.Errorf("%w: %d dictionary values in %d bytes", ErrCorrupt, m.values, len(raw))
 	}
-	dict := make([]string, 0, m.values)
+	// the values are cut from one string of them all (one allocation
+	// instead of one per value: path has ~23k values a bucket)
+	ends := make([]int, 0, m.values)
 	var counts []uint64
 	if r.version >= 3 {
 		counts = make([]uint64, 0, m.values)
 	}
 	pr := &payloadReader{b: raw}
-	var key []byte
+	var key, all []byte
 	for i := uint64(0); i < m.values; i++ {
 		p := pr.uvarint()
 		suf := pr.bytes(pr.uvarint())
@@ -788,10 +841,17 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 			return nil, nil, fmt.Errorf("%w: column dictionary entry %d", ErrCorrupt, i)
 		}
 		key = append(key[:p], suf...)
-		if i > 0 && string(key) <= dict[i-1] {
-			return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+		if i > 0 {
+			start := 0
+			if i > 1 {
+				start = ends[i-2]
+			}
+			if bytes.Compare(key, all[start:ends[i-1]]) <= 0 {
+				return nil, nil, fmt.Errorf("%w: column dictionary out of order", ErrCorrupt)
+			}
 		}
-		dict = append(dict, string(key))
+		all = append(all, key...)
+		ends = append(ends, len(all))
 		if counts != nil {
 			c := pr.uvarint()
 			if pr.err != nil || c == 0 || c > uint64(r.events) {
@@ -802,6 +862,13 @@ func (r *colReader) readDict(ra io.ReaderAt, m *colMeta) ([]string, []uint64, er
 	}
 	if len(pr.b) != 0 {
 		return nil, nil, fmt.Errorf("%w: stray bytes after the column dictionary", ErrCorrupt)
+	}
+	text := string(all)
+	dict := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		dict[i] = text[start:end]
+		start = end
 	}
 	return dict, counts, nil
 }
@@ -859,6 +926,10 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 			}
 		}
 		if fast {
+			if c.Small != nil {
+				c.Small = append(c.Small, raw...)
+				return raw, nil
+			}
 			for _, b := range raw {
 				c.IDs = append(c.IDs, uint32(b))
 			}
@@ -880,6 +951,10 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 			v := few[b]
 			if v < bl.min || v > bl.max {
 				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+			}
+			if c.Small != nil {
+				c.Small = append(c.Small, b+1) // b < len(few) ≤ 127
+				continue
 			}
 			c.Ints = append(c.Ints, v)
 		}
@@ -909,12 +984,42 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 		}
 		return raw, nil
 	}
+	if m.kind == colDict && c.Small == nil {
+		// ids of a dictionary of many values (path, clientip): one tight
+		// loop, a one-byte id without a call
+		b, ids := raw, c.IDs
+		for o := lo; o < hi; o++ {
+			var id uint64
+			if len(b) > 0 && b[0] < 0x80 {
+				id, b = uint64(b[0]), b[1:]
+			} else {
+				v, k := binary.Uvarint(b)
+				if k <= 0 {
+					return raw, fmt.Errorf("%w: bad uvarint in column block %d", ErrCorrupt, bi)
+				}
+				id, b = v, b[k:]
+			}
+			if id > d {
+				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+			}
+			ids = append(ids, uint32(id))
+		}
+		c.IDs = ids
+		if len(b) != 0 {
+			return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+		}
+		return raw, nil
+	}
 	for o := lo; o < hi && pr.err == nil; o++ {
 		switch m.kind {
 		case colDict:
 			id := pr.uvarint()
 			if id > d {
 				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+			}
+			if c.Small != nil {
+				c.Small = append(c.Small, uint8(id)) // d ≤ 255
+				continue
 			}
 			c.IDs = append(c.IDs, uint32(id))
 		case colDictMulti:
@@ -1058,8 +1163,23 @@ func (r *colReader) numericBlock(field string, i int) (*query.Column, error) {
 	whole := colCache.m[colKey{r, field, -1}]
 	c := colCache.m[colKey{r, field, int32(i)}]
 	colCache.mu.Unlock()
-	if whole != nil {
+	if whole != nil && (whole.Ints != nil || whole.Floats != nil) {
 		return whole.Block(lo, r.per), nil
+	}
+	if whole != nil && whole.Small != nil && m.kind == colIntFew && c == nil {
+		// few integers read whole as a dictionary: the block's values
+		// from its ranks, no blob read
+		few, err := r.fewInts(r.f, m)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", field, err)
+		}
+		hi := min(lo+r.per, r.events)
+		c = &query.Column{Ints: make([]int64, hi-lo)}
+		for o, id := range whole.Small[lo:hi] {
+			c.Ints[o] = few[id-1] // every event holds a value (kind 7)
+		}
+		r.cacheColumn(colKey{r, field, int32(i)}, c)
+		return c, nil
 	}
 	if c != nil {
 		return c, nil

@@ -455,9 +455,10 @@ func FuzzReadColumns(f *testing.F) {
 				if err := bc.Validate(n); err != nil {
 					t.Fatalf("block %d of %s is inconsistent: %v", i, name, err)
 				}
-				whole := c.Block(lo, r.per)
+				// (a whole column of few integers is a dictionary of their
+				// texts: compared as row values)
 				for o := uint32(0); o < n; o++ {
-					if bc.Present(o) != whole.Present(o) || bc.Present(o) && bc.Num(o) != whole.Num(o) {
+					if bc.Present(o) != c.Present(lo+o) || bc.Present(o) && bc.Value(o) != c.Value(lo+o) {
 						t.Fatalf("block %d of %s event %d differs from the whole column", i, name, o)
 					}
 					if bc.Present(o) && (bc.Num(o) < b.Min || bc.Num(o) > b.Max) {
@@ -581,4 +582,59 @@ func asVersion(file []byte, v byte) []byte {
 func jsonNorm(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
+}
+
+// TestFewIntsReadWhole: a column of few integers (kind 7) read whole is a
+// dictionary of their texts, one byte an event, whose row values are the
+// integers' texts; a block asked for a comparison afterwards comes from
+// its ranks and equals the block decoded alone.
+func TestFewIntsReadWhole(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, GUID: testGUID, Searchable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var evs []Event
+	for i := 0; i < 300; i++ {
+		e := testEvent("main", i)
+		e.Fields = append(e.Fields, Field{Name: []byte("code"), Value: []byte(strconv.Itoa(i%5*100 - 100))})
+		evs = append(evs, e)
+	}
+	if _, err := s.Append(evs); err != nil {
+		t.Fatal(err)
+	}
+	s.RollAll()
+	s.WaitIdle(5 * time.Second)
+	w, ok := s.Segments()[0].(*warmSegment)
+	if !ok {
+		t.Fatalf("segment %T is not warm", s.Segments()[0])
+	}
+	if m := w.r.cols.cols["code"]; m == nil || m.kind != colIntFew {
+		t.Fatalf("code is not a kind 7 column")
+	}
+	alone, err := w.NumericBlock("code", 0) // before the whole column is cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := w.Column("code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.Small == nil || whole.Ints != nil {
+		t.Fatalf("kind 7 read whole: Small %v, Ints %v", whole.Small != nil, whole.Ints != nil)
+	}
+	w.r.cols.uncache() // forget the block decoded alone, keep reading
+	w.r.cols.closed = false
+	w.r.cols.cacheColumn(colKey{w.r.cols, "code", -1}, whole)
+	fromRanks, err := w.NumericBlock("code", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := uint32(0); o < 300; o++ {
+		want := strconv.Itoa(int(o)%5*100 - 100)
+		if whole.Value(o) != want || alone.Value(o) != want || fromRanks.Value(o) != want || fromRanks.Num(o) != alone.Num(o) {
+			t.Fatalf("event %d: whole %v, block alone %v, block from ranks %v, want %s", o, whole.Value(o), alone.Value(o), fromRanks.Value(o), want)
+		}
+	}
 }

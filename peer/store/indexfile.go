@@ -12,6 +12,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/quarry-dev/quarry/query"
 )
 
 // Index file (index.qi), format version 2. Written once, when a bucket rolls
@@ -362,6 +363,8 @@ type indexReader struct {
 
 	cols *colReader // the bucket's column file (columns.go), nil for none
 
+	closed bool // guarded by colCache.mu (decoded times are cached there)
+
 	// The bloom filter, read on first use. A read that failed is not
 	// kept (it may be a want of file descriptors), a damaged one is.
 	bloomMu  sync.Mutex
@@ -504,10 +507,32 @@ func (r *indexReader) readSparse(sec int) ([]sparseEntry, error) {
 
 func (r *indexReader) close() error {
 	r.cols.close()
+	uncacheOwner(r, &r.closed)
 	return r.f.Close()
 }
 
+// times is every event's time, decoded once and kept with the decoded
+// columns (within their budget): a search bounded in time reads them for
+// every bucket it does not hold whole, and a timechart for every bucket
+// (a 4-hour timechart spent 86 % of its CPU decoding them again).
+// Callers share the slice and never change it.
 func (r *indexReader) times() ([]int64, error) {
+	key := colKey{r, "_time", -1}
+	colCache.mu.Lock()
+	c := colCache.m[key]
+	colCache.mu.Unlock()
+	if c != nil {
+		return c.Ints, nil
+	}
+	ts, err := r.decodeTimes()
+	if err != nil {
+		return nil, err
+	}
+	cachePut(key, &query.Column{Ints: ts}, &r.closed)
+	return ts, nil
+}
+
+func (r *indexReader) decodeTimes() ([]int64, error) {
 	b, err := r.section(secTimes)
 	if err != nil {
 		return nil, err

@@ -194,6 +194,7 @@ func (s *State) apply(idx uint64, data []byte) any {
 		}
 	}
 	res, err := h.apply(s, idx, c)
+	s.refreshTouched()
 	if err != nil {
 		return err
 	}

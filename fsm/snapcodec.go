@@ -359,7 +359,9 @@ func (r *snapReader) bucket() *Bucket {
 func structFields(t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
-		out = append(out, t.Field(i).Name)
+		if t.Field(i).IsExported() { // unexported fields are derived
+			out = append(out, t.Field(i).Name)
+		}
 	}
 	return out
 }

@@ -202,7 +202,7 @@ func (s *State) ChooseTargets(origin string, index string) (TargetChoice, error)
 // copies of the bucket; within a site the least loaded peer, ties by id.
 // The replacement is searchable when the failed target's copy was.
 func (s *State) ChooseReplacement(id string, exclude []string) (CopySpec, error) {
-	b, ok := s.d.Buckets[id]
+	b, ok := s.lookup(id)
 	if !ok {
 		return CopySpec{}, fmt.Errorf("%w: %q", ErrUnknownBucket, id)
 	}

@@ -348,16 +348,46 @@ func (o *orderedWarm) len() int {
 }
 
 // rebuildIncremental recomputes the planner's derived records of every
-// bucket (Restore, a new state).
+// bucket (Restore, a new state). The ordered index is built by one sort,
+// not a million inserts.
 func (s *State) rebuildIncremental() {
 	s.unsettled = map[string]struct{}{}
 	s.unsettledVer++
-	s.ret = nil
 	s.needs = map[string]needs{}
 	s.touched = nil
+	s.ret = &retention{idx: map[string]*indexRetention{}}
+	warm := map[string][]warmKey{}
 	for id, b := range s.d.Buckets { // any order: each bucket's records are its own
-		b.held = retKey{}
-		s.refresh(id, b, true)
+		if !s.settled(b) {
+			s.unsettled[id] = struct{}{}
+		}
+		b.held = retKey{in: true, index: b.Index, size: b.Size, latest: b.Latest, warm: !b.Hot}
+		ir := s.ret.idx[b.Index]
+		if ir == nil {
+			ir = &indexRetention{}
+			s.ret.idx[b.Index] = ir
+		}
+		ir.size += b.Size
+		if !b.Hot {
+			warm[b.Index] = append(warm[b.Index], warmKey{b.Latest, id})
+		}
+	}
+	for index, keys := range warm {
+		slices.SortFunc(keys, func(a, b warmKey) int {
+			if a.less(b) {
+				return -1
+			}
+			if b.less(a) {
+				return 1
+			}
+			return 0
+		})
+		ir := s.ret.idx[index]
+		for len(keys) > 0 {
+			n := min(len(keys), warmChunk)
+			ir.warm.chunks = append(ir.warm.chunks, keys[:n:n])
+			keys = keys[n:]
+		}
 	}
 }
 

@@ -509,7 +509,7 @@ func (p *planner) source(b *Bucket, targetSite string) string {
 func (p *planner) placement(b *Bucket) *placement {
 	s := p.sim
 	pd := p.pendingOf(b)
-	pl := &placement{s: s, taken: map[string]bool{}, load: map[string]int{}, per: map[string]int{}}
+	pl := &placement{s: s, taken: map[string]bool{}, load: make(map[string]int, len(s.d.Peers)), per: map[string]int{}}
 	for peer := range b.Copies {
 		pl.taken[peer] = true
 	}
@@ -541,6 +541,9 @@ func (p *planner) placement(b *Bucket) *placement {
 // searchable when the search requirement of its site, or the search total,
 // is still short.
 func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why string) {
+	if !p.roomForCopies() {
+		return
+	}
 	s := p.sim
 	n := s.needsOf(b)
 	for {
@@ -582,6 +585,22 @@ func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why stri
 }
 
 func isNamed(m map[string]int, site string) bool { _, ok := m[site]; return ok }
+
+// roomForCopies reports whether some Up peer is under the incoming
+// replication throttle. Without one, no placement can choose a target (pick
+// takes only Up peers its throttle accepts), so addCopies and
+// copySearchable stop before building one: after a peer failure most of its
+// buckets wait for the throttle, and building a placement for each cost
+// milliseconds (BenchmarkScale plan-peer-down).
+func (p *planner) roomForCopies() bool {
+	max := p.cfg().MaxIncomingReplicationsPerPeer
+	for id, peer := range p.sim.d.Peers { // any order: a yes or no
+		if peer.State == StateUp && p.incoming(id, TaskReplicate, TaskFetch) < max {
+			return true
+		}
+	}
+	return false
+}
 
 // copyMustBeSearchable decides whether a new copy on tsite is streamed
 // searchable: only when the search requirement it would count for (its
@@ -782,6 +801,9 @@ func (p *planner) search(b *Bucket) {
 // copySearchable plans a searchable replication to site, or with site ""
 // to the other sites (any site when anywhere is set).
 func (p *planner) copySearchable(b *Bucket, site string, anywhere bool, reason string) bool {
+	if !p.roomForCopies() {
+		return false
+	}
 	pl := p.placement(b)
 	var target string
 	if site != "" {

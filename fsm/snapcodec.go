@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"sync"
 )
 
 // The binary snapshot (cluster version 3 and later). A Raft snapshot of a
@@ -66,11 +67,27 @@ func (s *State) writeSnapshot(w io.Writer) error {
 	return err
 }
 
-// appendBinary appends the binary snapshot of the state to buf. It only
-// reads the state, allocates little besides buf's growth (size buf from
-// the last snapshot) and costs about a microsecond a bucket, so
-// FSM.Snapshot runs it under the read lock instead of copying the state.
+// appendBinary appends the binary snapshot of the state to buf.
 func (s *State) appendBinary(buf []byte) ([]byte, error) {
+	parts, err := s.encodeBinary(buf, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts[1:] {
+		parts[0] = append(parts[0], p...)
+	}
+	return parts[0], nil
+}
+
+// encodeBinary encodes the binary snapshot as consecutive parts: the head
+// and the first run of bucket records appended to buf, then up to workers-1
+// more runs of bucket records encoded concurrently (each into a buffer
+// sized like its share of buf's capacity), the last with the history and
+// the end marker. It only reads the state, allocates little besides the
+// buffers and costs about a microsecond a bucket, so FSM.Snapshot runs it
+// under the read lock instead of copying the state; the workers only read
+// too, and are done before it returns.
+func (s *State) encodeBinary(buf []byte, workers int) ([][]byte, error) {
 	head := s.d
 	head.Buckets, head.History = nil, nil
 	hj, err := json.Marshal(&head)
@@ -82,32 +99,53 @@ func (s *State) appendBinary(buf []byte) ([]byte, error) {
 	buf = append(buf, hj...)
 	ids := s.bucketIDs()
 	buf = binary.AppendUvarint(buf, uint64(len(ids)))
-	for _, id := range ids {
+	workers = max(1, min(workers, len(ids)/minBucketsPerWorker))
+	parts := make([][]byte, workers)
+	per := (len(ids) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		lo, hi := min(w*per, len(ids)), min((w+1)*per, len(ids))
+		part := make([]byte, 0, cap(buf)/workers)
+		wg.Go(func() {
+			for _, id := range ids[lo:hi] {
+				part = appendBucket(part, s.d.Buckets[id])
+			}
+			parts[w] = part
+		})
+	}
+	for _, id := range ids[:min(per, len(ids))] {
 		buf = appendBucket(buf, s.d.Buckets[id])
 	}
+	wg.Wait()
+	parts[0] = buf
+	last := &parts[workers-1]
 	// The count plus one; 0 for a nil history, so the restored state
 	// encodes (Marshal) to the same bytes: null and [] differ in JSON.
 	hn := uint64(0)
 	if s.d.History != nil {
 		hn = uint64(len(s.d.History)) + 1
 	}
-	buf = binary.AppendUvarint(buf, hn)
+	*last = binary.AppendUvarint(*last, hn)
 	for i := range s.d.History {
 		d := &s.d.History[i]
-		buf = binary.AppendUvarint(buf, d.Version)
-		buf = binary.AppendUvarint(buf, d.Generation)
-		buf = appendStr(buf, d.Site)
-		buf = appendStr(buf, d.Bucket)
-		buf = appendStr(buf, d.Peer)
-		buf = appendStr(buf, d.Old)
+		*last = binary.AppendUvarint(*last, d.Version)
+		*last = binary.AppendUvarint(*last, d.Generation)
+		*last = appendStr(*last, d.Site)
+		*last = appendStr(*last, d.Bucket)
+		*last = appendStr(*last, d.Peer)
+		*last = appendStr(*last, d.Old)
 		if d.Removed {
-			buf = append(buf, 1)
+			*last = append(*last, 1)
 		} else {
-			buf = append(buf, 0)
+			*last = append(*last, 0)
 		}
 	}
-	return append(buf, binSnapshotEnd...), nil
+	*last = append(*last, binSnapshotEnd...)
+	return parts, nil
 }
+
+// minBucketsPerWorker: below it a snapshot is encoded by one goroutine.
+var minBucketsPerWorker = 50000
 
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))

@@ -264,24 +264,31 @@ func (a warmKey) less(b warmKey) bool {
 	return a.latest < b.latest || (a.latest == b.latest && a.id < b.id)
 }
 
-// orderedWarm is a sorted set of warm keys kept as a list of sorted chunks
-// (at most 2·warmChunk keys each): an insert or removal moves at most a
-// chunk, and iteration in order is a walk.
-type orderedWarm struct{ chunks [][]warmKey }
+// chunked is a sorted set kept as a list of sorted chunks (at most
+// 2·setChunk keys each): an insert or removal moves at most a chunk, and
+// iteration in order is a walk. The retention index orders warm buckets
+// with it, the state its bucket ids.
+type chunked[K lesser[K]] struct{ chunks [][]K }
 
-const warmChunk = 256
+type lesser[K any] interface {
+	comparable
+	less(K) bool
+}
 
-func (o *orderedWarm) chunkFor(k warmKey) int {
-	i := sort.Search(len(o.chunks), func(i int) bool {
+type orderedWarm = chunked[warmKey]
+
+const setChunk = 256
+
+func (o *chunked[K]) chunkFor(k K) int {
+	return sort.Search(len(o.chunks), func(i int) bool {
 		c := o.chunks[i]
 		return !c[len(c)-1].less(k)
 	})
-	return i
 }
 
-func (o *orderedWarm) insert(k warmKey) {
+func (o *chunked[K]) insert(k K) {
 	if len(o.chunks) == 0 {
-		o.chunks = [][]warmKey{{k}}
+		o.chunks = [][]K{{k}}
 		return
 	}
 	i := o.chunkFor(k)
@@ -294,15 +301,15 @@ func (o *orderedWarm) insert(k warmKey) {
 		return
 	}
 	c = slices.Insert(c, j, k)
-	if len(c) > 2*warmChunk {
-		lo, hi := slices.Clone(c[:warmChunk]), slices.Clone(c[warmChunk:])
+	if len(c) > 2*setChunk {
+		lo, hi := slices.Clone(c[:setChunk]), slices.Clone(c[setChunk:])
 		o.chunks = slices.Insert(o.chunks, i+1, hi)
 		c = lo
 	}
 	o.chunks[i] = c
 }
 
-func (o *orderedWarm) remove(k warmKey) {
+func (o *chunked[K]) remove(k K) {
 	i := o.chunkFor(k)
 	if i == len(o.chunks) {
 		return
@@ -320,8 +327,8 @@ func (o *orderedWarm) remove(k warmKey) {
 	o.chunks[i] = c
 }
 
-func (o *orderedWarm) clone() orderedWarm {
-	c := orderedWarm{chunks: make([][]warmKey, len(o.chunks))}
+func (o *chunked[K]) clone() chunked[K] {
+	c := chunked[K]{chunks: make([][]K, len(o.chunks))}
 	for i, ch := range o.chunks {
 		c.chunks[i] = slices.Clone(ch)
 	}
@@ -329,7 +336,7 @@ func (o *orderedWarm) clone() orderedWarm {
 }
 
 // each calls fn on the keys in order until it returns false.
-func (o *orderedWarm) each(fn func(k warmKey) bool) {
+func (o *chunked[K]) each(fn func(k K) bool) {
 	for _, c := range o.chunks {
 		for _, k := range c {
 			if !fn(k) {
@@ -339,12 +346,23 @@ func (o *orderedWarm) each(fn func(k warmKey) bool) {
 	}
 }
 
-func (o *orderedWarm) len() int {
+func (o *chunked[K]) len() int {
 	n := 0
 	for _, c := range o.chunks {
 		n += len(c)
 	}
 	return n
+}
+
+// fromSorted builds the set from sorted, distinct keys (taking the slice).
+func fromSorted[K lesser[K]](keys []K) chunked[K] {
+	var o chunked[K]
+	for len(keys) > 0 {
+		n := min(len(keys), setChunk)
+		o.chunks = append(o.chunks, keys[:n:n])
+		keys = keys[n:]
+	}
+	return o
 }
 
 // rebuildIncremental recomputes the planner's derived records of every
@@ -382,12 +400,7 @@ func (s *State) rebuildIncremental() {
 			}
 			return 0
 		})
-		ir := s.ret.idx[index]
-		for len(keys) > 0 {
-			n := min(len(keys), warmChunk)
-			ir.warm.chunks = append(ir.warm.chunks, keys[:n:n])
-			keys = keys[n:]
-		}
+		s.ret.idx[index].warm = fromSorted(keys)
 	}
 }
 

@@ -59,6 +59,16 @@ func checkIncremental(t fatalf, s *State) {
 			t.Fatalf("bucket %s: retention holds %+v, rebuilt %+v", id, b.held, c.d.Buckets[id].held)
 		}
 	}
+	if set := s.ownIDSet(); set != nil {
+		var ids []string
+		set.each(func(k idKey) bool { ids = append(ids, string(k)); return true })
+		if want := sortedKeys(s.d.Buckets); !slices.Equal(ids, want) {
+			t.Fatalf("ordered bucket ids %v, want %v", ids, want)
+		}
+	}
+	if !slices.Equal(s.bucketIDs(), sortedKeys(s.d.Buckets)) {
+		t.Fatalf("bucketIDs %v, want %v", s.bucketIDs(), sortedKeys(s.d.Buckets))
+	}
 	if !maps.Equal(s.unsettled, c.unsettled) {
 		t.Fatalf("unsettled %v, rebuilt %v", sortedKeys(s.unsettled), sortedKeys(c.unsettled))
 	}
@@ -122,7 +132,7 @@ func TestOrderedWarm(t *testing.T) {
 			t.Fatalf("ordered set %v, want %v", got, want)
 		}
 		for _, c := range o.chunks {
-			if len(c) == 0 || len(c) > 2*warmChunk {
+			if len(c) == 0 || len(c) > 2*setChunk {
 				t.Fatalf("chunk of %d keys", len(c))
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 )
 
@@ -254,6 +255,7 @@ func readSnapshot(b []byte) (*State, error) {
 		return nil, fmt.Errorf("decode fsm snapshot: %d buckets in %d bytes", n, len(r.b))
 	}
 	s.d.Buckets = make(map[string]*Bucket, n)
+	order := make([]string, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		x := r.bucket()
 		if r.err != nil {
@@ -263,10 +265,17 @@ func readSnapshot(b []byte) (*State, error) {
 			return nil, fmt.Errorf("decode fsm snapshot: bucket %q twice", x.ID)
 		}
 		s.d.Buckets[x.ID] = x
+		order = append(order, x.ID)
+	}
+	if slices.IsSorted(order) { // as written: rebuildDerived need not sort
+		s.sortedHint = order
 	}
 	nh := r.count(7)
 	if r.err == nil && nh > 0 {
-		s.d.History = make([]Delta, nh-1)
+		// Room to grow: the first generation change after a restore
+		// appends its deltas without copying the whole history (200,000
+		// deltas at most: a copy was most of a peer-down's time).
+		s.d.History = make([]Delta, nh-1, nh-1+(nh-1)/4+1024)
 		for i := range s.d.History {
 			d := &s.d.History[i]
 			d.Version, d.Generation = r.uvarint(), r.uvarint()

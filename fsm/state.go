@@ -309,8 +309,12 @@ type State struct {
 	copyCount map[string]int
 	// requests maps remembered request ids to their index; derived.
 	requests map[string]uint64
-	// ids caches the sorted bucket ids (bucketIDs); derived.
-	ids *idCache
+	// ids caches the sorted bucket ids (bucketIDs), idset keeps them in
+	// order; derived. sortedHint, set by the snapshot reader, is the
+	// bucket ids in the order read when that order is sorted.
+	ids        *idCache
+	idset      *idSet
+	sortedHint []string
 	// byPeer indexes the buckets by the peers holding a copy (copyIndex);
 	// derived, nil until a write path needs it.
 	byPeer *copyIndex
@@ -472,6 +476,17 @@ func (s *State) rebuildDerived() {
 	for _, r := range s.d.Requests {
 		s.requests[r.ID] = r.Index
 	}
+	ids := s.sortedHint
+	s.sortedHint = nil
+	if len(ids) != len(s.d.Buckets) {
+		ids = sortedKeys(s.d.Buckets)
+	}
+	keys := make([]idKey, len(ids))
+	for i, id := range ids {
+		keys[i] = idKey(id)
+	}
+	s.idset = &idSet{owner: s, chunked: fromSorted(keys)}
+	s.ids.p.Store(&idList{owner: s, ids: ids})
 	ci := &copyIndex{owner: s, m: map[string]map[string]struct{}{}}
 	for id, b := range s.d.Buckets {
 		for site, p := range b.Primary {

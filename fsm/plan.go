@@ -106,6 +106,14 @@ type planner struct {
 	out  []Command
 	// full visits every bucket (planFull) instead of the unsettled ones.
 	full bool
+	// room caches roomForCopies; peerIDs the sorted peer ids (no command
+	// the planner emits adds a peer).
+	room struct {
+		valid bool
+		key   [2]int
+		ok    bool
+	}
+	peerIDs []string
 	// tasks indexes the simulated state's open tasks by bucket and by
 	// target, ids ascending (taskIndex); nil when a command may have
 	// changed the task set other than by adding one task. Without it every
@@ -509,7 +517,10 @@ func (p *planner) source(b *Bucket, targetSite string) string {
 func (p *planner) placement(b *Bucket) *placement {
 	s := p.sim
 	pd := p.pendingOf(b)
-	pl := &placement{s: s, taken: map[string]bool{}, load: make(map[string]int, len(s.d.Peers)), per: map[string]int{}}
+	if p.peerIDs == nil {
+		p.peerIDs = sortedKeys(s.d.Peers)
+	}
+	pl := &placement{s: s, taken: map[string]bool{}, load: make(map[string]int, len(s.d.Peers)), per: map[string]int{}, peers: p.peerIDs}
 	for peer := range b.Copies {
 		pl.taken[peer] = true
 	}
@@ -592,14 +603,24 @@ func isNamed(m map[string]int, site string) bool { _, ok := m[site]; return ok }
 // copySearchable stop before building one: after a peer failure most of its
 // buckets wait for the throttle, and building a placement for each cost
 // milliseconds (BenchmarkScale plan-peer-down).
+//
+// The answer is kept until a command is planned or the open tasks change
+// (the only ways a peer's state or incoming count moves during a pass).
 func (p *planner) roomForCopies() bool {
+	key := [2]int{len(p.out), len(p.sim.d.Tasks)}
+	if p.room.valid && p.room.key == key {
+		return p.room.ok
+	}
 	max := p.cfg().MaxIncomingReplicationsPerPeer
+	ok := false
 	for id, peer := range p.sim.d.Peers { // any order: a yes or no
 		if peer.State == StateUp && p.incoming(id, TaskReplicate, TaskFetch) < max {
-			return true
+			ok = true
+			break
 		}
 	}
-	return false
+	p.room.valid, p.room.key, p.room.ok = true, key, ok
+	return ok
 }
 
 // copyMustBeSearchable decides whether a new copy on tsite is streamed

@@ -29,13 +29,20 @@ type placement struct {
 	load  map[string]int
 	per   map[string]int // chosen copies per site
 	ok    func(peer string) bool
+	// peers is the sorted peer ids when the caller has them (the planner
+	// sorts once a pass), else nil.
+	peers []string
 }
 
 // pick chooses on site (any site when site is "") the acceptable peer with
 // the least load, ties by peer id, and reserves it.
 func (pl *placement) pick(site string) string {
 	best, bestN := "", 0
-	for _, id := range sortedKeys(pl.s.d.Peers) {
+	ids := pl.peers
+	if ids == nil {
+		ids = sortedKeys(pl.s.d.Peers)
+	}
+	for _, id := range ids {
 		p := pl.s.d.Peers[id]
 		if pl.taken[id] || p.State != StateUp || (site != "" && pl.s.peerSite(p) != site) || (pl.ok != nil && !pl.ok(id)) {
 			continue

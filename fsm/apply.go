@@ -146,13 +146,63 @@ func (s *State) tables() []string {
 // other's list.
 func (s *State) bucketIDs() []string {
 	if s.ids == nil {
-		return sortedKeys(s.d.Buckets)
+		return s.sortedBucketIDs()
 	}
-	if l := s.ids.p.Load(); l != nil && l.owner == s && len(l.ids) == len(s.d.Buckets) {
+	if l := s.ids.p.Load(); l != nil && l.owner == s && len(l.ids) == s.bucketCount() {
 		return l.ids
 	}
-	ids := sortedKeys(s.d.Buckets)
+	var ids []string
+	if s.idset != nil && s.idset.len() == s.bucketCount() {
+		ids = make([]string, 0, s.bucketCount())
+		s.idset.each(func(k idKey) bool { ids = append(ids, string(k)); return true })
+	} else {
+		ids = s.sortedBucketIDs()
+	}
 	s.ids.p.Store(&idList{owner: s, ids: ids})
+	return ids
+}
+
+// idKey orders the bucket ids in idSet.
+type idKey string
+
+func (a idKey) less(b idKey) bool { return a < b }
+
+// idSet is the bucket ids in order (derived: built by rebuildDerived, kept
+// by putBucket and deleteBucket), so bucketIDs lists them after a change
+// by a copy instead of a sort (a million ids sorted in a second, and the
+// binary snapshot lists them in order under the read lock). A state that
+// shares another's set (the planner's private state) drops it on its
+// first change and sorts.
+type idSet struct {
+	owner *State
+	chunked[idKey]
+}
+
+func (s *State) ownIDSet() *idSet {
+	if s.idset != nil && s.idset.owner != s {
+		s.idset = nil
+	}
+	return s.idset
+}
+
+// sortedBucketIDs sorts the bucket ids (those of base and d.Buckets in the
+// planner's private state).
+func (s *State) sortedBucketIDs() []string {
+	if s.base == nil {
+		return sortedKeys(s.d.Buckets)
+	}
+	ids := make([]string, 0, s.nBuckets)
+	for id := range s.base {
+		if _, gone := s.gone[id]; !gone {
+			ids = append(ids, id)
+		}
+	}
+	for id := range s.d.Buckets {
+		if _, in := s.base[id]; !in {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
 	return ids
 }
 
@@ -172,18 +222,38 @@ func (s *State) dropIDs() {
 
 // putBucket adds a bucket to the table.
 func (s *State) putBucket(b *Bucket) {
-	if _, ok := s.d.Buckets[b.ID]; !ok {
+	if _, ok := s.lookup(b.ID); !ok {
 		s.dropIDs()
+		s.nBuckets++
+		if set := s.ownIDSet(); set != nil {
+			set.insert(idKey(b.ID))
+		}
 	}
 	s.d.Buckets[b.ID] = b
+	delete(s.gone, b.ID)
+	s.touch(b.ID)
 }
 
-// deleteBucket removes a bucket from the table.
+// deleteBucket removes a bucket from the table (and from the retention
+// index, which refresh cannot do once the record is gone).
 func (s *State) deleteBucket(id string) {
-	if _, ok := s.d.Buckets[id]; ok {
-		s.dropIDs()
+	b, ok := s.lookup(id)
+	if !ok {
+		return
+	}
+	s.dropIDs()
+	s.nBuckets--
+	if set := s.ownIDSet(); set != nil {
+		set.remove(idKey(id))
+	}
+	if b.held.in {
+		s.retentionMove(id, b.held, retKey{})
 	}
 	delete(s.d.Buckets, id)
+	if _, in := s.base[id]; in {
+		s.gone[id] = struct{}{}
+	}
+	s.touch(id)
 }
 
 // setPrimary changes one table entry and records the delta.
@@ -309,13 +379,15 @@ func (s *State) reassign(ch *change, b *Bucket) {
 // in bucket-id order.
 func (s *State) reassignPeer(ch *change, peer string) {
 	for _, id := range s.bucketsOn(peer) {
-		s.reassign(ch, s.d.Buckets[id])
+		b, _ := s.edit(id)
+		s.reassign(ch, b)
 	}
 }
 
 func (s *State) reassignAll(ch *change) {
 	for _, id := range s.bucketIDs() {
-		s.reassign(ch, s.d.Buckets[id])
+		b, _ := s.edit(id)
+		s.reassign(ch, b)
 	}
 }
 
@@ -376,7 +448,7 @@ func (s *State) dropCopy(b *Bucket, peer string) {
 		return
 	}
 	if ci := s.ownCopyIndex(); ci != nil {
-		delete(ci.m[peer], b.ID)
+		ci.remove(peer, b.ID)
 	}
 	delete(b.Copies, peer)
 	s.copyCount[peer]--
@@ -388,23 +460,50 @@ func (s *State) dropCopy(b *Bucket, peer string) {
 // copyIndex maps a peer to the ids of the buckets it holds a copy of
 // (derived state), so a peer's state change recomputes the primaries of
 // its buckets without looking at every bucket (at a million buckets that
-// scan was most of a generation change: fsm/scale_test.go). It is built on
-// first use by a write path (bucketsOn) and kept by addCopy and dropCopy,
-// the only places a bucket's copies change. It names the State that owns
-// it: a copy of a State that shares the pointer drops it instead of
-// changing the other's index, and rebuilds its own.
+// scan was most of a generation change: fsm/scale_test.go). rebuildDerived
+// builds it (a Clone builds its own on first use) and addCopy and dropCopy,
+// the only places a bucket's copies change, keep it. It names the State
+// that owns it: a copy of a State that shares the pointer drops it instead
+// of changing the other's index, and rebuilds its own. The planner's
+// private state (planCopy) shares the committed index's sets and copies a
+// peer's set before changing it (shared).
 type copyIndex struct {
-	owner *State
-	m     map[string]map[string]struct{}
+	owner  *State
+	m      map[string]map[string]struct{}
+	shared map[string]bool
 }
 
-func (ci *copyIndex) add(peer, bucket string) {
+// set returns peer's set, ready to change.
+func (ci *copyIndex) set(peer string) map[string]struct{} {
 	set := ci.m[peer]
+	if ci.shared[peer] {
+		set = maps.Clone(set)
+		ci.m[peer] = set
+		delete(ci.shared, peer)
+	}
 	if set == nil {
 		set = map[string]struct{}{}
 		ci.m[peer] = set
 	}
-	set[bucket] = struct{}{}
+	return set
+}
+
+func (ci *copyIndex) add(peer, bucket string) { ci.set(peer)[bucket] = struct{}{} }
+
+func (ci *copyIndex) remove(peer, bucket string) { delete(ci.set(peer), bucket) }
+
+// copyIndexFor returns an index for the planner's private copy of s
+// (planCopy): s's sets, shared until changed. s's index is built (by
+// rebuildDerived) unless s is itself a Clone that never needed one.
+func (s *State) copyIndexFor() *copyIndex {
+	if ci := s.byPeer; ci != nil && ci.owner == s {
+		c := &copyIndex{m: maps.Clone(ci.m), shared: make(map[string]bool, len(ci.m))}
+		for p := range ci.m {
+			c.shared[p] = true
+		}
+		return c
+	}
+	return nil
 }
 
 // ownCopyIndex returns s's copy index, or nil (dropping a shared one) when
@@ -418,10 +517,13 @@ func (s *State) ownCopyIndex() *copyIndex {
 
 // bucketsOn returns the ids of the buckets with a copy on peer, sorted.
 // Only write paths call it (apply, or the planner's private state): it may
-// build the index.
+// build the index of a Clone.
 func (s *State) bucketsOn(peer string) []string {
 	ci := s.ownCopyIndex()
 	if ci == nil {
+		if s.base != nil {
+			panic("fsm: the planner's private state has no copy index")
+		}
 		ci = &copyIndex{owner: s, m: map[string]map[string]struct{}{}}
 		for id, b := range s.d.Buckets {
 			for p := range b.Copies {
@@ -461,7 +563,7 @@ func (s *State) peer(id string) (*Peer, error) {
 }
 
 func (s *State) bucket(id string) (*Bucket, error) {
-	b, ok := s.d.Buckets[id]
+	b, ok := s.edit(id)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownBucket, id)
 	}
@@ -508,13 +610,14 @@ func (s *State) applySetConfig(idx uint64, c *SetConfig) (any, error) {
 	}
 	ch := s.begin(idx)
 	s.d.Config = cfg
+	clear(s.needs) // needsOf depends on the config
 	s.d.Config.Sites = slices.Clone(cfg.Sites)
 	sort.Strings(s.d.Config.Sites)
 	for _, ic := range cfg.Indexes {
 		s.addIndex(ic.Name)
 	}
 	for _, id := range s.bucketIDs() {
-		b := s.d.Buckets[id]
+		b, _ := s.edit(id)
 		if o, ok := s.d.Peers[b.Origin]; ok {
 			b.OriginSite = s.peerSite(o)
 		} else if !cfg.Multisite() {
@@ -547,7 +650,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 		if _, dup := inv[ci.Bucket]; dup {
 			return nil, fmt.Errorf("register peer %s: bucket %q twice in inventory", c.ID, ci.Bucket)
 		}
-		if _, ok := s.d.Buckets[ci.Bucket]; !ok {
+		if _, ok := s.lookup(ci.Bucket); !ok {
 			index, _, _, err := ParseBucketID(ci.Bucket)
 			if err != nil {
 				return nil, fmt.Errorf("register peer %s: inventory: %w", c.ID, err)
@@ -580,8 +683,8 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 	// holds, like any other registration.
 
 	// Copies the peer no longer reports are gone.
-	for _, id := range s.bucketIDs() {
-		b := s.d.Buckets[id]
+	for _, id := range s.bucketsOn(c.ID) {
+		b, _ := s.edit(id)
 		if _, ok := b.Copies[c.ID]; ok {
 			if _, still := inv[id]; !still {
 				// Also the origin's copy of a hot bucket: it can no longer
@@ -601,7 +704,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 	// targets request was answered, as a leader change can make it.
 	for _, bid := range sortedKeys(inv) {
 		ci := inv[bid]
-		b, ok := s.d.Buckets[bid]
+		b, ok := s.edit(bid)
 		if !ok {
 			index, _, guid, _ := ParseBucketID(bid)
 			s.addIndex(index)
@@ -675,7 +778,7 @@ func (s *State) setState(ch *change, p *Peer, st PeerState, at int64) {
 	if st == StateRemoved {
 		s.forgetFrozenHolder(p.ID)
 		for _, id := range s.bucketsOn(p.ID) {
-			b := s.d.Buckets[id]
+			b, _ := s.edit(id)
 			s.mutateBucket(ch, b, func() { s.dropCopy(b, p.ID) })
 		}
 		return
@@ -720,7 +823,7 @@ func (s *State) applyAddBucket(idx uint64, c *AddBucket) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("add bucket: %w", err)
 	}
-	if _, ok := s.d.Buckets[c.ID]; ok {
+	if _, ok := s.lookup(c.ID); ok {
 		return nil, fmt.Errorf("%w: %q", ErrBucketExists, c.ID)
 	}
 	if c.Index != index {
@@ -984,7 +1087,7 @@ func (s *State) applyFixupDone(idx uint64, c *FixupDone) (any, error) {
 	ch := s.begin(idx)
 	delete(s.d.Tasks, c.ID)
 	if !c.Failed {
-		if b, ok := s.d.Buckets[t.Bucket]; ok {
+		if b, ok := s.edit(t.Bucket); ok {
 			s.taskEffect(ch, t, b)
 		} else {
 			s.frozenTaskDone(t)
@@ -1192,7 +1295,7 @@ func (s *State) rebalanceTable(ch *change, table string) {
 		}
 	}
 	for _, id := range s.bucketIDs() {
-		b := s.d.Buckets[id]
+		b, _ := s.lookup(id)
 		p := b.Primary[table]
 		if p == "" || !eligible(p) || s.pinned(b, table) && p == b.Origin {
 			continue
@@ -1205,7 +1308,7 @@ func (s *State) rebalanceTable(ch *change, table string) {
 		moved := false
 		for _, from := range peers {
 			for i, bid := range held[from] {
-				b := s.d.Buckets[bid]
+				b, _ := s.edit(bid)
 				to, toN := "", 0
 				for _, q := range s.candidates(b) {
 					if q == from || !eligible(q) {

@@ -13,6 +13,9 @@ import (
 // encodes like the original and shares no pointer with it; a field added to
 // stateData must be added here (that test fails otherwise).
 func (s *State) Clone() *State {
+	if s.base != nil {
+		panic("fsm: Clone of the planner's private state")
+	}
 	d := s.d
 	d.Config = s.d.Config.clone()
 	d.Indexes = slices.Clone(s.d.Indexes)
@@ -74,6 +77,13 @@ func (s *State) Clone() *State {
 	}
 	c.copyCount = maps.Clone(s.copyCount)
 	c.requests = maps.Clone(s.requests)
+	c.unsettled = maps.Clone(s.unsettled)
+	if s.ret != nil {
+		c.ret = &retention{idx: make(map[string]*indexRetention, len(s.ret.idx))}
+		for k, ir := range s.ret.idx {
+			c.ret.idx[k] = &indexRetention{size: ir.size, warm: ir.warm.clone()}
+		}
+	}
 	// The sorted bucket ids: the same set, so the same (never changed in
 	// place) slice, cached for the clone; the copy index is rebuilt by the
 	// clone when it needs one.

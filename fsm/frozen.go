@@ -142,7 +142,7 @@ func (s *State) createFrozenFixup(idx uint64, c *CreateFixup) (any, error) {
 	}
 	fz, ok := s.d.Frozen[c.Bucket]
 	if !ok {
-		if _, live := s.d.Buckets[c.Bucket]; live {
+		if _, live := s.lookup(c.Bucket); live {
 			return nil, fmt.Errorf("%w: freeze %q on %s: a bucket in the table freezes whole (no target)", ErrBadTask, c.Bucket, c.Target)
 		}
 		return nil, fmt.Errorf("create fixup: %w: %q", ErrUnknownBucket, c.Bucket)

@@ -61,8 +61,25 @@ type PlanInput struct {
 // simulates each command on a private copy of the state, so later decisions
 // see earlier ones. It is pure: the same state and input give the same
 // commands.
-func Plan(s *State, in PlanInput) []Command {
-	p := &planner{orig: s, sim: s.Clone(), in: in}
+//
+// Plan reads s and changes nothing in it, but s must not change during the
+// call (run it under FSM.Read): the private copy shares s's bucket records
+// until it edits one (planCopy), and the per-bucket levels visit only the
+// buckets the state lists as unsettled (incremental.go), so a pass costs
+// what needs work, not the size of the state.
+func Plan(s *State, in PlanInput) []Command { return plan(s, in, false) }
+
+// planFull is Plan on a deep copy of s with every level visiting every
+// bucket: the reference the property test compares Plan with.
+func planFull(s *State, in PlanInput) []Command { return plan(s, in, true) }
+
+func plan(s *State, in PlanInput, full bool) []Command {
+	p := &planner{orig: s, in: in, full: full}
+	if full {
+		p.sim = s.Clone()
+	} else {
+		p.sim = s.planCopy()
+	}
 	p.liveness()
 	p.detention()
 	p.hygiene()
@@ -87,6 +104,16 @@ type planner struct {
 	sim  *State
 	in   PlanInput
 	out  []Command
+	// full visits every bucket (planFull) instead of the unsettled ones.
+	full bool
+	// room caches roomForCopies; peerIDs the sorted peer ids (no command
+	// the planner emits adds a peer).
+	room struct {
+		valid bool
+		key   [2]int
+		ok    bool
+	}
+	peerIDs []string
 	// tasks indexes the simulated state's open tasks by bucket and by
 	// target, ids ascending (taskIndex); nil when a command may have
 	// changed the task set other than by adding one task. Without it every
@@ -209,7 +236,7 @@ func (p *planner) hygiene() {
 	s := p.sim
 	for _, id := range sortedTaskIDs(s.d.Tasks) {
 		t := s.d.Tasks[id]
-		b, live := s.d.Buckets[t.Bucket]
+		b, live := s.lookup(t.Bucket)
 		fail := ""
 		for _, peer := range []string{t.Source, t.Target} {
 			if peer == "" {
@@ -260,10 +287,16 @@ func (p *planner) hygiene() {
 	}
 }
 
-// each runs a level over every bucket in id order.
+// each runs a level over the unsettled buckets in id order (every bucket
+// in a full pass): a settled one gives no command at any level
+// (State.settled), so skipping it changes nothing.
 func (p *planner) each(level func(b *Bucket)) {
-	for _, id := range p.sim.bucketIDs() {
-		if b, ok := p.sim.d.Buckets[id]; ok {
+	ids := p.sim.bucketIDs
+	if !p.full {
+		ids = p.sim.unsettledIDs
+	}
+	for _, id := range ids() {
+		if b, ok := p.sim.lookup(id); ok {
 			level(b)
 		}
 	}
@@ -484,7 +517,10 @@ func (p *planner) source(b *Bucket, targetSite string) string {
 func (p *planner) placement(b *Bucket) *placement {
 	s := p.sim
 	pd := p.pendingOf(b)
-	pl := &placement{s: s, taken: map[string]bool{}, load: map[string]int{}, per: map[string]int{}}
+	if p.peerIDs == nil {
+		p.peerIDs = sortedKeys(s.d.Peers)
+	}
+	pl := &placement{s: s, taken: map[string]bool{}, load: make(map[string]int, len(s.d.Peers)), per: map[string]int{}, peers: p.peerIDs}
 	for peer := range b.Copies {
 		pl.taken[peer] = true
 	}
@@ -516,6 +552,9 @@ func (p *planner) placement(b *Bucket) *placement {
 // searchable when the search requirement of its site, or the search total,
 // is still short.
 func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why string) {
+	if !p.roomForCopies() {
+		return
+	}
 	s := p.sim
 	n := s.needsOf(b)
 	for {
@@ -557,6 +596,32 @@ func (p *planner) addCopies(b *Bucket, lvl Level, want int, sites bool, why stri
 }
 
 func isNamed(m map[string]int, site string) bool { _, ok := m[site]; return ok }
+
+// roomForCopies reports whether some Up peer is under the incoming
+// replication throttle. Without one, no placement can choose a target (pick
+// takes only Up peers its throttle accepts), so addCopies and
+// copySearchable stop before building one: after a peer failure most of its
+// buckets wait for the throttle, and building a placement for each cost
+// milliseconds (BenchmarkScale plan-peer-down).
+//
+// The answer is kept until a command is planned or the open tasks change
+// (the only ways a peer's state or incoming count moves during a pass).
+func (p *planner) roomForCopies() bool {
+	key := [2]int{len(p.out), len(p.sim.d.Tasks)}
+	if p.room.valid && p.room.key == key {
+		return p.room.ok
+	}
+	max := p.cfg().MaxIncomingReplicationsPerPeer
+	ok := false
+	for id, peer := range p.sim.d.Peers { // any order: a yes or no
+		if peer.State == StateUp && p.incoming(id, TaskReplicate, TaskFetch) < max {
+			ok = true
+			break
+		}
+	}
+	p.room.valid, p.room.key, p.room.ok = true, key, ok
+	return ok
+}
 
 // copyMustBeSearchable decides whether a new copy on tsite is streamed
 // searchable: only when the search requirement it would count for (its
@@ -757,6 +822,9 @@ func (p *planner) search(b *Bucket) {
 // copySearchable plans a searchable replication to site, or with site ""
 // to the other sites (any site when anywhere is set).
 func (p *planner) copySearchable(b *Bucket, site string, anywhere bool, reason string) bool {
+	if !p.roomForCopies() {
+		return false
+	}
 	pl := p.placement(b)
 	var target string
 	if site != "" {
@@ -783,22 +851,7 @@ func (p *planner) decommission() {
 		if s.d.Peers[id].State != StateDecommissioning {
 			continue
 		}
-		ready := true
-		for _, bid := range s.bucketIDs() {
-			b := s.d.Buckets[bid]
-			if b.Hot && b.Origin == id {
-				ready = false
-				break
-			}
-			if _, ok := b.Copies[id]; !ok {
-				continue
-			}
-			n, t := s.needsOf(b), s.tallyOf(b)
-			if !n.rfMet(t) || !n.sfMet(t) {
-				ready = false
-				break
-			}
-		}
+		ready := p.decommissionReady(id)
 		for _, tid := range sortedTaskIDs(s.d.Tasks) {
 			if s.d.Tasks[tid].Source == id {
 				ready = false
@@ -808,6 +861,32 @@ func (p *planner) decommission() {
 			p.emit(&SetPeerState{ID: id, State: StateRemoved, At: p.in.Now})
 		}
 	}
+}
+
+// decommissionReady: no hot bucket has its origin on peer and every bucket
+// with a copy on it meets RF and SF. Every hot bucket is unsettled, and the
+// copy index lists the peer's buckets, so only those are looked at.
+func (p *planner) decommissionReady(peer string) bool {
+	s := p.sim
+	hot, held := s.unsettledIDs, s.bucketsOn
+	if p.full {
+		hot, held = s.bucketIDs, func(string) []string { return s.bucketIDs() }
+	}
+	for _, bid := range hot() {
+		if b, _ := s.lookup(bid); b.Hot && b.Origin == peer {
+			return false
+		}
+	}
+	for _, bid := range held(peer) {
+		b, _ := s.lookup(bid)
+		if _, ok := b.Copies[peer]; !ok {
+			continue
+		}
+		if n, t := s.needsOf(b), s.tallyOf(b); !n.rfMet(t) || !n.sfMet(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // excess removes one surplus copy of a complete warm bucket with no open
@@ -864,15 +943,101 @@ func (p *planner) excess(b *Bucket) {
 }
 
 // retention freezes warm buckets past their index's frozen_time_period, and
-// the oldest warm buckets of an index over max_total_bytes.
+// the oldest warm buckets of an index over max_total_bytes: warm buckets
+// by latest event (ties by id), each frozen while it is past the period or
+// the index is over its size, skipping those with an open freeze. The
+// first bucket that is neither ends the index: the later ones are no older
+// and the total does not shrink without a freeze. The retention index
+// (incremental.go) gives the order and the index's size, so a pass reads
+// the buckets due and one more, not the index.
 func (p *planner) retention() {
+	if p.full {
+		p.retentionFull()
+		return
+	}
+	s := p.sim
+	now := p.in.Now.UnixNano()
+	for _, ic := range p.cfg().Indexes {
+		if ic.FrozenTimePeriod <= 0 && ic.MaxTotalBytes <= 0 {
+			continue
+		}
+		if s.ret == nil || s.ret.idx[ic.Name] == nil {
+			continue
+		}
+		ir := s.ret.idx[ic.Name]
+		// The size of the index without the buckets an open freeze
+		// already removes.
+		total := ir.size
+		freezing := map[string]bool{}
+		for _, id := range sortedTaskIDs(s.d.Tasks) {
+			t := s.d.Tasks[id]
+			if t.Kind != TaskFreeze || freezing[t.Bucket] {
+				continue
+			}
+			if b, ok := s.lookup(t.Bucket); ok && b.Index == ic.Name {
+				freezing[t.Bucket] = true
+				total -= b.Size
+			}
+		}
+		p.freezeDue(ic, func(fn func(*Bucket) bool) {
+			ir.warm.each(func(k warmKey) bool {
+				b, ok := s.lookup(k.id)
+				if !ok || freezing[k.id] {
+					return true
+				}
+				return fn(b)
+			})
+		}, total, now)
+	}
+}
+
+// freezeDue applies the retention rule to an index's warm buckets, oldest
+// first, with the index's total size. A bucket that is neither past the
+// period nor over the size ends the scan of the ordered index: the later
+// ones are no older, and the total shrinks only by a freeze. The full pass
+// goes on over the rest, which gives the same commands.
+func (p *planner) freezeDue(ic IndexConfig, each func(func(*Bucket) bool), total, now int64) {
+	each(func(b *Bucket) bool {
+		// A bucket with a copy still streaming in is frozen once the
+		// stream ended: a freeze removes the bucket and its open tasks,
+		// so a replication that finished after it left a copy no
+		// tombstone named, on a peer no freeze task reached (found by
+		// TestClusterRetentionFreeze once failure detection got fast:
+		// a holder went Down, its replacement copy was streaming when
+		// frozen_time_period froze the bucket).
+		streaming := len(p.open(b, TaskReplicate, TaskFetch)) > 0
+		switch {
+		case ic.FrozenTimePeriod > 0 && b.Latest < now-int64(ic.FrozenTimePeriod):
+			if streaming {
+				return true
+			}
+			p.task(TaskFreeze, LevelRetention, b, "", "", false,
+				fmt.Sprintf("latest event older than frozen_time_period %s", ic.FrozenTimePeriod))
+		case ic.MaxTotalBytes > 0 && total > ic.MaxTotalBytes:
+			if streaming {
+				// The oldest goes first: wait for it rather than
+				// freeze a newer bucket in its place.
+				return false
+			}
+			p.task(TaskFreeze, LevelRetention, b, "", "", false,
+				fmt.Sprintf("index %s holds %d bytes, max_total_bytes %d", ic.Name, total, ic.MaxTotalBytes))
+		default:
+			return p.full
+		}
+		total -= b.Size
+		return true
+	})
+}
+
+// retentionFull is retention over every bucket of every index (planFull).
+func (p *planner) retentionFull() {
 	s := p.sim
 	now := p.in.Now.UnixNano()
 	for _, ic := range p.cfg().Indexes {
 		var warm []*Bucket
 		var total int64
 		for _, id := range s.bucketIDs() {
-			b := s.d.Buckets[id]
+			b, _ := s.lookup(id)
 			if b.Index != ic.Name {
 				continue
 			}
@@ -885,35 +1050,12 @@ func (p *planner) retention() {
 			}
 		}
 		sort.SliceStable(warm, func(i, j int) bool { return warm[i].Latest < warm[j].Latest })
-	buckets:
-		for _, b := range warm {
-			// A bucket with a copy still streaming in is frozen once the
-			// stream ended: a freeze removes the bucket and its open tasks,
-			// so a replication that finished after it left a copy no
-			// tombstone named, on a peer no freeze task reached (found by
-			// TestClusterRetentionFreeze once failure detection got fast:
-			// a holder went Down, its replacement copy was streaming when
-			// frozen_time_period froze the bucket).
-			streaming := len(p.open(b, TaskReplicate, TaskFetch)) > 0
-			switch {
-			case ic.FrozenTimePeriod > 0 && b.Latest < now-int64(ic.FrozenTimePeriod):
-				if streaming {
-					continue
+		p.freezeDue(ic, func(fn func(*Bucket) bool) {
+			for _, b := range warm {
+				if !fn(b) {
+					return
 				}
-				p.task(TaskFreeze, LevelRetention, b, "", "", false,
-					fmt.Sprintf("latest event older than frozen_time_period %s", ic.FrozenTimePeriod))
-			case ic.MaxTotalBytes > 0 && total > ic.MaxTotalBytes:
-				if streaming {
-					// The oldest goes first: wait for it rather than
-					// freeze a newer bucket in its place.
-					break buckets
-				}
-				p.task(TaskFreeze, LevelRetention, b, "", "", false,
-					fmt.Sprintf("index %s holds %d bytes, max_total_bytes %d", ic.Name, total, ic.MaxTotalBytes))
-			default:
-				continue
 			}
-			total -= b.Size
-		}
+		}, total, now)
 	}
 }

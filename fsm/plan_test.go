@@ -57,13 +57,13 @@ func describe(s *State, cmds []Command) []string {
 
 func (h *harness) plan(in PlanInput) []string {
 	h.t.Helper()
-	return describe(h.s, Plan(h.s, in))
+	return describe(h.s, checkedPlan(h.t, h.s, in))
 }
 
 // wantPlan runs the planner, compares with want, and applies the commands.
 func (h *harness) wantPlan(in PlanInput, want ...string) []Command {
 	h.t.Helper()
-	cmds := Plan(h.s, in)
+	cmds := checkedPlan(h.t, h.s, in)
 	got := describe(h.s, cmds)
 	if !slices.Equal(got, want) {
 		h.t.Fatalf("plan:\n  got  %q\n  want %q", got, want)

@@ -150,7 +150,8 @@ func (m *model) checkInvariants(t *rapid.T) {
 			}
 		}
 	}
-	checkFrozen(t, s) // frozen_test.go
+	checkFrozen(t, s)      // frozen_test.go
+	checkIncremental(t, s) // incremental_test.go
 	// Marks belong to open tasks only, their peers sorted and distinct.
 	for id, mk := range s.d.Marks {
 		if _, open := s.d.Tasks[id]; !open {
@@ -293,7 +294,11 @@ func TestProperties(t *testing.T) {
 			},
 			"roll": func(t *rapid.T) {
 				if b, ok := bucket(t); ok {
-					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: 2, Size: 10, Events: 1, Blocks: 3, LastChecksum: "c"})
+					// A latest event up to two minutes old, a random size:
+					// the retention step's rules then freeze some.
+					latest := m.now.UnixNano() - int64(rapid.IntRange(0, 120).Draw(t, "age"))*int64(time.Second)
+					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: latest, Size: int64(rapid.IntRange(0, 1000).Draw(t, "size")),
+						Events: 1, Blocks: 3, LastChecksum: "c"})
 				}
 			},
 			"seal": func(t *rapid.T) {
@@ -421,7 +426,7 @@ func TestProperties(t *testing.T) {
 					hb[p] = m.now
 				}
 				rule := DetentionRule{FreeBytes: 50, HysteresisBytes: 20}
-				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb, Disk: disk, Detention: rule}) {
+				for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb, Disk: disk, Detention: rule}) {
 					if _, failed := m.apply(t, c).(error); failed {
 						t.Fatalf("planned %T %+v refused", c, c)
 					}
@@ -436,6 +441,20 @@ func TestProperties(t *testing.T) {
 					}
 				}
 			},
+			"retention": func(t *rapid.T) {
+				// Retention rules for the planner's steps to apply
+				// (the ordered index against the full pass).
+				c := m.s.d.Config.clone()
+				ic := IndexConfig{Name: "main"}
+				if rapid.Bool().Draw(t, "period") {
+					ic.FrozenTimePeriod = time.Duration(rapid.IntRange(1, 120).Draw(t, "seconds")) * time.Second
+				}
+				if rapid.Bool().Draw(t, "max") {
+					ic.MaxTotalBytes = int64(rapid.IntRange(0, 5000).Draw(t, "maxBytes"))
+				}
+				c.Indexes = []IndexConfig{ic}
+				m.apply(t, &SetConfig{Config: c})
+			},
 			"corrupt": func(t *rapid.T) {
 				if b, ok := bucket(t); ok {
 					m.apply(t, &MarkCorrupt{Bucket: b.ID, Peer: peer(t)})
@@ -448,7 +467,7 @@ func TestProperties(t *testing.T) {
 						hb[p] = m.now
 					}
 				}
-				for _, c := range Plan(m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
+				for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
 					checkStreamingTask(t, m.s, c)
 					checkRebuildHeld(t, m.s, c)
 					if _, failed := m.apply(t, c).(error); failed {

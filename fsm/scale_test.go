@@ -150,13 +150,29 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(after-before)/float64(n), "heap-B/bucket")
 			})
 			b.Run("snapshot", func(b *testing.B) {
+				// Snapshot (under the FSM's read lock: Apply waits for
+				// it) and Persist (concurrent with Apply); lock-ms is the
+				// first alone.
 				s := scaleState(b, n)
 				var size int
+				var locked time.Duration
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					size = len(snapshotBytes(b, s.f))
+					t0 := time.Now()
+					snap, err := s.f.Snapshot()
+					if err != nil {
+						b.Fatal(err)
+					}
+					locked += time.Since(t0)
+					var sink memSink
+					if err := snap.Write(&sink); err != nil {
+						b.Fatal(err)
+					}
+					snap.Release()
+					size = sink.Len()
 				}
 				b.ReportMetric(float64(size)/(1<<20), "snapshot-MiB")
+				b.ReportMetric(float64(locked.Milliseconds())/float64(b.N), "lock-ms")
 			})
 			b.Run("restore", func(b *testing.B) {
 				s := scaleState(b, n)
@@ -194,6 +210,7 @@ func BenchmarkScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					runtime.GC() // the restore's garbage is not the command's cost
 					b.StartTimer()
 					r := f.Apply(s.idx+1, cmd)
 					b.StopTimer()
@@ -207,6 +224,42 @@ func BenchmarkScale(b *testing.B) {
 					})
 					b.StartTimer()
 				}
+			})
+			b.Run("plan-peer-down", func(b *testing.B) {
+				// The pass after a peer went Down: every bucket it held
+				// (3n/300) is short of a copy and gets a replication,
+				// up to the incoming throttles. The busiest pass a
+				// single failure makes.
+				s := scaleState(b, n)
+				data := snapshotBytes(b, s.f)
+				victim := scalePeerID(7)
+				now := epoch.Add(time.Hour)
+				hb := map[string]time.Time{}
+				for i := 0; i < scalePeers; i++ {
+					if id := scalePeerID(i); id != victim {
+						hb[id] = now
+					}
+				}
+				var cmds int
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					f := New()
+					if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+						b.Fatal(err)
+					}
+					cmd, err := Encode(&PeerDown{ID: victim, Reason: "bench", At: now})
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.Apply(s.idx+1, cmd)
+					runtime.GC() // the restore's garbage is not the pass's cost
+					b.StartTimer()
+					f.Read(func(st *State) {
+						cmds = len(Plan(st, PlanInput{Now: now, LastHeartbeat: hb}))
+					})
+				}
+				b.ReportMetric(float64(cmds), "commands")
 			})
 			b.Run("plan", func(b *testing.B) {
 				// One planner pass over the settled state with every peer

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -10,6 +9,8 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
+	"sync"
 )
 
 // The binary snapshot (cluster version 3 and later). A Raft snapshot of a
@@ -53,71 +54,99 @@ var (
 // writeSnapshot writes the state in the format its cluster version allows:
 // binary from BinarySnapshotVersion, else the JSON of Marshal.
 func (s *State) writeSnapshot(w io.Writer) error {
+	var b []byte
+	var err error
 	if s.ClusterVersion() < BinarySnapshotVersion {
-		b, err := s.Marshal()
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+		b, err = s.Marshal()
+	} else {
+		b, err = s.appendBinary(nil)
+	}
+	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	_, err = w.Write(b)
+	return err
+}
+
+// appendBinary appends the binary snapshot of the state to buf.
+func (s *State) appendBinary(buf []byte) ([]byte, error) {
+	parts, err := s.encodeBinary(buf, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts[1:] {
+		parts[0] = append(parts[0], p...)
+	}
+	return parts[0], nil
+}
+
+// encodeBinary encodes the binary snapshot as consecutive parts: the head
+// and the first run of bucket records appended to buf, then up to workers-1
+// more runs of bucket records encoded concurrently (each into a buffer
+// sized like its share of buf's capacity), the last with the history and
+// the end marker. It only reads the state, allocates little besides the
+// buffers and costs about a microsecond a bucket, so FSM.Snapshot runs it
+// under the read lock instead of copying the state; the workers only read
+// too, and are done before it returns.
+func (s *State) encodeBinary(buf []byte, workers int) ([][]byte, error) {
 	head := s.d
 	head.Buckets, head.History = nil, nil
 	hj, err := json.Marshal(&head)
 	if err != nil {
-		return fmt.Errorf("encode fsm state: %w", err)
+		return nil, fmt.Errorf("encode fsm state: %w", err)
 	}
-	var buf []byte
 	buf = append(buf, binSnapshotMagic...)
 	buf = binary.AppendUvarint(buf, uint64(len(hj)))
 	buf = append(buf, hj...)
 	ids := s.bucketIDs()
 	buf = binary.AppendUvarint(buf, uint64(len(ids)))
-	if _, err := bw.Write(buf); err != nil {
-		return err
+	workers = max(1, min(workers, len(ids)/minBucketsPerWorker))
+	parts := make([][]byte, workers)
+	per := (len(ids) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		lo, hi := min(w*per, len(ids)), min((w+1)*per, len(ids))
+		part := make([]byte, 0, cap(buf)/workers)
+		wg.Go(func() {
+			for _, id := range ids[lo:hi] {
+				part = appendBucket(part, s.d.Buckets[id])
+			}
+			parts[w] = part
+		})
 	}
-	for _, id := range ids {
-		buf = appendBucket(buf[:0], s.d.Buckets[id])
-		if _, err := bw.Write(buf); err != nil {
-			return err
-		}
+	for _, id := range ids[:min(per, len(ids))] {
+		buf = appendBucket(buf, s.d.Buckets[id])
 	}
+	wg.Wait()
+	parts[0] = buf
+	last := &parts[workers-1]
 	// The count plus one; 0 for a nil history, so the restored state
 	// encodes (Marshal) to the same bytes: null and [] differ in JSON.
 	hn := uint64(0)
 	if s.d.History != nil {
 		hn = uint64(len(s.d.History)) + 1
 	}
-	buf = binary.AppendUvarint(buf[:0], hn)
+	*last = binary.AppendUvarint(*last, hn)
 	for i := range s.d.History {
 		d := &s.d.History[i]
-		buf = binary.AppendUvarint(buf, d.Version)
-		buf = binary.AppendUvarint(buf, d.Generation)
-		buf = appendStr(buf, d.Site)
-		buf = appendStr(buf, d.Bucket)
-		buf = appendStr(buf, d.Peer)
-		buf = appendStr(buf, d.Old)
+		*last = binary.AppendUvarint(*last, d.Version)
+		*last = binary.AppendUvarint(*last, d.Generation)
+		*last = appendStr(*last, d.Site)
+		*last = appendStr(*last, d.Bucket)
+		*last = appendStr(*last, d.Peer)
+		*last = appendStr(*last, d.Old)
 		if d.Removed {
-			buf = append(buf, 1)
+			*last = append(*last, 1)
 		} else {
-			buf = append(buf, 0)
-		}
-		if len(buf) > 64<<10 {
-			if _, err := bw.Write(buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
+			*last = append(*last, 0)
 		}
 	}
-	if _, err := bw.Write(buf); err != nil {
-		return err
-	}
-	if _, err := bw.WriteString(binSnapshotEnd); err != nil {
-		return err
-	}
-	return bw.Flush()
+	*last = append(*last, binSnapshotEnd...)
+	return parts, nil
 }
+
+// minBucketsPerWorker: below it a snapshot is encoded by one goroutine.
+var minBucketsPerWorker = 50000
 
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -226,6 +255,7 @@ func readSnapshot(b []byte) (*State, error) {
 		return nil, fmt.Errorf("decode fsm snapshot: %d buckets in %d bytes", n, len(r.b))
 	}
 	s.d.Buckets = make(map[string]*Bucket, n)
+	order := make([]string, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		x := r.bucket()
 		if r.err != nil {
@@ -235,10 +265,17 @@ func readSnapshot(b []byte) (*State, error) {
 			return nil, fmt.Errorf("decode fsm snapshot: bucket %q twice", x.ID)
 		}
 		s.d.Buckets[x.ID] = x
+		order = append(order, x.ID)
+	}
+	if slices.IsSorted(order) { // as written: rebuildDerived need not sort
+		s.sortedHint = order
 	}
 	nh := r.count(7)
 	if r.err == nil && nh > 0 {
-		s.d.History = make([]Delta, nh-1)
+		// Room to grow: the first generation change after a restore
+		// appends its deltas without copying the whole history (200,000
+		// deltas at most: a copy was most of a peer-down's time).
+		s.d.History = make([]Delta, nh-1, nh-1+(nh-1)/4+1024)
 		for i := range s.d.History {
 			d := &s.d.History[i]
 			d.Version, d.Generation = r.uvarint(), r.uvarint()
@@ -359,7 +396,9 @@ func (r *snapReader) bucket() *Bucket {
 func structFields(t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
-		out = append(out, t.Field(i).Name)
+		if t.Field(i).IsExported() { // unexported fields are derived
+			out = append(out, t.Field(i).Name)
+		}
 	}
 	return out
 }

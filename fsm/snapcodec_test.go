@@ -115,3 +115,35 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// TestSnapshotEncodedInParts: the snapshot encoded by several goroutines
+// is byte for byte the one encoded by one, and restores to the same state.
+func TestSnapshotEncodedInParts(t *testing.T) {
+	defer func(n int) { minBucketsPerWorker = n }(minBucketsPerWorker)
+	minBucketsPerWorker = 10
+	s := buildScale(t, 301)
+	var want []byte
+	s.f.Read(func(st *State) {
+		var err error
+		if want, err = st.appendBinary(nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{2, 3, 7, 64} {
+			parts, err := st.encodeBinary(nil, workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bytes.Join(parts, nil); !bytes.Equal(got, want) {
+				t.Fatalf("%d workers: %d bytes in %d parts differ from the %d bytes of one", workers, len(got), len(parts), len(want))
+			}
+		}
+	})
+	if got := snapshotBytes(t, s.f); !bytes.Equal(got, want) {
+		t.Fatalf("Snapshot wrote %d bytes, want the %d of appendBinary", len(got), len(want))
+	}
+	a, _ := s.f.Marshal()
+	b, _ := restored(t, want).Marshal()
+	if !bytes.Equal(a, b) {
+		t.Fatal("the restored state encodes differently")
+	}
+}

@@ -168,6 +168,10 @@ type Bucket struct {
 	Copies map[string]*Copy `json:"copies"`
 	// Primary by site name (and Site0): the peer id.
 	Primary map[string]string `json:"primary"`
+
+	// held is what the retention index holds for the bucket (derived,
+	// incremental.go).
+	held retKey
 }
 
 // BucketID builds a bucket id, <index>~<localid>~<originGUID> (SPEC §2).
@@ -305,11 +309,36 @@ type State struct {
 	copyCount map[string]int
 	// requests maps remembered request ids to their index; derived.
 	requests map[string]uint64
-	// ids caches the sorted bucket ids (bucketIDs); derived.
-	ids *idCache
+	// ids caches the sorted bucket ids (bucketIDs), idset keeps them in
+	// order; derived. sortedHint, set by the snapshot reader, is the
+	// bucket ids in the order read when that order is sorted.
+	ids        *idCache
+	idset      *idSet
+	sortedHint []string
 	// byPeer indexes the buckets by the peers holding a copy (copyIndex);
 	// derived, nil until a write path needs it.
 	byPeer *copyIndex
+	// unsettled holds the ids of the buckets the planner must visit,
+	// unsettledVer counts its changes, and ret is the retention index
+	// (derived, incremental.go); unsettledList caches the sorted ids (the
+	// planner's private state only); needs caches needsOf per origin site
+	// until the config changes; touched collects the buckets the entry
+	// being applied edited.
+	unsettled        map[string]struct{}
+	unsettledVer     uint64
+	unsettledList    []string
+	unsettledListVer uint64
+	ret              *retention
+	needs            map[string]needs
+	touched          map[string]struct{}
+	// base, gone and nBuckets are set in the planner's private state only
+	// (planCopy): base is the committed state's bucket map, shared and
+	// never written; d.Buckets holds the buckets the simulation edited
+	// (copied from base on first edit), gone the base buckets it removed,
+	// nBuckets the table's size.
+	base     map[string]*Bucket
+	gone     map[string]struct{}
+	nBuckets int
 	// supports is the highest cluster version the build applying this
 	// state supports (Version; lower in tests that play an older build).
 	// Not part of the state: a property of the process.
@@ -447,14 +476,29 @@ func (s *State) rebuildDerived() {
 	for _, r := range s.d.Requests {
 		s.requests[r.ID] = r.Index
 	}
-	for _, b := range s.d.Buckets {
+	ids := s.sortedHint
+	s.sortedHint = nil
+	if len(ids) != len(s.d.Buckets) {
+		ids = sortedKeys(s.d.Buckets)
+	}
+	keys := make([]idKey, len(ids))
+	for i, id := range ids {
+		keys[i] = idKey(id)
+	}
+	s.idset = &idSet{owner: s, chunked: fromSorted(keys)}
+	s.ids.p.Store(&idList{owner: s, ids: ids})
+	ci := &copyIndex{owner: s, m: map[string]map[string]struct{}{}}
+	for id, b := range s.d.Buckets {
 		for site, p := range b.Primary {
 			s.incPrimary(site, p, 1)
 		}
 		for p := range b.Copies {
 			s.copyCount[p]++
+			ci.add(p, id)
 		}
 	}
+	s.byPeer = ci
+	s.rebuildIncremental()
 }
 
 func (s *State) incPrimary(site, peer string, d int) {

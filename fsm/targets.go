@@ -29,13 +29,20 @@ type placement struct {
 	load  map[string]int
 	per   map[string]int // chosen copies per site
 	ok    func(peer string) bool
+	// peers is the sorted peer ids when the caller has them (the planner
+	// sorts once a pass), else nil.
+	peers []string
 }
 
 // pick chooses on site (any site when site is "") the acceptable peer with
 // the least load, ties by peer id, and reserves it.
 func (pl *placement) pick(site string) string {
 	best, bestN := "", 0
-	for _, id := range sortedKeys(pl.s.d.Peers) {
+	ids := pl.peers
+	if ids == nil {
+		ids = sortedKeys(pl.s.d.Peers)
+	}
+	for _, id := range ids {
 		p := pl.s.d.Peers[id]
 		if pl.taken[id] || p.State != StateUp || (site != "" && pl.s.peerSite(p) != site) || (pl.ok != nil && !pl.ok(id)) {
 			continue
@@ -202,7 +209,7 @@ func (s *State) ChooseTargets(origin string, index string) (TargetChoice, error)
 // copies of the bucket; within a site the least loaded peer, ties by id.
 // The replacement is searchable when the failed target's copy was.
 func (s *State) ChooseReplacement(id string, exclude []string) (CopySpec, error) {
-	b, ok := s.d.Buckets[id]
+	b, ok := s.lookup(id)
 	if !ok {
 		return CopySpec{}, fmt.Errorf("%w: %q", ErrUnknownBucket, id)
 	}

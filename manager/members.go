@@ -168,7 +168,7 @@ func (f *muxFSM) seeded() bool {
 }
 
 // Snapshot implements raft.FSM. The member table is small and encoded here;
-// the cluster FSM copies its state and encodes it in Persist. Raft calls
+// the cluster FSM encodes its state under its read lock (fsm.FSM.Snapshot). Raft calls
 // Snapshot between two Applies, so the marks copied into the member table
 // are those of the cluster state snapshotted.
 func (f *muxFSM) Snapshot() (raft.FSMSnapshot, error) {

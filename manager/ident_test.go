@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -24,6 +25,32 @@ func stateHash(t *testing.T, m *Manager) StateHash {
 	return h
 }
 
+// settledHash is the leader's state hash once its planner has nothing more
+// to commit: the hash unchanged over three leader ticks (the registrations
+// just made may still plan fixup tasks, which must not be mistaken for
+// the refused requests' doing).
+func settledHash(t *testing.T, m *Manager) StateHash {
+	t.Helper()
+	ticks := func() uint64 {
+		m.leadMu.Lock()
+		defer m.leadMu.Unlock()
+		return m.term.ticks
+	}
+	var h StateHash
+	waitFor(t, 20*time.Second, func() error {
+		h = stateHash(t, m)
+		t0, deadline := ticks(), time.Now().Add(10*time.Second)
+		for ticks() < t0+3 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polling the tick counter
+		}
+		if again := stateHash(t, m); again != h {
+			return fmt.Errorf("state still moving: %+v → %+v", h, again)
+		}
+		return nil
+	})
+	return h
+}
+
 // TestNATSRefusesTraversalIDs: ids from the network are validated where
 // they arrive (SPEC §6): a register inventory, a targets request, a bucket
 // event or a generation request naming a path is refused as bad_request,
@@ -37,8 +64,12 @@ func TestNATSRefusesTraversalIDs(t *testing.T) {
 	defer cancel()
 	p1 := newFakePeer(t, b, "p1")
 	p1.register(ctx, nil)
+	// p1 heartbeats, so no PeerDown (no heartbeat for heartbeat_timeout)
+	// moves the state while the refusals are checked (seen under load).
+	p1.startHeartbeats()
+	defer p1.stopHeartbeats()
 	l := g.leader()
-	before := stateHash(t, l)
+	before := settledHash(t, l)
 
 	bad := []string{"main~7~x/../../..", "main~7~..", "..~7~g", "main~../x~g", "main~7~g\\..", "Main~7~g", "main~7~g~x", "main~-1~g"}
 	for _, id := range bad {
@@ -91,8 +122,13 @@ func TestNATSSenderIsThePeer(t *testing.T) {
 	warm := fsm.BucketID("main", "0", p2.guid)
 	p1.register(ctx, nil)
 	p2.register(ctx, []api.Copy{{Bucket: warm, Index: "main", State: api.CopyWarm, Searchable: true, Blocks: 3, Events: 9}})
+	// Both heartbeat, so no PeerDown moves the state meanwhile.
+	for _, p := range []*fakePeer{p1, p2} {
+		p.startHeartbeats()
+		defer p.stopHeartbeats()
+	}
 	l := g.leader()
-	before := stateHash(t, l)
+	before := settledHash(t, l)
 
 	// Under p2's subject: the server refuses p1's user.
 	forged := mgrclient.NewManagerClient(p1.nc, b.subj)

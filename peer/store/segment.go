@@ -99,7 +99,8 @@ type eventUnit struct {
 // it was told to stop (by want or by the caller's callback).
 func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 	decode func(first uint32, p []byte, want func(i int) (take, more bool)) (stop bool, err error)) error {
-	var buf []byte
+	bufs := blockBufPool.Get().(*blockBufs)
+	defer blockBufPool.Put(bufs)
 	it := (roaring.IntPeekable)(nil)
 	if ords != nil {
 		it = ords.Iterator()
@@ -121,11 +122,10 @@ func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 		p := u.payload
 		if !u.mem {
 			var err error
-			p, err = readBlock(b.rd, u.block, buf)
+			p, err = bufs.read(b.rd, u.block)
 			if err != nil {
 				return err
 			}
-			buf = p
 		}
 		want := func(i int) (bool, bool) {
 			ord := first + uint32(i)

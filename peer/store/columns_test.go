@@ -426,7 +426,7 @@ func FuzzReadColumns(f *testing.F) {
 		}
 		for _, name := range r.columnNames() {
 			if m := r.cols[name]; m.kind <= colDictMulti {
-				r.readDict(bytes.NewReader(data), m) // values and their counts
+				r.readDict(bytes.NewReader(data), m, true) // values and their counts
 			}
 			c, err := r.decode(bytes.NewReader(data), r.cols[name])
 			if err != nil {

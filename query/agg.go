@@ -233,30 +233,54 @@ func (s *aggState) distinct() []string {
 		s.set = nil
 	}
 	// pairwise, so each value is compared about log2(runs) times; the
-	// pairs of a level are merged on up to GOMAXPROCS goroutines
-	for len(runs) > 1 {
+	// pairs of a level are merged on up to GOMAXPROCS goroutines. A level
+	// writes its runs into one of two arenas by turns (the level before
+	// last is consumed by then): a slice per merge made `* | stats
+	// dc(path)` (51 runs, 1.2M values) take ~80 MB of fresh memory a
+	// search, two arenas take ~37 MB.
+	var arenas [2][]string
+	var last []string
+	for level := 0; len(runs) > 1; level++ {
+		total := 0
+		for _, r := range runs {
+			total += len(r)
+		}
+		if cap(arenas[level%2]) < total {
+			arenas[level%2] = make([]string, total)
+		}
+		ar := arenas[level%2][:cap(arenas[level%2])]
+		last = ar
 		next := make([][]string, (len(runs)+1)/2)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+		off := 0
 		for i := 0; i < len(runs); i += 2 {
-			if i+1 == len(runs) {
-				next[i/2] = runs[i]
-				continue
+			var b []string // an odd run out is copied: its arena is written two levels on
+			if i+1 < len(runs) {
+				b = runs[i+1]
 			}
-			if len(runs[i])+len(runs[i+1]) < 4096 {
-				next[i/2] = unionSorted(runs[i], runs[i+1])
+			n := len(runs[i]) + len(b)
+			dst := ar[off : off : off+n]
+			off += n
+			if n < 4096 {
+				next[i/2] = unionSorted(dst, runs[i], b)
 				continue
 			}
 			wg.Add(1)
 			sem <- struct{}{}
 			go func(i int) {
 				defer wg.Done()
-				next[i/2] = unionSorted(runs[i], runs[i+1])
+				next[i/2] = unionSorted(dst, runs[i], b)
 				<-sem
 			}(i)
 		}
 		wg.Wait()
 		runs = next
+	}
+	if len(runs) == 1 && last != nil {
+		// the result is the last arena's head: what else it holds is
+		// dropped, so no stale value keeps a dictionary alive
+		clear(last[len(runs[0]):])
 	}
 	s.runs = runs
 	if len(runs) == 0 {
@@ -274,9 +298,11 @@ func ascendingDistinct(r []string) bool {
 	return true
 }
 
-// unionSorted merges two ascending runs of distinct values into one.
-func unionSorted(a, b []string) []string {
-	out := make([]string, 0, max(len(a), len(b)))
+// unionSorted merges two ascending runs of distinct values into out (empty,
+// with room for both: two buckets' runs share few values, and growing
+// from the longer one copied the union once more, 40 % of the CPU of
+// `* | stats dc(path)` after a restart).
+func unionSorted(out, a, b []string) []string {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		switch c := strings.Compare(a[i], b[j]); {

@@ -285,6 +285,12 @@ func buildColIndex(c *query.Column, n uint32) *colIndex {
 	if c.Ints == nil && c.Floats == nil {
 		x.values = c.Dict
 		rank = c.IDs
+		if c.IDs16 != nil {
+			rank = make([]uint32, len(c.IDs16))
+			for o, id := range c.IDs16 {
+				rank[o] = uint32(id)
+			}
+		}
 	} else {
 		// distinct numbers (by their bits: -0 and 0 are two texts) in
 		// order of first use, then their texts in byte order; a small

@@ -426,7 +426,7 @@ func FuzzReadColumns(f *testing.F) {
 		}
 		for _, name := range r.columnNames() {
 			if m := r.cols[name]; m.kind <= colDictMulti {
-				r.readDict(bytes.NewReader(data), m) // values and their counts
+				r.readDict(bytes.NewReader(data), m, true) // values and their counts
 			}
 			c, err := r.decode(bytes.NewReader(data), r.cols[name])
 			if err != nil {
@@ -635,6 +635,67 @@ func TestFewIntsReadWhole(t *testing.T) {
 		want := strconv.Itoa(int(o)%5*100 - 100)
 		if whole.Value(o) != want || alone.Value(o) != want || fromRanks.Value(o) != want || fromRanks.Num(o) != alone.Num(o) {
 			t.Fatalf("event %d: whole %v, block alone %v, block from ranks %v, want %s", o, whole.Value(o), alone.Value(o), fromRanks.Value(o), want)
+		}
+	}
+}
+
+// TestColumnsTwoByteIDs: a warm dictionary column of 256–65,535 values is
+// read as two bytes an event (query.Column.IDs16); every command over it
+// gives the oracle's answer and the decoding path's.
+func TestColumnsTwoByteIDs(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, MaxHotBytes: 60000})
+	defer s.Close()
+	var evs []Event
+	for i := 0; i < 4000; i++ {
+		ev := Event{Index: "main", Time: int64(1_700_000_000+i) * 1e9, Host: []byte(fmt.Sprintf("web-%d", i%3)),
+			Source: []byte("s"), Sourcetype: []byte("st"), Raw: []byte(fmt.Sprintf("event %d word%d", i, i%5))}
+		if i%11 != 0 { // some events lack the field
+			ev.Fields = append(ev.Fields, Field{Name: []byte("path"), Value: []byte(fmt.Sprintf("/p/%d", (i*7919)%700))})
+		}
+		ev.Fields = append(ev.Fields, Field{Name: []byte("bytes"), Value: []byte(strconv.Itoa(i * 37 % 1000))})
+		evs = append(evs, ev)
+	}
+	if _, err := s.Append(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitIdle(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	segs := s.Segments()
+	wide := 0
+	for _, sg := range segs {
+		if w, ok := sg.(*warmSegment); ok {
+			c, err := w.Column("path")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != nil && c.IDs16 != nil {
+				wide++
+			}
+		}
+	}
+	if wide == 0 {
+		t.Fatal("no warm copy reads path as two-byte ids")
+	}
+	for _, q := range []string{
+		"| stats dc(path) values(path)", "| stats count by path | sort - count | head 5", "| top limit=3 path", "| rare limit=3 path",
+		"| stats avg(bytes) sum(bytes) count by path | sort path | head 7", "word1 | stats dc(path) avg(bytes) by host",
+		"path=/p/5 | stats count", "path=/p/5* | stats count by host", "NOT path=* | stats count", "| table path bytes | dedup path | sort path | head 4",
+		"| where bytes > 500 | stats dc(path)", `| eval k=path | stats count by k | sort - count | head 3`, "| stats count by path, host | stats count",
+	} {
+		req := query.Request{Query: q, Server: "p1"}
+		resp, err := query.Search(t.Context(), req, segs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := query.ReferenceSearch(req, query.SegmentRows(segs, "p1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := jsonNorm(resp.Results)
+		exp, _ := jsonNorm(want)
+		if got != exp && !sameJSONWithin(got, exp) {
+			t.Fatalf("query %q: columns give\n%s\noracle\n%s", q, got, exp)
 		}
 	}
 }

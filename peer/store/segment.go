@@ -95,11 +95,13 @@ type eventUnit struct {
 // eachUnit walks units in order for the events below n (all of them, or
 // those in ords), skipping a unit that holds none of ords unread, and hands
 // decode each unit's payload with want: want(i) says whether the unit's
-// i-th event is taken and whether the walk goes on. decode returns whether
-// it was told to stop (by want or by the caller's callback).
+// i-th event is taken and whether the unit holds more to take (false: the
+// rest of the unit is not read; the walk goes on with the next unit that
+// holds one). decode returns whether the caller's callback stopped it.
 func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 	decode func(first uint32, p []byte, want func(i int) (take, more bool)) (stop bool, err error)) error {
-	var buf []byte
+	bufs := blockBufPool.Get().(*blockBufs)
+	defer blockBufPool.Put(bufs)
 	it := (roaring.IntPeekable)(nil)
 	if ords != nil {
 		it = ords.Iterator()
@@ -121,11 +123,17 @@ func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 		p := u.payload
 		if !u.mem {
 			var err error
-			p, err = readBlock(b.rd, u.block, buf)
+			p, err = bufs.read(b.rd, u.block)
 			if err != nil {
 				return err
 			}
-			buf = p
+		}
+		// the next ordinal wanted, kept here rather than asked of the
+		// iterator for every event of the block (a phrase's ~4 candidates
+		// a block of ~680 events)
+		next, end := uint32(0), first+cnt
+		if it != nil {
+			next = it.PeekNext()
 		}
 		want := func(i int) (bool, bool) {
 			ord := first + uint32(i)
@@ -135,14 +143,15 @@ func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 			if it == nil {
 				return true, true
 			}
-			if !it.HasNext() {
-				return false, false
-			}
-			if it.PeekNext() != ord {
+			if ord != next {
 				return false, true
 			}
 			it.Next()
-			return true, true
+			if !it.HasNext() {
+				return true, false
+			}
+			next = it.PeekNext()
+			return true, next < end // no more in this unit: the next unit goes on
 		}
 		stop, err := decode(first, p, want)
 		if err != nil || stop {
@@ -156,11 +165,7 @@ func eachUnit(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap,
 func readRaws(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
 	return eachUnit(b, units, n, ords, func(first uint32, p []byte, want func(int) (bool, bool)) (bool, error) {
 		stop := false
-		err := decodeRaws(p, func(i int) (bool, bool) {
-			take, more := want(i)
-			stop = stop || !more
-			return take, more
-		}, func(i int, raw []byte) bool {
+		err := decodeRaws(p, want, func(i int, raw []byte) bool {
 			if !fn(first+uint32(i), raw) {
 				stop = true
 				return false
@@ -178,12 +183,8 @@ func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn
 		stop := false
 		err := decodePayload(p, func(i int, e *decodedEvent) bool {
 			take, more := want(i)
-			if !more {
-				stop = true
-				return false
-			}
 			if !take {
-				return true
+				return more
 			}
 			qe.Time = e.Time
 			qe.Raw = string(e.Raw)
@@ -198,7 +199,7 @@ func readEvents(b *Bucket, units []eventUnit, n uint32, ords *roaring.Bitmap, fn
 				stop = true
 				return false
 			}
-			return true
+			return more
 		})
 		return stop, err
 	})

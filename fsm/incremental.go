@@ -150,9 +150,96 @@ func (s *State) settled(b *Bucket) bool {
 			}
 		}
 	}
-	n := s.cachedNeeds(b)
-	t := s.tallyOf(b)
-	return t.total <= n.rfTotal && n.rfMet(t) && n.sfMet(t)
+	return s.policyExact(b, s.cachedNeeds(b))
+}
+
+// policyExact reports that b's counted copies are exactly RF's total and
+// meet the site policy for RF and SF: n.rfMet and n.sfMet of its tally,
+// counted without maps (it runs on every bucket an entry edits and on
+// every bucket at restore, where tallyOf's two maps a bucket were most of
+// the cost). More than len(siteCount.site) sites: tallyOf.
+func (s *State) policyExact(b *Bucket, n needs) bool {
+	var sc siteCount
+	total, totalSrch := 0, 0
+	for p, c := range b.Copies { // any order: only counts come out
+		if !s.healthy(c) {
+			continue
+		}
+		if !sc.add(s.siteOf(p), c.Searchable) {
+			t := s.tallyOf(b)
+			return t.total <= n.rfTotal && n.rfMet(t) && n.sfMet(t)
+		}
+		total++
+		if c.Searchable {
+			totalSrch++
+		}
+	}
+	if total != n.rfTotal || totalSrch < n.sfTotal {
+		return false
+	}
+	for site, k := range n.rfSite {
+		if c, _ := sc.get(site); c < k {
+			return false
+		}
+	}
+	for site, k := range n.sfSite {
+		if _, sr := sc.get(site); sr < k {
+			return false
+		}
+	}
+	if c, _ := sc.outside(n.rfSite); c < n.rfOther {
+		return false
+	}
+	_, sr := sc.outside(n.sfSite)
+	return sr >= n.sfOther
+}
+
+// siteCount tallies copies and searchable copies per site in arrays.
+type siteCount struct {
+	n      int
+	site   [8]string
+	copies [8]int
+	srch   [8]int
+}
+
+// add counts a copy on site; false when the arrays are full.
+func (c *siteCount) add(site string, searchable bool) bool {
+	i := 0
+	for i < c.n && c.site[i] != site {
+		i++
+	}
+	if i == c.n {
+		if c.n == len(c.site) {
+			return false
+		}
+		c.site[i] = site
+		c.n++
+	}
+	c.copies[i]++
+	if searchable {
+		c.srch[i]++
+	}
+	return true
+}
+
+func (c *siteCount) get(site string) (copies, searchable int) {
+	for i := 0; i < c.n; i++ {
+		if c.site[i] == site {
+			return c.copies[i], c.srch[i]
+		}
+	}
+	return 0, 0
+}
+
+// outside sums the counts of the sites not named.
+func (c *siteCount) outside(named map[string]int) (copies, searchable int) {
+	for i := 0; i < c.n; i++ {
+		if _, ok := named[c.site[i]]; !ok {
+			copies += c.copies[i]
+			searchable += c.srch[i]
+		}
+	}
+	return copies, searchable
 }
 
 // cachedNeeds is needsOf, remembered per origin site until the config

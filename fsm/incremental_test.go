@@ -51,6 +51,11 @@ func encodeAll(t fatalf, cmds []Command) []string {
 func checkIncremental(t fatalf, s *State) {
 	c := roundTrip(s)
 	for id, b := range s.d.Buckets {
+		// The map-free count agrees with tallyOf's.
+		n, tl := s.needsOf(b), s.tallyOf(b)
+		if want := tl.total <= n.rfTotal && n.rfMet(tl) && n.sfMet(tl); s.policyExact(b, n) != want {
+			t.Fatalf("bucket %s: policyExact %v, tallyOf says %v (%+v, needs %+v)", id, !want, want, tl, n)
+		}
 		_, in := s.unsettled[id]
 		if in == s.settled(b) {
 			t.Fatalf("bucket %s: in the unsettled set %v, settled %v: %+v", id, in, s.settled(b), b)

@@ -487,14 +487,22 @@ func (s *State) rebuildDerived() {
 	}
 	s.idset = &idSet{owner: s, chunked: fromSorted(keys)}
 	s.ids.p.Store(&idList{owner: s, ids: ids})
-	ci := &copyIndex{owner: s, m: map[string]map[string]struct{}{}}
-	for id, b := range s.d.Buckets {
+	for _, b := range s.d.Buckets {
 		for site, p := range b.Primary {
 			s.incPrimary(site, p, 1)
 		}
 		for p := range b.Copies {
 			s.copyCount[p]++
-			ci.add(p, id)
+		}
+	}
+	// The copy index, each peer's set sized from its count (no rehash).
+	ci := &copyIndex{owner: s, m: make(map[string]map[string]struct{}, len(s.copyCount))}
+	for p, n := range s.copyCount {
+		ci.m[p] = make(map[string]struct{}, n)
+	}
+	for _, id := range ids {
+		for p := range s.d.Buckets[id].Copies {
+			ci.m[p][id] = struct{}{}
 		}
 	}
 	s.byPeer = ci

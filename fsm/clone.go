@@ -17,14 +17,7 @@ func (s *State) Clone() *State {
 		panic("fsm: Clone of the planner's private state")
 	}
 	d := s.d
-	d.Config = s.d.Config.clone()
-	d.Indexes = slices.Clone(s.d.Indexes)
-	d.Peers = make(map[string]*Peer, len(s.d.Peers))
-	for k, p := range s.d.Peers {
-		cp := *p
-		cp.Attrs = maps.Clone(p.Attrs)
-		d.Peers[k] = &cp
-	}
+	s.copySmall(&d)
 	// Buckets and copies are copied into two slabs (one allocation each
 	// instead of one per record): the copy is short-lived, and a record
 	// dropped from it keeps its slab only as long as the copy lives.
@@ -48,26 +41,6 @@ func (s *State) Clone() *State {
 		cb.Primary = maps.Clone(b.Primary)
 		d.Buckets[k] = cb
 	}
-	d.Tasks = make(map[uint64]*Task, len(s.d.Tasks))
-	for k, t := range s.d.Tasks {
-		ct := *t
-		d.Tasks[k] = &ct
-	}
-	if s.d.Frozen != nil {
-		d.Frozen = make(map[string]*Frozen, len(s.d.Frozen))
-		for k, f := range s.d.Frozen {
-			cf := *f
-			cf.Holders = slices.Clone(f.Holders)
-			d.Frozen[k] = &cf
-		}
-	}
-	if s.d.Marks != nil {
-		d.Marks = make(map[uint64]*TaskMarks, len(s.d.Marks))
-		for k, m := range s.d.Marks {
-			d.Marks[k] = &TaskMarks{Delivered: slices.Clone(m.Delivered), Reported: slices.Clone(m.Reported)}
-		}
-	}
-	d.UpSet = slices.Clone(s.d.UpSet)
 	d.History = slices.Clone(s.d.History)
 	d.Requests = slices.Clone(s.d.Requests)
 	c := &State{d: d, supports: s.supports}
@@ -112,4 +85,38 @@ func (c Config) clone() Config {
 		out.SearchTokens[i].Indexes = slices.Clone(c.SearchTokens[i].Indexes)
 	}
 	return out
+}
+
+// copySmall gives d (a shallow copy of s.d) its own config, indexes,
+// peers, tasks, tombstones, marks and Up set: the small records both Clone
+// and the planner's planCopy copy whole.
+func (s *State) copySmall(d *stateData) {
+	d.Config = s.d.Config.clone()
+	d.Indexes = slices.Clone(s.d.Indexes)
+	d.Peers = make(map[string]*Peer, len(s.d.Peers))
+	for k, p := range s.d.Peers {
+		cp := *p
+		cp.Attrs = maps.Clone(p.Attrs)
+		d.Peers[k] = &cp
+	}
+	d.Tasks = make(map[uint64]*Task, len(s.d.Tasks))
+	for k, t := range s.d.Tasks {
+		ct := *t
+		d.Tasks[k] = &ct
+	}
+	if s.d.Frozen != nil {
+		d.Frozen = make(map[string]*Frozen, len(s.d.Frozen))
+		for k, f := range s.d.Frozen {
+			cf := *f
+			cf.Holders = slices.Clone(f.Holders)
+			d.Frozen[k] = &cf
+		}
+	}
+	if s.d.Marks != nil {
+		d.Marks = make(map[uint64]*TaskMarks, len(s.d.Marks))
+		for k, m := range s.d.Marks {
+			d.Marks[k] = &TaskMarks{Delivered: slices.Clone(m.Delivered), Reported: slices.Clone(m.Reported)}
+		}
+	}
+	d.UpSet = slices.Clone(s.d.UpSet)
 }

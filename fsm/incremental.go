@@ -500,35 +500,8 @@ func (s *State) rebuildIncremental() {
 // (the planner runs under the FSM's read lock).
 func (s *State) planCopy() *State {
 	d := s.d
-	d.Config = s.d.Config.clone()
-	d.Indexes = slices.Clone(s.d.Indexes)
-	d.Peers = make(map[string]*Peer, len(s.d.Peers))
-	for k, p := range s.d.Peers {
-		cp := *p
-		cp.Attrs = maps.Clone(p.Attrs)
-		d.Peers[k] = &cp
-	}
+	s.copySmall(&d)
 	d.Buckets = map[string]*Bucket{}
-	d.Tasks = make(map[uint64]*Task, len(s.d.Tasks))
-	for k, t := range s.d.Tasks {
-		ct := *t
-		d.Tasks[k] = &ct
-	}
-	if s.d.Frozen != nil {
-		d.Frozen = make(map[string]*Frozen, len(s.d.Frozen))
-		for k, f := range s.d.Frozen {
-			cf := *f
-			cf.Holders = slices.Clone(f.Holders)
-			d.Frozen[k] = &cf
-		}
-	}
-	if s.d.Marks != nil {
-		d.Marks = make(map[uint64]*TaskMarks, len(s.d.Marks))
-		for k, m := range s.d.Marks {
-			d.Marks[k] = &TaskMarks{Delivered: slices.Clone(m.Delivered), Reported: slices.Clone(m.Reported)}
-		}
-	}
-	d.UpSet = slices.Clone(s.d.UpSet)
 	// Appends reallocate: the copy never writes into s's arrays.
 	d.History = slices.Clip(s.d.History)
 	d.Requests = slices.Clip(s.d.Requests)

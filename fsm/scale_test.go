@@ -3,7 +3,6 @@ package fsm
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -179,10 +178,7 @@ func BenchmarkScale(b *testing.B) {
 				data := snapshotBytes(b, s.f)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					f := New()
-					if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-						b.Fatal(err)
-					}
+					restored(b, data)
 				}
 			})
 			b.Run("peer-down", func(b *testing.B) {
@@ -195,10 +191,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					f := New()
-					if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-						b.Fatal(err)
-					}
+					f := restored(b, data)
 					// A running leader's sorted bucket ids are cached (every
 					// view and planner pass asks) and its copy index built
 					// (the first peer state change after a start builds
@@ -244,10 +237,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					f := New()
-					if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-						b.Fatal(err)
-					}
+					f := restored(b, data)
 					cmd, err := Encode(&PeerDown{ID: victim, Reason: "bench", At: now})
 					if err != nil {
 						b.Fatal(err)

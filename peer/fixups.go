@@ -40,7 +40,6 @@ type fixupRunner struct {
 	queued  map[uint64]api.FixupTask
 	done    map[uint64]fixupOutcome
 	running map[uint64]bool
-	passes  int
 	// moved counts transfers that moved bytes, by "bucket>target" (tests:
 	// each (bucket, target) transfer happens at most once).
 	moved map[string]int
@@ -105,7 +104,6 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, retry time.
 		case <-t.C:
 		}
 		f.mu.Lock()
-		f.passes++
 		tasks := make([]api.FixupTask, 0, len(f.queued))
 		for _, tk := range f.queued {
 			tasks = append(tasks, tk)

@@ -749,36 +749,30 @@ func (fa *fastAgg) groupIndex(o uint32, t int64) int32 {
 // when a span key needs them): one tight loop per common key shape — one
 // dictionary key (the group is the value's id), one integer key (the
 // group is its key number), no key — else through the map of keys.
+// denseGroups appends the group of each event in ords under one dictionary
+// key read from ids (one, two or four bytes an event: each width is its own
+// instantiation, so the loop stays as tight as a hand-written one); the
+// group is the value's id less one, made on first use.
+func denseGroups[T uint8 | uint16 | uint32](fa *fastAgg, ids []T, ords []uint32, gs []int32) []int32 {
+	for _, o := range ords {
+		g := int32(ids[o]) - 1
+		if fa.st[g] == nil {
+			fa.st[g] = fa.newGroup()
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
 func (fa *fastAgg) groups(ords []uint32, ts []int64, gs []int32) []int32 {
 	gs = gs[:0]
 	switch {
 	case fa.dense && fa.keys[0].c.Small != nil:
-		ids := fa.keys[0].c.Small
-		for _, o := range ords {
-			g := int32(ids[o]) - 1
-			if fa.st[g] == nil {
-				fa.st[g] = fa.newGroup()
-			}
-			gs = append(gs, g)
-		}
+		gs = denseGroups(fa, fa.keys[0].c.Small, ords, gs)
 	case fa.dense && fa.keys[0].c.IDs16 != nil:
-		ids := fa.keys[0].c.IDs16
-		for _, o := range ords {
-			g := int32(ids[o]) - 1
-			if fa.st[g] == nil {
-				fa.st[g] = fa.newGroup()
-			}
-			gs = append(gs, g)
-		}
+		gs = denseGroups(fa, fa.keys[0].c.IDs16, ords, gs)
 	case fa.dense:
-		ids := fa.keys[0].c.IDs
-		for _, o := range ords {
-			g := int32(ids[o]) - 1
-			if fa.st[g] == nil {
-				fa.st[g] = fa.newGroup()
-			}
-			gs = append(gs, g)
-		}
+		gs = denseGroups(fa, fa.keys[0].c.IDs, ords, gs)
 	case len(fa.keys) == 0:
 		if len(fa.st) == 0 {
 			fa.gkeys = append(fa.gkeys, 0)

@@ -126,8 +126,8 @@ type Permissions struct {
 }
 
 // replDefaultSite is fsm.DefaultSite (bus imports nothing of ours): a peer
-// of a named site also answers replication under it, since a single-site
-// cluster lists every peer under the default site.
+// of a named site also answers replication and searches under it, since a
+// single-site cluster lists every peer under the default site.
 const replDefaultSite = "default"
 
 // SearchHeadOps are the manager operations a search head may send (the
@@ -172,8 +172,12 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 			fixup, _ := s.Fixup(u.Site, u.Peer)
 			sub = []string{s.Gen(), search, searchPeer, repl, fixup, subInbox}
 			if u.Site != replDefaultSite {
+				// The peer also subscribes the default site's replication
+				// and search subjects (peer/cluster.go, peer/search.go).
 				dflt, _ := s.ReplTo(replDefaultSite, u.Peer)
-				sub = append(sub, dflt)
+				dsearch, _ := s.Search(replDefaultSite)
+				dsearchPeer, _ := s.SearchPeer(replDefaultSite, u.Peer)
+				sub = append(sub, dflt, dsearch, dsearchPeer)
 			}
 		}
 		return Permissions{

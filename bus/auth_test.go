@@ -357,3 +357,56 @@ func FuzzParseRoleUser(f *testing.F) {
 		}
 	})
 }
+
+// TestNarrowedPeerHearsItsOwnSubjects: a peer narrowed to site1/p1 may
+// subscribe every subject a peer of a named site listens on — its site's
+// and the default site's search and replication subjects (a single-site
+// cluster lists every peer under "default"), its fixups, the generation
+// notices — with no permissions violation, and hears what is sent there.
+// (quarry dev logged a Subscription Violation per peer for
+// quarry.search.default before the default site's search subjects were
+// allowed.)
+func TestNarrowedPeerHearsItsOwnSubjects(t *testing.T) {
+	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", User: "admin", Password: "admin-secret", Users: testUsers})
+	subj, err := NewSubjects(DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := mustConnect(t, s.ClientURL(), ConnectOptions{User: "admin", Password: "admin-secret"})
+	e := &asyncErrors{}
+	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret", OnAsyncError: e.add})
+	var subjects []string
+	for _, site := range []string{"site1", replDefaultSite} {
+		all, _ := subj.Search(site)
+		one, _ := subj.SearchPeer(site, "p1")
+		repl, _ := subj.ReplTo(site, "p1")
+		subjects = append(subjects, all, one, repl)
+	}
+	fixup, _ := subj.Fixup("site1", "p1")
+	subjects = append(subjects, fixup, subj.Gen())
+	subs := map[string]*nats.Subscription{}
+	for _, sb := range subjects {
+		sub, err := p1.SubscribeSync(sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[sb] = sub
+	}
+	if err := p1.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range subjects {
+		if err := admin.Publish(sb, []byte(sb)); err != nil {
+			t.Fatal(err)
+		}
+		_ = admin.Flush()
+		if m, err := subs[sb].NextMsg(2 * time.Second); err != nil || string(m.Data) != sb {
+			t.Fatalf("p1 on %s: %v, %v", sb, m, err)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.errs) != 0 {
+		t.Fatalf("p1 subscribing its own subjects: %v", e.errs)
+	}
+}

@@ -47,6 +47,17 @@ func (s *State) lookup(id string) (*Bucket, bool) {
 // In the planner's private state the committed record is copied first, so
 // the simulation never writes to the committed state.
 func (s *State) edit(id string) (*Bucket, bool) {
+	b, ok := s.editQuiet(id)
+	if ok {
+		s.touch(id, b)
+	}
+	return b, ok
+}
+
+// editQuiet is edit without recording the bucket as touched: the caller
+// refreshes its derived records itself once it is done with it
+// (reassignPeer, while the bucket is still in the CPU's caches).
+func (s *State) editQuiet(id string) (*Bucket, bool) {
 	b, ok := s.d.Buckets[id]
 	if !ok && s.base != nil {
 		if _, gone := s.gone[id]; !gone {
@@ -55,9 +66,6 @@ func (s *State) edit(id string) (*Bucket, bool) {
 				s.d.Buckets[id] = b
 			}
 		}
-	}
-	if ok {
-		s.touch(id)
 	}
 	return b, ok
 }
@@ -81,15 +89,43 @@ func (b *Bucket) clone() *Bucket {
 	return &cb
 }
 
-func (s *State) touch(id string) {
+func (s *State) touch(id string, b *Bucket) {
 	if s.touched == nil {
-		s.touched = map[string]struct{}{}
+		s.touched = map[string]*Bucket{}
 	}
-	s.touched[id] = struct{}{}
+	s.touched[id] = b
+}
+
+// reserveTouched makes room in touched for n more buckets before a
+// handler edits that many (a peer's state change edits every bucket it
+// holds): growing the map by doubling rehashed it several times.
+func (s *State) reserveTouched(n int) {
+	if len(s.touched) == 0 && n > 64 {
+		s.touched = make(map[string]*Bucket, n)
+	}
+}
+
+// reserveUnsettled makes room in the unsettled set for n more buckets
+// before a peer's state change refreshes every bucket it holds: growing
+// the set from a settled cluster's few entries to 10,000 rehashed it a
+// dozen times, a sixth of the change at a million buckets.
+func (s *State) reserveUnsettled(n int) {
+	if n <= 64 || len(s.unsettled) >= n {
+		return
+	}
+	m := make(map[string]struct{}, len(s.unsettled)+n)
+	for id := range s.unsettled {
+		m[id] = struct{}{}
+	}
+	s.unsettled = m
 }
 
 // refreshTouched brings the derived records of the touched buckets up to
-// date (apply calls it after every entry).
+// date (apply calls it after every entry). touched holds each bucket's
+// current record (the one edit returned or putBucket stored; nil once
+// deleteBucket removed it), so no bucket is looked up again: at a million
+// buckets, finding each of a peer's 10,000 again in the bucket map was a
+// sixth of a peer's generation change.
 func (s *State) refreshTouched() {
 	if len(s.touched) == 0 {
 		return
@@ -97,11 +133,14 @@ func (s *State) refreshTouched() {
 	if s.needs == nil {
 		s.needs = map[string]needs{}
 	}
-	for id := range s.touched { // any order: each bucket's records are its own
-		b, ok := s.lookup(id)
-		s.refresh(id, b, ok)
+	for id, b := range s.touched { // any order: each bucket's records are its own
+		s.refresh(id, b, b != nil)
 	}
-	clear(s.touched)
+	if len(s.touched) > 4096 {
+		s.touched = nil // a large map is not kept: every later entry would walk its empty groups
+	} else {
+		clear(s.touched)
+	}
 }
 
 // refresh recomputes one bucket's derived records.

@@ -323,14 +323,14 @@ type State struct {
 	// (derived, incremental.go); unsettledList caches the sorted ids (the
 	// planner's private state only); needs caches needsOf per origin site
 	// until the config changes; touched collects the buckets the entry
-	// being applied edited.
+	// being applied edited, each with its current record (nil: removed).
 	unsettled        map[string]struct{}
 	unsettledVer     uint64
 	unsettledList    []string
 	unsettledListVer uint64
 	ret              *retention
 	needs            map[string]needs
-	touched          map[string]struct{}
+	touched          map[string]*Bucket
 	// base, gone and nBuckets are set in the planner's private state only
 	// (planCopy): base is the committed state's bucket map, shared and
 	// never written; d.Buckets holds the buckets the simulation edited

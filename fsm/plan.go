@@ -120,12 +120,29 @@ type planner struct {
 	// level scanned and sorted every open task for every bucket: O(buckets
 	// × tasks) per pass.
 	tasks *taskIndex
+	// committed caches, for the unsettled ids a level visits, each one's
+	// committed record (nil: not in the committed state), so the seven
+	// levels find each bucket in the million-entry committed map once a
+	// pass, not seven times (each, below).
+	committed struct {
+		ids  []string
+		recs []*Bucket
+	}
 }
 
 type taskIndex struct {
 	n        int // len(sim.d.Tasks) when built or last extended
 	byBucket map[string][]uint64
 	byTarget map[string][]uint64
+	copying  map[string]int // open replications and fetches per target
+}
+
+func (ti *taskIndex) add(id uint64, t *Task) {
+	ti.byBucket[t.Bucket] = append(ti.byBucket[t.Bucket], id)
+	ti.byTarget[t.Target] = append(ti.byTarget[t.Target], id)
+	if t.Kind == TaskReplicate || t.Kind == TaskFetch {
+		ti.copying[t.Target]++
+	}
 }
 
 // taskIdx returns the index of the simulated state's open tasks, building
@@ -134,11 +151,9 @@ func (p *planner) taskIdx() *taskIndex {
 	if p.tasks != nil && p.tasks.n == len(p.sim.d.Tasks) {
 		return p.tasks
 	}
-	ti := &taskIndex{n: len(p.sim.d.Tasks), byBucket: map[string][]uint64{}, byTarget: map[string][]uint64{}}
+	ti := &taskIndex{n: len(p.sim.d.Tasks), byBucket: map[string][]uint64{}, byTarget: map[string][]uint64{}, copying: map[string]int{}}
 	for _, id := range sortedTaskIDs(p.sim.d.Tasks) {
-		t := p.sim.d.Tasks[id]
-		ti.byBucket[t.Bucket] = append(ti.byBucket[t.Bucket], id)
-		ti.byTarget[t.Target] = append(ti.byTarget[t.Target], id)
+		ti.add(id, p.sim.d.Tasks[id])
 	}
 	p.tasks = ti
 	return ti
@@ -154,8 +169,7 @@ func (p *planner) indexEmitted(c Command, idx uint64) {
 	if _, ok := c.(*CreateFixup); ok && len(p.sim.d.Tasks) == p.tasks.n+1 {
 		if t, ok := p.sim.d.Tasks[idx]; ok {
 			p.tasks.n++
-			p.tasks.byBucket[t.Bucket] = append(p.tasks.byBucket[t.Bucket], idx)
-			p.tasks.byTarget[t.Target] = append(p.tasks.byTarget[t.Target], idx)
+			p.tasks.add(idx, t)
 			return
 		}
 	}
@@ -291,12 +305,39 @@ func (p *planner) hygiene() {
 // in a full pass): a settled one gives no command at any level
 // (State.settled), so skipping it changes nothing.
 func (p *planner) each(level func(b *Bucket)) {
-	ids := p.sim.bucketIDs
-	if !p.full {
-		ids = p.sim.unsettledIDs
+	s := p.sim
+	if p.full || s.base == nil {
+		ids := s.bucketIDs
+		if !p.full {
+			ids = s.unsettledIDs
+		}
+		for _, id := range ids() {
+			if b, ok := s.lookup(id); ok {
+				level(b)
+			}
+		}
+		return
 	}
-	for _, id := range ids() {
-		if b, ok := p.sim.lookup(id); ok {
+	// s.lookup, with the committed records of the list cached: the
+	// simulation's own copy first, then none if it removed the bucket,
+	// then the committed record.
+	ids := s.unsettledIDs()
+	c := &p.committed
+	if len(ids) != len(c.ids) || (len(ids) > 0 && &ids[0] != &c.ids[0]) {
+		c.ids, c.recs = ids, make([]*Bucket, len(ids))
+		for i, id := range ids {
+			c.recs[i] = s.base[id]
+		}
+	}
+	for i, id := range ids {
+		b, ok := s.d.Buckets[id]
+		if !ok {
+			if _, gone := s.gone[id]; gone {
+				continue
+			}
+			b, ok = c.recs[i], c.recs[i] != nil
+		}
+		if ok {
 			level(b)
 		}
 	}
@@ -520,7 +561,9 @@ func (p *planner) placement(b *Bucket) *placement {
 	if p.peerIDs == nil {
 		p.peerIDs = sortedKeys(s.d.Peers)
 	}
-	pl := &placement{s: s, taken: map[string]bool{}, load: make(map[string]int, len(s.d.Peers)), per: map[string]int{}, peers: p.peerIDs}
+	ti := p.taskIdx()
+	pl := &placement{s: s, taken: map[string]bool{}, load: map[string]int{}, per: map[string]int{}, peers: p.peerIDs,
+		base: func(peer string) int { return s.copyCount[peer] + ti.copying[peer] }}
 	for peer := range b.Copies {
 		pl.taken[peer] = true
 	}
@@ -530,16 +573,6 @@ func (p *planner) placement(b *Bucket) *placement {
 	t := p.projected(b)
 	for site, n := range t.copies {
 		pl.per[site] = n
-	}
-	for id, n := range s.copyCount {
-		pl.load[id] = n
-	}
-	for target, ids := range p.taskIdx().byTarget {
-		for _, id := range ids {
-			if tk := s.d.Tasks[id]; tk.Kind == TaskReplicate || tk.Kind == TaskFetch {
-				pl.load[target]++
-			}
-		}
 	}
 	max := p.cfg().MaxIncomingReplicationsPerPeer
 	pl.ok = func(peer string) bool { return p.incoming(peer, TaskReplicate, TaskFetch) < max }

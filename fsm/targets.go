@@ -27,6 +27,12 @@ type placement struct {
 	s     *State
 	taken map[string]bool // peers that hold or will hold a copy
 	load  map[string]int
+	// base, when set, is each peer's load before this placement (the
+	// planner's: copies held plus open replications and fetches), and
+	// load only what this placement reserved; building the whole map for
+	// every bucket cost the pass after a peer failure half its time at a
+	// million buckets.
+	base  func(peer string) int
 	per   map[string]int // chosen copies per site
 	ok    func(peer string) bool
 	// peers is the sorted peer ids when the caller has them (the planner
@@ -47,7 +53,11 @@ func (pl *placement) pick(site string) string {
 		if pl.taken[id] || p.State != StateUp || (site != "" && pl.s.peerSite(p) != site) || (pl.ok != nil && !pl.ok(id)) {
 			continue
 		}
-		if n := pl.load[id]; best == "" || n < bestN {
+		n := pl.load[id]
+		if pl.base != nil {
+			n += pl.base(id)
+		}
+		if best == "" || n < bestN {
 			best, bestN = id, n
 		}
 	}

@@ -32,9 +32,9 @@ type placement struct {
 	// load only what this placement reserved; building the whole map for
 	// every bucket cost the pass after a peer failure half its time at a
 	// million buckets.
-	base  func(peer string) int
-	per   map[string]int // chosen copies per site
-	ok    func(peer string) bool
+	base func(peer string) int
+	per  map[string]int // chosen copies per site
+	ok   func(peer string) bool
 	// peers is the sorted peer ids when the caller has them (the planner
 	// sorts once a pass), else nil.
 	peers []string

@@ -318,19 +318,6 @@ func (s *State) pinned(b *Bucket, table string) bool {
 	return b.Hot && (table == Site0 || table == b.OriginSite)
 }
 
-// choosePrimary is rule 2. Pinned hot buckets: the origin copy when it is a
-// candidate. Otherwise the current primary stays while it is a local
-// candidate (primaries move only when they must). A lost primary, or a
-// remote fill-in once the table's site has a candidate again, is replaced
-// by the local candidate with the fewest primaries in this table, ties by
-// peer id; with no local candidate, a remote fill-in chosen the same way
-// among all candidates (kept while it stays a candidate).
-func (s *State) choosePrimary(b *Bucket, table string) string {
-	var buf, sbuf [8]string
-	cands := s.appendCandidates(buf[:0], b)
-	return s.choosePrimaryAmong(b, table, cands, s.appendSites(sbuf[:0], cands))
-}
-
 // appendSites appends the site of each peer to dst.
 func (s *State) appendSites(dst []string, peers []string) []string {
 	for _, p := range peers {
@@ -339,8 +326,15 @@ func (s *State) appendSites(dst []string, peers []string) []string {
 	return dst
 }
 
-// choosePrimaryAmong is choosePrimary with b's candidates and their sites
-// computed by the caller (they are the same for every table).
+// choosePrimaryAmong is rule 2, given b's candidates and their sites (the
+// same for every table, so reassignIn computes them once). Pinned hot
+// buckets: the origin copy when it is a candidate. Otherwise the current
+// primary stays while it is a local candidate (primaries move only when
+// they must). A lost primary, or a remote fill-in once the table's site
+// has a candidate again, is replaced by the local candidate with the
+// fewest primaries in this table, ties by peer id; with no local
+// candidate, a remote fill-in chosen the same way among all candidates
+// (kept while it stays a candidate).
 func (s *State) choosePrimaryAmong(b *Bucket, table string, cands, sites []string) string {
 	if len(cands) == 0 {
 		return ""

@@ -96,15 +96,6 @@ func (s *State) touch(id string, b *Bucket) {
 	s.touched[id] = b
 }
 
-// reserveTouched makes room in touched for n more buckets before a
-// handler edits that many (a peer's state change edits every bucket it
-// holds): growing the map by doubling rehashed it several times.
-func (s *State) reserveTouched(n int) {
-	if len(s.touched) == 0 && n > 64 {
-		s.touched = make(map[string]*Bucket, n)
-	}
-}
-
 // reserveUnsettled makes room in the unsettled set for n more buckets
 // before a peer's state change refreshes every bucket it holds: growing
 // the set from a settled cluster's few entries to 10,000 rehashed it a
@@ -123,9 +114,8 @@ func (s *State) reserveUnsettled(n int) {
 // refreshTouched brings the derived records of the touched buckets up to
 // date (apply calls it after every entry). touched holds each bucket's
 // current record (the one edit returned or putBucket stored; nil once
-// deleteBucket removed it), so no bucket is looked up again: at a million
-// buckets, finding each of a peer's 10,000 again in the bucket map was a
-// sixth of a peer's generation change.
+// deleteBucket removed it), so no bucket is looked up again in the
+// bucket map.
 func (s *State) refreshTouched() {
 	if len(s.touched) == 0 {
 		return

@@ -9,7 +9,7 @@ import (
 )
 
 // The planner scenarios of issue 2. Every expected list below is derived by
-// hand from SPEC §3 and the rules written in Plan's and choosePrimary's
+// hand from SPEC §3 and the rules written in Plan's and choosePrimaryAmong's
 // docs (DESIGN.md "Planner"), step by step in the comments — never pasted
 // from the code's output.
 //

@@ -235,19 +235,7 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 	} {
 		req := query.Request{Query: q, Server: "p1"}
-		resp, err := query.Search(t.Context(), req, segs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := query.ReferenceSearch(req, query.SegmentRows(segs, "p1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := jsonNorm(resp.Results)
-		exp, _ := jsonNorm(want)
-		if got != exp && !sameJSONWithin(got, exp) {
-			t.Fatalf("query %q: columns give\n%s\noracle\n%s", q, got, exp)
-		}
+		got := matchesOracle(t, segs, req)
 		// Float sums depend on the order of addition: the column path
 		// equals the decoding path exactly when a bucket's events are all
 		// served from columns; a bucket whose events lacking the field are
@@ -683,19 +671,26 @@ func TestColumnsTwoByteIDs(t *testing.T) {
 		"path=/p/5 | stats count", "path=/p/5* | stats count by host", "NOT path=* | stats count", "| table path bytes | dedup path | sort path | head 4",
 		"| where bytes > 500 | stats dc(path)", `| eval k=path | stats count by k | sort - count | head 3`, "| stats count by path, host | stats count",
 	} {
-		req := query.Request{Query: q, Server: "p1"}
-		resp, err := query.Search(t.Context(), req, segs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := query.ReferenceSearch(req, query.SegmentRows(segs, "p1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := jsonNorm(resp.Results)
-		exp, _ := jsonNorm(want)
-		if got != exp && !sameJSONWithin(got, exp) {
-			t.Fatalf("query %q: columns give\n%s\noracle\n%s", q, got, exp)
-		}
+		matchesOracle(t, segs, query.Request{Query: q, Server: "p1"})
 	}
+}
+
+// matchesOracle runs req over segs and fails unless the answer equals the
+// naive scanner's (floats within 1e-9); it returns the normalised answer.
+func matchesOracle(t *testing.T, segs []query.Segment, req query.Request) string {
+	t.Helper()
+	resp, err := query.Search(t.Context(), req, segs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := query.ReferenceSearch(req, query.SegmentRows(segs, "p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := jsonNorm(resp.Results)
+	exp, _ := jsonNorm(want)
+	if got != exp && !sameJSONWithin(got, exp) {
+		t.Fatalf("query %q: columns give\n%s\noracle\n%s", req.Query, got, exp)
+	}
+	return got
 }

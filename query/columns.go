@@ -2,11 +2,13 @@ package query
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
@@ -271,7 +273,28 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 				need(f)
 			}
 			truncated = true
-		default: // search (matches _raw), rex, fields (keeps _raw)
+		case FieldsCmd:
+			// fields only removes fields, and a row from columns goes
+			// through it as a decoded one does: the fields it keeps that
+			// later commands read are needed there. Without a table or an
+			// aggregation after it, the rows keep _raw (below: not ok).
+		case RexCmd:
+			// rex reads one field and writes its groups; a group that
+			// does not match leaves the field as it was (its indexed
+			// value), so the groups are read as well.
+			need(x.Field)
+			for _, g := range x.Re.SubexpNames() {
+				if g != "" {
+					need(g)
+				}
+			}
+		case SearchCmd:
+			// `| search status>=500` compares fields only; a word or a
+			// phrase matches _raw.
+			if !searchFields(compiledSearch(x), need) {
+				return nil, false
+			}
+		default:
 			return nil, false
 		}
 		if truncated || !ok {
@@ -302,6 +325,37 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 	return needs, ok
 }
 
+// searchFields calls need with every field a compiled search compares;
+// false when it also matches _raw (a word, a phrase, a glob term).
+func searchFields(c *cnode, need func(string)) bool {
+	switch c.kind {
+	case '*':
+		return true
+	case 'f':
+		need(c.field)
+		return true
+	case '!':
+		return searchFields(c.l, need)
+	case '&', '|':
+		return searchFields(c.l, need) && searchFields(c.r, need)
+	}
+	return false
+}
+
+// dedupColumnar reports whether a dedup whose fields are these can pick
+// its survivors from columns (dedupPrune): no pattern, no _raw.
+func dedupColumnar(fields []string) bool {
+	if len(fields) == 0 {
+		return false
+	}
+	for _, f := range fields {
+		if f == "" || f == "_raw" || strings.Contains(f, "*") {
+			return false
+		}
+	}
+	return true
+}
+
 // ---- execution over columns ----
 
 // colSet is the columns a search reads on one segment.
@@ -314,8 +368,13 @@ type colSet struct {
 // loadColumns reads the columns the plan needs; ok is false when one is
 // missing (the segment does not index that field).
 func (x *segExec) loadColumns(cs ColumnSource) (*colSet, bool, error) {
+	return x.loadColumnsOf(cs, x.p.colNeeds)
+}
+
+// loadColumnsOf is loadColumns for the fields named.
+func (x *segExec) loadColumnsOf(cs ColumnSource, names []string) (*colSet, bool, error) {
 	s := &colSet{}
-	for _, f := range x.p.colNeeds {
+	for _, f := range names {
 		s.names = append(s.names, f)
 		if columnFree(f) {
 			s.cols = append(s.cols, nil)
@@ -545,6 +604,99 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 		}
 	})
 	return bset{b: rest}, nil
+}
+
+// dedupPrune picks, among the events of set, those a dedup with no
+// command before it could keep: for each combination of the key fields'
+// values (read from columns), the first d.N in row order (_time newest
+// first, then ordinal highest first: rowLess within one bucket). Events
+// whose key the columns cannot give (a field missing, which search-time
+// extraction might supply, or multivalue) are kept too; so are events
+// with an empty key when keepempty=true. ok is false when a key field has
+// no column. The caller decodes what is kept and runs the dedup over the
+// whole rows: an event left out has d.N events of its key before it among
+// those kept, so the result is the one decoding every event gives.
+func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool, error) {
+	cols, ok, err := x.loadColumnsOf(cs, d.Fields)
+	if err != nil || !ok {
+		return bset{}, false, err
+	}
+	ts, err := x.times()
+	if err != nil {
+		return bset{}, false, err
+	}
+	keep := roaring.New()
+	type top struct{ ords []uint32 } // up to d.N, best first
+	better := func(a, b uint32) bool { // a comes before b in row order
+		if ts[a] != ts[b] {
+			return ts[a] > ts[b]
+		}
+		return a > b
+	}
+	one := map[uint64]*top{}
+	many := map[string]*top{}
+	var kb []byte
+	part := func(i int, o uint32) uint64 {
+		c := cols.cols[i]
+		switch {
+		case c == nil && cols.names[i] == "_time":
+			return uint64(ts[o])
+		case c == nil && cols.names[i] == "_cd":
+			return uint64(o)
+		case c == nil: // index without a column, splunk_server, _bkt: one value
+			return 0
+		case c.Ints != nil:
+			return uint64(c.Ints[o])
+		case c.Floats != nil:
+			return math.Float64bits(c.Floats[o])
+		}
+		return uint64(c.ID(o))
+	}
+	forEach(set, x.n, func(o uint32) {
+		for _, c := range cols.cols {
+			if c == nil {
+				continue
+			}
+			if !c.Present(o) || len(c.Multi[o]) > 0 {
+				keep.Add(o)
+				return
+			}
+		}
+		var t *top
+		if len(cols.cols) == 1 {
+			k := part(0, o)
+			if t = one[k]; t == nil {
+				t = &top{}
+				one[k] = t
+			}
+		} else {
+			kb = kb[:0]
+			for i := range cols.cols {
+				kb = binary.LittleEndian.AppendUint64(kb, part(i, o))
+			}
+			if t = many[string(kb)]; t == nil {
+				t = &top{}
+				many[string(kb)] = t
+			}
+		}
+		if len(t.ords) < d.N {
+			t.ords = append(t.ords, o)
+		} else if better(o, t.ords[len(t.ords)-1]) {
+			t.ords[len(t.ords)-1] = o
+		} else {
+			return
+		}
+		for j := len(t.ords) - 1; j > 0 && better(t.ords[j], t.ords[j-1]); j-- {
+			t.ords[j], t.ords[j-1] = t.ords[j-1], t.ords[j]
+		}
+	})
+	for _, t := range one {
+		keep.AddMany(t.ords)
+	}
+	for _, t := range many {
+		keep.AddMany(t.ords)
+	}
+	return bset{b: keep}, true, nil
 }
 
 // ---- fast aggregation over dictionary ids ----

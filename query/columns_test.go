@@ -72,6 +72,16 @@ var columnQueries = []string{
 	"| eval x=bytes*2 | where x > 100 | table x host | sort - x | head 3", "| stats count by _cd | stats count",
 	"| where like(path, \"/a%\") | table path splunk_server index _bkt", "| stats max(_cd) min(_time) by host",
 	"| stats count, sum(n), avg(dur), count(n), sum(dur) by source", "| stats avg(n) by sourcetype", "word2 | stats sum(dur) by source",
+	// dedup picks its survivors from columns and decodes only them
+	"| dedup host", "| dedup 2 status keepempty=true", "| dedup status host | table _time _raw status host", "| dedup tag",
+	"word1 | dedup 3 path", "| dedup bytes | stats count", "| dedup n sourcetype | stats count by sourcetype", "| dedup dur | head 5",
+	"| dedup _time | stats count", "| dedup index source | table index source _cd", "status>=400 | dedup 2 host keepempty=true | tail 4",
+	// fields, rex on an indexed field and a field-only search over columns
+	"| fields host status | stats count by status", "| fields - status | stats count by status host",
+	"| fields h* | table host status", `| rex field=path "^/(?<seg>[a-z]+)" | stats count by seg`,
+	`| rex field=path "^/(?<status>[a-z])" | stats count by status`, `| rex "rt=(?<rt>\d+)" | stats count by rt`,
+	"| search status>=400 | stats count by host", "| search status=5* OR NOT path=* | stats count by status",
+	"| search host=web-0* status!=200 | stats avg(bytes)", "| search word1 | stats count by host",
 }
 
 // noColumns hides a segment's ColumnSource: the executor decodes events.
@@ -120,6 +130,8 @@ func TestColumnsDecodeNothing(t *testing.T) {
 		"| stats sum(bytes) as s by host | sort - s | head 3", "| table path | dedup path", "| where bytes > 10 | stats count by host",
 		"| stats count dc(bytes) values(status) sum(bytes) by status, host", "| timechart span=1h max(bytes) by status",
 		"| stats perc50(status) min(status) max(status) by bytes", "| stats min(bytes) max(bytes) perc10(bytes) by status",
+		"| search status>=400 | stats count by host", "| fields status bytes | stats avg(bytes) by status",
+		"| fields - path | search path!=/p1 | stats dc(path) by status", `| rex field=path "(?<status>\d)$" | stats count by status`,
 	} {
 		p, err := Compile(Request{Query: q, Now: genBase.Add(3 * time.Hour)})
 		if err != nil {
@@ -139,6 +151,49 @@ func TestColumnsDecodeNothing(t *testing.T) {
 		}
 		if ok, diff := sameResults(canon(t, resp.Results), canon(t, oracleSearch(t, req, []Segment{seg}))); !ok {
 			t.Fatalf("%q (integer columns): differs from the oracle: %s", q, diff)
+		}
+	}
+}
+
+// TestDedupDecodesSurvivors: a dedup over indexed fields decodes only each
+// key's first N events (the columns pick them), and its rows, _raw
+// included, are the oracle's.
+func TestDedupDecodesSurvivors(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	events := genColumnEvents(r, 1000)
+	hosts := map[string]bool{}
+	for i := range events {
+		events[i].Fields = []Field{{"status", fmt.Sprint(200 + r.IntN(3)*100)}, {"bytes", fmt.Sprint(r.IntN(1000))}}
+		hosts[events[i].Host] = true
+	}
+	seg := NewMemSegment(uniq("main~0~p"), "main", events)
+	for _, c := range []struct {
+		q    string
+		most int
+	}{
+		{"| dedup status", 3}, {"| dedup 2 status", 6}, {"| dedup status host", 3 * len(hosts)},
+		{"| dedup 4 host keepempty=true", 4 * len(hosts)}, {"| dedup status | table _raw status", 3},
+		{"| dedup _cd | head 2", 1000}, {"| dedup status bytes | stats count", 1000},
+	} {
+		now := genBase.Add(3 * time.Hour)
+		p, err := Compile(Request{Query: c.q, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := p.RunSegment(context.Background(), seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if part.Scanned == 0 || part.Scanned > int64(c.most) {
+			t.Errorf("%q decoded %d events, want 1..%d", c.q, part.Scanned, c.most)
+		}
+		req := Request{Query: c.q, Now: now, Server: "p1"}
+		resp, err := Search(context.Background(), req, []Segment{seg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, diff := sameResults(canon(t, resp.Results), canon(t, oracleSearch(t, req, []Segment{seg}))); !ok {
+			t.Fatalf("%q: differs from the oracle: %s", c.q, diff)
 		}
 	}
 }

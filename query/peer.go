@@ -484,6 +484,20 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 			decode = bset{b: b}
 		}
 	}
+	if cs, ok := seg.(ColumnSource); ok && p.dedupCols && agg == nil && !decode.isEmpty() {
+		// dedup: of the events the index proves, only each key's first N
+		// (and those whose key the columns cannot give) are decoded; the
+		// dedup below runs over whole rows as before.
+		if served := andNot(decode, verify, x.n); !served.isEmpty() {
+			keep, ok, err := x.dedupPrune(cs, p.split.(DedupCmd), served)
+			if err != nil {
+				return nil, fmt.Errorf("search bucket %s: columns: %w", seg.BucketID(), err)
+			}
+			if ok {
+				decode = or(keep, verify)
+			}
+		}
+	}
 	var rows []Row
 	env := &evalEnv{now: p.now}
 	if cs, ok := seg.(ColumnSource); ok && p.colOK && !decode.isEmpty() {

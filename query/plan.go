@@ -32,6 +32,10 @@ type Plan struct {
 	// columns; colOK is false when it cannot (columns.go).
 	colNeeds []string
 	colOK    bool
+	// dedupCols: the split is a dedup with nothing before it whose
+	// survivors can be picked from columns, so only they are decoded
+	// (dedupPrune).
+	dedupCols bool
 }
 
 // Bounded reports whether both ends of the time range are set.
@@ -106,6 +110,17 @@ func Compile(req Request) (*Plan, error) {
 		i++
 	}
 	p.pre = q.Commands[:i]
+	// A `| search` right after the search is the same filter ANDed onto
+	// it: folded in, the index answers it (postings, columns) instead of
+	// every event being decoded to a row first.
+	for len(p.pre) > 0 {
+		sc, ok := p.pre[0].(SearchCmd)
+		if !ok {
+			break
+		}
+		p.filter = &cnode{kind: '&', l: p.filter, r: compiledSearch(sc)}
+		p.pre = p.pre[1:]
+	}
 	if i < len(q.Commands) {
 		p.split = q.Commands[i]
 		p.post = q.Commands[i+1:]
@@ -118,8 +133,64 @@ func Compile(req Request) (*Plan, error) {
 	case TimechartCmd:
 		p.aggSpecs, p.aggKeys, p.aggSpan, p.aggNull = c.Aggs, c.keys(), c.Span, c.By != ""
 	}
+	if p.aggSpecs != nil && fieldsKeep(p.pre, p.aggFields()) {
+		// fields commands that keep everything the aggregation reads
+		// change nothing it sees: dropped, the aggregation runs as if
+		// nothing came before it (postings, columns by id).
+		p.pre = nil
+	}
 	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
+	if d, ok := p.split.(DedupCmd); ok && len(p.pre) == 0 {
+		p.dedupCols = dedupColumnar(d.Fields)
+	}
 	return p, nil
+}
+
+// aggFields are the fields the split aggregation reads.
+func (p *Plan) aggFields() []string {
+	var fs []string
+	for _, k := range p.aggKeys {
+		if k != spanKey {
+			fs = append(fs, k)
+		}
+	}
+	for _, s := range p.aggSpecs {
+		if s.Field != "" {
+			fs = append(fs, s.Field)
+		}
+	}
+	if _, ok := p.split.(TimechartCmd); ok {
+		fs = append(fs, "_time")
+	}
+	return fs
+}
+
+// fieldsKeep reports whether cmds are all fields commands and every one of
+// them keeps each of fs (applyStreaming's rule: `fields` keeps what
+// matches and every _-field, `fields -` removes what matches).
+func fieldsKeep(cmds []Command, fs []string) bool {
+	if len(cmds) == 0 {
+		return false
+	}
+	for _, c := range cmds {
+		fc, ok := c.(FieldsCmd)
+		if !ok {
+			return false
+		}
+		for _, f := range fs {
+			matched := false
+			for _, pat := range fc.Fields {
+				if globMatch(pat, f) {
+					matched = true
+					break
+				}
+			}
+			if fc.Remove == matched && (fc.Remove || !strings.HasPrefix(f, "_")) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (p *Plan) newAggregator() *aggregator {

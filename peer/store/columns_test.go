@@ -233,6 +233,10 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		"status=007 | stats count", "status=-12 | top limit=2 host", "path=v* | stats count", "method=DELETE seq>50 | stats count by status",
 		"host=* | stats count", "NOT host=* | stats count", "sourcetype=kv | rare limit=2 method", `_raw=x | stats count`, "index=main | stats count",
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
+		// dedup decodes only its survivors; fields, rex and a field-only search over columns
+		"| dedup host", "| dedup 2 status keepempty=true", "| dedup method status | table _raw method status", "| dedup seq | stats count",
+		"| dedup lat | head 3", "word1 | dedup 3 path | table path _raw", "| fields method status | stats count by status",
+		`| rex field=path "^(?<p1>..)" | stats count by p1`, "| search status>=500 | stats count by host", "| search lat<0 OR method=GET | stats count",
 	} {
 		req := query.Request{Query: q, Server: "p1"}
 		got := matchesOracle(t, segs, req)

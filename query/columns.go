@@ -626,7 +626,7 @@ func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool,
 		return bset{}, false, err
 	}
 	keep := roaring.New()
-	type top struct{ ords []uint32 } // up to d.N, best first
+	type top struct{ ords []uint32 }   // up to d.N, best first
 	better := func(a, b uint32) bool { // a comes before b in row order
 		if ts[a] != ts[b] {
 			return ts[a] > ts[b]

@@ -699,6 +699,197 @@ func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool,
 	return bset{b: keep}, true, nil
 }
 
+// sortPrune picks, among the events of set, those a sort cut to its first
+// keep rows could keep: the first keep by the sort keys read from columns
+// (sortLess on rows holding the key fields only, ties in row order, as
+// the stable sort over rows in row order has them). Events whose keys the
+// columns cannot give (a field missing, or multivalue) are kept too. ok is
+// false when a key field has no column. The caller decodes what is kept
+// and sorts whole rows: an event left out has keep events before it among
+// those kept, so it could not make the cut.
+func (x *segExec) sortPrune(cs ColumnSource, keys []SortKey, keep int, set bset) (bset, bool, error) {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Field
+	}
+	cols, ok, err := x.loadColumnsOf(cs, names)
+	if err != nil || !ok {
+		return bset{}, false, err
+	}
+	ts, err := x.times()
+	if err != nil {
+		return bset{}, false, err
+	}
+	if len(keys) == 1 && keys[0].Mode != "str" {
+		if b, ok := sortPruneNum(cols, keys[0], ts, keep, set, x.n); ok {
+			return b, true, nil
+		}
+	}
+	out := roaring.New()
+	bucket, index, server := x.seg.BucketID(), x.seg.Index(), x.p.server
+	before := func(a, b *Row) bool {
+		if sortLess(keys, a, b) {
+			return true
+		}
+		return !sortLess(keys, b, a) && rowLess(a, b)
+	}
+	// best is a max-heap by before: best[0] is the last of those kept.
+	best := make([]Row, 0, min(keep, 1024))
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(best) {
+				return
+			}
+			if r := l + 1; r < len(best) && before(&best[l], &best[r]) {
+				l = r
+			}
+			if !before(&best[i], &best[l]) {
+				return
+			}
+			best[i], best[l] = best[l], best[i]
+			i = l
+		}
+	}
+	up := func(i int) {
+		for i > 0 {
+			p := (i - 1) / 2
+			if !before(&best[p], &best[i]) {
+				return
+			}
+			best[p], best[i] = best[i], best[p]
+			i = p
+		}
+	}
+	var scratch map[string]any
+	forEach(set, x.n, func(o uint32) {
+		for _, c := range cols.cols {
+			if c != nil && (!c.Present(o) || len(c.Multi[o]) > 0) {
+				out.Add(o)
+				return
+			}
+		}
+		if scratch == nil {
+			scratch = make(map[string]any, len(names))
+		}
+		clear(scratch)
+		for i, name := range cols.names {
+			var v any
+			switch name {
+			case "_time":
+				v = Time(ts[o])
+			case "index":
+				if c := cols.cols[i]; c != nil {
+					v = c.Value(o)
+				} else {
+					v = index
+				}
+			case "splunk_server":
+				v = server
+			case "_bkt":
+				v = bucket
+			case "_cd":
+				v = int64(o)
+			default:
+				v = cols.cols[i].Value(o)
+			}
+			if v != nil {
+				scratch[name] = v
+			}
+		}
+		r := Row{T: ts[o], B: bucket, C: o, F: scratch}
+		switch {
+		case len(best) < keep:
+			best = append(best, r)
+			up(len(best) - 1)
+			scratch = nil
+		case before(&r, &best[0]):
+			scratch = best[0].F
+			best[0] = r
+			down(0)
+		}
+	})
+	for i := range best {
+		out.Add(best[i].C)
+	}
+	return bset{b: out}, true, nil
+}
+
+// sortPruneNum is sortPrune for one key whose every value is a number (an
+// integer or float column, or _time): the key is the float64 that
+// sortLess compares (num of the row's value), so the order and its ties
+// are the same without building rows. ok is false for another column.
+func sortPruneNum(cols *colSet, k SortKey, ts []int64, keep int, set bset, n uint32) (bset, bool) {
+	c := cols.cols[0]
+	var key func(o uint32) float64
+	switch {
+	case c == nil && cols.names[0] == "_time":
+		key = func(o uint32) float64 { return float64(ts[o]) / 1e9 }
+	case c != nil && c.Ints != nil:
+		key = func(o uint32) float64 { return float64(c.Ints[o]) }
+	case c != nil && c.Floats != nil:
+		key = func(o uint32) float64 { return c.Floats[o] }
+	default:
+		return bset{}, false
+	}
+	type ent struct {
+		k float64
+		o uint32
+	}
+	before := func(a, b ent) bool {
+		if a.k != b.k {
+			return (a.k < b.k) != k.Desc
+		}
+		if ts[a.o] != ts[b.o] { // rowLess within one bucket
+			return ts[a.o] > ts[b.o]
+		}
+		return a.o > b.o
+	}
+	out := roaring.New()
+	best := make([]ent, 0, min(keep, 1024)) // max-heap by before
+	forEach(set, n, func(o uint32) {
+		if c != nil && !c.Present(o) {
+			out.Add(o) // extraction may give it a value: decoded
+			return
+		}
+		e := ent{key(o), o}
+		if len(best) < keep {
+			best = append(best, e)
+			for i := len(best) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !before(best[p], best[i]) {
+					break
+				}
+				best[p], best[i] = best[i], best[p]
+				i = p
+			}
+			return
+		}
+		if !before(e, best[0]) {
+			return
+		}
+		best[0] = e
+		for i := 0; ; {
+			l := 2*i + 1
+			if l >= len(best) {
+				break
+			}
+			if r := l + 1; r < len(best) && before(best[l], best[r]) {
+				l = r
+			}
+			if !before(best[i], best[l]) {
+				break
+			}
+			best[i], best[l] = best[l], best[i]
+			i = l
+		}
+	})
+	for _, e := range best {
+		out.Add(e.o)
+	}
+	return bset{b: out}, true
+}
+
 // ---- fast aggregation over dictionary ids ----
 
 // fastAgg aggregates straight from column ids: groups are keyed by the key

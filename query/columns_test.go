@@ -76,6 +76,10 @@ var columnQueries = []string{
 	"| dedup host", "| dedup 2 status keepempty=true", "| dedup status host | table _time _raw status host", "| dedup tag",
 	"word1 | dedup 3 path", "| dedup bytes | stats count", "| dedup n sourcetype | stats count by sourcetype", "| dedup dur | head 5",
 	"| dedup _time | stats count", "| dedup index source | table index source _cd", "status>=400 | dedup 2 host keepempty=true | tail 4",
+	// sort N and sort | head N decode only the rows that can make the cut
+	"| sort 5 - bytes", "| sort - bytes | head 3", "| sort 7 status, - _time", "| sort num(status) | head 4",
+	"| sort str(bytes) - host | head 6", "| sort 3 tag", "word1 | sort 4 - dur", "| sort 0 path | head 2",
+	"| sort - _cd | head 3", "| sort 6 n sourcetype | table n sourcetype _raw", "| sort 2 - dur | head 5", "| sort - n | head 0",
 	// fields, rex on an indexed field and a field-only search over columns
 	"| fields host status | stats count by status", "| fields - status | stats count by status host",
 	"| fields h* | table host status", `| rex field=path "^/(?<seg>[a-z]+)" | stats count by seg`,
@@ -156,8 +160,8 @@ func TestColumnsDecodeNothing(t *testing.T) {
 }
 
 // TestDedupDecodesSurvivors: a dedup over indexed fields decodes only each
-// key's first N events (the columns pick them), and its rows, _raw
-// included, are the oracle's.
+// key's first N events, and a sort cut to N rows only N events (the
+// columns pick them), and the rows, _raw included, are the oracle's.
 func TestDedupDecodesSurvivors(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	events := genColumnEvents(r, 1000)
@@ -174,6 +178,8 @@ func TestDedupDecodesSurvivors(t *testing.T) {
 		{"| dedup status", 3}, {"| dedup 2 status", 6}, {"| dedup status host", 3 * len(hosts)},
 		{"| dedup 4 host keepempty=true", 4 * len(hosts)}, {"| dedup status | table _raw status", 3},
 		{"| dedup _cd | head 2", 1000}, {"| dedup status bytes | stats count", 1000},
+		{"| sort 5 - bytes", 5}, {"| sort - bytes | head 3", 3}, {"| sort 4 status, - _time", 4}, {"| sort num(bytes) host | head 9", 9},
+		{"| sort 3 _time", 3}, {"| sort - _time | head 2", 2}, {"| sort num(bytes) | head 4", 4},
 	} {
 		now := genBase.Add(3 * time.Hour)
 		p, err := Compile(Request{Query: c.q, Now: now})

@@ -344,8 +344,13 @@ func oCompare(a, b any) int {
 	}
 	fa, oka := num(a)
 	fb, okb := num(b)
-	if oka && okb {
+	switch {
+	case oka && okb:
 		return cmpF(fa, fb)
+	case oka:
+		return -1
+	case okb:
+		return 1
 	}
 	sa, _ := str(a)
 	sb, _ := str(b)

@@ -498,6 +498,20 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 			}
 		}
 	}
+	if cs, ok := seg.(ColumnSource); ok && p.sortCols && agg == nil && !decode.isEmpty() {
+		// sort N (or sort | head N): of the events the index proves,
+		// only the first N by the sort keys, read from columns, are
+		// decoded; the sort below runs over whole rows as before.
+		if served := andNot(decode, verify, x.n); !served.isEmpty() {
+			keep, ok, err := x.sortPrune(cs, p.split.(SortCmd).Keys, p.sortKeep, served)
+			if err != nil {
+				return nil, fmt.Errorf("search bucket %s: columns: %w", seg.BucketID(), err)
+			}
+			if ok {
+				decode = or(keep, verify)
+			}
+		}
+	}
 	var rows []Row
 	env := &evalEnv{now: p.now}
 	if cs, ok := seg.(ColumnSource); ok && p.colOK && !decode.isEmpty() {

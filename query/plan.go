@@ -36,6 +36,12 @@ type Plan struct {
 	// survivors can be picked from columns, so only they are decoded
 	// (dedupPrune).
 	dedupCols bool
+	// sortCols: the split is a sort with nothing before it whose keys
+	// have columns and whose rows are cut to sortKeep (its limit, or a
+	// head right after it), so only the events that can make the cut
+	// are decoded (sortPrune).
+	sortCols bool
+	sortKeep int
 }
 
 // Bounded reports whether both ends of the time range are set.
@@ -142,6 +148,19 @@ func Compile(req Request) (*Plan, error) {
 	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
 	if d, ok := p.split.(DedupCmd); ok && len(p.pre) == 0 {
 		p.dedupCols = dedupColumnar(d.Fields)
+	}
+	if sc, ok := p.split.(SortCmd); ok && len(p.pre) == 0 {
+		keep := sc.Limit
+		if len(p.post) > 0 {
+			if h, ok := p.post[0].(HeadCmd); ok && (keep <= 0 || h.N < keep) {
+				keep = h.N // the head keeps the first N of the merged sort
+			}
+		}
+		fields := make([]string, len(sc.Keys))
+		for i, k := range sc.Keys {
+			fields[i] = k.Field
+		}
+		p.sortCols, p.sortKeep = keep > 0 && dedupColumnar(fields), keep
 	}
 	return p, nil
 }

@@ -141,7 +141,10 @@ func values(v any) []string {
 }
 
 // compareValues orders two values: numerically when both are numbers,
-// else as strings. Absent values sort last.
+// a number before a string, else as strings; absent values sort last. It
+// is a total order, so a sort or a merge of sorted runs gives the same
+// answer whatever set it starts from (comparing numbers numerically and
+// everything else as strings was not: "9" < "10" < "10a" < "9").
 func compareValues(a, b any) int {
 	if a == nil || b == nil {
 		switch {
@@ -154,7 +157,8 @@ func compareValues(a, b any) int {
 	}
 	fa, oka := num(a)
 	fb, okb := num(b)
-	if oka && okb {
+	switch {
+	case oka && okb:
 		switch {
 		case fa < fb:
 			return -1
@@ -162,6 +166,10 @@ func compareValues(a, b any) int {
 			return 1
 		}
 		return 0
+	case oka:
+		return -1 // numbers before strings: a total order (Splunk: strings are greater)
+	case okb:
+		return 1
 	}
 	sa, _ := str(a)
 	sb, _ := str(b)

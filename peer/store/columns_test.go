@@ -235,7 +235,8 @@ func TestColumnsSearchMatchesOracle(t *testing.T) {
 		`"event u10x" | stats count`, `"word1 status=404" | stats count`, `"word1 event" | stats count`, `"u5x word1" OR "u7x word2" | stats count`,
 		// dedup decodes only its survivors; fields, rex and a field-only search over columns
 		"| dedup host", "| dedup 2 status keepempty=true", "| dedup method status | table _raw method status", "| dedup seq | stats count",
-		"| dedup lat | head 3", "word1 | dedup 3 path | table path _raw", "| fields method status | stats count by status",
+		"| dedup lat | head 3", "word1 | dedup 3 path | table path _raw", "| sort 5 - bytes", "| sort - lat | head 4",
+		"| sort 3 method, - seq", "| sort str(status) - _time | head 6", "| sort num(status) | head 2", "| sort - _time | head 3", "| sort 4 _time", "| fields method status | stats count by status",
 		`| rex field=path "^(?<p1>..)" | stats count by p1`, "| search status>=500 | stats count by host", "| search lat<0 OR method=GET | stats count",
 	} {
 		req := query.Request{Query: q, Server: "p1"}

@@ -504,12 +504,21 @@ func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
 		return nil, 0, false
 	}
 	cand := map[string]bool{}
+	entries := 0
 	for _, r := range runs {
+		entries += len(r)
 		for _, kc := range r {
 			if kc.n*R >= T {
 				cand[kc.k] = true
 			}
 		}
+	}
+	if len(cand)*len(runs) > entries {
+		// Counts too flat to prune (`top clientip`: 4.3M keys of a few
+		// events each, every one a candidate): a binary search in every
+		// run per candidate costs more than merging the runs once (3–4
+		// minutes against seconds on the 5M set).
+		return nil, 0, false
 	}
 	out := make([]keyCount, 0, len(cand))
 	for key := range cand {
@@ -846,8 +855,67 @@ func (a *aggregator) sortedGroups() []*group {
 	for _, g := range a.groups {
 		out = append(out, g)
 	}
-	sort.Slice(out, func(i, j int) bool { return compareKeys(out[i].Key, out[j].Key) < 0 })
+	sortByKeys(out, func(g *group) []string { return g.Key })
 	return out
+}
+
+// sortByKeys sorts items by compareKeys of their keys, parsing each key
+// value as a number once instead of at every comparison (`stats count by
+// clientip` over 4.3M groups spent 55 s in ParseFloat doing it per
+// comparison).
+func sortByKeys[T any](items []T, key func(T) []string) {
+	type dk struct {
+		keys []string
+		nums []float64
+		isN  []bool
+		item T
+	}
+	ds := make([]dk, len(items))
+	width := 0
+	if len(items) > 0 {
+		width = len(key(items[0]))
+	}
+	nums, isN := make([]float64, 0, len(items)*width), make([]bool, 0, len(items)*width)
+	for i, it := range items {
+		k := key(it)
+		lo := len(nums)
+		for _, v := range k {
+			f, ok := parseNum(v)
+			nums, isN = append(nums, f), append(isN, ok)
+		}
+		ds[i] = dk{keys: k, nums: nums[lo:len(nums):len(nums)], isN: isN[lo:len(isN):len(isN)], item: it}
+	}
+	slices.SortFunc(ds, func(x, y dk) int {
+		for i := range x.keys {
+			if i >= len(y.keys) {
+				return 1
+			}
+			// compareValues on two strings, then bytewise (compareKeys)
+			switch {
+			case x.isN[i] && y.isN[i]:
+				if x.nums[i] < y.nums[i] {
+					return -1
+				}
+				if x.nums[i] > y.nums[i] {
+					return 1
+				}
+			case x.isN[i]:
+				return -1
+			case y.isN[i]:
+				return 1
+			}
+			if c := strings.Compare(x.keys[i], y.keys[i]); c != 0 {
+				return c
+			}
+		}
+		if len(x.keys) < len(y.keys) {
+			return -1
+		}
+		return 0
+	})
+	for i := range ds {
+		items[i] = ds[i].item
+	}
 }
 
 // ---- finalization into rows ----

@@ -404,6 +404,36 @@ func (x *segExec) loadColumnsOf(cs ColumnSource, names []string) (*colSet, bool,
 	return s, true, nil
 }
 
+// fill sets f's fields to event o's values as a row holds them: each
+// column's value, and the column-free fields from the times, the bucket,
+// the segment's index and the server.
+func (s *colSet) fill(f map[string]any, o uint32, ts []int64, bucket, index, server string) {
+	for i, name := range s.names {
+		var v any
+		switch name {
+		case "_time":
+			v = Time(ts[o])
+		case "index":
+			if c := s.cols[i]; c != nil {
+				v = c.Value(o)
+			} else {
+				v = index
+			}
+		case "splunk_server":
+			v = server
+		case "_bkt":
+			v = bucket
+		case "_cd":
+			v = int64(o)
+		default:
+			v = s.cols[i].Value(o)
+		}
+		if v != nil {
+			f[name] = v
+		}
+	}
+}
+
 // complete reports whether event ord holds every checked column: an event
 // lacking an indexed field may still get it from search-time extraction,
 // so it is decoded instead.
@@ -566,30 +596,7 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 		} else {
 			f = make(map[string]any, len(cs.names)+2)
 		}
-		for i, name := range cs.names {
-			var v any
-			switch name {
-			case "_time":
-				v = Time(ts[o])
-			case "index":
-				if c := cs.cols[i]; c != nil {
-					v = c.Value(o)
-				} else {
-					v = index
-				}
-			case "splunk_server":
-				v = server
-			case "_bkt":
-				v = bucket
-			case "_cd":
-				v = int64(o)
-			default:
-				v = cs.cols[i].Value(o)
-			}
-			if v != nil {
-				f[name] = v
-			}
-		}
+		cs.fill(f, o, ts, bucket, index, server)
 		r := Row{T: ts[o], B: bucket, C: o, F: f}
 		for _, cmd := range x.p.pre {
 			if !applyStreaming(cmd, &r, env) {
@@ -773,30 +780,7 @@ func (x *segExec) sortPrune(cs ColumnSource, keys []SortKey, keep int, set bset)
 			scratch = make(map[string]any, len(names))
 		}
 		clear(scratch)
-		for i, name := range cols.names {
-			var v any
-			switch name {
-			case "_time":
-				v = Time(ts[o])
-			case "index":
-				if c := cols.cols[i]; c != nil {
-					v = c.Value(o)
-				} else {
-					v = index
-				}
-			case "splunk_server":
-				v = server
-			case "_bkt":
-				v = bucket
-			case "_cd":
-				v = int64(o)
-			default:
-				v = cols.cols[i].Value(o)
-			}
-			if v != nil {
-				scratch[name] = v
-			}
-		}
+		cols.fill(scratch, o, ts, bucket, index, server)
 		r := Row{T: ts[o], B: bucket, C: o, F: scratch}
 		switch {
 		case len(best) < keep:

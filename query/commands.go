@@ -50,14 +50,7 @@ func applyStreaming(c Command, r *Row, env *evalEnv) bool {
 		}
 	case FieldsCmd:
 		for k := range r.F {
-			matched := false
-			for _, p := range x.Fields {
-				if globMatch(p, k) {
-					matched = true
-					break
-				}
-			}
-			if x.Remove == matched && (x.Remove || !strings.HasPrefix(k, "_")) {
+			if !x.keeps(k) {
 				delete(r.F, k)
 			}
 		}
@@ -76,6 +69,20 @@ func applyStreaming(c Command, r *Row, env *evalEnv) bool {
 		}
 	}
 	return true
+}
+
+// keeps reports whether the fields command keeps field k: `fields` keeps
+// what matches one of its patterns and every _-field, `fields -` removes
+// what matches.
+func (x FieldsCmd) keeps(k string) bool {
+	matched := false
+	for _, p := range x.Fields {
+		if globMatch(p, k) {
+			matched = true
+			break
+		}
+	}
+	return x.Remove != matched || (!x.Remove && strings.HasPrefix(k, "_"))
 }
 
 func compiledSearch(s SearchCmd) *cnode {

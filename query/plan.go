@@ -185,8 +185,7 @@ func (p *Plan) aggFields() []string {
 }
 
 // fieldsKeep reports whether cmds are all fields commands and every one of
-// them keeps each of fs (applyStreaming's rule: `fields` keeps what
-// matches and every _-field, `fields -` removes what matches).
+// them keeps each of fs.
 func fieldsKeep(cmds []Command, fs []string) bool {
 	if len(cmds) == 0 {
 		return false
@@ -197,14 +196,7 @@ func fieldsKeep(cmds []Command, fs []string) bool {
 			return false
 		}
 		for _, f := range fs {
-			matched := false
-			for _, pat := range fc.Fields {
-				if globMatch(pat, f) {
-					matched = true
-					break
-				}
-			}
-			if fc.Remove == matched && (fc.Remove || !strings.HasPrefix(f, "_")) {
+			if !fc.keeps(f) {
 				return false
 			}
 		}

@@ -308,18 +308,8 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 		if aggSpecs == nil {
 			return nil, false
 		}
-		for _, k := range aggKeys {
-			if k != spanKey {
-				need(k)
-			}
-		}
-		for _, s := range aggSpecs {
-			if s.Field != "" {
-				need(s.Field)
-			}
-		}
-		if _, isTC := split.(TimechartCmd); isTC {
-			need("_time")
+		for _, f := range aggFields(split, aggSpecs, aggKeys) {
+			need(f)
 		}
 	}
 	return needs, ok
@@ -342,9 +332,9 @@ func searchFields(c *cnode, need func(string)) bool {
 	return false
 }
 
-// dedupColumnar reports whether a dedup whose fields are these can pick
-// its survivors from columns (dedupPrune): no pattern, no _raw.
-func dedupColumnar(fields []string) bool {
+// keysColumnar reports whether dedup or sort keys named so can be read
+// from columns (dedupPrune, sortPrune): no pattern, no _raw.
+func keysColumnar(fields []string) bool {
 	if len(fields) == 0 {
 		return false
 	}
@@ -618,9 +608,8 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 // values (read from columns), the first d.N in row order (_time newest
 // first, then ordinal highest first: rowLess within one bucket). Events
 // whose key the columns cannot give (a field missing, which search-time
-// extraction might supply, or multivalue) are kept too; so are events
-// with an empty key when keepempty=true. ok is false when a key field has
-// no column. The caller decodes what is kept and runs the dedup over the
+// extraction might supply, or multivalue) are kept too, whatever
+// keepempty says. ok is false when a key field has no column. The caller decodes what is kept and runs the dedup over the
 // whole rows: an event left out has d.N events of its key before it among
 // those kept, so the result is the one decoding every event gives.
 func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool, error) {
@@ -633,13 +622,7 @@ func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool,
 		return bset{}, false, err
 	}
 	keep := roaring.New()
-	type top struct{ ords []uint32 }   // up to d.N, best first
-	better := func(a, b uint32) bool { // a comes before b in row order
-		if ts[a] != ts[b] {
-			return ts[a] > ts[b]
-		}
-		return a > b
-	}
+	type top struct{ ords []uint32 } // up to d.N, first in row order first
 	one := map[uint64]*top{}
 	many := map[string]*top{}
 	var kb []byte
@@ -688,12 +671,12 @@ func (x *segExec) dedupPrune(cs ColumnSource, d DedupCmd, set bset) (bset, bool,
 		}
 		if len(t.ords) < d.N {
 			t.ords = append(t.ords, o)
-		} else if better(o, t.ords[len(t.ords)-1]) {
+		} else if ordBefore(ts, o, t.ords[len(t.ords)-1]) {
 			t.ords[len(t.ords)-1] = o
 		} else {
 			return
 		}
-		for j := len(t.ords) - 1; j > 0 && better(t.ords[j], t.ords[j-1]); j-- {
+		for j := len(t.ords) - 1; j > 0 && ordBefore(ts, t.ords[j], t.ords[j-1]); j-- {
 			t.ords[j], t.ords[j-1] = t.ords[j-1], t.ords[j]
 		}
 	})
@@ -734,40 +717,12 @@ func (x *segExec) sortPrune(cs ColumnSource, keys []SortKey, keep int, set bset)
 	}
 	out := roaring.New()
 	bucket, index, server := x.seg.BucketID(), x.seg.Index(), x.p.server
-	before := func(a, b *Row) bool {
-		if sortLess(keys, a, b) {
+	best := newFirstK(keep, func(a, b Row) bool { // ties in row order
+		if sortLess(keys, &a, &b) {
 			return true
 		}
-		return !sortLess(keys, b, a) && rowLess(a, b)
-	}
-	// best is a max-heap by before: best[0] is the last of those kept.
-	best := make([]Row, 0, min(keep, 1024))
-	down := func(i int) {
-		for {
-			l := 2*i + 1
-			if l >= len(best) {
-				return
-			}
-			if r := l + 1; r < len(best) && before(&best[l], &best[r]) {
-				l = r
-			}
-			if !before(&best[i], &best[l]) {
-				return
-			}
-			best[i], best[l] = best[l], best[i]
-			i = l
-		}
-	}
-	up := func(i int) {
-		for i > 0 {
-			p := (i - 1) / 2
-			if !before(&best[p], &best[i]) {
-				return
-			}
-			best[p], best[i] = best[i], best[p]
-			i = p
-		}
-	}
+		return !sortLess(keys, &b, &a) && rowLess(&a, &b)
+	})
 	var scratch map[string]any
 	forEach(set, x.n, func(o uint32) {
 		for _, c := range cols.cols {
@@ -781,20 +736,15 @@ func (x *segExec) sortPrune(cs ColumnSource, keys []SortKey, keep int, set bset)
 		}
 		clear(scratch)
 		cols.fill(scratch, o, ts, bucket, index, server)
-		r := Row{T: ts[o], B: bucket, C: o, F: scratch}
-		switch {
-		case len(best) < keep:
-			best = append(best, r)
-			up(len(best) - 1)
+		// the map of the row that drops out is filled again next
+		if d, ok := best.offer(Row{T: ts[o], B: bucket, C: o, F: scratch}); ok {
+			scratch = d.F
+		} else {
 			scratch = nil
-		case before(&r, &best[0]):
-			scratch = best[0].F
-			best[0] = r
-			down(0)
 		}
 	})
-	for i := range best {
-		out.Add(best[i].C)
+	for _, r := range best.items {
+		out.Add(r.C)
 	}
 	return bset{b: out}, true, nil
 }
@@ -820,58 +770,84 @@ func sortPruneNum(cols *colSet, k SortKey, ts []int64, keep int, set bset, n uin
 		k float64
 		o uint32
 	}
-	before := func(a, b ent) bool {
+	best := newFirstK(keep, func(a, b ent) bool {
 		if a.k != b.k {
 			return (a.k < b.k) != k.Desc
 		}
-		if ts[a.o] != ts[b.o] { // rowLess within one bucket
-			return ts[a.o] > ts[b.o]
-		}
-		return a.o > b.o
-	}
+		return ordBefore(ts, a.o, b.o)
+	})
 	out := roaring.New()
-	best := make([]ent, 0, min(keep, 1024)) // max-heap by before
 	forEach(set, n, func(o uint32) {
 		if c != nil && !c.Present(o) {
 			out.Add(o) // extraction may give it a value: decoded
 			return
 		}
-		e := ent{key(o), o}
-		if len(best) < keep {
-			best = append(best, e)
-			for i := len(best) - 1; i > 0; {
-				p := (i - 1) / 2
-				if !before(best[p], best[i]) {
-					break
-				}
-				best[p], best[i] = best[i], best[p]
-				i = p
-			}
-			return
-		}
-		if !before(e, best[0]) {
-			return
-		}
-		best[0] = e
-		for i := 0; ; {
-			l := 2*i + 1
-			if l >= len(best) {
-				break
-			}
-			if r := l + 1; r < len(best) && before(best[l], best[r]) {
-				l = r
-			}
-			if !before(best[i], best[l]) {
-				break
-			}
-			best[i], best[l] = best[l], best[i]
-			i = l
-		}
+		best.offer(ent{key(o), o})
 	})
-	for _, e := range best {
+	for _, e := range best.items {
 		out.Add(e.o)
 	}
 	return bset{b: out}, true
+}
+
+// ordBefore reports whether event a comes before event b of one bucket in
+// row order (rowLess: _time newest first, then ordinal highest first).
+func ordBefore(ts []int64, a, b uint32) bool {
+	if ts[a] != ts[b] {
+		return ts[a] > ts[b]
+	}
+	return a > b
+}
+
+// firstK keeps the first k items offered, by before: a heap whose root is
+// the last of those kept.
+type firstK[T any] struct {
+	k      int
+	before func(a, b T) bool
+	items  []T
+}
+
+func newFirstK[T any](k int, before func(a, b T) bool) *firstK[T] {
+	return &firstK[T]{k: k, before: before, items: make([]T, 0, min(k, 1024))}
+}
+
+// offer keeps x when it is among the first k so far. dropped is the item
+// that is no longer kept (x itself, or the one x displaced); ok is false
+// when none is (there was room).
+func (h *firstK[T]) offer(x T) (dropped T, ok bool) {
+	it := h.items
+	if len(it) < h.k {
+		it = append(it, x)
+		for i := len(it) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !h.before(it[p], it[i]) {
+				break
+			}
+			it[p], it[i] = it[i], it[p]
+			i = p
+		}
+		h.items = it
+		return dropped, false
+	}
+	if !h.before(x, it[0]) {
+		return x, true
+	}
+	dropped, it[0] = it[0], x
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(it) {
+			break
+		}
+		if r := l + 1; r < len(it) && h.before(it[l], it[r]) {
+			l = r
+		}
+		if !h.before(it[i], it[l]) {
+			break
+		}
+		it[i], it[l] = it[l], it[i]
+		i = l
+	}
+	return dropped, true
 }
 
 // ---- fast aggregation over dictionary ids ----

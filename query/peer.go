@@ -484,26 +484,20 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 			decode = bset{b: b}
 		}
 	}
-	if cs, ok := seg.(ColumnSource); ok && p.dedupCols && agg == nil && !decode.isEmpty() {
-		// dedup: of the events the index proves, only each key's first N
-		// (and those whose key the columns cannot give) are decoded; the
-		// dedup below runs over whole rows as before.
+	if cs, ok := seg.(ColumnSource); ok && (p.dedupCols || p.sortCols) && !decode.isEmpty() {
+		// dedup, sort N (or sort | head N): of the events the index
+		// proves, only those the columns say can be kept are decoded
+		// (each key's first N; the first N by the sort keys); the dedup
+		// or sort below runs over whole rows as before.
 		if served := andNot(decode, verify, x.n); !served.isEmpty() {
-			keep, ok, err := x.dedupPrune(cs, p.split.(DedupCmd), served)
-			if err != nil {
-				return nil, fmt.Errorf("search bucket %s: columns: %w", seg.BucketID(), err)
+			var keep bset
+			var ok bool
+			var err error
+			if p.dedupCols {
+				keep, ok, err = x.dedupPrune(cs, p.split.(DedupCmd), served)
+			} else {
+				keep, ok, err = x.sortPrune(cs, p.split.(SortCmd).Keys, p.sortKeep, served)
 			}
-			if ok {
-				decode = or(keep, verify)
-			}
-		}
-	}
-	if cs, ok := seg.(ColumnSource); ok && p.sortCols && agg == nil && !decode.isEmpty() {
-		// sort N (or sort | head N): of the events the index proves,
-		// only the first N by the sort keys, read from columns, are
-		// decoded; the sort below runs over whole rows as before.
-		if served := andNot(decode, verify, x.n); !served.isEmpty() {
-			keep, ok, err := x.sortPrune(cs, p.split.(SortCmd).Keys, p.sortKeep, served)
 			if err != nil {
 				return nil, fmt.Errorf("search bucket %s: columns: %w", seg.BucketID(), err)
 			}

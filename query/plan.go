@@ -139,7 +139,7 @@ func Compile(req Request) (*Plan, error) {
 	case TimechartCmd:
 		p.aggSpecs, p.aggKeys, p.aggSpan, p.aggNull = c.Aggs, c.keys(), c.Span, c.By != ""
 	}
-	if p.aggSpecs != nil && fieldsKeep(p.pre, p.aggFields()) {
+	if p.aggSpecs != nil && fieldsKeep(p.pre, aggFields(p.split, p.aggSpecs, p.aggKeys)) {
 		// fields commands that keep everything the aggregation reads
 		// change nothing it sees: dropped, the aggregation runs as if
 		// nothing came before it (postings, columns by id).
@@ -147,7 +147,7 @@ func Compile(req Request) (*Plan, error) {
 	}
 	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
 	if d, ok := p.split.(DedupCmd); ok && len(p.pre) == 0 {
-		p.dedupCols = dedupColumnar(d.Fields)
+		p.dedupCols = keysColumnar(d.Fields)
 	}
 	if sc, ok := p.split.(SortCmd); ok && len(p.pre) == 0 {
 		keep := sc.Limit
@@ -160,25 +160,26 @@ func Compile(req Request) (*Plan, error) {
 		for i, k := range sc.Keys {
 			fields[i] = k.Field
 		}
-		p.sortCols, p.sortKeep = keep > 0 && dedupColumnar(fields), keep
+		p.sortCols, p.sortKeep = keep > 0 && keysColumnar(fields), keep
 	}
 	return p, nil
 }
 
-// aggFields are the fields the split aggregation reads.
-func (p *Plan) aggFields() []string {
+// aggFields are the fields an aggregation split reads: its keys but the
+// time span, its aggregates' fields and, for timechart, _time.
+func aggFields(split Command, specs []AggSpec, keys []string) []string {
 	var fs []string
-	for _, k := range p.aggKeys {
+	for _, k := range keys {
 		if k != spanKey {
 			fs = append(fs, k)
 		}
 	}
-	for _, s := range p.aggSpecs {
+	for _, s := range specs {
 		if s.Field != "" {
 			fs = append(fs, s.Field)
 		}
 	}
-	if _, ok := p.split.(TimechartCmd); ok {
+	if _, ok := split.(TimechartCmd); ok {
 		fs = append(fs, "_time")
 	}
 	return fs

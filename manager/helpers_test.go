@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,10 +191,26 @@ func (g *group) kill(id string) {
 
 // restart starts a stopped manager again from its data directory, with no
 // bootstrap or join (the data directory says everything).
+// It keeps its addresses (its peers know them), which the OS may have
+// handed to another process's socket since it stopped (`go test ./...`
+// runs packages side by side): a start refused for an address in use is
+// tried again until the address is free, for at most 20 s.
 func (g *group) restart(id string) *Manager {
+	g.t.Helper()
 	cfg := g.cfgs[id]
 	cfg.Bootstrap, cfg.Join = nil, ""
-	m := mustNewManager(g.t, cfg)
+	var m *Manager
+	waitFor(g.t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		m, err = New(ctx, cfg)
+		if err != nil && !errors.Is(err, syscall.EADDRINUSE) {
+			g.t.Fatalf("start manager %s: %v", id, err)
+		}
+		return err
+	})
+	g.t.Cleanup(func() { m.Close() })
 	g.ms[id] = m
 	return m
 }

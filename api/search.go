@@ -132,7 +132,12 @@ type SearchMsg struct {
 	// could not be searched here (the head re-dispatches it).
 	Outcome string `json:"outcome,omitempty"`
 	// Scanned is the events this peer decoded for the bucket (marker).
-	Scanned int64  `json:"scanned,omitempty"`
+	Scanned int64 `json:"scanned,omitempty"`
+	// Length, on a searched or skipped marker, is how much of the bucket
+	// the copy the peer searched holds (SPEC §5 "Completeness"): the head
+	// counts the bucket complete only when it matches what its table says
+	// the bucket holds; a marker without it proves nothing.
+	Length *CopyLength `json:"length,omitempty"`
 	Error   string `json:"error,omitempty"`
 	// Code is a stable id for an error message: "unknown_generation",
 	// "bad_request", "internal".
@@ -145,6 +150,15 @@ type SearchMsg struct {
 	// searches running when it started this one.
 	ServiceMs float64 `json:"service_ms,omitempty"`
 	Queue     int     `json:"queue,omitempty"`
+}
+
+// CopyLength is the length of a searched copy: the journal blocks its
+// search covered and the last one's checksum (CRC-32C, 8 hex digits, the
+// form of a sealed length's checksum); Hot says the copy was hot.
+type CopyLength struct {
+	Blocks   int64  `json:"blocks"`
+	Checksum string `json:"checksum,omitempty"`
+	Hot      bool   `json:"hot,omitempty"`
 }
 
 // Search error codes of a SearchMsg.

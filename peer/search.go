@@ -208,20 +208,21 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	type item struct {
 		bucket string
 		seg    query.Segment
+		length *api.CopyLength
 		err    string
 	}
 	var items []item
 	var version uint64
 	if req.Buckets != nil {
 		for _, b := range req.Buckets {
-			seg := s.p.store.Segment(b)
+			seg, l := s.segment(b)
 			switch {
 			case seg == nil:
 				items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
 			case !allowed(seg.Index()):
 				items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
 			default:
-				items = append(items, item{bucket: b, seg: seg})
+				items = append(items, item{bucket: b, seg: seg, length: l})
 			}
 		}
 	} else {
@@ -236,7 +237,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		}
 		version = ver
 		for _, b := range mine {
-			seg := s.p.store.Segment(b)
+			seg, l := s.segment(b)
 			if seg == nil {
 				items = append(items, item{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
 				continue
@@ -244,7 +245,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			if !allowed(seg.Index()) || !plan.TargetsIndex(seg.Index()) {
 				continue
 			}
-			items = append(items, item{bucket: b, seg: seg})
+			items = append(items, item{bucket: b, seg: seg, length: l})
 		}
 		if len(items) == 0 {
 			return // nothing here for this search: stay silent
@@ -252,12 +253,9 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	}
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		return
-	}
+	// The stream opens and beats before the request waits for a search
+	// slot: a peer whose slots are all busy is queued, not silent, so the
+	// head does not take it for a stalled peer (search_peer_timeout).
 	snd, err := bus.NewSender(ctx, s.nc, inv)
 	if err != nil {
 		s.cancelled()
@@ -307,6 +305,16 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			}
 		}
 	}()
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		close(beatStop)
+		beatWG.Wait()
+		s.cancelled()
+		snd.Abort(errors.New("search cancelled while queued"))
+		return
+	}
 	// An aggregating search combines the partials of the buckets each
 	// worker searched into one batch per worker, sent when the worker is
 	// done (api.SearchMsg.Buckets): combining and encoding stay parallel.
@@ -321,7 +329,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 				comb = &combiner{}
 			}
 			for it := range work {
-				s.searchBucket(ctx, plan, it.bucket, it.seg, it.err, send, comb)
+				s.searchBucket(ctx, plan, it.bucket, it.seg, it.length, it.err, send, comb)
 				done.Add(1)
 			}
 			if comb != nil && ctx.Err() == nil {
@@ -362,8 +370,8 @@ feed:
 
 // searchBucket runs the peer half over one bucket and sends its batches
 // and marker.
-func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, problem string,
-	send func(api.SearchMsg) error, comb *combiner) {
+func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, length *api.CopyLength,
+	problem string, send func(api.SearchMsg) error, comb *combiner) {
 	st := &s.p.searchStats
 	if problem != "" {
 		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
@@ -381,7 +389,7 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	}
 	st.Scanned.Add(part.Scanned)
 	if comb != nil {
-		comb.add(bucket, part)
+		comb.add(bucket, part, length)
 		return
 	}
 	for _, b := range splitPartial(part) {
@@ -401,7 +409,17 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	} else {
 		st.Buckets.Add(1)
 	}
-	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned})
+	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned, Length: length})
+}
+
+// segment is a bucket's segment with the length it covers, for the
+// marker's proof of a whole copy (api.SearchMsg.Length).
+func (s *searchService) segment(id string) (query.Segment, *api.CopyLength) {
+	seg, l := s.p.store.SegmentLength(id)
+	if seg == nil {
+		return nil, nil
+	}
+	return seg, &api.CopyLength{Blocks: l.Blocks, Checksum: l.Checksum, Hot: l.Hot}
 }
 
 // combiner collects an aggregating search's per-bucket partials.
@@ -409,12 +427,14 @@ type combiner struct {
 	mu      sync.Mutex
 	buckets []string
 	parts   []*query.Partial
+	lengths []*api.CopyLength
 }
 
-func (c *combiner) add(bucket string, p *query.Partial) {
+func (c *combiner) add(bucket string, p *query.Partial, l *api.CopyLength) {
 	c.mu.Lock()
 	c.buckets = append(c.buckets, bucket)
 	c.parts = append(c.parts, p)
+	c.lengths = append(c.lengths, l)
 	c.mu.Unlock()
 }
 
@@ -445,14 +465,14 @@ func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(ap
 		b := c.buckets[i]
 		if p.Skipped {
 			st.Skipped.Add(1)
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped})
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped, Length: c.lengths[i]})
 			continue
 		}
 		if !slices.Contains(searched, b) {
 			continue
 		}
 		st.Buckets.Add(1)
-		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned})
+		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned, Length: c.lengths[i]})
 	}
 }
 

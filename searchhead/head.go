@@ -503,6 +503,8 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	sum := rn.summary()
 	h.metrics.observeSummary(sum)
+	h.log.Debug("search finished", "search", rn.id, "generation", rn.generation, "table_version", rn.version,
+		"buckets_expected", sum.Buckets.Total, "buckets_marked", sum.Buckets.Successful, "partial", sum.Partial)
 	if req.AllowPartial != nil && !*req.AllowPartial {
 		if sum.Buckets.Missing > 0 {
 			return nil, &RequestError{Status: 503, Code: "buckets_missing",

@@ -138,7 +138,7 @@ type SearchMsg struct {
 	// counts the bucket complete only when it matches what its table says
 	// the bucket holds; a marker without it proves nothing.
 	Length *CopyLength `json:"length,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Error  string      `json:"error,omitempty"`
 	// Code is a stable id for an error message: "unknown_generation",
 	// "bad_request", "internal".
 	Code string `json:"code,omitempty"`

@@ -144,7 +144,11 @@ type SearchMsg struct {
 	Code string `json:"code,omitempty"`
 	// Done: the table version the peer used; beats: buckets done so far.
 	TableVersion uint64 `json:"table_version,omitempty"`
-	Done         int    `json:"done,omitempty"`
+	// Newest (done) is the newest table version the peer has heard of
+	// (at least TableVersion): a head whose table is older fetches it and
+	// adds the buckets it lacks, which may sit on peers it did not invite.
+	Newest uint64 `json:"newest_version,omitempty"`
+	Done   int    `json:"done,omitempty"`
 	// ServiceMs is the peer's time spent on the request (done), for the
 	// adaptive replica selection's service-time figure; Queue is its
 	// searches running when it started this one.
@@ -160,6 +164,18 @@ type CopyLength struct {
 	Checksum string `json:"checksum,omitempty"`
 	Hot      bool   `json:"hot,omitempty"`
 }
+
+// RoleHeader names the role of the process that answered an HTTP request
+// (RolePeer, RoleSearchHead): a peer's single-peer POST /v1/search and a
+// search head's share their shape, so a client tells them apart by it
+// (`quarry search --searchhead` refuses a peer's answer).
+const RoleHeader = "X-Quarry-Role"
+
+// Roles named by RoleHeader.
+const (
+	RolePeer       = "peer"
+	RoleSearchHead = "searchhead"
+)
 
 // Search error codes of a SearchMsg.
 const (

@@ -53,7 +53,11 @@ type searchService struct {
 	mc   *mgrclient.ManagerClient
 	subs []*nats.Subscription
 	gens *genCache
-	sem  chan struct{}
+	// newest is the newest generation-table version this peer heard of
+	// (heartbeat replies): a search's done names it, so a head whose
+	// table is older catches up (SPEC §5 step 3).
+	newest atomic.Uint64
+	sem    chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -301,6 +305,9 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if f := s.p.cfg.SearchBeats; f != nil && !f() {
+					continue
+				}
 				_ = send(api.SearchMsg{Kind: api.SearchBeat, Done: int(done.Load())})
 			}
 		}
@@ -354,7 +361,7 @@ feed:
 		snd.Abort(errors.New("search cancelled"))
 		return
 	}
-	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Done: int(done.Load()),
+	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Newest: max(version, s.newest.Load()), Done: int(done.Load()),
 		ServiceMs: float64(time.Since(start).Microseconds()) / 1000, Queue: queue}); err != nil {
 		s.cancelled()
 		snd.Abort(err)
@@ -608,4 +615,14 @@ func newManagerClient(nc *nats.Conn, subj bus.Subjects, id string) *mgrclient.Ma
 	mc := mgrclient.NewManagerClient(nc, subj)
 	mc.Sender = id
 	return mc
+}
+
+// heard records a table version the managers announced.
+func (s *searchService) heard(v uint64) {
+	for {
+		cur := s.newest.Load()
+		if v <= cur || s.newest.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }

@@ -97,6 +97,10 @@ type peerStream struct {
 	cancel   context.CancelFunc // ends its reader
 	sent     time.Time
 	buckets  map[string]bool // buckets this stream is responsible for
+	// plan: a default-plan stream (invited with the search to the
+	// site's subject). The search waits for its done — which names the
+	// table the peer used — before it is complete (catchUp).
+	plan bool
 }
 
 // streamEvent is what a stream's reader goroutine hands the coordinator.
@@ -364,6 +368,7 @@ func (r *run) dispatchFirst() error {
 			if err != nil {
 				return err
 			}
+			s.plan = true
 			invites[p] = s.rcv.Invite()
 		}
 		req := r.request(invites, nil)
@@ -589,11 +594,19 @@ func (r *run) failOwed(s *peerStream, reason func(bucket string) string) {
 	}
 }
 
-// pending counts buckets still waiting for a marker.
+// pending counts buckets still waiting for a marker, and default-plan
+// streams still owing their done: a peer's done may name a newer table,
+// whose new buckets join the search (catchUp), so the search is not
+// complete before every invited peer said which table it used.
 func (r *run) pending() int {
 	n := 0
 	for _, br := range r.buckets {
 		if br.state == bPending {
+			n++
+		}
+	}
+	for _, s := range r.streams {
+		if s.plan && !s.finished {
 			n++
 		}
 	}
@@ -706,10 +719,10 @@ func (r *run) handle(ev streamEvent) {
 		r.answered[s.peer] = true
 		r.h.adaptive.end(s.peer, time.Since(s.sent), time.Duration(m.ServiceMs*float64(time.Millisecond)), m.Queue, true)
 		r.failOwed(s, func(b string) string { return fmt.Sprintf("peer %s finished without bucket %s", s.peer, b) })
-		if m.TableVersion > r.version {
-			// The peer used a newer table: its buckets new to the head
-			// may sit on peers this search did not invite.
-			r.catchUp(m.TableVersion, nil)
+		if v := max(m.TableVersion, m.Newest); v > r.version {
+			// The peer used or heard of a newer table: its buckets new
+			// to the head may sit on peers this search did not invite.
+			r.catchUp(v, nil)
 		}
 	case api.SearchError:
 		reason := fmt.Sprintf("peer %s refused the search: %s", s.peer, m.Error)

@@ -49,6 +49,8 @@ type tables struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	sub  *nats.Subscription
+	// hold is Config.HoldTable (a test hook).
+	hold func() bool
 	// onNotice is called for every notice (config changes).
 	onNotice func(api.Notice)
 }
@@ -130,7 +132,10 @@ func (t *tables) loop() {
 			case <-ctx.Done():
 			}
 		}()
-		err := t.refresh(ctx)
+		var err error
+		if t.hold == nil || !t.hold() {
+			err = t.refresh(ctx)
+		}
 		cancel()
 		if err != nil {
 			t.log.Warn("generation table refresh failed; searching on the last known table", "err", err)

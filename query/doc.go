@@ -16,8 +16,8 @@
 // The naive oracle of the tests and the bench is query/querytest. Files:
 // parse.go, parsecmd.go (the per-command parsers), expr.go, funcs.go (the
 // functions of eval), timemod.go (language); match.go, extract.go, value.go
-// (semantics); plan.go, peer.go, agg.go, commands.go, head.go, wire.go
-// (execution); colmodel.go (the column model and builder), colplan.go
+// (semantics); plan.go, peer.go, agg.go, finalize.go (aggregates into
+// rows), commands.go, head.go, wire.go (execution); colmodel.go (the column model and builder), colplan.go
 // (planning and running from columns), fastagg.go (aggregation over
 // dictionary ids), numblocks.go (numeric comparisons over column blocks);
 // memseg.go (an in-memory Segment). DESIGN.md explains the decisions.

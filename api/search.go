@@ -132,20 +132,50 @@ type SearchMsg struct {
 	// could not be searched here (the head re-dispatches it).
 	Outcome string `json:"outcome,omitempty"`
 	// Scanned is the events this peer decoded for the bucket (marker).
-	Scanned int64  `json:"scanned,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Scanned int64 `json:"scanned,omitempty"`
+	// Length, on a searched or skipped marker, is how much of the bucket
+	// the copy the peer searched holds (SPEC §5 "Completeness"): the head
+	// counts the bucket complete only when it matches what its table says
+	// the bucket holds; a marker without it proves nothing.
+	Length *CopyLength `json:"length,omitempty"`
+	Error  string      `json:"error,omitempty"`
 	// Code is a stable id for an error message: "unknown_generation",
 	// "bad_request", "internal".
 	Code string `json:"code,omitempty"`
 	// Done: the table version the peer used; beats: buckets done so far.
 	TableVersion uint64 `json:"table_version,omitempty"`
-	Done         int    `json:"done,omitempty"`
+	// Newest (done) is the newest table version the peer has heard of
+	// (at least TableVersion): a head whose table is older fetches it and
+	// adds the buckets it lacks, which may sit on peers it did not invite.
+	Newest uint64 `json:"newest_version,omitempty"`
+	Done   int    `json:"done,omitempty"`
 	// ServiceMs is the peer's time spent on the request (done), for the
 	// adaptive replica selection's service-time figure; Queue is its
 	// searches running when it started this one.
 	ServiceMs float64 `json:"service_ms,omitempty"`
 	Queue     int     `json:"queue,omitempty"`
 }
+
+// CopyLength is the length of a searched copy: the journal blocks its
+// search covered and the last one's checksum (CRC-32C, 8 hex digits, the
+// form of a sealed length's checksum); Hot says the copy was hot.
+type CopyLength struct {
+	Blocks   int64  `json:"blocks"`
+	Checksum string `json:"checksum,omitempty"`
+	Hot      bool   `json:"hot,omitempty"`
+}
+
+// RoleHeader names the role of the process that answered an HTTP request
+// (RolePeer, RoleSearchHead): a peer's single-peer POST /v1/search and a
+// search head's share their shape, so a client tells them apart by it
+// (`quarry search --searchhead` refuses a peer's answer).
+const RoleHeader = "X-Quarry-Role"
+
+// Roles named by RoleHeader.
+const (
+	RolePeer       = "peer"
+	RoleSearchHead = "searchhead"
+)
 
 // Search error codes of a SearchMsg.
 const (

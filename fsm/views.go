@@ -90,6 +90,15 @@ type BucketInfo struct {
 	// Origin is the peer that created the bucket (fresh=true reads a hot
 	// bucket from it). An addition to SPEC §7's shape.
 	Origin string `json:"origin,omitempty"`
+	// Sealed, Blocks and Checksum are the bucket's length once it is
+	// fixed (rolled or sealed): a search head counts a warm bucket
+	// complete only from a copy of exactly this length (SPEC §5
+	// "Completeness"). For a hot bucket Blocks is 0 and only the origin
+	// copy, or a replica the managers count whole, answers. Additions to
+	// SPEC §7's shape.
+	Sealed   bool   `json:"sealed,omitempty"`
+	Blocks   int64  `json:"blocks,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // PeerView is one peer in GET /v1/peers.
@@ -273,7 +282,11 @@ func (s *State) bucketInfo(b *Bucket) BucketInfo {
 	if on == nil {
 		on = []string{}
 	}
-	return BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin}
+	info := BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin}
+	if b.Sealed {
+		info.Sealed, info.Blocks, info.Checksum = true, b.Blocks, b.LastChecksum
+	}
+	return info
 }
 
 func (s *State) generationPeers() []GenerationPeer {

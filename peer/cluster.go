@@ -331,6 +331,9 @@ func (p *Peer) heartbeat(ctx context.Context) (fsm.PeerState, error) {
 	if rep.Reregister {
 		return rep.State, ErrRegisterFirst
 	}
+	if s := p.cl.search; s != nil {
+		s.heard(rep.TableVersion)
+	}
 	return rep.State, nil
 }
 

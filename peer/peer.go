@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
@@ -99,6 +100,10 @@ type Config struct {
 	// a test hook (a peer still scanning when the head gives up); never
 	// set by the CLI.
 	BeforeSearchBucket func(ctx context.Context, bucket string)
+	// SearchBeats, when set, is asked before each progress beat of a bus
+	// search; false withholds the beat: a test hook (a peer whose search
+	// is wedged while its connection stays up); never set by the CLI.
+	SearchBeats func() bool
 	// DiskSpace, when set, is what heartbeats report as the data
 	// directory's free and total bytes (default: the file system's), and
 	// WriteFault, when set, fails the store's journal writes with the error
@@ -430,6 +435,7 @@ func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 // result, then one {"summary": …} line. A syntax error's reply carries its
 // 0-based byte offset in the query as "position" (an addition).
 func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(api.RoleHeader, api.RolePeer)
 	allowed, status, msg := p.searchScope(r)
 	if status != 0 {
 		writeAuthError(w, status, msg)

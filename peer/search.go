@@ -53,7 +53,11 @@ type searchService struct {
 	mc   *mgrclient.ManagerClient
 	subs []*nats.Subscription
 	gens *genCache
-	sem  chan struct{}
+	// newest is the newest generation-table version this peer heard of
+	// (heartbeat replies): a search's done names it, so a head whose
+	// table is older catches up (SPEC §5 step 3).
+	newest atomic.Uint64
+	sem    chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -208,20 +212,21 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	type item struct {
 		bucket string
 		seg    query.Segment
+		length *api.CopyLength
 		err    string
 	}
 	var items []item
 	var version uint64
 	if req.Buckets != nil {
 		for _, b := range req.Buckets {
-			seg := s.p.store.Segment(b)
+			seg, l := s.segment(b)
 			switch {
 			case seg == nil:
 				items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
 			case !allowed(seg.Index()):
 				items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
 			default:
-				items = append(items, item{bucket: b, seg: seg})
+				items = append(items, item{bucket: b, seg: seg, length: l})
 			}
 		}
 	} else {
@@ -236,7 +241,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		}
 		version = ver
 		for _, b := range mine {
-			seg := s.p.store.Segment(b)
+			seg, l := s.segment(b)
 			if seg == nil {
 				items = append(items, item{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
 				continue
@@ -244,7 +249,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			if !allowed(seg.Index()) || !plan.TargetsIndex(seg.Index()) {
 				continue
 			}
-			items = append(items, item{bucket: b, seg: seg})
+			items = append(items, item{bucket: b, seg: seg, length: l})
 		}
 		if len(items) == 0 {
 			return // nothing here for this search: stay silent
@@ -252,12 +257,9 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	}
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		return
-	}
+	// The stream opens and beats before the request waits for a search
+	// slot: a peer whose slots are all busy is queued, not silent, so the
+	// head does not take it for a stalled peer (search_peer_timeout).
 	snd, err := bus.NewSender(ctx, s.nc, inv)
 	if err != nil {
 		s.cancelled()
@@ -303,10 +305,23 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if f := s.p.cfg.SearchBeats; f != nil && !f() {
+					continue
+				}
 				_ = send(api.SearchMsg{Kind: api.SearchBeat, Done: int(done.Load())})
 			}
 		}
 	}()
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		close(beatStop)
+		beatWG.Wait()
+		s.cancelled()
+		snd.Abort(errors.New("search cancelled while queued"))
+		return
+	}
 	// An aggregating search combines the partials of the buckets each
 	// worker searched into one batch per worker, sent when the worker is
 	// done (api.SearchMsg.Buckets): combining and encoding stay parallel.
@@ -321,7 +336,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 				comb = &combiner{}
 			}
 			for it := range work {
-				s.searchBucket(ctx, plan, it.bucket, it.seg, it.err, send, comb)
+				s.searchBucket(ctx, plan, it.bucket, it.seg, it.length, it.err, send, comb)
 				done.Add(1)
 			}
 			if comb != nil && ctx.Err() == nil {
@@ -346,7 +361,7 @@ feed:
 		snd.Abort(errors.New("search cancelled"))
 		return
 	}
-	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Done: int(done.Load()),
+	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Newest: max(version, s.newest.Load()), Done: int(done.Load()),
 		ServiceMs: float64(time.Since(start).Microseconds()) / 1000, Queue: queue}); err != nil {
 		s.cancelled()
 		snd.Abort(err)
@@ -362,8 +377,8 @@ feed:
 
 // searchBucket runs the peer half over one bucket and sends its batches
 // and marker.
-func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, problem string,
-	send func(api.SearchMsg) error, comb *combiner) {
+func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, length *api.CopyLength,
+	problem string, send func(api.SearchMsg) error, comb *combiner) {
 	st := &s.p.searchStats
 	if problem != "" {
 		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
@@ -381,7 +396,7 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	}
 	st.Scanned.Add(part.Scanned)
 	if comb != nil {
-		comb.add(bucket, part)
+		comb.add(bucket, part, length)
 		return
 	}
 	for _, b := range splitPartial(part) {
@@ -401,7 +416,17 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	} else {
 		st.Buckets.Add(1)
 	}
-	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned})
+	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned, Length: length})
+}
+
+// segment is a bucket's segment with the length it covers, for the
+// marker's proof of a whole copy (api.SearchMsg.Length).
+func (s *searchService) segment(id string) (query.Segment, *api.CopyLength) {
+	seg, l := s.p.store.SegmentLength(id)
+	if seg == nil {
+		return nil, nil
+	}
+	return seg, &api.CopyLength{Blocks: l.Blocks, Checksum: l.Checksum, Hot: l.Hot}
 }
 
 // combiner collects an aggregating search's per-bucket partials.
@@ -409,12 +434,14 @@ type combiner struct {
 	mu      sync.Mutex
 	buckets []string
 	parts   []*query.Partial
+	lengths []*api.CopyLength
 }
 
-func (c *combiner) add(bucket string, p *query.Partial) {
+func (c *combiner) add(bucket string, p *query.Partial, l *api.CopyLength) {
 	c.mu.Lock()
 	c.buckets = append(c.buckets, bucket)
 	c.parts = append(c.parts, p)
+	c.lengths = append(c.lengths, l)
 	c.mu.Unlock()
 }
 
@@ -445,14 +472,14 @@ func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(ap
 		b := c.buckets[i]
 		if p.Skipped {
 			st.Skipped.Add(1)
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped})
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped, Length: c.lengths[i]})
 			continue
 		}
 		if !slices.Contains(searched, b) {
 			continue
 		}
 		st.Buckets.Add(1)
-		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned})
+		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned, Length: c.lengths[i]})
 	}
 }
 
@@ -588,4 +615,14 @@ func newManagerClient(nc *nats.Conn, subj bus.Subjects, id string) *mgrclient.Ma
 	mc := mgrclient.NewManagerClient(nc, subj)
 	mc.Sender = id
 	return mc
+}
+
+// heard records a table version the managers announced.
+func (s *searchService) heard(v uint64) {
+	for {
+		cur := s.newest.Load()
+		if v <= cur || s.newest.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// OnMessage, when set, sees every peer message before the head acts
 	// on it (fault-injection tests kill a peer between its batches).
 	OnMessage func(peer, kind, bucket string)
+	// HoldTable, when set and true, makes the table loop skip its notices
+	// and polls (a head whose notices are lost and whose poll has not come
+	// yet); a search's own catch-up still fetches. A test hook; never set
+	// by the CLI.
+	HoldTable func() bool
 	// TLS: with a certificate the head serves HTTPS; with the CA it
 	// verifies the bus against it.
 	TLS tlsconfig.Files
@@ -169,6 +174,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		return nil, err
 	}
 	h.tables = newTables(h.mc, cfg.Site, log)
+	h.tables.hold = cfg.HoldTable
 	h.tables.onNotice = func(n api.Notice) {
 		h.tokMu.RLock()
 		changed := n.ConfigID != "" && n.ConfigID != h.configID
@@ -503,6 +509,8 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	sum := rn.summary()
 	h.metrics.observeSummary(sum)
+	h.log.Debug("search finished", "search", rn.id, "generation", rn.generation, "table_version", rn.version,
+		"buckets_expected", sum.Buckets.Total, "buckets_marked", sum.Buckets.Successful, "partial", sum.Partial)
 	if req.AllowPartial != nil && !*req.AllowPartial {
 		if sum.Buckets.Missing > 0 {
 			return nil, &RequestError{Status: 503, Code: "buckets_missing",
@@ -591,6 +599,7 @@ func firstReason(sum query.Summary) string {
 }
 
 func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(api.RoleHeader, api.RoleSearchHead)
 	indexes, err := h.authorize(r)
 	if err != nil {
 		writeErr(w, err)

@@ -17,6 +17,10 @@ type metrics struct {
 	scanned   *prometheus.CounterVec
 	searches  prometheus.Counter
 	partial   prometheus.Counter
+	// unproven counts markers whose copy could not prove it is whole
+	// (SPEC §5 "Completeness"): each such bucket went to another copy or
+	// made the search partial, never a short answer marked complete.
+	unproven *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,8 +37,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Events peers decoded for this head, per peer."}, []string{"peer"}),
 		searches: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_total", Help: "Searches completed."}),
 		partial:  prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_partial_total", Help: "Searches that returned partial results."}),
+		unproven: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_completeness_violations_total",
+			Help: "Bucket answers refused because the copy could not prove it is whole, per reason: short (length differs from the table's), no_length (the marker named none), no_batch (a searched marker without its results), unknown (a bucket no table the head could fetch knows)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven)
 	return m
 }
 

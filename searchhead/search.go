@@ -59,6 +59,16 @@ type bucketRun struct {
 	combo    *combo
 	markedOK bool
 	scanned  int64
+	// freshFallback: fresh=true, and this hot bucket's origin cannot
+	// serve, so a replica the ack rule keeps whole answers (said in the
+	// summary's warnings).
+	freshFallback bool
+	// rounds counts how often the chain was tried again from its start
+	// after every candidate failed (retryRound).
+	rounds int
+	// unknown: a bucket a peer answered that no table the head could
+	// fetch knows (adoptNewer): it cannot be proven whole.
+	unknown bool
 }
 
 // combo is one combined batch of a stream (api.SearchMsg.Buckets): merged
@@ -87,6 +97,10 @@ type peerStream struct {
 	cancel   context.CancelFunc // ends its reader
 	sent     time.Time
 	buckets  map[string]bool // buckets this stream is responsible for
+	// plan: a default-plan stream (invited with the search to the
+	// site's subject). The search waits for its done — which names the
+	// table the peer used — before it is complete (catchUp).
+	plan bool
 }
 
 // streamEvent is what a stream's reader goroutine hands the coordinator.
@@ -127,6 +141,8 @@ type run struct {
 	readers  sync.WaitGroup
 	warnings []string
 	retries  map[string][]string // peer → buckets to send explicitly (flushed per loop)
+	later    []delayed           // buckets waiting for their next round (retryRound)
+	catchUps int                 // table refreshes this search made (catchUp)
 
 	// onBucket is called with a bucket's partials once its marker arrived
 	// (streaming output); nil when the output is built at the end.
@@ -166,10 +182,7 @@ func (r *run) planBuckets() error {
 		sort.Strings(ids)
 	}
 	earliest, latest := r.plan.TimeRange()
-	pinfo := map[string]peerInfo{}
-	for id, p := range t.peers {
-		pinfo[id] = peerInfo{ID: id, Site: p.Site, Host: p.Attrs["host"], Attrs: p.Attrs}
-	}
+	pinfo := peerInfos(t)
 	planned := map[string]int{} // _adaptive: buckets of this search per peer, so it spreads
 	ord := &orderer{pref: r.pref, site: r.site, peers: pinfo, rank: func(c []string) []string {
 		out := r.h.adaptive.rankPlanned(c, planned)
@@ -193,67 +206,105 @@ func (r *run) planBuckets() error {
 		// quarantine bucket, peer/store/placement.go) can move its earliest
 		// back after the managers last heard it. The peer prunes hot
 		// buckets itself, on their current range.
-		known := info.Earliest != 0 || info.Latest != 0
-		if known && !info.Hot && (info.Earliest >= latest || info.Latest < earliest) {
+		if pruned(info, earliest, latest) {
 			br.state = bSkipped
 			continue
 		}
-		var copies []string
-		for _, c := range info.SearchableOn {
-			if p, ok := t.peers[c]; ok && p.State == fsm.StateUp {
-				copies = append(copies, c)
-			}
-		}
-		sort.Strings(copies)
-		site0 := t.primaries[fsm.Site0][id]
-		switch {
-		case r.req.Fresh && info.Hot && info.Origin != "":
-			// fresh: a hot bucket is read from its origin copy.
-			br.chain = []string{info.Origin}
-		case !r.pref.Explicit():
-			// Default plan: the primary of the head's table, then the
-			// other copies, local first, as failover.
-			// A primary on a peer that is not Up, or that failed a recent
-			// search (suspect), is not waited for: its bucket goes to
-			// another copy by explicit list from the start.
-			prim := t.primaries[r.tsite][id]
-			if p, ok := t.peers[prim]; !ok || p.State != fsm.StateUp || r.h.suspect(prim) {
-				prim = ""
-			}
-			dflt := &orderer{pref: &Preference{}, site: r.site, peers: pinfo}
-			rest, _ := dflt.order(orderInput{Bucket: id, Copies: without(copies, prim), RR: rr + i})
-			var good, bad []string
-			for _, c := range rest {
-				if r.h.suspect(c) {
-					bad = append(bad, c)
-				} else {
-					good = append(good, c)
-				}
-			}
-			rest = append(good, bad...)
-			if prim != "" {
-				br.primary = prim
-				br.chain = append([]string{prim}, rest...)
-			} else {
-				br.chain = rest
-			}
-		default:
-			chain, err := ord.order(orderInput{Bucket: id, Copies: copies, Primary: site0, RR: rr + i})
-			if err != nil {
-				return err
-			}
-			br.chain = chain
-		}
-		if len(br.chain) == 0 {
-			br.state = bMissing
-			reason := "no searchable copy on an Up peer"
-			if r.pref.Explicit() && len(copies) > 0 {
-				reason = fmt.Sprintf("no copy allowed by preference [%s]", r.pref.Raw)
-			}
-			br.failures = append(br.failures, query.Failure{Bucket: id, Reason: reason})
+		if err := r.planChain(br, rr+i, ord, pinfo); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// planChain sets a bucket's candidate copies in order (and its primary in
+// the default plan) from the table t, read-locked by the caller.
+func (r *run) planChain(br *bucketRun, rr int, ord *orderer, pinfo map[string]peerInfo) error {
+	t, id, info := r.h.tables, br.id, br.info
+	if pinfo == nil {
+		pinfo = peerInfos(t)
+	}
+	copies := searchableCopies(t, info)
+	site0 := t.primaries[fsm.Site0][id]
+	switch {
+	case r.req.Fresh && info.Hot && info.Origin != "":
+		// fresh: a hot bucket is read from its origin copy; when the
+		// origin cannot serve (Down), from a replica — the ack rule
+		// made every acknowledged block durable on each copy of the
+		// replication set — and the summary says which (freshFrom).
+		br.chain, br.freshFallback = freshChain(info, copies)
+	case !r.pref.Explicit():
+		// Default plan: the primary of the head's table, then the
+		// other copies, local first, as failover.
+		// A primary on a peer that is not Up, or that failed a recent
+		// search (suspect), is not waited for: its bucket goes to
+		// another copy by explicit list from the start.
+		prim := t.primaries[r.tsite][id]
+		if p, ok := t.peers[prim]; !ok || !servesSearches(p.State) || r.h.suspect(prim) {
+			prim = ""
+		}
+		dflt := &orderer{pref: &Preference{}, site: r.site, peers: pinfo}
+		rest, _ := dflt.order(orderInput{Bucket: id, Copies: without(copies, prim), RR: rr})
+		var good, bad []string
+		for _, c := range rest {
+			if r.h.suspect(c) {
+				bad = append(bad, c)
+			} else {
+				good = append(good, c)
+			}
+		}
+		rest = append(good, bad...)
+		if prim != "" {
+			br.primary = prim
+			br.chain = append([]string{prim}, rest...)
+		} else {
+			br.chain = rest
+		}
+	default:
+		chain, err := ord.order(orderInput{Bucket: id, Copies: copies, Primary: site0, RR: rr})
+		if err != nil {
+			return err
+		}
+		br.chain = chain
+	}
+	if len(br.chain) == 0 {
+		br.state = bMissing
+		reason := "no searchable copy on a peer that serves searches (Up or Detention)"
+		if r.pref.Explicit() && len(copies) > 0 {
+			reason = fmt.Sprintf("no copy allowed by preference [%s]", r.pref.Raw)
+		}
+		br.failures = append(br.failures, query.Failure{Bucket: id, Reason: reason})
+	}
+	return nil
+}
+
+// peerInfos is the table's peers as the orderer sees them.
+func peerInfos(t *tables) map[string]peerInfo {
+	pinfo := map[string]peerInfo{}
+	for id, p := range t.peers {
+		pinfo[id] = peerInfo{ID: id, Site: p.Site, Host: p.Attrs["host"], Attrs: p.Attrs}
+	}
+	return pinfo
+}
+
+// servesSearches reports whether a peer in this state answers searches:
+// Up, and Detention — a detained peer takes no new data but keeps serving
+// searches (SPEC §3).
+func servesSearches(st fsm.PeerState) bool {
+	return st == fsm.StateUp || st == fsm.StateDetention
+}
+
+// searchableCopies lists a bucket's searchable copies on peers that serve
+// searches, sorted.
+func searchableCopies(t *tables, info fsm.BucketInfo) []string {
+	var copies []string
+	for _, c := range info.SearchableOn {
+		if p, ok := t.peers[c]; ok && servesSearches(p.State) {
+			copies = append(copies, c)
+		}
+	}
+	sort.Strings(copies)
+	return copies
 }
 
 func without(xs []string, x string) []string {
@@ -317,6 +368,7 @@ func (r *run) dispatchFirst() error {
 			if err != nil {
 				return err
 			}
+			s.plan = true
 			invites[p] = s.rcv.Invite()
 		}
 		req := r.request(invites, nil)
@@ -505,17 +557,14 @@ func (r *run) failover(br *bucketRun, peer, reason string) {
 		br.stream = nil
 	}
 	br.parts = nil
-	for br.next < len(br.chain) {
-		c := br.chain[br.next]
-		br.next++
-		if r.failed[c] || c == peer {
-			continue
-		}
+	if c := r.nextCandidate(br, peer); c != "" {
 		r.h.metrics.retries.Inc()
 		r.retries[c] = append(r.retries[c], br.id)
 		return
 	}
-	br.state = bFailed
+	if !r.retryRound(br) {
+		br.state = bFailed
+	}
 }
 
 // failStream: the peer failed or went silent: every bucket it still owes
@@ -530,16 +579,34 @@ func (r *run) failStream(s *peerStream, reason string) {
 	r.h.adaptive.end(s.peer, 0, 0, 0, false)
 	s.rcv.Close(errors.New(reason))
 	s.cancel()
+	r.failOwed(s, func(string) string { return reason })
+}
+
+// failOwed fails over every bucket stream s still owes. A bucket that a
+// combined answer's failover already moved elsewhere while this loop ran
+// is not this stream's any more and is left alone (failing it over again
+// would send it to two copies).
+func (r *run) failOwed(s *peerStream, reason func(bucket string) string) {
 	for _, b := range sortedKeys(s.buckets) {
-		r.failover(r.buckets[b], s.peer, reason)
+		if br := r.buckets[b]; br != nil && br.stream == s {
+			r.failover(br, s.peer, reason(b))
+		}
 	}
 }
 
-// pending counts buckets still waiting for a marker.
+// pending counts buckets still waiting for a marker, and default-plan
+// streams still owing their done: a peer's done may name a newer table,
+// whose new buckets join the search (catchUp), so the search is not
+// complete before every invited peer said which table it used.
 func (r *run) pending() int {
 	n := 0
 	for _, br := range r.buckets {
 		if br.state == bPending {
+			n++
+		}
+	}
+	for _, s := range r.streams {
+		if s.plan && !s.finished {
 			n++
 		}
 	}
@@ -563,12 +630,14 @@ func (r *run) collect() error {
 				// A dead or cut-off peer is caught by its stream's idle
 				// timeout (search_peer_timeout: no frame at all, not even
 				// the stream's heartbeat); a live peer that makes no
-				// progress (no batch, marker or beat) gets three times that.
-				if stall := 3 * r.h.cfg.PeerTimeout; !s.finished && len(s.buckets) > 0 && !s.handing.Load() &&
+				// progress (no batch, marker or beat) is caught here after
+				// the same search_peer_timeout (SPEC §5 step 4).
+				if stall := r.h.cfg.PeerTimeout; !s.finished && len(s.buckets) > 0 && !s.handing.Load() &&
 					now.Sub(time.Unix(0, s.lastRecv.Load())) > stall {
 					r.failStream(s, fmt.Sprintf("peer %s sent no progress for %s", s.peer, stall))
 				}
 			}
+			r.releaseRounds(now)
 		}
 		if err := r.flushRetries(); err != nil {
 			return err
@@ -602,11 +671,8 @@ func (r *run) handle(ev streamEvent) {
 		}
 		br := r.buckets[m.Bucket]
 		if br == nil && !r.pref.Explicit() && !s.buckets[m.Bucket] {
-			// A bucket newer than the head's table: still one primary per
-			// bucket, site and generation, so it is accepted.
-			if r.acceptNewer(s, m.Bucket) {
-				br = r.buckets[m.Bucket]
-			}
+			// A bucket newer than the head's table (adoptNewer).
+			br = r.adoptNewer(s, m.Bucket)
 		}
 		if br == nil || br.state != bPending || br.stream != s {
 			return
@@ -614,14 +680,20 @@ func (r *run) handle(ev streamEvent) {
 		br.parts = append(br.parts, ev.part)
 	case api.SearchMarker:
 		br := r.buckets[m.Bucket]
-		if br == nil && !r.pref.Explicit() && m.Error == "" && r.acceptNewer(s, m.Bucket) {
-			br = r.buckets[m.Bucket]
+		if br == nil && !r.pref.Explicit() && m.Error == "" {
+			br = r.adoptNewer(s, m.Bucket)
 		}
 		if br == nil || br.state != bPending || br.stream != s {
 			return
 		}
 		if m.Error != "" {
 			r.failover(br, s.peer, m.Error)
+			return
+		}
+		if why, label := r.proof(br, s.peer, m); why != "" {
+			r.h.metrics.unproven.WithLabelValues(label).Inc()
+			r.h.log.Warn("search: a copy could not prove it is whole; its bucket goes to another copy", "search", r.id, "bucket", br.id, "peer", s.peer, "reason", why)
+			r.failover(br, s.peer, why)
 			return
 		}
 		if br.combo != nil && m.Outcome == api.MarkerSearched {
@@ -646,11 +718,11 @@ func (r *run) handle(ev streamEvent) {
 		s.finished, s.doneSeen = true, true
 		r.answered[s.peer] = true
 		r.h.adaptive.end(s.peer, time.Since(s.sent), time.Duration(m.ServiceMs*float64(time.Millisecond)), m.Queue, true)
-		if m.TableVersion > r.version {
-			r.h.tables.refreshSoon()
-		}
-		for _, b := range sortedKeys(s.buckets) {
-			r.failover(r.buckets[b], s.peer, fmt.Sprintf("peer %s finished without bucket %s", s.peer, b))
+		r.failOwed(s, func(b string) string { return fmt.Sprintf("peer %s finished without bucket %s", s.peer, b) })
+		if v := max(m.TableVersion, m.Newest); v > r.version {
+			// The peer used or heard of a newer table: its buckets new
+			// to the head may sit on peers this search did not invite.
+			r.catchUp(v, nil)
 		}
 	case api.SearchError:
 		reason := fmt.Sprintf("peer %s refused the search: %s", s.peer, m.Error)
@@ -670,8 +742,8 @@ func (r *run) takeCombo(s *peerStream, ids []string, part *query.Partial) {
 	ok := true
 	for _, id := range ids {
 		br := r.buckets[id]
-		if br == nil && !r.pref.Explicit() && r.acceptNewer(s, id) {
-			br = r.buckets[id]
+		if br == nil && !r.pref.Explicit() {
+			br = r.adoptNewer(s, id)
 		}
 		if br == nil || br.state != bPending || br.stream != s || br.combo != nil {
 			ok = false
@@ -713,22 +785,6 @@ func (r *run) completeCombo(s *peerStream, c *combo) {
 	c.part = nil
 }
 
-// acceptNewer adds a bucket a default-plan peer answered that the head's
-// table does not know yet.
-func (r *run) acceptNewer(s *peerStream, id string) bool {
-	if _, ok := r.buckets[id]; ok || api.ValidBucketID(id) != nil {
-		return false
-	}
-	ix, _, _ := strings.Cut(id, "~")
-	if !r.allowedIndex(ix) {
-		return false
-	}
-	r.buckets[id] = &bucketRun{id: id, chain: []string{s.peer}, next: 1, stream: s}
-	r.order = append(r.order, id)
-	s.buckets[id] = true
-	return true
-}
-
 func (r *run) warn(w string) {
 	if !slices.Contains(r.warnings, w) {
 		r.warnings = append(r.warnings, w)
@@ -763,9 +819,13 @@ const streamLinger = 5 * time.Second
 // summary computes the response summary by SPEC §5's counting rules.
 func (r *run) summary() query.Summary {
 	sum := query.BucketSummary{Failures: []query.Failure{}}
+	var unknown []string
 	for _, id := range r.order {
 		br := r.buckets[id]
 		sum.Total++
+		if br.unknown && (br.state == bSearched || br.state == bSkipped) {
+			unknown = append(unknown, id)
+		}
 		switch br.state {
 		case bSearched:
 			sum.Successful++
@@ -783,6 +843,11 @@ func (r *run) summary() query.Summary {
 	out := query.Summary{Buckets: sum, Generation: r.generation, Site: r.h.cfg.Site, Peers: sortedKeys(r.answered), Warnings: r.warnings}
 	if out.Warnings == nil {
 		out.Warnings = []string{}
+	}
+	for _, id := range unknown {
+		out.Partial = true
+		r.h.metrics.unproven.WithLabelValues(unprovenUnknown).Inc()
+		out.Warnings = append(out.Warnings, fmt.Sprintf("bucket %s was answered but no generation table the search head could fetch knows it: its copy cannot be proven whole", id))
 	}
 	if sum.Failed > 0 || sum.Missing > 0 {
 		out.Partial = true

@@ -41,10 +41,16 @@ type tables struct {
 	lastErr    error
 	stale      bool // the last refresh failed: searches use the last known table and say so
 
+	// refreshMu serialises refreshes: the loop's and a search's catch-up
+	// (refreshNow) never interleave their deltas.
+	refreshMu sync.Mutex
+
 	kick chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
 	sub  *nats.Subscription
+	// hold is Config.HoldTable (a test hook).
+	hold func() bool
 	// onNotice is called for every notice (config changes).
 	onNotice func(api.Notice)
 }
@@ -126,7 +132,10 @@ func (t *tables) loop() {
 			case <-ctx.Done():
 			}
 		}()
-		err := t.refresh(ctx)
+		var err error
+		if t.hold == nil || !t.hold() {
+			err = t.refresh(ctx)
+		}
 		cancel()
 		if err != nil {
 			t.log.Warn("generation table refresh failed; searching on the last known table", "err", err)
@@ -143,7 +152,12 @@ func (t *tables) loop() {
 // refresh fetches what changed since the held versions, for every table
 // site, and applies it.
 func (t *tables) refresh(ctx context.Context) error {
-	for _, site := range t.sites {
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
+	for i := range t.sites {
+		t.mu.RLock()
+		site := t.sites[i]
+		t.mu.RUnlock()
 		t.mu.RLock()
 		since := t.versions[site]
 		if !t.loaded {
@@ -176,17 +190,29 @@ func (t *tables) refresh(ctx context.Context) error {
 	return nil
 }
 
+// apply takes one site's view. The generation, the peers and the bucket
+// entries come from the head's own table site only (sites[0]): its chain
+// of deltas is contiguous from its first whole table, so it alone keeps
+// them current, and mixing in another site's view — fetched at another
+// moment, perhaps from a lagging follower — could move them back. The
+// other view (site0) gives its primaries only. A view older than the one
+// held (a follower behind the manager answered before) is ignored.
 func (t *tables) apply(site string, v fsm.GenerationView) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if site == t.sites[0] {
+	if held, ok := t.versions[site]; ok && t.loaded && v.Version < held {
+		t.log.Debug("generation table: ignoring a view older than the one held", "site", site, "view", v.Version, "held", held)
+		return
+	}
+	own := site == t.sites[0]
+	if own {
 		t.generation = v.Generation
+		peers := make(map[string]fsm.GenerationPeer, len(v.Peers))
+		for _, p := range v.Peers {
+			peers[p.ID] = p
+		}
+		t.peers = peers
 	}
-	peers := make(map[string]fsm.GenerationPeer, len(v.Peers))
-	for _, p := range v.Peers {
-		peers[p.ID] = p
-	}
-	t.peers = peers
 	prim := t.primaries[site]
 	if v.Full {
 		prim = maps.Clone(v.Primaries)
@@ -208,17 +234,53 @@ func (t *tables) apply(site string, v fsm.GenerationView) {
 				prim[b] = p
 			}
 		}
-		for b, info := range v.Buckets {
-			t.buckets[b] = info
+		if own {
+			for b, info := range v.Buckets {
+				t.buckets[b] = info
+			}
 		}
 	}
 	for _, b := range v.Removed {
-		delete(t.buckets, b)
-		for _, pm := range t.primaries {
-			delete(pm, b)
+		if own {
+			delete(t.buckets, b)
 		}
+		delete(t.primaries[site], b)
 	}
 	t.versions[site] = v.Version
+}
+
+// refreshNow refreshes the tables now, again until the head's own table
+// reaches version atLeast (a peer named it; a follower that answered may
+// lag behind) or ctx ends.
+func (t *tables) refreshNow(ctx context.Context, atLeast uint64) error {
+	for {
+		err := t.refresh(ctx)
+		t.mu.RLock()
+		v := t.versions[t.sites[0]]
+		t.mu.RUnlock()
+		if err == nil && v >= atLeast {
+			return nil
+		}
+		wait := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("generation table at version %d, a peer named %d: %w", v, atLeast, ctx.Err())
+		case <-wait.C:
+		}
+	}
+}
+
+// peerServes reports whether the current table lets a peer serve
+// searches (Up or Detention).
+func (t *tables) peerServes(id string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	p, ok := t.peers[id]
+	return ok && servesSearches(p.State)
 }
 
 // tableSite is the site whose primaries the default plan uses: the head's

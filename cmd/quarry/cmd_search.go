@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/urfave/cli/v2"
 )
@@ -97,6 +98,9 @@ func runSearch(c *cli.Context) error {
 		return fmt.Errorf("search %s: %w", target, err)
 	}
 	defer res.Body.Close()
+	if err := answeredBy(res, api.RolePeer, target); err != nil {
+		return err
+	}
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
 		return fmt.Errorf("search %s: read answer: %w", target, err)
@@ -243,6 +247,9 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 		return fmt.Errorf("search %s: %w", target, err)
 	}
 	defer res.Body.Close()
+	if err := answeredBy(res, api.RoleSearchHead, target); err != nil {
+		return err
+	}
 	if res.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 		var e struct {
@@ -333,4 +340,20 @@ func searchSummary(s *query.Summary) error {
 		return fmt.Errorf("search: partial results (%d failed, %d missing buckets)", s.Buckets.Failed, s.Buckets.Missing)
 	}
 	return nil
+}
+
+// answeredBy checks that the process at target has the role the flag
+// naming it promised (api.RoleHeader): a peer's /v1/search searches only
+// that peer's copies, so a peer given as --searchhead would answer part
+// of the data as if it were all of it.
+func answeredBy(res *http.Response, want, target string) error {
+	got := res.Header.Get(api.RoleHeader)
+	switch {
+	case got == "" || got == want:
+		return nil
+	case want == api.RoleSearchHead:
+		return fmt.Errorf("search: %s is a %s, not a search head: its /v1/search searches only its own copies, not the cluster; give a search head's URL to --searchhead, or use --peer %s to search that one peer", target, got, target)
+	default:
+		return fmt.Errorf("search: %s is a %s, not a peer: use --searchhead %s to search the cluster through it", target, got, target)
+	}
 }

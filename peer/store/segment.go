@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"sort"
 	"unsafe"
 
@@ -355,4 +356,49 @@ func (h *hotSegment) units() []eventUnit {
 	b.mu.RUnlock()
 	s.mu.Unlock()
 	return units
+}
+
+// CopyLength is how much of its bucket a segment covers: the journal blocks
+// whose events it holds and the last one's checksum (LastChecksum's form).
+// A search marker carries it so the search head can check that the copy
+// it searched is whole (SPEC §5 "Completeness"); Hot says the segment was
+// a hot snapshot.
+type CopyLength struct {
+	Blocks   int64
+	Checksum string
+	Hot      bool
+}
+
+// SegmentLength returns the segment of one bucket (nil when it is not
+// searchable) and the length that segment covers, taken under the same
+// lock so the two agree: a warm segment covers every block; a hot
+// snapshot of n events covers the blocks wholly below n.
+func (s *Store) SegmentLength(id string) (query.Segment, CopyLength) {
+	b := s.bucket(id)
+	if b == nil {
+		return nil, CopyLength{}
+	}
+	seg := b.segment()
+	if seg == nil {
+		return nil, CopyLength{}
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n := len(b.blocks)
+	hot := false
+	if h, ok := seg.(*hotSegment); ok {
+		hot = true
+		n = 0
+		for _, bl := range b.blocks {
+			if bl.firstOrd+bl.events > h.n {
+				break
+			}
+			n++
+		}
+	}
+	l := CopyLength{Blocks: int64(n), Hot: hot}
+	if n > 0 && n <= len(b.blocks) {
+		l.Checksum = fmt.Sprintf("%08x", b.blocks[n-1].crc)
+	}
+	return seg, l
 }

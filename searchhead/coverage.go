@@ -1,0 +1,264 @@
+package searchhead
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// Coverage rules of a search beyond the first plan (SPEC §5 step 3–4 and
+// "Completeness"). A bucket counts as complete only from a marker of the
+// copy the plan assigned it to, and only when that copy proves it is whole
+// (proof); a table newer than the one the search planned with adds its
+// buckets to the search (catchUp); a bucket whose every copy failed is
+// tried again from the start of its chain a bounded number of times before
+// it is given up (retryRound), so a peer that was paused or slow for a
+// moment gets its chance again.
+
+// Completeness-violation reasons (the metric's label).
+const (
+	unprovenShort    = "short"
+	unprovenNoLength = "no_length"
+	unprovenNoBatch  = "no_batch"
+	unprovenUnknown  = "unknown"
+)
+
+// proof checks a searched or skipped marker's copy against what the table
+// says the bucket holds. It returns "" when the copy is whole, else the
+// reason and its metric label:
+//   - a sealed bucket (warm): the copy holds exactly the sealed blocks, and
+//     the sealed last checksum when the table knows it;
+//   - a hot bucket: the origin copy holds every acknowledged block; a
+//     replica in the table's searchable set is in the replication set
+//     (the ack rule makes every acknowledged block durable on it before any
+//     ack, and one that misses acknowledged blocks is marked short and
+//     leaves the set), so its length is taken as it reports it, the lag of
+//     at most a block interval SPEC §5 step 6 allows;
+//   - a warm bucket without a sealed length (rolled empty): 0 blocks;
+//   - a searched marker without any batch before it (the results of the
+//     bucket never arrived) is never whole.
+func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label string) {
+	if m.Outcome == api.MarkerSearched && br.combo == nil && len(br.parts) == 0 {
+		return fmt.Sprintf("peer %s marked bucket %s searched without sending its results", peer, br.id), unprovenNoBatch
+	}
+	l := m.Length
+	if l == nil {
+		return fmt.Sprintf("peer %s did not say how much of bucket %s its copy holds: the copy cannot be proven whole", peer, br.id), unprovenNoLength
+	}
+	info := br.info
+	switch {
+	case br.unknown:
+		return "", "" // judged at the end (summary): no table knows it
+	case info.Sealed:
+		if l.Blocks != info.Blocks || (info.Checksum != "" && l.Checksum != info.Checksum) {
+			return fmt.Sprintf("the copy of bucket %s on peer %s holds %d blocks (last checksum %q); the bucket is sealed at %d blocks (%q)",
+				br.id, peer, l.Blocks, l.Checksum, info.Blocks, info.Checksum), unprovenShort
+		}
+	case info.Hot:
+		if peer != info.Origin && l.Blocks < info.Blocks {
+			return fmt.Sprintf("the hot copy of bucket %s on peer %s holds %d blocks, fewer than the %d the managers know",
+				br.id, peer, l.Blocks, info.Blocks), unprovenShort
+		}
+		if r.req.Fresh && peer != info.Origin {
+			r.warn(fmt.Sprintf("fresh: hot bucket %s was read from replica %s, which holds every acknowledged event (its origin %s could not serve)", br.id, peer, info.Origin))
+		}
+	default:
+		if l.Blocks != 0 && peer != info.Origin {
+			return fmt.Sprintf("bucket %s rolled without a sealed length, and the copy on peer %s holds %d blocks: it cannot be proven whole",
+				br.id, peer, l.Blocks), unprovenShort
+		}
+	}
+	return "", ""
+}
+
+// freshChain is a fresh search's chain for a hot bucket: its origin copy,
+// then — for an origin that fails during the search — the replicas; when
+// the origin cannot serve at all (Down), the replicas only (fallback set).
+func freshChain(info fsm.BucketInfo, copies []string) (chain []string, fallback bool) {
+	rest := without(copies, info.Origin)
+	if len(rest) == len(copies) { // the origin is not among the serving copies
+		return rest, true
+	}
+	return append([]string{info.Origin}, rest...), false
+}
+
+// catchUpWait bounds how long a search waits for the table a peer named.
+const catchUpWait = 2 * time.Second
+
+// maxCatchUps bounds table refreshes per search.
+const maxCatchUps = 3
+
+// catchUp brings a default-plan search up to a table at least as new as
+// version v (a peer's done named it; 0: any newer, for a bucket a peer
+// answered that the head does not know). The buckets the newer table has
+// and the search lacks join it: those whose primary in the new table is
+// the peer of stream s (still answering, same generation) are left to that
+// stream — its default-plan answer covers them — and the others are sent by
+// explicit list to their chain's first copy. The search's table version
+// becomes the newer one.
+func (r *run) catchUp(v uint64, s *peerStream) {
+	if r.pref.Explicit() || r.catchUps >= maxCatchUps || (v != 0 && v <= r.version) {
+		return
+	}
+	r.catchUps++
+	ctx, cancel := context.WithTimeout(r.ctx, catchUpWait)
+	err := r.h.tables.refreshNow(ctx, max(v, r.version+1))
+	cancel()
+	if err != nil {
+		r.h.log.Debug("search: the newer generation table could not be fetched", "search", r.id, "want", v, "err", err)
+	}
+	t := r.h.tables
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	nv := t.versions[r.tsite]
+	if nv <= r.version {
+		return
+	}
+	for id, p := range t.peers {
+		r.peers[id] = p
+	}
+	ids := make([]string, 0)
+	for id, info := range t.buckets {
+		if _, ok := r.buckets[id]; !ok && r.allowedIndex(info.Index) && r.plan.TargetsIndex(info.Index) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	earliest, latest := r.plan.TimeRange()
+	rr := int(r.h.rr.Add(1))
+	for i, id := range ids {
+		br := &bucketRun{id: id, info: t.buckets[id]}
+		r.buckets[id] = br
+		r.order = append(r.order, id)
+		if pruned(br.info, earliest, latest) {
+			br.state = bSkipped
+			continue
+		}
+		_ = r.planChain(br, rr+i, nil, nil) // the default plan never fails
+		if br.state != bPending {
+			continue
+		}
+		br.next = 1
+		if s != nil && !s.finished && t.generation == r.generation && br.primary == s.peer {
+			br.stream = s
+			s.buckets[id] = true
+			continue
+		}
+		r.retries[br.chain[0]] = append(r.retries[br.chain[0]], id)
+	}
+	r.h.log.Debug("search: caught up with a newer generation table", "search", r.id, "from", r.version, "to", nv, "added", len(ids))
+	r.version = nv
+}
+
+// pruned reports whether the head prunes a bucket by its time range
+// (planBuckets' rule: never a hot bucket, whose range is open).
+func pruned(info fsm.BucketInfo, earliest, latest int64) bool {
+	known := info.Earliest != 0 || info.Latest != 0
+	return known && !info.Hot && (info.Earliest >= latest || info.Latest < earliest)
+}
+
+// adoptNewer handles a default-plan answer for a bucket the search does
+// not have: the head catches up with the newer table first; if the table
+// then gives the bucket to this stream, the answer counts. A bucket no
+// fetched table knows is accepted as SPEC §5 step 3 says (one primary per
+// bucket, site and generation) but cannot be proven whole: it is marked
+// unknown, and the summary says so unless a later table proves it.
+func (r *run) adoptNewer(s *peerStream, id string) *bucketRun {
+	if _, ok := r.buckets[id]; ok || api.ValidBucketID(id) != nil || r.pref.Explicit() {
+		return nil
+	}
+	ix, _, _ := strings.Cut(id, "~")
+	if !r.allowedIndex(ix) || !r.plan.TargetsIndex(ix) {
+		return nil
+	}
+	r.catchUp(0, s)
+	if br, ok := r.buckets[id]; ok {
+		return br
+	}
+	br := &bucketRun{id: id, chain: []string{s.peer}, next: 1, stream: s, unknown: true}
+	r.buckets[id] = br
+	r.order = append(r.order, id)
+	s.buckets[id] = true
+	return br
+}
+
+// maxRounds is how often a bucket's chain is tried again from its start
+// after every candidate failed; roundPause is the pause before each new
+// round (a paused peer may resume, a slow one finish its backlog).
+const maxRounds = 2
+
+func (r *run) roundPause() time.Duration { return r.h.cfg.PeerTimeout / 2 }
+
+// retryRound schedules another pass over a bucket's chain when every
+// candidate failed, if rounds are left and the search has time for one
+// (a pause and a peer timeout). Candidates the current table no longer
+// lets serve searches are skipped then (nextCandidate).
+func (r *run) retryRound(br *bucketRun) bool {
+	if br.rounds >= maxRounds || len(br.chain) == 0 {
+		return false
+	}
+	need := r.roundPause() + r.h.cfg.PeerTimeout
+	if time.Until(deadlineOf(r.ctx)) < need {
+		return false
+	}
+	br.rounds++
+	br.next = 0
+	r.later = append(r.later, delayed{at: time.Now().Add(r.roundPause()), bucket: br.id})
+	return true
+}
+
+// delayed is a bucket waiting for its next round.
+type delayed struct {
+	at     time.Time
+	bucket string
+}
+
+// releaseRounds queues the buckets whose pause is over.
+func (r *run) releaseRounds(now time.Time) {
+	due := r.later
+	r.later = nil // retryRound below appends the next rounds here
+	for _, d := range due {
+		br := r.buckets[d.bucket]
+		if br == nil || br.state != bPending {
+			continue
+		}
+		if now.Before(d.at) {
+			r.later = append(r.later, d)
+			continue
+		}
+		if c := r.nextCandidate(br, ""); c != "" {
+			r.h.metrics.retries.Inc()
+			r.retries[c] = append(r.retries[c], br.id)
+			continue
+		}
+		if !r.retryRound(br) {
+			br.state = bFailed
+		}
+	}
+}
+
+// nextCandidate advances a bucket's chain to its next usable copy: in the
+// first round, one that has not failed in this search and is not the peer
+// that just failed; in later rounds, any copy whose peer the head's
+// current table lets serve searches. "" when the chain is used up.
+func (r *run) nextCandidate(br *bucketRun, failedPeer string) string {
+	for br.next < len(br.chain) {
+		c := br.chain[br.next]
+		br.next++
+		if br.rounds == 0 {
+			if r.failed[c] || c == failedPeer {
+				continue
+			}
+			return c
+		}
+		if r.h.tables.peerServes(c) {
+			return c
+		}
+	}
+	return ""
+}

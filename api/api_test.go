@@ -114,3 +114,17 @@ func TestSearchRequestRefusesTraversalBuckets(t *testing.T) {
 		}
 	}
 }
+
+// Every request a receiver answers knows its wire version (Request).
+var (
+	_ Request = Register{}
+	_ Request = Heartbeat{}
+	_ Request = TargetsRequest{}
+	_ Request = BucketEvent{}
+	_ Request = GenerationRequest{}
+	_ Request = ConfigRequest{}
+	_ Request = ConfirmRequest{}
+	_ Request = FixupResult{}
+	_ Request = BucketsRequest{}
+	_ Request = FixupTask{}
+)

@@ -451,6 +451,16 @@ func (s *State) Tasks() []Task {
 	return out
 }
 
+// Task returns a copy of one open fixup task; false when no task of that
+// id is open (done, failed or never created).
+func (s *State) Task(id uint64) (Task, bool) {
+	t, ok := s.d.Tasks[id]
+	if !ok {
+		return Task{}, false
+	}
+	return *t, true
+}
+
 // Indexes returns the known index names, sorted.
 func (s *State) Indexes() []string { return append([]string(nil), s.d.Indexes...) }
 

@@ -225,6 +225,7 @@ func checkTokenValue(tok string) error {
 // only one in flight on this leader.
 type configEditor struct {
 	m  *Manager
+	h  *httpAPI // the API it serves beside: redirects and applies
 	mu sync.Mutex
 }
 
@@ -251,7 +252,7 @@ func (e *configEditor) edit(w http.ResponseWriter, r *http.Request, change func(
 	// committed entry; this one makes the config read below current.
 	if err := waitFuture(ctx, e.m.node.raft.Barrier(timeoutOf(ctx))); err != nil {
 		if ctx.Err() == nil {
-			e.m.redirectToLeader(w, r)
+			e.h.redirectToLeader(w, r)
 		} else {
 			writeError(w, toAPIError(ctx.Err()))
 		}
@@ -275,7 +276,7 @@ func (e *configEditor) edit(w http.ResponseWriter, r *http.Request, change func(
 		writeError(w, toAPIError(err))
 		return false
 	}
-	_, ok := e.m.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
+	_, ok := e.h.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
 	return ok
 }
 

@@ -31,14 +31,14 @@ var clusterUI embed.FS
 var clusterPage = template.Must(template.ParseFS(clusterUI, "ui/index.html"))
 
 // handlePage is GET /: the cluster page with the status inlined.
-func (m *Manager) handlePage(w http.ResponseWriter, r *http.Request) {
-	initial, err := json.Marshal(m.statusView())
+func (a *httpAPI) handlePage(w http.ResponseWriter, r *http.Request) {
+	initial, err := json.Marshal(a.m.statusView())
 	if err != nil {
 		writeError(w, toAPIError(fmt.Errorf("encode status for the cluster page: %w", err)))
 		return
 	}
 	var buf bytes.Buffer
-	if err := clusterPage.Execute(&buf, map[string]any{"Self": m.cfg.ID, "Initial": template.JS(initial)}); err != nil {
+	if err := clusterPage.Execute(&buf, map[string]any{"Self": a.m.cfg.ID, "Initial": template.JS(initial)}); err != nil {
 		writeError(w, toAPIError(fmt.Errorf("render cluster page: %w", err)))
 		return
 	}
@@ -48,7 +48,7 @@ func (m *Manager) handlePage(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleAsset is GET /ui/{name}: the page's script and style sheet.
-func (m *Manager) handleAsset(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleAsset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	types := map[string]string{"cluster.js": "text/javascript; charset=utf-8", "cluster.css": "text/css; charset=utf-8"}
 	ct, ok := types[name]
@@ -191,8 +191,8 @@ func (g *generationLog) view() GenerationsView {
 }
 
 // handleGenerations is GET /v1/generations.
-func (m *Manager) handleGenerations(w http.ResponseWriter, r *http.Request) {
-	v := m.gens.view()
-	m.state.Read(func(s *fsm.State) { v.Generation = s.CurrentGeneration() })
+func (a *httpAPI) handleGenerations(w http.ResponseWriter, r *http.Request) {
+	v := a.m.gens.view()
+	a.m.state.Read(func(s *fsm.State) { v.Generation = s.CurrentGeneration() })
 	writeJSON(w, http.StatusOK, v)
 }

@@ -64,7 +64,7 @@ type DetentionRequest struct {
 // manual detention (kept until the operator lifts it, whatever the disk), or
 // lifting any detention (the free-disk rule puts the peer back if its disk
 // is still short).
-func (m *Manager) handleDetention(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleDetention(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req DetentionRequest
 	if err := decodeBody(r, &req, false); err != nil {
@@ -75,8 +75,8 @@ func (m *Manager) handleDetention(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(`POST /v1/peers/%s/detention: body needs "enabled": true or false`, id)})
 		return
 	}
-	res, ok := m.applyHTTP(w, r, &fsm.SetDetention{ReqID: requestID(r), ID: id, Enabled: *req.Enabled, By: fsm.DetentionManual,
-		Reason: "operator", At: m.cfg.Now().UTC()})
+	res, ok := a.applyHTTP(w, r, &fsm.SetDetention{ReqID: requestID(r), ID: id, Enabled: *req.Enabled, By: fsm.DetentionManual,
+		Reason: "operator", At: a.m.cfg.Now().UTC()})
 	if !ok {
 		return
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // handleStatus is GET /v1/status: the FSM's status with the leader filled in.
-func (m *Manager) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, m.statusView())
+func (a *httpAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.m.statusView())
 }
 
 // Status is /v1/status as this manager sees it: the committed cluster status
@@ -28,7 +28,7 @@ func (m *Manager) Status() fsm.Status {
 }
 
 // handleGeneration is GET /v1/generation?site=&since=.
-func (m *Manager) handleGeneration(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleGeneration(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	site := q.Get("site")
 	if site == "" {
@@ -47,7 +47,7 @@ func (m *Manager) handleGeneration(w http.ResponseWriter, r *http.Request) {
 		view fsm.GenerationView
 		err  error
 	)
-	m.state.Read(func(s *fsm.State) { view, err = s.Generation(site, since) })
+	a.m.state.Read(func(s *fsm.State) { view, err = s.Generation(site, since) })
 	if err != nil {
 		writeError(w, toAPIError(fmt.Errorf("generation for site %q: %w", site, err)))
 		return
@@ -56,9 +56,9 @@ func (m *Manager) handleGeneration(w http.ResponseWriter, r *http.Request) {
 }
 
 // handlePeers is GET /v1/peers.
-func (m *Manager) handlePeers(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handlePeers(w http.ResponseWriter, r *http.Request) {
 	var peers []fsm.PeerView
-	m.state.Read(func(s *fsm.State) { peers = s.PeerList() })
+	a.m.state.Read(func(s *fsm.State) { peers = s.PeerList() })
 	if peers == nil {
 		peers = []fsm.PeerView{}
 	}
@@ -66,10 +66,10 @@ func (m *Manager) handlePeers(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleBuckets is GET /v1/buckets[?index=&peer=].
-func (m *Manager) handleBuckets(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleBuckets(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var buckets []fsm.BucketView
-	m.state.Read(func(s *fsm.State) { buckets = s.BucketList(q.Get("index"), q.Get("peer")) })
+	a.m.state.Read(func(s *fsm.State) { buckets = s.BucketList(q.Get("index"), q.Get("peer")) })
 	if buckets == nil {
 		buckets = []fsm.BucketView{}
 	}
@@ -78,7 +78,8 @@ func (m *Manager) handleBuckets(w http.ResponseWriter, r *http.Request) {
 
 // handleHealthz answers 200 while Raft runs and a leader is known, 503
 // otherwise (a manager without quorum is not healthy).
-func (m *Manager) handleHealthz(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	m := a.m
 	state := m.node.raft.State()
 	leader, _, err := m.Leader()
 	body := map[string]any{"id": m.cfg.ID, "raft_state": state.String(), "leader": leader}
@@ -93,7 +94,7 @@ func (m *Manager) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOffline is POST /v1/peers/{id}/offline[?enforce_counts=true].
-func (m *Manager) handleOffline(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleOffline(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	enforce := false
 	if v := r.URL.Query().Get("enforce_counts"); v != "" {
@@ -104,7 +105,7 @@ func (m *Manager) handleOffline(w http.ResponseWriter, r *http.Request) {
 		}
 		enforce = b
 	}
-	res, ok := m.applyHTTP(w, r, &fsm.PeerOffline{ReqID: requestID(r), ID: id, EnforceCounts: enforce, At: m.cfg.Now().UTC()})
+	res, ok := a.applyHTTP(w, r, &fsm.PeerOffline{ReqID: requestID(r), ID: id, EnforceCounts: enforce, At: a.m.cfg.Now().UTC()})
 	if !ok {
 		return
 	}
@@ -117,7 +118,7 @@ type MaintenanceRequest struct {
 }
 
 // handleMaintenance is POST /v1/maintenance {"enabled": true}.
-func (m *Manager) handleMaintenance(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	var req MaintenanceRequest
 	if err := decodeBody(r, &req, false); err != nil {
 		writeError(w, toAPIError(err))
@@ -127,7 +128,7 @@ func (m *Manager) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: `POST /v1/maintenance: body needs "enabled": true or false`})
 		return
 	}
-	res, ok := m.applyHTTP(w, r, &fsm.SetMaintenance{ReqID: requestID(r), Enabled: *req.Enabled})
+	res, ok := a.applyHTTP(w, r, &fsm.SetMaintenance{ReqID: requestID(r), Enabled: *req.Enabled})
 	if !ok {
 		return
 	}
@@ -135,8 +136,8 @@ func (m *Manager) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleRebalance is POST /v1/rebalance.
-func (m *Manager) handleRebalance(w http.ResponseWriter, r *http.Request) {
-	res, ok := m.applyHTTP(w, r, &fsm.RebalancePrimaries{ReqID: requestID(r)})
+func (a *httpAPI) handleRebalance(w http.ResponseWriter, r *http.Request) {
+	res, ok := a.applyHTTP(w, r, &fsm.RebalancePrimaries{ReqID: requestID(r)})
 	if !ok {
 		return
 	}
@@ -150,12 +151,12 @@ type FixupView struct {
 }
 
 // handleFixups is GET /v1/fixups: the open fixup task records.
-func (m *Manager) handleFixups(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleFixups(w http.ResponseWriter, r *http.Request) {
 	var (
 		tasks   []fsm.Task
 		applied uint64
 	)
-	m.state.Read(func(s *fsm.State) { tasks = s.Tasks(); applied = s.AppliedIndex() })
+	a.m.state.Read(func(s *fsm.State) { tasks = s.Tasks(); applied = s.AppliedIndex() })
 	out := make([]FixupView, 0, len(tasks))
 	for _, t := range tasks {
 		out = append(out, FixupView{Task: t, Applied: applied})
@@ -170,7 +171,7 @@ func (m *Manager) handleFixups(w http.ResponseWriter, r *http.Request) {
 // (?confirm=true) went with the HTTP control plane, and is refused (400)
 // so a script that used it learns so instead of getting an unconfirmed
 // record.
-func (m *Manager) handleFixup(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleFixup(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf("fixup id %q: want the task's Raft index", r.PathValue("id"))})
@@ -180,7 +181,7 @@ func (m *Manager) handleFixup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: "?confirm is not served over HTTP: peers confirm tasks over NATS (quarry.mgr.confirm.<peer>)"})
 		return
 	}
-	view, ok := m.Fixup(id)
+	view, ok := a.m.Fixup(id)
 	if !ok {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "unknown_task", Message: fmt.Sprintf("fixup task %d: not open (done, failed or never created)", id)})
 		return
@@ -195,10 +196,8 @@ func (m *Manager) Fixup(id uint64) (FixupView, bool) {
 		found bool
 	)
 	m.state.Read(func(s *fsm.State) {
-		for _, t := range s.Tasks() {
-			if t.ID == id {
-				view, found = FixupView{Task: t, Applied: s.AppliedIndex()}, true
-			}
+		if t, ok := s.Task(id); ok {
+			view, found = FixupView{Task: t, Applied: s.AppliedIndex()}, true
 		}
 	})
 	return view, found
@@ -272,12 +271,12 @@ func (m *Manager) Managers() ManagersView {
 	return v
 }
 
-func (m *Manager) handleManagers(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, m.Managers())
+func (a *httpAPI) handleManagers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.m.Managers())
 }
 
 // handleJoin is POST /v1/managers/join (leader only; followers redirect).
-func (m *Manager) handleJoin(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req JoinRequest
 	if err := decodeBody(r, &req, false); err != nil {
 		writeError(w, toAPIError(err))
@@ -285,21 +284,21 @@ func (m *Manager) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	if err := m.addMember(ctx, req); err != nil {
+	if err := a.m.addMember(ctx, req); err != nil {
 		if errors.Is(err, ErrNotLeader) {
-			m.redirectToLeader(w, r)
+			a.redirectToLeader(w, r)
 			return
 		}
 		writeError(w, toAPIError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, m.Managers())
+	writeJSON(w, http.StatusOK, a.m.Managers())
 }
 
 // handleGetConfig is GET /v1/config: the committed cluster config.
-func (m *Manager) handleGetConfig(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleGetConfig(w http.ResponseWriter, r *http.Request) {
 	var cfg fsm.Config
-	m.state.Read(func(s *fsm.State) { cfg = s.Config() })
+	a.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
 	writeJSON(w, http.StatusOK, cfg.Redacted())
 }
 
@@ -345,14 +344,14 @@ func keepSecrets(cur fsm.Config, cfg *fsm.Config) *APIError {
 // handleSetConfig is POST /v1/config: replaces the cluster config with the
 // body (a whole config, as GET /v1/config returns it). A config that cannot
 // be met is refused (400 bad_config) and changes nothing.
-func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	var cfg fsm.Config
 	if err := decodeBody(r, &cfg, false); err != nil {
 		writeError(w, toAPIError(err))
 		return
 	}
 	var cur fsm.Config
-	m.state.Read(func(s *fsm.State) { cur = s.Config() })
+	a.m.state.Read(func(s *fsm.State) { cur = s.Config() })
 	if err := keepSecrets(cur, &cfg); err != nil {
 		writeError(w, err)
 		return
@@ -361,7 +360,7 @@ func (m *Manager) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(err))
 		return
 	}
-	res, ok := m.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
+	res, ok := a.applyHTTP(w, r, &fsm.SetConfig{ReqID: requestID(r), Config: cfg})
 	if !ok {
 		return
 	}

@@ -41,59 +41,66 @@ const maxBody = 1 << 20
 // writeTimeout bounds the Raft proposal of one HTTP write.
 const writeTimeout = 10 * time.Second
 
+// httpAPI serves the manager's HTTP API (SPEC §7) and the cluster page for
+// the Manager it borrows (Consul's endpoint shape): the routes and their
+// wrappers here, the handlers in handlers.go, clusterpage.go, detention.go,
+// statehash.go and rebuild.go; configEditor (adminapi.go) serves the index
+// and token endpoints beside it.
+type httpAPI struct{ m *Manager }
+
 // routes is the manager's HTTP API. Reads are answered by any manager from
 // its committed state; writes need the admin token and run on the leader (a
 // follower answers 307 to the leader's HTTP address).
-func (m *Manager) routes() http.Handler {
+func (a *httpAPI) routes() http.Handler {
 	mux := http.NewServeMux()
 	// SPEC §7.
-	mux.HandleFunc("/v1/status", m.read(m.handleStatus))
-	mux.HandleFunc("/v1/generation", m.read(m.handleGeneration))
-	mux.HandleFunc("/v1/peers", m.read(m.handlePeers))
-	mux.HandleFunc("GET /v1/buckets", m.read(m.handleBuckets))
-	mux.HandleFunc("/v1/buckets", m.read(m.handleBuckets)) // other methods: 405 JSON
-	mux.HandleFunc("/v1/peers/{id}/offline", m.write(m.handleOffline))
-	mux.HandleFunc("/v1/peers/{id}/detention", m.write(m.handleDetention))
-	mux.HandleFunc("/v1/maintenance", m.write(m.handleMaintenance))
-	mux.HandleFunc("/v1/rebalance", m.write(m.handleRebalance))
-	mux.HandleFunc("/v1/rebuild", m.write(m.handleRebuild)) // rebuild.go, after every manager's data was lost
-	mux.Handle("/metrics", m.metricsHandler())
-	mux.HandleFunc("/healthz", m.read(m.handleHealthz))
+	mux.HandleFunc("/v1/status", a.read(a.handleStatus))
+	mux.HandleFunc("/v1/generation", a.read(a.handleGeneration))
+	mux.HandleFunc("/v1/peers", a.read(a.handlePeers))
+	mux.HandleFunc("GET /v1/buckets", a.read(a.handleBuckets))
+	mux.HandleFunc("/v1/buckets", a.read(a.handleBuckets)) // other methods: 405 JSON
+	mux.HandleFunc("/v1/peers/{id}/offline", a.write(a.handleOffline))
+	mux.HandleFunc("/v1/peers/{id}/detention", a.write(a.handleDetention))
+	mux.HandleFunc("/v1/maintenance", a.write(a.handleMaintenance))
+	mux.HandleFunc("/v1/rebalance", a.write(a.handleRebalance))
+	mux.HandleFunc("/v1/rebuild", a.write(a.handleRebuild)) // rebuild.go, after every manager's data was lost
+	mux.Handle("/metrics", a.metricsHandler())
+	mux.HandleFunc("/healthz", a.read(a.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,
 	// joining it, and the peer-facing calls until the NATS transport lands.
-	ed := &configEditor{m: m} // adminapi.go: indexes and tokens
-	mux.HandleFunc("GET /v1/config", m.read(m.admin(m.handleGetConfig)))
-	mux.HandleFunc("POST /v1/config", m.write(ed.serialised(m.handleSetConfig)))
-	mux.HandleFunc("GET /v1/indexes", m.read(ed.handleListIndexes))
-	mux.HandleFunc("POST /v1/indexes", m.write(ed.handleAddIndex))
-	mux.HandleFunc("DELETE /v1/indexes/{name}", m.writeAs(http.MethodDelete, ed.handleRemoveIndex))
-	mux.HandleFunc("GET /v1/tokens", m.read(m.admin(ed.handleListTokens)))
-	mux.HandleFunc("POST /v1/tokens", m.write(ed.handleAddToken))
-	mux.HandleFunc("DELETE /v1/tokens/{id}", m.writeAs(http.MethodDelete, ed.handleRevokeToken))
-	mux.HandleFunc("/v1/config", m.read(m.handleGetConfig)) // other methods: 405 JSON
-	mux.HandleFunc("/v1/fixups", m.read(m.handleFixups))
-	mux.HandleFunc("/v1/fixups/{id}", m.read(m.handleFixup))
-	mux.HandleFunc("/v1/managers", m.read(m.handleManagers))
-	mux.HandleFunc("GET /v1/state/hash", m.read(m.handleStateHash))
-	mux.HandleFunc("/v1/managers/join", m.write(m.handleJoin))
+	ed := &configEditor{m: a.m, h: a} // adminapi.go: indexes and tokens
+	mux.HandleFunc("GET /v1/config", a.read(a.admin(a.handleGetConfig)))
+	mux.HandleFunc("POST /v1/config", a.write(ed.serialised(a.handleSetConfig)))
+	mux.HandleFunc("GET /v1/indexes", a.read(ed.handleListIndexes))
+	mux.HandleFunc("POST /v1/indexes", a.write(ed.handleAddIndex))
+	mux.HandleFunc("DELETE /v1/indexes/{name}", a.writeAs(http.MethodDelete, ed.handleRemoveIndex))
+	mux.HandleFunc("GET /v1/tokens", a.read(a.admin(ed.handleListTokens)))
+	mux.HandleFunc("POST /v1/tokens", a.write(ed.handleAddToken))
+	mux.HandleFunc("DELETE /v1/tokens/{id}", a.writeAs(http.MethodDelete, ed.handleRevokeToken))
+	mux.HandleFunc("/v1/config", a.read(a.handleGetConfig)) // other methods: 405 JSON
+	mux.HandleFunc("/v1/fixups", a.read(a.handleFixups))
+	mux.HandleFunc("/v1/fixups/{id}", a.read(a.handleFixup))
+	mux.HandleFunc("/v1/managers", a.read(a.handleManagers))
+	mux.HandleFunc("GET /v1/state/hash", a.read(a.handleStateHash))
+	mux.HandleFunc("/v1/managers/join", a.write(a.handleJoin))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	mux.HandleFunc("/v1/generations", m.read(m.handleGenerations))
-	mux.HandleFunc("/{$}", m.read(m.handlePage))
-	mux.HandleFunc("/ui/{name}", m.read(m.handleAsset))
+	mux.HandleFunc("/v1/generations", a.read(a.handleGenerations))
+	mux.HandleFunc("/{$}", a.read(a.handlePage))
+	mux.HandleFunc("/ui/{name}", a.read(a.handleAsset))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such page: %s", r.URL.Path)})
 	})
 	return mux
 }
 
-func (m *Manager) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(m.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil})
+func (a *httpAPI) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.m.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil})
 }
 
 // read wraps a read handler: GET or HEAD only, answered locally.
-func (m *Manager) read(h http.HandlerFunc) http.HandlerFunc {
+func (a *httpAPI) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -106,23 +113,23 @@ func (m *Manager) read(h http.HandlerFunc) http.HandlerFunc {
 
 // write wraps a write handler: POST only, admin token checked here (every
 // manager knows it), then run on the leader or redirected to it.
-func (m *Manager) write(h http.HandlerFunc) http.HandlerFunc { return m.writeAs(http.MethodPost, h) }
+func (a *httpAPI) write(h http.HandlerFunc) http.HandlerFunc { return a.writeAs(http.MethodPost, h) }
 
 // writeAs is write for another method (DELETE /v1/indexes/{name}).
-func (m *Manager) writeAs(method string, h http.HandlerFunc) http.HandlerFunc {
+func (a *httpAPI) writeAs(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
 			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, method)})
 			return
 		}
-		if !m.authorized(r) {
+		if !a.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="quarry-manager"`)
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("%s %s: missing or wrong admin token (Authorization: Bearer <token>)", r.Method, r.URL.Path)})
 			return
 		}
-		if !m.IsLeader() {
-			m.redirectToLeader(w, r)
+		if !a.m.IsLeader() {
+			a.redirectToLeader(w, r)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
@@ -132,9 +139,9 @@ func (m *Manager) writeAs(method string, h http.HandlerFunc) http.HandlerFunc {
 
 // admin wraps a read that shows secrets (GET /v1/config holds the tokens):
 // answered locally, like every read, but only with the admin token.
-func (m *Manager) admin(h http.HandlerFunc) http.HandlerFunc {
+func (a *httpAPI) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !m.authorized(r) {
+		if !a.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="quarry-manager"`)
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("%s %s: missing or wrong admin token (Authorization: Bearer <token>)", r.Method, r.URL.Path)})
 			return
@@ -143,17 +150,18 @@ func (m *Manager) admin(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (m *Manager) authorized(r *http.Request) bool {
+func (a *httpAPI) authorized(r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(m.cfg.AdminToken)) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(a.m.cfg.AdminToken)) == 1
 }
 
 // redirectToLeader answers 307 to the same path on the leader, or 503 when
 // no leader (or its HTTP address) is known yet.
-func (m *Manager) redirectToLeader(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) redirectToLeader(w http.ResponseWriter, r *http.Request) {
+	m := a.m
 	id, addr, err := m.Leader()
 	if err != nil || addr == "" || id == m.cfg.ID {
 		w.Header().Set("Retry-After", "1")
@@ -170,13 +178,13 @@ func (m *Manager) redirectToLeader(w http.ResponseWriter, r *http.Request) {
 
 // applyHTTP proposes cmd for an HTTP write and writes the answer. A lost
 // leadership becomes a redirect, business errors a 4xx.
-func (m *Manager) applyHTTP(w http.ResponseWriter, r *http.Request, cmd fsm.Command) (any, bool) {
+func (a *httpAPI) applyHTTP(w http.ResponseWriter, r *http.Request, cmd fsm.Command) (any, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	resp, err := m.Apply(ctx, cmd)
+	resp, err := a.m.Apply(ctx, cmd)
 	if err != nil {
 		if errors.Is(err, ErrNotLeader) {
-			m.redirectToLeader(w, r)
+			a.redirectToLeader(w, r)
 			return nil, false
 		}
 		writeError(w, toAPIError(err))

@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m.cfg.RaftAddr = string(node.trans.LocalAddr())
 
 	m.httpSrv = &http.Server{
-		Handler:           m.routes(),
+		Handler:           (&httpAPI{m: m}).routes(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -590,7 +590,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	// The target confirms its task against the leader's committed state
 	// (mgr.confirm: confirmTask after the sender checks).
 	rid := first[key{fsm.TaskReplicate, "p4"}]
-	cr, err := nl.confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"})
+	cr, err := (&peerService{m: nl}).confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"})
 	if err != nil || !cr.Confirmed || cr.Task == nil || cr.Leader != nl.ID() || cr.Task.ID != rid || cr.Task.Kind != fsm.TaskReplicate || cr.Task.Target != "p4" {
 		t.Fatalf("confirm answer %+v %v, want task %d (replicate to p4) confirmed by the leader", cr, err, rid)
 	}
@@ -619,7 +619,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(first) {
 		t.Fatalf("tasks after the replication finished: %v, want the remaining %v", got, first)
 	}
-	if cr, err := nl.confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"}); err != nil || cr.Confirmed {
+	if cr, err := (&peerService{m: nl}).confirmTask(ctxT(t), api.ConfirmRequest{ID: rid, Peer: "p4"}); err != nil || cr.Confirmed {
 		t.Fatalf("confirm of a closed task: %+v %v, want not confirmed", cr, err)
 	}
 }
@@ -842,7 +842,7 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 			}
 		}
 	})
-	if cr, err := l.confirmTask(ctxT(t), api.ConfirmRequest{ID: id, Peer: target}); err == nil || cr.Confirmed {
+	if cr, err := (&peerService{m: l}).confirmTask(ctxT(t), api.ConfirmRequest{ID: id, Peer: target}); err == nil || cr.Confirmed {
 		t.Fatalf("leader without quorum answered %+v %v to a confirm, want a refusal", cr, err)
 	}
 	// Unconfirmed reads still answer from the local state.

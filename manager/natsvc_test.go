@@ -924,3 +924,44 @@ func TestNATSBucketsAndPeersOnly(t *testing.T) {
 		t.Fatalf("full generation: %d buckets, version %d vs %d, %v", len(full.View.Buckets), full.View.Version, rep.View.Version, err)
 	}
 }
+
+// TestNATSBucketsRefusesNewerWireVersion: mgr.buckets checks the wire
+// version like every other operation (a request of a newer version is
+// refused with CodeVersion and answers nothing). It used to skip the check:
+// the type switch that read each request's version left BucketsRequest out;
+// now the operation table takes only api.Request handlers.
+func TestNATSBucketsRefusesNewerWireVersion(t *testing.T) {
+	b := startTestBus(t, "p1")
+	newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p1 := newFakePeer(t, b, "p1")
+	mine := fsm.BucketID("main", "1", p1.guid)
+	p1.register(ctx, []api.Copy{{Bucket: mine, Index: "main", State: api.CopyWarm, Searchable: true, Events: 10, Blocks: 1, Earliest: 5, Latest: 6, LastBlockChecksum: "c"}})
+
+	subj, _ := b.subj.MgrOp(api.OpBuckets, "p1")
+	req := api.BucketsRequest{V: api.MaxWireVersion + 1, Peer: "p1", Buckets: []string{mine}}
+	rep, err := bus.Request[api.BucketsRequest, api.BucketsReply](ctx, p1.nc, subj, req)
+	if !bus.IsRemote(err, api.CodeVersion) || len(rep.Buckets) != 0 {
+		t.Fatalf("buckets request of wire version %d: %+v %v, want %s and nothing", req.V, rep, err, api.CodeVersion)
+	}
+	req.V = api.WireVersion
+	if rep, err := bus.Request[api.BucketsRequest, api.BucketsReply](ctx, p1.nc, subj, req); err != nil || len(rep.Buckets) != 1 {
+		t.Fatalf("the same request at wire version %d: %+v %v, want its bucket", req.V, rep, err)
+	}
+}
+
+// TestPeerOpsCoverEveryOp: the operation table serves every operation of
+// api.Ops and nothing else.
+func TestPeerOpsCoverEveryOp(t *testing.T) {
+	if len(peerOps) != len(api.Ops) {
+		t.Fatalf("%d operations in peerOps, api.Ops has %d", len(peerOps), len(api.Ops))
+	}
+	for _, op := range api.Ops {
+		if peerOps[op] == nil {
+			t.Errorf("operation %q has no handler in peerOps", op)
+		}
+	}
+}

@@ -25,7 +25,8 @@ type RebuildView struct {
 // seal with a longer copy would see it truncated. Each seal is an ordinary
 // SealBucket whose request id names the bucket, so a retried rebuild is
 // harmless; buckets already sealed are left alone.
-func (m *Manager) handleRebuild(w http.ResponseWriter, r *http.Request) {
+func (a *httpAPI) handleRebuild(w http.ResponseWriter, r *http.Request) {
+	m := a.m
 	expect := 0
 	if v := r.URL.Query().Get("expect_peers"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -36,7 +37,7 @@ func (m *Manager) handleRebuild(w http.ResponseWriter, r *http.Request) {
 		expect = n
 	}
 	if !m.IsLeader() {
-		m.redirectToLeader(w, r)
+		a.redirectToLeader(w, r)
 		return
 	}
 	var (
@@ -62,7 +63,7 @@ func (m *Manager) handleRebuild(w http.ResponseWriter, r *http.Request) {
 	for _, seal := range seals {
 		seal.RequestID = "rebuild-" + rid + "-" + seal.Bucket
 		ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
-		_, ok := m.applyHTTP(w, r.WithContext(ctx), seal)
+		_, ok := a.applyHTTP(w, r.WithContext(ctx), seal)
 		cancel()
 		if !ok {
 			return

@@ -27,8 +27,8 @@ func (m *Manager) StateHash() (StateHash, error) {
 }
 
 // handleStateHash is GET /v1/state/hash (an addition to SPEC §7).
-func (m *Manager) handleStateHash(w http.ResponseWriter, r *http.Request) {
-	h, err := m.StateHash()
+func (a *httpAPI) handleStateHash(w http.ResponseWriter, r *http.Request) {
+	h, err := a.m.StateHash()
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error(), "code": "state_encode"})
 		return

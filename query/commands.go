@@ -3,10 +3,19 @@ package query
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 func sortStrings(s []string, less func(a, b string) bool) {
 	sort.SliceStable(s, func(i, j int) bool { return less(s[i], s[j]) })
+}
+
+// ApplyRow runs one streaming command (search, where, eval, rex, fields,
+// table) on a row as the executor does, with now as eval's now(); false
+// drops the row. These row functions define the language rather than
+// execute a plan, so the reference oracle (query/querytest) calls them.
+func ApplyRow(c Command, r *Row, now time.Time) bool {
+	return applyStreaming(c, r, &evalEnv{now: now})
 }
 
 // applyStreaming runs one streaming command on a row; false drops the row.

@@ -13,9 +13,12 @@
 // Plan.RunSegment (the peer half, one Partial per bucket), Partial.Encode /
 // DecodePartial (the versioned wire form) and Plan.Merge (the head half)
 // for distributed search; Parse and SyntaxError for early validation.
-// ReferenceSearch is the naive oracle of the tests and the bench. Files:
-// parse.go, expr.go, timemod.go (language); match.go, extract.go, value.go
-// (semantics); plan.go, peer.go, agg.go, commands.go, head.go, wire.go
-// (execution); memseg.go (an in-memory Segment). DESIGN.md explains the
-// decisions.
+// The naive oracle of the tests and the bench is query/querytest. Files:
+// parse.go, parsecmd.go (the per-command parsers), expr.go, funcs.go (the
+// functions of eval), timemod.go (language); match.go, extract.go, value.go
+// (semantics); plan.go, peer.go, agg.go, finalize.go (aggregates into
+// rows), commands.go, head.go, wire.go (execution); colmodel.go (the column model and builder), colplan.go
+// (planning and running from columns), fastagg.go (aggregation over
+// dictionary ids), numblocks.go (numeric comparisons over column blocks);
+// memseg.go (an in-memory Segment). DESIGN.md explains the decisions.
 package query

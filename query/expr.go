@@ -54,6 +54,7 @@ type callExpr struct {
 	fn   string
 	args []Expr
 	re   *regexp.Regexp // match/replace with a literal pattern, compiled once
+	eval evalFunc       // the function, resolved at parse time (evalFuncs)
 }
 
 func (e litExpr) Eval(*evalEnv) any { return e.v }
@@ -177,299 +178,8 @@ func (e binExpr) Eval(env *evalEnv) any {
 	return nil
 }
 
-// likeMatch is SQL LIKE: % any sequence, _ one byte.
-func likeMatch(pat, s string) bool { return wildcardMatch(pat, s, '%', '_') }
-
-func (e callExpr) Eval(env *evalEnv) any {
-	arg := func(i int) any {
-		if i < len(e.args) {
-			return e.args[i].Eval(env)
-		}
-		return nil
-	}
-	sarg := func(i int) (string, bool) { return str(arg(i)) }
-	narg := func(i int) (float64, bool) { return num(arg(i)) }
-	switch e.fn {
-	case "if":
-		if truthy(arg(0)) {
-			return arg(1)
-		}
-		return arg(2)
-	case "case":
-		for i := 0; i+1 < len(e.args); i += 2 {
-			if truthy(arg(i)) {
-				return arg(i + 1)
-			}
-		}
-		return nil
-	case "coalesce":
-		for i := range e.args {
-			if v := arg(i); v != nil {
-				return v
-			}
-		}
-		return nil
-	case "null":
-		return nil
-	case "true":
-		return true
-	case "false":
-		return false
-	case "now":
-		return float64(env.now.UnixNano()) / 1e9
-	case "isnull":
-		return arg(0) == nil
-	case "isnotnull":
-		return arg(0) != nil
-	case "isnum":
-		_, ok := narg(0)
-		return ok
-	case "isstr":
-		v := arg(0)
-		_, isS := v.(string)
-		_, isN := num(v)
-		return isS && !isN
-	case "len":
-		s, ok := sarg(0)
-		if !ok {
-			return nil
-		}
-		return float64(len(s))
-	case "lower", "upper":
-		s, ok := sarg(0)
-		if !ok {
-			return nil
-		}
-		if e.fn == "lower" {
-			return strings.ToLower(s)
-		}
-		return strings.ToUpper(s)
-	case "substr":
-		s, ok := sarg(0)
-		st, ok2 := narg(1)
-		if !ok || !ok2 {
-			return nil
-		}
-		start := int(st)
-		if start < 0 {
-			start = len(s) + start + 1
-		}
-		if start < 1 {
-			start = 1
-		}
-		if start > len(s) {
-			return ""
-		}
-		out := s[start-1:]
-		if n, ok := narg(2); ok && len(e.args) > 2 {
-			if n < 0 {
-				n = 0
-			}
-			if int(n) < len(out) {
-				out = out[:int(n)]
-			}
-		}
-		return out
-	case "trim", "ltrim", "rtrim":
-		s, ok := sarg(0)
-		if !ok {
-			return nil
-		}
-		cut := " \t"
-		if c, ok := sarg(1); ok && len(e.args) > 1 {
-			cut = c
-		}
-		switch e.fn {
-		case "ltrim":
-			return strings.TrimLeft(s, cut)
-		case "rtrim":
-			return strings.TrimRight(s, cut)
-		}
-		return strings.Trim(s, cut)
-	case "replace":
-		s, ok := sarg(0)
-		repl, ok2 := sarg(2)
-		re := e.re
-		if re == nil {
-			p, ok3 := sarg(1)
-			var err error
-			if re, err = regexp.Compile(p); err != nil || !ok3 {
-				return nil
-			}
-		}
-		if !ok || !ok2 {
-			return nil
-		}
-		return re.ReplaceAllString(s, repl)
-	case "like":
-		s, ok := sarg(0)
-		p, ok2 := sarg(1)
-		if !ok || !ok2 {
-			return false
-		}
-		return likeMatch(p, s)
-	case "match":
-		s, ok := sarg(0)
-		re := e.re
-		if re == nil {
-			p, ok3 := sarg(1)
-			var err error
-			if re, err = regexp.Compile(p); err != nil || !ok3 {
-				return false
-			}
-		}
-		return ok && re.MatchString(s)
-	case "round":
-		x, ok := narg(0)
-		if !ok {
-			return nil
-		}
-		d, _ := narg(1)
-		p := math.Pow(10, math.Trunc(d))
-		return math.Round(x*p) / p
-	case "floor", "ceil", "ceiling", "abs", "sqrt", "exp", "ln":
-		x, ok := narg(0)
-		if !ok {
-			return nil
-		}
-		var r float64
-		switch e.fn {
-		case "floor":
-			r = math.Floor(x)
-		case "ceil", "ceiling":
-			r = math.Ceil(x)
-		case "abs":
-			r = math.Abs(x)
-		case "sqrt":
-			r = math.Sqrt(x)
-		case "exp":
-			r = math.Exp(x)
-		default:
-			r = math.Log(x)
-		}
-		if math.IsNaN(r) || math.IsInf(r, 0) {
-			return nil
-		}
-		return r
-	case "pow":
-		x, ok := narg(0)
-		y, ok2 := narg(1)
-		if !ok || !ok2 {
-			return nil
-		}
-		r := math.Pow(x, y)
-		if math.IsNaN(r) || math.IsInf(r, 0) {
-			return nil
-		}
-		return r
-	case "log":
-		x, ok := narg(0)
-		if !ok || x <= 0 {
-			return nil
-		}
-		b := 10.0
-		if v, ok := narg(1); ok && len(e.args) > 1 {
-			b = v
-		}
-		if b <= 0 || b == 1 {
-			return nil
-		}
-		return math.Log(x) / math.Log(b)
-	case "min", "max":
-		var best any
-		for i := range e.args {
-			v := arg(i)
-			if v == nil {
-				continue
-			}
-			if best == nil {
-				best = v
-				continue
-			}
-			c := compareValues(v, best)
-			if e.fn == "min" && c < 0 || e.fn == "max" && c > 0 {
-				best = v
-			}
-		}
-		return best
-	case "tostring":
-		v := arg(0)
-		if v == nil {
-			return nil
-		}
-		if f, ok := sarg(1); ok && len(e.args) > 1 {
-			x, ok := num(v)
-			if !ok {
-				s, _ := str(v)
-				return s
-			}
-			switch f {
-			case "hex":
-				return "0x" + strings.ToUpper(strconv.FormatInt(int64(x), 16))
-			case "commas":
-				return commas(x)
-			}
-		}
-		s, _ := str(v)
-		return s
-	case "tonumber":
-		s, ok := sarg(0)
-		if !ok {
-			return nil
-		}
-		if b, ok := narg(1); ok && len(e.args) > 1 {
-			n, err := strconv.ParseInt(strings.TrimPrefix(strings.ToLower(s), "0x"), int(b), 64)
-			if err != nil {
-				return nil
-			}
-			return float64(n)
-		}
-		if f, ok := parseNum(s); ok {
-			return f
-		}
-		return nil
-	case "mvcount":
-		v := arg(0)
-		if v == nil {
-			return nil
-		}
-		return float64(len(values(v)))
-	}
-	return nil
-}
-
-func commas(x float64) string {
-	neg := x < 0
-	x = math.Abs(x)
-	r := math.Round(x*100) / 100
-	ip := int64(r)
-	s := strconv.FormatInt(ip, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	out := b.String()
-	if frac := r - float64(ip); frac > 0 {
-		out += strings.TrimPrefix(strconv.FormatFloat(frac, 'f', 2, 64), "0")
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
-}
-
-var funcArity = map[string][2]int{
-	"if": {3, 3}, "case": {2, 64}, "coalesce": {1, 64}, "null": {0, 0}, "true": {0, 0}, "false": {0, 0},
-	"now": {0, 0}, "isnull": {1, 1}, "isnotnull": {1, 1}, "isnum": {1, 1}, "isstr": {1, 1},
-	"len": {1, 1}, "lower": {1, 1}, "upper": {1, 1}, "substr": {2, 3}, "trim": {1, 2}, "ltrim": {1, 2},
-	"rtrim": {1, 2}, "replace": {3, 3}, "like": {2, 2}, "match": {2, 2}, "round": {1, 2},
-	"floor": {1, 1}, "ceil": {1, 1}, "ceiling": {1, 1}, "abs": {1, 1}, "sqrt": {1, 1}, "exp": {1, 1},
-	"ln": {1, 1}, "pow": {2, 2}, "log": {1, 2}, "min": {1, 64}, "max": {1, 64}, "tostring": {1, 2},
-	"tonumber": {1, 2}, "mvcount": {1, 1},
-}
+// Eval runs the function resolved at parse time.
+func (e callExpr) Eval(env *evalEnv) any { return e.eval(e, env) }
 
 // ---- expression parser ----
 
@@ -817,7 +527,7 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 	case 'i':
 		if p.peek().kind == '(' {
 			fn := strings.ToLower(t.text)
-			ar, ok := funcArity[fn]
+			spec, ok := evalFuncs[fn]
 			if !ok {
 				return nil, p.errAt(t, "a known function (if, case, coalesce, len, lower, upper, substr, round, tostring, tonumber, like, match, …)")
 			}
@@ -841,13 +551,13 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 					}
 				}
 			}
-			if len(args) < ar[0] || len(args) > ar[1] {
-				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: fmt.Sprintf("%s with %d to %d arguments", fn, ar[0], ar[1]), Found: fmt.Sprintf("%d arguments", len(args))}
+			if len(args) < spec.min || len(args) > spec.max {
+				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: fmt.Sprintf("%s with %d to %d arguments", fn, spec.min, spec.max), Found: fmt.Sprintf("%d arguments", len(args))}
 			}
 			if fn == "case" && len(args)%2 != 0 {
 				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "case with condition, value pairs", Found: fmt.Sprintf("%d arguments", len(args))}
 			}
-			c := callExpr{fn: fn, args: args}
+			c := callExpr{fn: fn, args: args, eval: spec.eval}
 			if fn == "match" || fn == "replace" {
 				if l, ok := args[1].(litExpr); ok {
 					s, _ := str(l.v)

@@ -134,6 +134,12 @@ func flattenJSON(prefix string, v *fastjson.Value, add func(k, v string)) {
 	}
 }
 
+// EventRow is an event's row as searches see it: default fields, indexed
+// fields, then search-time extractions.
+func EventRow(ev *Event, bkt string, ord uint32, server string) Row {
+	return eventRow(ev, bkt, ord, server)
+}
+
 // eventRow builds the row of an event: default fields, indexed fields,
 // then search-time extractions.
 func eventRow(ev *Event, bkt string, ord uint32, server string) Row {

@@ -5,7 +5,7 @@ import (
 )
 
 // Matching semantics of search terms (the executor's verification; the
-// oracle in oracle_test.go implements the same rules with its own code):
+// oracle in querytest/match.go implements the same rules with its own code):
 //
 //   - A word or quoted phrase without '*' is lowercased and trimmed of
 //     leading and trailing breakers; it matches an event whose lowercased

@@ -8,13 +8,19 @@ import (
 	"time"
 )
 
+// ReferenceSearchForTest is the naive oracle, querytest.ReferenceSearch.
+// This package's own tests cannot import querytest (it imports query), so
+// oraclehook_test.go, an external test file of the same test binary, sets
+// it before any test runs.
+var ReferenceSearchForTest func(req Request, scan func(fn func(Row) bool) error) ([]map[string]any, error)
+
 var oracleRowCache struct {
 	sync.Mutex
 	segs []Segment
 	rows []Row
 }
 
-// oracleSearch runs ReferenceSearch over segments, scanning each segment set
+// oracleSearch runs the oracle over segments, scanning each segment set
 // into rows once.
 func oracleSearch(t *testing.T, req Request, segs []Segment) []map[string]any {
 	t.Helper()
@@ -22,14 +28,16 @@ func oracleSearch(t *testing.T, req Request, segs []Segment) []map[string]any {
 	c.Lock()
 	if !(len(c.segs) == len(segs) && len(segs) > 0 && c.segs[0] == segs[0]) {
 		c.segs, c.rows = segs, nil
-		_ = SegmentRows(segs, req.Server)(func(r Row) bool {
-			c.rows = append(c.rows, r)
-			return true
-		})
+		for _, s := range segs {
+			_ = s.Events(nil, func(ord uint32, ev *Event) bool {
+				c.rows = append(c.rows, eventRow(ev, s.BucketID(), ord, req.Server))
+				return true
+			})
+		}
 	}
 	rows := c.rows
 	c.Unlock()
-	out, err := ReferenceSearch(req, func(fn func(Row) bool) error {
+	out, err := ReferenceSearchForTest(req, func(fn func(Row) bool) error {
 		for _, r := range rows {
 			if r.F["splunk_server"] != req.Server {
 				r.F = cloneWithServer(r.F, req.Server)

@@ -198,7 +198,7 @@ func seedConfig(c *cli.Context, hecTokens []string) (fsm.Config, error) {
 			return cfg, err
 		}
 		for _, v := range values {
-			tok, err := fsm.ParseSearchToken(v)
+			tok, err := parseSearchToken(v)
 			if err != nil {
 				return cfg, err
 			}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/urfave/cli/v2"
@@ -127,7 +126,7 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		return fail(err)
 	}
 	for _, v := range searchTokens {
-		t, err := fsm.ParseSearchToken(v)
+		t, err := parseSearchToken(v)
 		if err != nil {
 			return fail(err)
 		}

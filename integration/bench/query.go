@@ -3,7 +3,7 @@ package main
 // The query part of `make bench` (issue 4): the five queries of
 // ../shared/bench/README.md on a standalone peer, first run and median of 5
 // beside the baselines, every answer checked; then variants the engine was
-// not tuned for, each checked against query.ReferenceSearch (the naive
+// not tuned for, each checked against querytest.ReferenceSearch (the naive
 // oracle) run in-process over the same generated file.
 //
 // Modes (QUARRY_BENCH_QUERY_MODE): "peer" runs `quarry peer` standalone
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/query/querytest"
 	"github.com/valyala/fastjson"
 )
 
@@ -384,14 +385,14 @@ func qbRunSet(size, mode string, s qbSearcher, file string) error {
 		slices.Sort(cpus)
 		fmt.Printf("%-3s %-72s %9.4f %9.4f %13s %6.2fx %4.1fx %s %s (cpu %.4f, %.4f)\n", q.id, q.spl, first, med, blS, ratio, target, verdict, ans, cpuFirst, cpus[2])
 	}
-	fmt.Printf("\nvariants checked against the oracle (query.Reference, one naive pass over %s):\n", filepath.Base(file))
+	fmt.Printf("\nvariants checked against the oracle (querytest.Reference, one naive pass over %s):\n", filepath.Base(file))
 	all := append([]string(nil), qbVariants...)
 	for _, q := range qbFieldQueries {
 		all = append(all, q.spl)
 	}
-	refs := make([]*query.Reference, len(all))
+	refs := make([]*querytest.Reference, len(all))
 	for i, v := range all {
-		ref, err := query.NewReference(query.Request{Query: v})
+		ref, err := querytest.NewReference(query.Request{Query: v})
 		if err != nil {
 			return fmt.Errorf("variant %q: %w", v, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/query/querytest"
 	"pgregory.net/rapid"
 )
 
@@ -688,7 +689,7 @@ func matchesOracle(t *testing.T, segs []query.Segment, req query.Request) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := query.ReferenceSearch(req, query.SegmentRows(segs, "p1"))
+	want, err := querytest.ReferenceSearch(req, querytest.SegmentRows(segs, "p1"))
 	if err != nil {
 		t.Fatal(err)
 	}

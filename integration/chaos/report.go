@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -241,8 +243,46 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "data dirs and process logs kept in %s\n", r.dir)
 	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.violations))
-	for i, v := range r.violations {
-		fmt.Fprintf(w, "  %d. %s\n     during: %s\n     %s\n", i+1, v.What, orNone(v.Fault), v.Detail)
+	r.printViolations(w, 3)
+	if r.dir != "" && len(r.violations) > 0 {
+		path := filepath.Join(r.dir, "violations.txt")
+		f, err := os.Create(path)
+		if err == nil {
+			r.printViolations(f, 0)
+			f.Close()
+			fmt.Fprintf(w, "every violation in full: %s\n", path)
+		}
+	}
+}
+
+// printViolations prints the violations grouped by rule and fault, at
+// most max examples of a group (0: all).
+func (r *report) printViolations(w io.Writer, max int) {
+	type group struct {
+		v []violation
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, v := range r.violations {
+		k := v.What + "\x00" + v.Fault
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.v = append(g.v, v)
+	}
+	for i, k := range order {
+		g := groups[k]
+		fmt.Fprintf(w, "  %d. %d× %s\n     during: %s\n", i+1, len(g.v), g.v[0].What, orNone(g.v[0].Fault))
+		for j, v := range g.v {
+			if max > 0 && j == max {
+				fmt.Fprintf(w, "     … %d more like these\n", len(g.v)-max)
+				break
+			}
+			fmt.Fprintf(w, "     - %s\n", v.Detail)
+		}
 	}
 }
 

@@ -215,6 +215,9 @@ const ackTimeout = 30 * time.Second
 // could store it twice without Idempotency-Key); the hec-retry fault
 // retries on purpose.
 type ingester struct {
+	// abort ends requests under way (an interrupt); the context given to
+	// start only stops new ones.
+	abort  context.Context
 	cl     *proccluster.Cluster
 	led    *ledger
 	events int
@@ -237,12 +240,12 @@ func (in *ingester) start(ctx context.Context, workers int, seed uint64) {
 	}
 }
 
-// one sends one request through peer p and waits for its ack. The
-// context of the whole run only bounds the start: a request once sent is
-// followed to its end, so the run's end leaves no request half known.
+// one sends one request through peer p and waits for its ack. ctx only
+// bounds the start: a request once sent is followed to its end (unless
+// the run is aborted), so the run's end leaves no request half known.
 func (in *ingester) one(ctx context.Context, h *hecClient, p *proccluster.Proc) {
 	r := in.led.begin(in.events)
-	wctx := context.WithoutCancel(ctx)
+	wctx := in.abort
 	id, err := h.send(wctx, p.URL, r)
 	if err == nil {
 		err = h.waitAck(wctx, p.URL, id, ackTimeout)

@@ -201,9 +201,9 @@ func runWorkload(ctx context.Context, cfg config, cl *proccluster.Cluster, disk 
 	rep.run = run
 	wctx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
-	in := &ingester{cl: cl, led: led, events: cfg.events, log: log}
+	in := &ingester{abort: ctx, cl: cl, led: led, events: cfg.events, log: log}
 	in.start(wctx, cfg.workers, cfg.seed)
-	se := &searchers{cl: cl, led: led, grace: cfg.grace, log: log}
+	se := &searchers{abort: ctx, cl: cl, led: led, grace: cfg.grace, log: log}
 	se.start(wctx)
 	// Some data first, so the first faults hit buckets.
 	if err := proccluster.WaitFor(ctx, time.Minute, func() error {

@@ -72,6 +72,7 @@ func intOf(v any) (int, error) {
 // searchers run searches back to back on every head and keep every
 // outcome; the counts are checked against the ledger as they come.
 type searchers struct {
+	abort context.Context // ends searches under way (an interrupt)
 	cl    *proccluster.Cluster
 	led   *ledger
 	grace time.Duration
@@ -94,7 +95,7 @@ func (s *searchers) start(ctx context.Context) {
 		go func() {
 			defer s.wg.Done()
 			for ctx.Err() == nil {
-				o := s.one(ctx, h, q)
+				o := s.one(h, q)
 				s.mu.Lock()
 				if o.exact() {
 					s.exact[o.Head]++
@@ -113,9 +114,9 @@ func (s *searchers) start(ctx context.Context) {
 	}
 }
 
-func (s *searchers) one(ctx context.Context, h *proccluster.Proc, q string) outcome {
+func (s *searchers) one(h *proccluster.Proc, q string) outcome {
 	o := outcome{Head: h.Name, T0: time.Now()}
-	a, err := searchOnce(context.WithoutCancel(ctx), h, q)
+	a, err := searchOnce(s.abort, h, q)
 	o.T1 = time.Now()
 	o.Min, o.Max = s.led.bounds(o.T0, o.T1, s.grace)
 	o.Status = a.Status

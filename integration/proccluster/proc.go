@@ -53,8 +53,9 @@ func (p *Proc) Start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a Ctrl-C at the terminal reaches only the
-	// launcher, which then stops every process itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// launcher, which then stops every process itself. Should the
+	// launcher die without doing so (SIGKILL), the kernel kills the child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)

@@ -228,7 +228,7 @@ func runWorkload(ctx context.Context, cfg config, cl *proccluster.Cluster, disk 
 		acked, _ := led.ackedCount()
 		log.Info("fault done", "fault", ft.String(), "detail", ft.Detail, "window", ft.End.Sub(ft.Start).Round(time.Millisecond),
 			"uncovered", len(ft.Uncovered), "acked", acked)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			rep.violate("cluster not ready after a fault", ft.String(), fmt.Sprintf("not ready within %s: %v", cfg.readyTimeout, err))
 		}
 	}
@@ -239,6 +239,7 @@ func runWorkload(ctx context.Context, cfg config, cl *proccluster.Cluster, disk 
 	rep.outcomes, rep.exact = se.wait()
 	rep.requests = led.snapshot()
 	if ctx.Err() != nil {
+		rep.interrupted = true
 		return ctx.Err()
 	}
 	if err := fl.restoreAll(ctx, cfg.readyTimeout); err != nil {

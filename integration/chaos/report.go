@@ -28,11 +28,12 @@ type headFigures struct {
 }
 
 type report struct {
-	seed     uint64
-	kinds    []string
-	run      string
-	dir      string
-	finished bool
+	seed        uint64
+	kinds       []string
+	run         string
+	dir         string
+	finished    bool
+	interrupted bool // the figures stop where the run was interrupted; no search was judged
 
 	faults      []*fault
 	faultCounts map[string]int
@@ -198,6 +199,9 @@ func (r *report) compare(head string, counts map[string]int, sum query.Summary) 
 
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== chaos run %s (seed %d)\n", r.run, r.seed)
+	if r.interrupted {
+		fmt.Fprintln(w, "INTERRUPTED: the figures stop where the run was; searches were not judged and no final count was made")
+	}
 	fmt.Fprintf(w, "fault kinds drawn from: %s\n", strings.Join(r.kinds, ", "))
 	fmt.Fprintf(w, "faults injected: %d\n", len(r.faults))
 	for _, k := range sortedKeys(r.faultCounts) {

@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin/quarry
 
-.PHONY: build test test-norace test-short integration compat lint bench bench-scale e2e fuzz determinism clean image demo demo-down browser screenshots
+.PHONY: build test test-norace test-short integration compat lint bench bench-scale e2e fuzz determinism clean image demo demo-down browser screenshots chaos
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
@@ -69,6 +69,16 @@ determinism:
 
 bench: build
 	$(GO) run ./integration/bench -bin $(BIN) $(BENCHFLAGS)
+
+# The chaos suite (issue 24 item 4; integration/chaos, README "Chaos suite"):
+# real quarry processes — 3 managers, 2 sites x 3 peers, a NATS node per site
+# joined by cuttable gateways, search heads on site1, site2 and site0 — under
+# ingest with acks and back-to-back searches, CHAOS_FAULTS faults one at a
+# time; exits non-zero on any violation. CHAOS_FLAGS passes more flags, e.g.
+# CHAOS_FLAGS="-skip hec-retry -seed 42".
+CHAOS_FAULTS ?= 500
+chaos: build
+	$(GO) run ./integration/chaos -bin $(BIN) -faults $(CHAOS_FAULTS) $(CHAOS_FLAGS)
 
 # The FROM-scratch image of the docker-compose demo (SPEC §9), from the static binary.
 image: build

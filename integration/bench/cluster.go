@@ -18,75 +18,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/quarry-dev/quarry/integration/proccluster"
 )
 
 func init() { register("cluster", runClusterBench) }
 
-type cbProc struct {
-	name string
-	cmd  *exec.Cmd
-}
-
+// cbCluster is the bench's cluster: real processes started by
+// integration/proccluster (the one launcher the chaos suite uses too).
 type cbCluster struct {
-	procs []*cbProc
+	*proccluster.Cluster
 	dir   string
-	peers map[string]string // id → http addr
+	peers map[string]string // id → http URL
 	head  string
 	mgr   string
 }
 
-func (c *cbCluster) start(bin, name string, args ...string) error {
-	cmd := exec.Command(bin, args...)
-	logf, err := os.Create(filepath.Join(c.dir, name+".log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	c.procs = append(c.procs, &cbProc{name: name, cmd: cmd})
-	return nil
-}
-
-func (c *cbCluster) stop() {
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	}
-}
-
-func cbWaitHealthy(url string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	c := http.Client{Timeout: time.Second}
-	for time.Now().Before(deadline) {
-		if res, err := c.Get(url + "/healthz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond) // polling a child process
-	}
-	return fmt.Errorf("%s not healthy within %s", url, d)
-}
+func (c *cbCluster) stop() { c.Stop() }
 
 func startBenchCluster(cfg Config, size string) (*cbCluster, error) {
 	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "cluster-"+size))
@@ -94,71 +49,16 @@ func startBenchCluster(cfg Config, size string) (*cbCluster, error) {
 		return nil, err
 	}
 	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	cl, err := proccluster.Start(context.Background(), proccluster.Options{
+		Bin: cfg.Bin, Dir: dir, Managers: 1, Heads: []proccluster.Head{{ID: "sh1", Site: "site1"}},
+		AdminToken: "bench-admin", HECToken: "bench-token",
+	})
+	if err != nil {
 		return nil, err
 	}
-	c := &cbCluster{dir: dir, peers: map[string]string{}}
-	// Every port at once, each listener held until all are chosen, so no
-	// two roles get the same port.
-	names := []string{"n1", "n2", "g1", "g2", "raft", "mgr", "sh", "site1-p1", "site1-p2", "site1-p3", "site2-p1", "site2-p2", "site2-p3"}
-	ports := map[string]string{}
-	var lns []net.Listener
-	for _, k := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports[k] = ln.Addr().String()
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	fail := func(err error) (*cbCluster, error) { c.stop(); return nil, err }
-	if err := c.start(cfg.Bin, "n1", "bus", "--name", "n1", "--site", "site1", "--listen", ports["n1"], "--gateway-listen", ports["g1"],
-		"--gateways", "site2=nats://"+ports["g2"]); err != nil {
-		return fail(err)
-	}
-	if err := c.start(cfg.Bin, "n2", "bus", "--name", "n2", "--site", "site2", "--listen", ports["n2"], "--gateway-listen", ports["g2"],
-		"--gateways", "site1=nats://"+ports["g1"]); err != nil {
-		return fail(err)
-	}
-	c.mgr = "http://" + ports["mgr"]
-	if err := c.start(cfg.Bin, "m1", "manager", "--id", "m1", "--site", "site1", "--data-dir", filepath.Join(dir, "m1"),
-		"--raft-addr", ports["raft"], "--http-addr", ports["mgr"], "--nats", "nats://"+ports["n1"], "--admin-token", "bench-admin",
-		"--bootstrap", "m1="+ports["raft"], "--sites", "site1,site2", "--site-replication-factor", "origin:2,total:3",
-		"--site-search-factor", "origin:1,total:2", "--hec-token", "bench-token"); err != nil {
-		return fail(err)
-	}
-	if err := cbWaitHealthy(c.mgr, 60*time.Second); err != nil {
-		return fail(err)
-	}
-	for _, site := range []string{"site1", "site2"} {
-		nats := "nats://" + ports["n1"]
-		if site == "site2" {
-			nats = "nats://" + ports["n2"]
-		}
-		for i := 1; i <= 3; i++ {
-			id := fmt.Sprintf("%s-p%d", site, i)
-			addr := ports[id]
-			c.peers[id] = "http://" + addr
-			if err := c.start(cfg.Bin, id, "peer", "--id", id, "--site", site, "--data-dir", filepath.Join(dir, id), "--http-addr", addr,
-				"--nats", nats, "--manager", c.mgr, "--token", "bench-admin"); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	for id, u := range c.peers {
-		if err := cbWaitHealthy(u, 90*time.Second); err != nil {
-			return fail(fmt.Errorf("peer %s: %w", id, err))
-		}
-	}
-	c.head = "http://" + ports["sh"]
-	if err := c.start(cfg.Bin, "sh1", "searchhead", "--id", "sh1", "--site", "site1", "--http-addr", ports["sh"], "--nats", "nats://"+ports["n1"]); err != nil {
-		return fail(err)
-	}
-	if err := cbWaitHealthy(c.head, 60*time.Second); err != nil {
-		return fail(err)
+	c := &cbCluster{Cluster: cl, dir: dir, peers: map[string]string{}, head: cl.Heads[0].URL, mgr: cl.Managers[0].URL}
+	for _, p := range cl.Peers {
+		c.peers[p.Name] = p.URL
 	}
 	return c, nil
 }

@@ -215,31 +215,35 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		length *api.CopyLength
 		err    string
 	}
-	var items []item
-	var version uint64
-	if req.Buckets != nil {
-		for _, b := range req.Buckets {
-			seg, l := s.segment(b)
-			switch {
-			case seg == nil:
-				items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
-			case !allowed(seg.Index()):
-				items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
-			default:
-				items = append(items, item{bucket: b, seg: seg, length: l})
+	// resolve lists what to search: an explicit list as asked; the
+	// default plan's primaries of (table site, generation) from the
+	// generation cache — which may have to fetch a table from the
+	// managers, so it runs once the stream is open and beating.
+	resolve := func() (items []item, version uint64, code string, err error) {
+		if req.Buckets != nil {
+			for _, b := range req.Buckets {
+				seg, l := s.segment(b)
+				switch {
+				case seg == nil:
+					items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
+				case !allowed(seg.Index()):
+					items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
+				default:
+					items = append(items, item{bucket: b, seg: seg, length: l})
+				}
 			}
+			return items, 0, "", nil
 		}
-	} else {
-		mine, ver, err := s.gens.primaries(ctx, req.TableSite, req.Generation, req.TableVersion)
+		gctx, gcancel := context.WithTimeout(ctx, genFetchTimeout)
+		defer gcancel()
+		mine, ver, err := s.gens.primaries(gctx, req.TableSite, req.Generation, req.TableVersion)
 		if err != nil {
 			code := api.SearchCodeInternal
 			if bus.IsRemote(err, api.CodeGeneration) {
 				code = api.SearchCodeGeneration
 			}
-			refuse(code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err))
-			return
+			return nil, 0, code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err)
 		}
-		version = ver
 		for _, b := range mine {
 			seg, l := s.segment(b)
 			if seg == nil {
@@ -251,15 +255,16 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			}
 			items = append(items, item{bucket: b, seg: seg, length: l})
 		}
-		if len(items) == 0 {
-			return // nothing here for this search: stay silent
-		}
+		return items, ver, "", nil
 	}
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
-	// The stream opens and beats before the request waits for a search
-	// slot: a peer whose slots are all busy is queued, not silent, so the
-	// head does not take it for a stalled peer (search_peer_timeout).
+	// The stream opens and beats before the request resolves its buckets
+	// (a generation table may have to come from the managers, slow while
+	// the leader is paused) and before it waits for a search slot: such a
+	// peer is busy, not silent, and the head does not take it for a
+	// stalled one (search_peer_timeout). A default-plan peer that finds it
+	// has nothing to answer sends its done (naming its table) at once.
 	snd, err := bus.NewSender(ctx, s.nc, inv)
 	if err != nil {
 		s.cancelled()
@@ -312,12 +317,30 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 			}
 		}
 	}()
+	stopBeats := func() {
+		close(beatStop)
+		beatWG.Wait()
+	}
+	items, version, code, rerr := resolve()
+	if rerr != nil {
+		// Refused on the open stream: the head re-dispatches the buckets
+		// it expected here by explicit list.
+		stopBeats()
+		st.Refused.Add(1)
+		if send(api.SearchMsg{Kind: api.SearchError, Code: code, Error: rerr.Error()}) != nil {
+			snd.Abort(rerr)
+			return
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		_ = snd.Close(cctx)
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
 	case <-ctx.Done():
-		close(beatStop)
-		beatWG.Wait()
+		stopBeats()
 		s.cancelled()
 		snd.Abort(errors.New("search cancelled while queued"))
 		return
@@ -354,8 +377,7 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	close(beatStop)
-	beatWG.Wait()
+	stopBeats()
 	if ctx.Err() != nil || sendErr != nil {
 		s.cancelled()
 		snd.Abort(errors.New("search cancelled"))
@@ -522,6 +544,11 @@ type genEntry struct {
 	mine    map[string]bool
 	loaded  bool
 }
+
+// genFetchTimeout bounds a search's wait for a generation table from the
+// managers: past it the peer refuses the request and the head sends the
+// buckets by explicit list, which needs no table.
+const genFetchTimeout = 3 * time.Second
 
 // genCacheSize is how many (site, generation) tables a peer keeps.
 const genCacheSize = 8

@@ -281,6 +281,16 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	h := b.hidx
 	b.mu.Unlock()
 	s.Stats.BlocksWritten.Add(int64(len(adds)))
+	if learn := s.opts.KeysLearned; learn != nil {
+		var recs []KeyRecord
+		for _, a := range adds {
+			r, _ := frameKeys(a.fr, a.fh) // checked by checkFrame above
+			recs = append(recs, r...)
+		}
+		if len(recs) > 0 {
+			learn(recs) // durable here: fsynced above
+		}
+	}
 	if h != nil {
 		for _, a := range adds {
 			p := a.p

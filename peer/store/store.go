@@ -80,6 +80,11 @@ type Options struct {
 	// BeforeWrite, for tests, is called by the writer before each group of
 	// blocks is written (a test can hold the disk back with it).
 	BeforeWrite func()
+	// KeysLearned, when set, hears the idempotency key records of the
+	// blocks a replica append made durable here (keys.go); it must not
+	// block. The records of copies already on disk are read with
+	// KeyRecords.
+	KeysLearned func([]KeyRecord)
 	// WriteFault, for tests, is called before each journal write (hot
 	// blocks and replicas) and before a roll writes a bucket's index and
 	// metadata; an error it returns is taken as the write's —
@@ -327,6 +332,7 @@ type sealedBlock struct {
 	minT     int64
 	maxT     int64
 	payload  []byte
+	keys     []byte // the block's encoded key section (keys.go), nil for none
 	tok      *blockToken
 }
 
@@ -416,6 +422,14 @@ func (s *Store) Append(evs []Event) (*Ack, error) {
 // no longer reads the events' bytes, so the caller may reuse them. release
 // is called exactly once, also when AppendRelease fails.
 func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
+	return s.AppendKeyed(evs, release, nil)
+}
+
+// AppendKeyed is AppendRelease that records, when key is not nil, the
+// request's idempotency key with its events: each block that holds some
+// of them carries a KeyRecord naming which (keys.go), so every copy of the
+// block knows the key. key.Ords, when set, has one entry per event.
+func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack, error) {
 	rel := &releaser{fn: release}
 	rel.n.Store(1)
 	defer rel.done()
@@ -423,6 +437,9 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if !ValidIndexName(evs[i].Index) {
 			return nil, fmt.Errorf("%w: %q", ErrBadIndex, evs[i].Index)
 		}
+	}
+	if key != nil && (!ValidKey(key.Key) || (key.Ords != nil && len(key.Ords) != len(evs))) {
+		return nil, fmt.Errorf("store: idempotency key %q for %d events (%d ordinals): not a valid key record", key.Key, len(evs), len(key.Ords))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -478,6 +495,9 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 			b.openTok = newBlockToken(s.repl.hook != nil)
 		}
 		b.open.add(e)
+		if key != nil {
+			b.open.addKey(key, key.ord(i))
+		}
 		b.appended++
 		b.rawBytes += int64(e.size())
 		if b.appended == 1 || e.Time < b.minT {
@@ -491,7 +511,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
 			ack.toks = append(ack.toks, tok)
 		}
-		if b.open.size() >= s.opts.BlockBytes {
+		if b.open.size() >= s.opts.BlockBytes || b.open.keyBytes >= maxKeySection-64<<10 {
 			s.sealLocked(b)
 		}
 		if pl.rollAfter[i] {
@@ -584,7 +604,7 @@ func (s *Store) sealLocked(b *Bucket) {
 	crashPoint("seal")
 	p := b.open.payload(make([]byte, 0, b.open.size()+64))
 	sb := &sealedBlock{b: b, no: b.nextBlock, firstOrd: b.openFirstOrd, events: uint32(b.open.n),
-		minT: b.open.minT, maxT: b.open.maxT, payload: p, tok: b.openTok}
+		minT: b.open.minT, maxT: b.open.maxT, payload: p, keys: encodeKeySection(b.open.keys), tok: b.openTok}
 	b.nextBlock++
 	b.mu.Lock()
 	b.pending = append(b.pending, sb)

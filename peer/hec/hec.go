@@ -199,8 +199,8 @@ type Config struct {
 	// answering); never set by the CLI.
 	AfterDurable func(r *http.Request)
 	Now          func() time.Time
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // Handler serves the HEC endpoints.

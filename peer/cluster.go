@@ -36,6 +36,10 @@ type cluster struct {
 	svc    *bus.Service
 	fixSvc *bus.Service
 	search *searchService
+	// keySvc answers other peers' idempotency key lookups; keyPeers asks
+	// them (idemkeys.go).
+	keySvc   *bus.Service
+	keyPeers *keyPeers
 	// svcDefault serves quarry.repl.default.<peer> too (single-site).
 	svcDefault *bus.Service
 	// sealWatch: hot replicas whose length a seal task asked for; once the
@@ -211,6 +215,13 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		}
 		return fail(err)
 	}
+	if cl.keySvc, err = p.serveKeys(nc, subj); err != nil {
+		cl.search.close(0)
+		cl.svc.Stop(context.Background())
+		cl.fixSvc.Stop(context.Background())
+		return fail(err)
+	}
+	cl.keyPeers = &keyPeers{p: p, nc: nc, subj: subj}
 	p.cl = cl
 	p.applyDataSizes(cl.cfg)
 	p.applyRollLimits(cl.cfg)
@@ -359,6 +370,9 @@ func (p *Peer) closeCluster(abrupt bool) {
 		cl.svc.Stop(ctx)
 		if cl.fixSvc != nil {
 			cl.fixSvc.Stop(ctx)
+		}
+		if cl.keySvc != nil {
+			cl.keySvc.Stop(ctx)
 		}
 		if cl.svcDefault != nil {
 			cl.svcDefault.Stop(ctx)

@@ -592,7 +592,7 @@ func (c *Cluster) NewHECClient(id string) *HECClient {
 
 // HECAnswer is a HEC reply: the HTTP status and Splunk's body.
 type HECAnswer struct {
-	Status int `json:"-"`
+	Status int    `json:"-"`
 	Text   string `json:"text"`
 	Code   int    `json:"code"`
 	AckID  *int64 `json:"ackId"`

@@ -173,12 +173,14 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 			idem, _ := s.IdemTo(u.Site, u.Peer)
 			sub = []string{s.Gen(), search, searchPeer, repl, idem, fixup, subInbox}
 			if u.Site != replDefaultSite {
-				// The peer also subscribes the default site's replication
-				// and search subjects (peer/cluster.go, peer/search.go).
+				// The peer also subscribes the default site's replication,
+				// search and key lookup subjects (peer/cluster.go,
+				// peer/search.go, peer/idemkeys.go).
 				dflt, _ := s.ReplTo(replDefaultSite, u.Peer)
 				dsearch, _ := s.Search(replDefaultSite)
 				dsearchPeer, _ := s.SearchPeer(replDefaultSite, u.Peer)
-				sub = append(sub, dflt, dsearch, dsearchPeer)
+				didem, _ := s.IdemTo(replDefaultSite, u.Peer)
+				sub = append(sub, dflt, dsearch, dsearchPeer, didem)
 			}
 		}
 		return Permissions{

@@ -38,7 +38,7 @@ type cluster struct {
 	search *searchService
 	// keySvc answers other peers' idempotency key lookups; keyPeers asks
 	// them (idemkeys.go).
-	keySvc   *bus.Service
+	keySvcs  []*bus.Service
 	keyPeers *keyPeers
 	// svcDefault serves quarry.repl.default.<peer> too (single-site).
 	svcDefault *bus.Service
@@ -215,7 +215,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		}
 		return fail(err)
 	}
-	if cl.keySvc, err = p.serveKeys(nc, subj); err != nil {
+	if cl.keySvcs, err = p.serveKeys(nc, subj); err != nil {
 		cl.search.close(0)
 		cl.svc.Stop(context.Background())
 		cl.fixSvc.Stop(context.Background())
@@ -371,8 +371,8 @@ func (p *Peer) closeCluster(abrupt bool) {
 		if cl.fixSvc != nil {
 			cl.fixSvc.Stop(ctx)
 		}
-		if cl.keySvc != nil {
-			cl.keySvc.Stop(ctx)
+		for _, svc := range cl.keySvcs {
+			svc.Stop(ctx)
 		}
 		if cl.svcDefault != nil {
 			cl.svcDefault.Stop(ctx)

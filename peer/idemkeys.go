@@ -40,13 +40,30 @@ func loadKeys(st *store.Store, keys *idem.Index) int {
 	return len(recs)
 }
 
-// serveKeys subscribes this peer's key lookups.
-func (p *Peer) serveKeys(nc *nats.Conn, subj bus.Subjects) (*bus.Service, error) {
-	subject, err := subj.IdemTo(p.site(), p.cfg.ID)
-	if err != nil {
+// serveKeys subscribes this peer's key lookups: under its site, and under
+// the default site too, since a single-site cluster lists every peer under
+// it (as replication does, cluster.go).
+func (p *Peer) serveKeys(nc *nats.Conn, subj bus.Subjects) ([]*bus.Service, error) {
+	sites := []string{p.site()}
+	if p.site() != fsm.DefaultSite {
+		sites = append(sites, fsm.DefaultSite)
+	}
+	var out []*bus.Service
+	for _, site := range sites {
+		subject, err := subj.IdemTo(site, p.cfg.ID)
+		if err == nil {
+			var svc *bus.Service
+			if svc, err = bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.answerKey); err == nil {
+				out = append(out, svc)
+				continue
+			}
+		}
+		for _, svc := range out {
+			svc.Stop(context.Background())
+		}
 		return nil, err
 	}
-	return bus.Serve(nc, subject, bus.ServeOptions{MaxConcurrent: 16, Logger: p.log}, p.answerKey)
+	return out, nil
 }
 
 // answerKey answers one lookup from this peer's key index.

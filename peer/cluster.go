@@ -199,29 +199,10 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 			return fail(err)
 		}
 	}
-	// The fixup runner exists before the fixup subject is served: a task
-	// pushed at once goes straight to it.
-	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
-	cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
-		func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(cl, t), nil })
-	if err != nil {
+	if err := p.startServices(cl, nc, subj); err != nil {
 		cl.svc.Stop(context.Background())
 		return fail(err)
 	}
-	if cl.search, err = p.startSearch(nc, subj); err != nil {
-		cl.svc.Stop(context.Background())
-		if cl.fixSvc != nil {
-			cl.fixSvc.Stop(context.Background())
-		}
-		return fail(err)
-	}
-	if cl.keySvcs, err = p.serveKeys(nc, subj); err != nil {
-		cl.search.close(0)
-		cl.svc.Stop(context.Background())
-		cl.fixSvc.Stop(context.Background())
-		return fail(err)
-	}
-	cl.keyPeers = &keyPeers{p: p, nc: nc, subj: subj}
 	p.cl = cl
 	p.applyDataSizes(cl.cfg)
 	p.applyRollLimits(cl.cfg)
@@ -237,6 +218,32 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.adminDigest.Store(&cl.cfg.AdminTokenDigest)
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
+}
+
+// startServices serves what the managers and other processes ask of a
+// joined peer — fixup tasks, searches, idempotency key lookups — stopping
+// those it started when one fails.
+func (p *Peer) startServices(cl *cluster, nc *nats.Conn, subj bus.Subjects) error {
+	// The fixup runner exists before the fixup subject is served: a task
+	// pushed at once goes straight to it.
+	cl.fix = newFixupRunner(p, cl.cp, p.cfg.ReplicationRate)
+	var err error
+	cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), p.cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
+		func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(cl, t), nil })
+	if err != nil {
+		return err
+	}
+	if cl.search, err = p.startSearch(nc, subj); err != nil {
+		cl.fixSvc.Stop(context.Background())
+		return err
+	}
+	if cl.keySvcs, err = p.serveKeys(nc, subj); err != nil {
+		cl.search.close(0)
+		cl.fixSvc.Stop(context.Background())
+		return err
+	}
+	cl.keyPeers = &keyPeers{p: p, nc: nc, subj: subj}
+	return nil
 }
 
 // refreshTokens reads the cluster config and hands HEC its tokens when they

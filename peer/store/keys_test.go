@@ -127,8 +127,31 @@ func TestKeysRecordedWithTheirEvents(t *testing.T) {
 		t.Fatalf("replica learned %v, want %v", got, want)
 	}
 	mu.Unlock()
-	// A damaged key section (its own CRC and the frame's recomputed, so
-	// only the content is wrong) is refused and nothing is written.
+	badKeyFrameRefused(t, frames)
+	// The records survive a restart (the hot copies roll at open).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, Options{Dir: dir, Searchable: true})
+	defer s.Close()
+	if got := coverage(t, keyRecordsOf(s)); !equalCoverage(got, want) {
+		t.Fatalf("after a restart: %v, want %v", got, want)
+	}
+	// A journal last written before the window is not read.
+	for _, ci := range s.Inventory() {
+		old := time.Now().Add(-2 * time.Hour)
+		os.Chtimes(filepath.Join(dir, "buckets", ci.ID, journalFile), old, old)
+	}
+	if recs := keyRecordsOf(s); len(recs) != 0 {
+		t.Fatalf("journals older than the window gave %d records", len(recs))
+	}
+}
+
+// badKeyFrameRefused: a damaged key section (its own CRC and the frame's
+// recomputed, so only the content is wrong) is refused by a replica append
+// and nothing is written.
+func badKeyFrameRefused(t *testing.T, frames map[string][][]byte) {
+	t.Helper()
 	var keyed []byte
 	var keyedID string
 	for id, fr := range frames {
@@ -149,23 +172,6 @@ func TestKeysRecordedWithTheirEvents(t *testing.T) {
 	}
 	if n := len(other.Inventory()); n != 0 {
 		t.Fatalf("a refused frame left %d copies", n)
-	}
-	// The records survive a restart (the hot copies roll at open).
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = mustOpen(t, Options{Dir: dir, Searchable: true})
-	defer s.Close()
-	if got := coverage(t, keyRecordsOf(s)); !equalCoverage(got, want) {
-		t.Fatalf("after a restart: %v, want %v", got, want)
-	}
-	// A journal last written before the window is not read.
-	for _, ci := range s.Inventory() {
-		old := time.Now().Add(-2 * time.Hour)
-		os.Chtimes(filepath.Join(dir, "buckets", ci.ID, journalFile), old, old)
-	}
-	if recs := keyRecordsOf(s); len(recs) != 0 {
-		t.Fatalf("journals older than the window gave %d records", len(recs))
 	}
 }
 

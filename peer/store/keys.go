@@ -193,8 +193,7 @@ func frameKeys(frame []byte, fh frameHeader) ([]KeyRecord, error) {
 // section that fails its checksum is skipped and logged. A peer calls it
 // once, after Open, to rebuild its key index.
 func (s *Store) KeyRecords(since time.Time, fn func(KeyRecord)) {
-	hdr := make([]byte, frameHeaderLen)
-	var sec []byte
+	r := keyReader{s: s, since: since, fn: fn, hdr: make([]byte, frameHeaderLen)}
 	for _, b := range s.sortedBuckets() {
 		b.mu.RLock()
 		blocks, rd, state := b.blocks, b.rd, b.state
@@ -205,32 +204,46 @@ func (s *Store) KeyRecords(since time.Time, fn func(KeyRecord)) {
 		if st, err := os.Stat(filepath.Join(b.dir, journalFile)); err != nil || st.ModTime().Before(since) {
 			continue
 		}
-		for _, bl := range blocks {
-			if _, err := rd.ReadAt(hdr, bl.off); err != nil {
-				s.log.Warn("idempotency keys: read a block header", "bucket", b.id, "off", bl.off, "err", err)
-				break
-			}
-			fh, err := parseFrameHeader(hdr)
-			if err != nil || fh.keysLen == 0 {
-				continue
-			}
-			if cap(sec) < int(fh.keysLen) {
-				sec = make([]byte, fh.keysLen)
-			}
-			sec = sec[:fh.keysLen]
-			if _, err := rd.ReadAt(sec, bl.off+frameHeaderLen); err != nil {
-				s.log.Warn("idempotency keys: read a key section", "bucket", b.id, "off", bl.off, "err", err)
-				break
-			}
-			recs, err := decodeKeySection(sec, fh.events)
-			if err != nil {
-				s.log.Warn("idempotency keys: a key section does not decode; its keys are not known", "bucket", b.id, "block", fh.block, "err", err)
-				continue
-			}
-			for _, r := range recs {
-				if r.Arrival >= since.UnixNano() {
-					fn(r)
-				}
+		r.copy(b.id, rd, blocks)
+		rd.dropIdle() // as recovery does: reading keys leaves no descriptor cached
+	}
+}
+
+// keyReader reads key sections for KeyRecords, reusing its buffers.
+type keyReader struct {
+	s        *Store
+	since    time.Time
+	fn       func(KeyRecord)
+	hdr, sec []byte
+}
+
+// copy reads the key sections of one copy's blocks.
+func (r *keyReader) copy(id string, rd *cachedFile, blocks []blockInfo) {
+	for _, bl := range blocks {
+		if _, err := rd.ReadAt(r.hdr, bl.off); err != nil {
+			r.s.log.Warn("idempotency keys: read a block header", "bucket", id, "off", bl.off, "err", err)
+			return
+		}
+		fh, err := parseFrameHeader(r.hdr)
+		if err != nil || fh.keysLen == 0 {
+			continue
+		}
+		if cap(r.sec) < int(fh.keysLen) {
+			r.sec = make([]byte, fh.keysLen)
+		}
+		r.sec = r.sec[:fh.keysLen]
+		if _, err := rd.ReadAt(r.sec, bl.off+frameHeaderLen); err != nil {
+			r.s.log.Warn("idempotency keys: read a key section", "bucket", id, "off", bl.off, "err", err)
+			return
+		}
+		recs, err := decodeKeySection(r.sec, fh.events)
+		if err != nil {
+			r.s.log.Warn("idempotency keys: a key section does not decode; its keys are not known", "bucket", id, "block", fh.block, "err", err)
+			continue
+		}
+		for _, k := range recs {
+			if k.Arrival >= r.since.UnixNano() {
+				r.fn(k)
 			}
 		}
 	}

@@ -291,13 +291,15 @@ func (c *Claim) Merge(spans []Span) Found {
 }
 
 // Commit records that the claimed request's events (ordinals in stored)
-// were appended with durability ack, and lets waiting requests in.
+// were appended with durability ack (nil: nothing appended here), and lets
+// waiting requests in. A key stored here in parts keeps the durability of
+// every part.
 func (c *Claim) Commit(ack *store.Ack, stored []Span) {
 	c.end(func(e *entry) {
 		for _, s := range stored {
 			e.spans = addSpan(e.spans, s)
 		}
-		e.ack = ack
+		e.ack = e.ack.Join(ack)
 	})
 }
 

@@ -252,6 +252,18 @@ func (s *Store) SealOpen(a *Ack) {
 	}
 }
 
+// Join is the durability of the events of both a and b (a nil Ack has no
+// events: durable).
+func (a *Ack) Join(b *Ack) *Ack {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return &Ack{toks: append(slices.Clip(a.toks), b.toks...)}
+}
+
 // Durable reports whether every event of the Append is on disk.
 func (a *Ack) Durable() bool {
 	for _, t := range a.toks {

@@ -11,6 +11,11 @@
 // request's events are durable by the ack rule (store.Store.Wait), so the
 // answer itself is the acknowledgement.
 //
+// A request with an Idempotency-Key header whose key its token used within
+// the key window is answered as a success and not stored again, here or on
+// any peer that hears of the key (idempotency.go; peer/DESIGN.md
+// "Idempotent retries"); without the header nothing of that runs.
+//
 // # Limits (SPEC §11: memory a request costs is bounded by its size)
 //
 // Defaults, each a Config field:

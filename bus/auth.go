@@ -155,29 +155,32 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 	case RoleManager:
 		return Permissions{
 			PubAllow: []string{s.Gen(), s.All("fixup"), s.All("mgr"), pubInbox},
-			PubDeny:  []string{s.All("repl"), s.All("search")},
+			PubDeny:  []string{s.All("repl"), s.All("search"), s.All("idem")},
 			SubAllow: []string{s.All("mgr"), s.Gen(), subInbox},
 		}, nil
 	case RolePeer:
-		pub := []string{s.All("mgr"), s.All("repl"), s.All("bundle"), pubInbox}
-		sub := []string{s.Gen(), s.All("search"), s.All("repl"), s.All("fixup"), subInbox}
+		pub := []string{s.All("mgr"), s.All("repl"), s.All("idem"), s.All("bundle"), pubInbox}
+		sub := []string{s.Gen(), s.All("search"), s.All("repl"), s.All("idem"), s.All("fixup"), subInbox}
 		if u.Site != "" || u.Peer != "" {
 			if err := validTokens("site", u.Site, "peer", u.Peer); err != nil {
 				return Permissions{}, err
 			}
-			pub = []string{s.join("mgr", "*", u.Peer), s.join("repl", "*", "*", u.Peer), s.All("bundle"), pubInbox}
+			pub = []string{s.join("mgr", "*", u.Peer), s.join("repl", "*", "*", u.Peer), s.join("idem", "*", "*", u.Peer), s.All("bundle"), pubInbox}
 			search, _ := s.Search(u.Site)
 			searchPeer, _ := s.SearchPeer(u.Site, u.Peer)
 			repl, _ := s.ReplTo(u.Site, u.Peer)
 			fixup, _ := s.Fixup(u.Site, u.Peer)
-			sub = []string{s.Gen(), search, searchPeer, repl, fixup, subInbox}
+			idem, _ := s.IdemTo(u.Site, u.Peer)
+			sub = []string{s.Gen(), search, searchPeer, repl, idem, fixup, subInbox}
 			if u.Site != replDefaultSite {
-				// The peer also subscribes the default site's replication
-				// and search subjects (peer/cluster.go, peer/search.go).
+				// The peer also subscribes the default site's replication,
+				// search and key lookup subjects (peer/cluster.go,
+				// peer/search.go, peer/idemkeys.go).
 				dflt, _ := s.ReplTo(replDefaultSite, u.Peer)
 				dsearch, _ := s.Search(replDefaultSite)
 				dsearchPeer, _ := s.SearchPeer(replDefaultSite, u.Peer)
-				sub = append(sub, dflt, dsearch, dsearchPeer)
+				didem, _ := s.IdemTo(replDefaultSite, u.Peer)
+				sub = append(sub, dflt, dsearch, dsearchPeer, didem)
 			}
 		}
 		return Permissions{
@@ -200,7 +203,7 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 		pub = append(pub, s.All("search"), s.All("results"), pubInbox)
 		return Permissions{
 			PubAllow: pub,
-			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.Gen(), s.join("mgr", "register", ">"), s.join("mgr", "heartbeat", ">")},
+			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.All("idem"), s.Gen(), s.join("mgr", "register", ">"), s.join("mgr", "heartbeat", ">")},
 			SubAllow: []string{s.Gen(), s.All("bundle"), s.All("results"), subInbox},
 		}, nil
 	case RoleSubscriber:

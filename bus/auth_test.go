@@ -132,6 +132,15 @@ func TestRolePermissionsTable(t *testing.T) {
 		{"mgr", "quarry.gen", true},
 		{"mgr", "quarry.repl.site1.p1", false},
 		{"mgr", "quarry.search.site1", false},
+		// idempotency key lookups (peer/DESIGN.md "Idempotent retries"):
+		// peers ask under their own id only; no other role at all
+		{"p1", "quarry.idem.site2.p4.p1", true},
+		{"p1", "quarry.idem.site2.p4.p2", false},
+		{"peer", "quarry.idem.site1.p2.p1", true},
+		{"sh", "quarry.idem.site1.p1.sh", false},
+		{"sh", "quarry.idem.site1.p1.p2", false},
+		{"mgr", "quarry.idem.site1.p1.m1", false},
+		{"watch", "quarry.idem.site1.p1.x", false},
 		{"watch", "quarry.gen", false},
 		{"watch", "quarry.results.x", false},
 		{"watch", "quarry.mgr.heartbeat", false},
@@ -173,13 +182,21 @@ func TestRolePermissionsTable(t *testing.T) {
 		_ = p1.nc.Flush()
 		waitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
 	}
-	// Nor a search head to fixup tasks at all.
-	sh := conns["sh"]
-	if _, err := sh.nc.Subscribe("quarry.fixup.>", func(*nats.Msg) {}); err != nil {
+	// Nor to another peer's key lookups.
+	if _, err := p1.nc.Subscribe("quarry.idem.site1.p2.*", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
-	_ = sh.nc.Flush()
-	waitFor(t, 2*time.Second, func() error { return sh.errs.violation("quarry.fixup.>") })
+	_ = p1.nc.Flush()
+	waitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.idem.site1.p2.*") })
+	// Nor a search head to fixup tasks or key lookups at all.
+	sh := conns["sh"]
+	for _, sub := range []string{"quarry.fixup.>", "quarry.idem.>"} {
+		if _, err := sh.nc.Subscribe(sub, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		_ = sh.nc.Flush()
+		waitFor(t, 2*time.Second, func() error { return sh.errs.violation(sub) })
+	}
 	// A subscriber hears generation notices and results, and no replication.
 	w := conns["watch"]
 	gen, err := w.nc.SubscribeSync("quarry.gen")

@@ -26,6 +26,7 @@ var ErrInvalidToken = wire.ErrInvalidToken
 //	<p>.fixup.<site>.<peer>    manager → peer: fixup tasks
 //	<p>.bundle.<hash>          peer → search head: knowledge bundle fetch
 //	<p>.results.<name>         search head → anyone: published results
+//	<p>.idem.<site>.<peer>.<sender>  peer → peer: idempotency key lookups
 type Subjects struct {
 	prefix string
 }
@@ -135,6 +136,24 @@ func (s Subjects) ReplTo(site, target string) (string, error) {
 		return "", err
 	}
 	return s.join("repl", site, target, "*"), nil
+}
+
+// Idem is the subject sender (a peer) asks peer of site on whether it
+// holds an idempotency key (peer/DESIGN.md "Idempotent retries").
+func (s Subjects) Idem(site, peer, sender string) (string, error) {
+	if err := validTokens("site", site, "peer", peer, "sender", sender); err != nil {
+		return "", err
+	}
+	return s.join("idem", site, peer, sender), nil
+}
+
+// IdemTo is what a peer subscribes: every sender's key lookups,
+// <p>.idem.<site>.<peer>.*; the handler reads the sender (SubjectSender).
+func (s Subjects) IdemTo(site, peer string) (string, error) {
+	if err := validTokens("site", site, "peer", peer); err != nil {
+		return "", err
+	}
+	return s.join("idem", site, peer, "*"), nil
 }
 
 // Fixup is the fixup-task subject of a peer.

@@ -577,6 +577,8 @@ type HECClient struct {
 	Token   string
 	Client  *http.Client
 	Index   string // default main
+	// Key, when set, is sent as the Idempotency-Key header.
+	Key string
 }
 
 // NewHECClient returns a client of peer id's HEC with a fresh channel.
@@ -588,8 +590,29 @@ func (c *Cluster) NewHECClient(id string) *HECClient {
 	return &HECClient{URL: c.Opts.TLS.Scheme() + "://" + c.Peer(id).Addr(), Channel: ch, Token: HECToken, Client: c.HTTPClient(10 * time.Second)}
 }
 
+// HECAnswer is a HEC reply: the HTTP status and Splunk's body.
+type HECAnswer struct {
+	Status int    `json:"-"`
+	Text   string `json:"text"`
+	Code   int    `json:"code"`
+	AckID  *int64 `json:"ackId"`
+}
+
 // Send posts raw events (one envelope each) and returns the ack id.
 func (h *HECClient) Send(ctx context.Context, raws []string) (int64, error) {
+	ans, err := h.Post(ctx, raws)
+	if err != nil {
+		return 0, err
+	}
+	if ans.Status != 200 || ans.AckID == nil {
+		return 0, fmt.Errorf("HEC answered %d code %d %s", ans.Status, ans.Code, ans.Text)
+	}
+	return *ans.AckID, nil
+}
+
+// Post posts raw events (one envelope each) and returns the answer, whatever
+// its status (a token without acks answers no ack id).
+func (h *HECClient) Post(ctx context.Context, raws []string) (HECAnswer, error) {
 	var body bytes.Buffer
 	for _, r := range raws {
 		ix := h.Index
@@ -602,23 +625,19 @@ func (h *HECClient) Send(ctx context.Context, raws []string) (int64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+"/services/collector/event", &body)
 	req.Header.Set("Authorization", "Splunk "+h.Token)
 	req.Header.Set("X-Splunk-Request-Channel", h.Channel)
+	if h.Key != "" {
+		req.Header.Set("Idempotency-Key", h.Key)
+	}
 	resp, err := h.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return HECAnswer{}, err
 	}
 	defer resp.Body.Close()
-	var ans struct {
-		Text  string `json:"text"`
-		Code  int    `json:"code"`
-		AckID *int64 `json:"ackId"`
-	}
+	ans := HECAnswer{Status: resp.StatusCode}
 	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		return 0, fmt.Errorf("HEC answer: %w", err)
+		return ans, fmt.Errorf("HEC answer: %w", err)
 	}
-	if resp.StatusCode != 200 || ans.AckID == nil {
-		return 0, fmt.Errorf("HEC answered %d code %d %s", resp.StatusCode, ans.Code, ans.Text)
-	}
-	return *ans.AckID, nil
+	return ans, nil
 }
 
 // Acked asks which of ids are acknowledged (each true answer is forgotten

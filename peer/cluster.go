@@ -36,6 +36,10 @@ type cluster struct {
 	svc    *bus.Service
 	fixSvc *bus.Service
 	search *searchService
+	// keySvc answers other peers' idempotency key lookups; keyPeers asks
+	// them (idemkeys.go).
+	keySvcs  []*bus.Service
+	keyPeers *keyPeers
 	// svcDefault serves quarry.repl.default.<peer> too (single-site).
 	svcDefault *bus.Service
 	// sealWatch: hot replicas whose length a seal task asked for; once the
@@ -195,20 +199,8 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 			return fail(err)
 		}
 	}
-	// The fixup runner exists before the fixup subject is served: a task
-	// pushed at once goes straight to it.
-	cl.fix = newFixupRunner(p, cl.cp, cfg.ReplicationRate)
-	cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
-		func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(cl, t), nil })
-	if err != nil {
+	if err := p.startServices(cl, nc, subj); err != nil {
 		cl.svc.Stop(context.Background())
-		return fail(err)
-	}
-	if cl.search, err = p.startSearch(nc, subj); err != nil {
-		cl.svc.Stop(context.Background())
-		if cl.fixSvc != nil {
-			cl.fixSvc.Stop(context.Background())
-		}
 		return fail(err)
 	}
 	p.cl = cl
@@ -226,6 +218,32 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.adminDigest.Store(&cl.cfg.AdminTokenDigest)
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
+}
+
+// startServices serves what the managers and other processes ask of a
+// joined peer — fixup tasks, searches, idempotency key lookups — stopping
+// those it started when one fails.
+func (p *Peer) startServices(cl *cluster, nc *nats.Conn, subj bus.Subjects) error {
+	// The fixup runner exists before the fixup subject is served: a task
+	// pushed at once goes straight to it.
+	cl.fix = newFixupRunner(p, cl.cp, p.cfg.ReplicationRate)
+	var err error
+	cl.fixSvc, err = mgrclient.ServeFixups(nc, subj, p.site(), p.cfg.ID, bus.ServeOptions{MaxConcurrent: 8, Logger: p.log},
+		func(ctx context.Context, t api.FixupTask) (api.FixupAck, error) { return p.acceptFixup(cl, t), nil })
+	if err != nil {
+		return err
+	}
+	if cl.search, err = p.startSearch(nc, subj); err != nil {
+		cl.fixSvc.Stop(context.Background())
+		return err
+	}
+	if cl.keySvcs, err = p.serveKeys(nc, subj); err != nil {
+		cl.search.close(0)
+		cl.fixSvc.Stop(context.Background())
+		return err
+	}
+	cl.keyPeers = &keyPeers{p: p, nc: nc, subj: subj}
+	return nil
 }
 
 // refreshTokens reads the cluster config and hands HEC its tokens when they
@@ -362,6 +380,9 @@ func (p *Peer) closeCluster(abrupt bool) {
 		cl.svc.Stop(ctx)
 		if cl.fixSvc != nil {
 			cl.fixSvc.Stop(ctx)
+		}
+		for _, svc := range cl.keySvcs {
+			svc.Stop(ctx)
 		}
 		if cl.svcDefault != nil {
 			cl.svcDefault.Stop(ctx)

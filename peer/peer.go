@@ -36,6 +36,7 @@ import (
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/quarry-dev/quarry/query"
 )
@@ -111,6 +112,15 @@ type Config struct {
 	// never set by the CLI.
 	DiskSpace  func() (free, total int64)
 	WriteFault func() error
+	// IdempotencyWindow: how long a HEC token's Idempotency-Key is
+	// remembered (--idempotency-window, default 24 h; DESIGN.md
+	// "Idempotent retries").
+	IdempotencyWindow time.Duration
+	// AfterHECDurable, when set, is called for a HEC request of a token
+	// without acks once its events are durable by the ack rule (replicated)
+	// and before it is answered: a test hook (a peer that dies after
+	// replicating and before answering); never set by the CLI.
+	AfterHECDurable func(r *http.Request)
 	// TLS: with a certificate the HTTP API (HEC included) serves HTTPS;
 	// with the CA the peer verifies the bus and the managers' HTTPS
 	// against it (tls.go).
@@ -123,6 +133,7 @@ type Peer struct {
 	guid  string
 	store *store.Store
 	hec   *hec.Handler
+	keys  *idem.Index // idempotency keys (idemkeys.go)
 	srv   *http.Server
 	ln    net.Listener
 	log   *slog.Logger
@@ -233,6 +244,7 @@ func Start(cfg Config) (*Peer, error) {
 		return nil, err
 	}
 	started := time.Now()
+	keys := newKeyIndex(cfg)
 	st, err := store.Open(store.Options{
 		Dir: cfg.DataDir, GUID: guid, Searchable: cfg.Searchable,
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
@@ -241,18 +253,21 @@ func Start(cfg Config) (*Peer, error) {
 		// A cluster member keeps a journal damaged in the middle, corrupt,
 		// for the managers to repair from another copy (store.Options).
 		KeepDamaged: cfg.NATS != "",
+		KeysLearned: keys.Learn,
 	})
 	if err != nil {
 		return nil, err
 	}
+	nkeys := loadKeys(st, keys)
 	rep := st.LastRecovery()
 	log.Info("store opened", "guid", guid, "took", time.Since(started).Round(time.Millisecond),
-		"opened", rep.Opened, "rolled", rep.Rolled, "torn_tails", rep.TornTails, "rebuilt", rep.Rebuilt, "corrupt", len(rep.Corrupt))
+		"opened", rep.Opened, "rolled", rep.Rolled, "torn_tails", rep.TornTails, "rebuilt", rep.Rebuilt, "corrupt", len(rep.Corrupt),
+		"idempotency_key_records", nkeys, "idempotency_keys", keys.Len())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
-	p := &Peer{cfg: cfg, guid: guid, store: st, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
+	p := &Peer{cfg: cfg, guid: guid, store: st, keys: keys, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
 		loopback: loopbackOnly(cfg.HTTPAddr)}
 	registerSearchMetrics(reg, &p.searchStats)
 	p.registerSearchMetrics(reg)
@@ -286,7 +301,12 @@ func Start(cfg Config) (*Peer, error) {
 		}
 		registerReplicationMetrics(reg, p.cl.repl)
 	}
-	p.hec = hec.New(hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg})
+	hc := hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg,
+		Keys: keys, AfterDurable: cfg.AfterHECDurable}
+	if p.cl != nil {
+		hc.KeyPeers = p.cl.keyPeers
+	}
+	p.hec = hec.New(hc)
 	mux := http.NewServeMux()
 	p.hec.Register(mux)
 	mux.HandleFunc("GET /v1/buckets", p.serveBuckets)

@@ -22,7 +22,8 @@ import (
 // --max-hot-bytes, --max-hot-span, --max-hot-buckets (roll limits; in a
 // cluster they come from the managers' config), --quarantine-past,
 // --quarantine-future (the quarantine bucket's window), --max-open-files
-// (the file cache's cap).
+// (the file cache's cap), --idempotency-window (how long a HEC token's
+// Idempotency-Key is remembered).
 func peerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peer",
@@ -55,6 +56,7 @@ func peerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "quarantine-past", Value: 900 * 24 * time.Hour, Usage: "events older than this (by the peer's clock) go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-past")},
 			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
 			&cli.IntFlag{Name: "max-open-files", Usage: "descriptors kept open for reading bucket files (0: half of RLIMIT_NOFILE, 16 to 4096)", EnvVars: envVars("max-open-files")},
+			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "a HEC request whose Idempotency-Key its token used this recently is answered, not stored again", EnvVars: envVars("idempotency-window")},
 		},
 		Subcommands: peerAdminSubcommands(),
 		Action:      runPeer,
@@ -100,6 +102,9 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		NATS:   c.String("nats"), TargetTimeout: c.Duration("target-timeout"), NATSUser: c.String("nats-user"),
 	}
 	fail := func(err error) (peer.Config, error) { return peer.Config{}, fmt.Errorf("peer: %w", err) }
+	if cfg.IdempotencyWindow = c.Duration("idempotency-window"); cfg.IdempotencyWindow <= 0 {
+		return fail(fmt.Errorf("--idempotency-window %v: want a positive duration", cfg.IdempotencyWindow))
+	}
 	if cfg.MaxOpenFiles = c.Int("max-open-files"); cfg.MaxOpenFiles < 0 {
 		return fail(fmt.Errorf("--max-open-files %d: want 0 (derived from RLIMIT_NOFILE) or a positive count", cfg.MaxOpenFiles))
 	}

@@ -11,6 +11,11 @@
 // request's events are durable by the ack rule (store.Store.Wait), so the
 // answer itself is the acknowledgement.
 //
+// A request with an Idempotency-Key header whose key its token used within
+// the key window is answered as a success and not stored again, here or on
+// any peer that hears of the key (idempotency.go; peer/DESIGN.md
+// "Idempotent retries"); without the header nothing of that runs.
+//
 // # Limits (SPEC §11: memory a request costs is bounded by its size)
 //
 // Defaults, each a Config field:
@@ -67,6 +72,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -136,6 +142,8 @@ func TokenFromConfig(t fsm.HECToken) Token {
 // Appender is what HEC needs of the store.
 type Appender interface {
 	AppendRelease(evs []store.Event, release func()) (*store.Ack, error)
+	// AppendKeyed records a request's idempotency key with its events.
+	AppendKeyed(evs []store.Event, release func(), key *store.RequestKey) (*store.Ack, error)
 	// SealOpen and Wait serve tokens without acks: seal the request's open
 	// blocks, then wait until they are durable by the ack rule.
 	SealOpen(a *store.Ack)
@@ -184,10 +192,20 @@ type Config struct {
 	// drain, then answers 503 code 9. Memory stays bounded: a waiting
 	// request holds no body. A request that finds the in-flight budget
 	// spent waits up to as long again for room, then answers 503 code 9.
-	BusyWait   time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	BusyWait time.Duration
+	// Keys is the idempotency key index (a fresh one when nil), KeyPeers
+	// asks the cluster's other peers about a key (nil: standalone); see
+	// idempotency.go.
+	Keys     *idem.Index
+	KeyPeers KeyPeers
+	// AfterDurable, when set, is called for a request of a token without
+	// acks once its events are durable by the ack rule, before it is
+	// answered: a test hook (a peer that dies after replicating and before
+	// answering); never set by the CLI.
+	AfterDurable func(r *http.Request)
+	Now          func() time.Time
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // Handler serves the HEC endpoints.
@@ -209,6 +227,7 @@ type Handler struct {
 	rawBytes   prometheus.Counter
 	busyWait   prometheus.Counter
 	budgetBusy prometheus.Counter
+	duplicates prometheus.Counter
 }
 
 // tokenKey is a token's SHA-256: tokens are found by it, then compared in
@@ -235,6 +254,7 @@ type channel struct {
 	next     int64
 	pending  map[int64]*store.Ack
 	lastUsed time.Time
+	owner    *tokenChannels // counts its unread acks
 }
 
 // New builds a handler.
@@ -281,6 +301,9 @@ func New(cfg Config) *Handler {
 	if cfg.DefaultHost == "" {
 		cfg.DefaultHost = "localhost"
 	}
+	if cfg.Keys == nil {
+		cfg.Keys = idem.New(idem.Config{Now: cfg.Now})
+	}
 	h := &Handler{cfg: cfg, budget: newBudget(cfg.MaxInFlightBytes)}
 	h.SetTokens(cfg.Tokens)
 	h.pool.New = func() any { return &decoder{} }
@@ -299,6 +322,15 @@ func New(cfg Config) *Handler {
 	h.budgetBusy = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_budget_busy_total", Help: "HEC requests answered 503 code 9 because the in-flight byte budget had no room within the busy wait.",
 	})
+	h.duplicates = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_idempotent_duplicates_total", Help: "HEC requests whose Idempotency-Key was already used by their token within the key window: answered, not stored again.",
+	})
+	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "quarry_peer_hec_idempotency_keys", Help: "Idempotency keys this peer remembers (the key index).",
+	}, func() float64 { return float64(cfg.Keys.Len()) })
+	forgotten := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_idempotency_keys_evicted_total", Help: "Idempotency keys forgotten within the window because a cap (per token or in all) was reached.",
+	}, func() float64 { return float64(cfg.Keys.Evicted.Load()) })
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quarry_peer_hec_inflight_bytes", Help: "Bytes of the HEC in-flight budget held by requests (bodies, gzip readers, decoders).",
 	}, func() float64 { return float64(h.InFlightBytes()) })
@@ -311,7 +343,8 @@ func New(cfg Config) *Handler {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"endpoint"})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, inflight, h.byEndpoint, h.latency)
+		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, inflight, h.byEndpoint, h.latency,
+			h.duplicates, keys, forgotten)
 	}
 	return h
 }
@@ -586,6 +619,11 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
+	key, rp := requestKey(r)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
 	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
@@ -602,6 +640,9 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
+	if key != nil {
+		key.hashBody("event", r.URL.Query(), b.data)
+	}
 	d := h.pool.Get().(*decoder)
 	drv := b.rv.sibling() // the decoder's memory, held until the store lets go
 	d.maxValues, d.charge = h.cfg.MaxEventValues, drv.take
@@ -617,7 +658,12 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, res)
 		return
 	}
-	h.commit(w, r, t, ch, evs, func() { h.putDecoder(d, drv) })
+	release := func() { h.putDecoder(d, drv) }
+	if key != nil {
+		h.commitKeyed(w, r, t, ch, evs, release, key)
+		return
+	}
+	h.commit(w, r, t, ch, evs, release)
 }
 
 // maxPooledDecoder: a decoder holding more (it decoded a large body) is
@@ -650,22 +696,45 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 			return
 		}
 	}
+	ack, ok := h.appendEvents(w, evs, release, nil)
+	if !ok {
+		return
+	}
+	h.answer(w, r, c, ack)
+}
+
+// appendEvents appends a request's events (with its idempotency key when
+// key is not nil); on failure it answers the request and returns false.
+func (h *Handler) appendEvents(w http.ResponseWriter, evs []store.Event, release func(), key *store.RequestKey) (*store.Ack, bool) {
 	n, raw := len(evs), 0
 	for i := range evs {
 		raw += len(evs[i].Raw)
 	}
-	ack, err := h.cfg.Store.AppendRelease(evs, release)
+	var ack *store.Ack
+	var err error
+	if key != nil {
+		ack, err = h.cfg.Store.AppendKeyed(evs, release, key)
+	} else {
+		ack, err = h.cfg.Store.AppendRelease(evs, release)
+	}
 	if errors.Is(err, store.ErrDiskFull) {
 		h.reply(w, plain(replyBusy)) // nothing taken; the client retries (back-pressure)
-		return
+		return nil, false
 	}
 	if err != nil {
 		h.cfg.Logger.Error("hec append failed", "err", err)
 		h.reply(w, plain(replyInternal))
-		return
+		return nil, false
 	}
 	h.events.Add(float64(n))
 	h.rawBytes.Add(float64(raw))
+	return ack, true
+}
+
+// answer answers a request whose events ack covers: with an ack id on
+// channel c, or — no channel: a token without acks — with Success once
+// they are durable by the ack rule.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c *channel, ack *store.Ack) {
 	res := plain(replySuccess)
 	if c == nil {
 		h.cfg.Store.SealOpen(ack)
@@ -681,6 +750,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 			h.reply(w, plain(replyInternal))
 			return
 		}
+		if h.cfg.AfterDurable != nil {
+			h.cfg.AfterDurable(r)
+		}
 		h.reply(w, res)
 		return
 	}
@@ -688,7 +760,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 	res.AckID = c.next
 	c.next++
 	c.pending[res.AckID] = ack
-	t.pending.Add(1)
+	c.owner.pending.Add(1)
 	c.lastUsed = h.cfg.Now()
 	c.mu.Unlock()
 	h.reply(w, res)
@@ -723,7 +795,7 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 				return nil, &rp
 			}
 		}
-		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now}
+		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now, owner: t.tokenChannels}
 		t.channels[id] = c
 	}
 	c.mu.Lock()
@@ -738,6 +810,11 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 
 func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 	t, ch, rp := h.precheck(r)
+	if rp != nil {
+		h.reply(w, *rp)
+		return
+	}
+	key, rp := requestKey(r)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -757,6 +834,9 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		b.release()
 		h.reply(w, plain(replyIncorrectIdx))
 		return
+	}
+	if key != nil {
+		key.hashBody("raw", r.URL.Query(), b.data)
 	}
 	// The body buffer is owned by the request until the store lets go; so
 	// are the events, reserved as their slice grows (a body of short lines
@@ -795,6 +875,10 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 	if len(evs) == 0 {
 		b.release()
 		h.reply(w, plain(replyNoData))
+		return
+	}
+	if key != nil {
+		h.commitKeyed(w, r, t, ch, evs, b.release, key)
 		return
 	}
 	h.commit(w, r, t, ch, evs, b.release)

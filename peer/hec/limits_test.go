@@ -452,6 +452,9 @@ func (instantStore) AppendRelease(evs []store.Event, release func()) (*store.Ack
 	release()
 	return &store.Ack{}, nil
 }
+func (s instantStore) AppendKeyed(evs []store.Event, release func(), _ *store.RequestKey) (*store.Ack, error) {
+	return s.AppendRelease(evs, release)
+}
 func (instantStore) SealOpen(*store.Ack)                    {}
 func (instantStore) Wait(context.Context, *store.Ack) error { return nil }
 func (instantStore) Busy() bool                             { return false }

@@ -74,6 +74,11 @@ type blockBuilder struct {
 	// caches of the previous event's metadata refs, which repeat a lot
 	lastMeta [3][]byte
 	lastRef  [3]uint64
+	// keys: the idempotency key records of the block's events (keys.go);
+	// lastKey the request the last one belongs to, keyBytes their size.
+	keys     []KeyRecord
+	lastKey  *RequestKey
+	keyBytes int
 }
 
 func newBlockBuilder() *blockBuilder {
@@ -90,6 +95,7 @@ func (b *blockBuilder) reset() {
 	b.fields = b.fields[:0]
 	b.raw = b.raw[:0]
 	b.lastMeta = [3][]byte{}
+	b.keys, b.lastKey, b.keyBytes = nil, nil, 0
 }
 
 // size is the uncompressed payload size so far.

@@ -146,7 +146,7 @@ func (s *Store) writeGroupOnce(group []writeJob, frame *[]byte) ([]*Bucket, erro
 			marks[b] = mark{b.jsize, len(b.written)}
 			order = append(order, b)
 		}
-		f := appendFrame((*frame)[:0], sb.no, sb.events, sb.minT, sb.maxT, sb.payload)
+		f := appendFrameKeys((*frame)[:0], sb.no, sb.events, sb.minT, sb.maxT, sb.keys, sb.payload)
 		*frame = f
 		half := len(f) / 2
 		if err := write(b, f[:half], b.jsize); err != nil {

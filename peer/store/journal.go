@@ -11,21 +11,28 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Journal frame, format version 1. A journal is a sequence of frames, one
-// per sealed block, numbered from 0:
+// Journal frame, format versions 1 and 2. A journal is a sequence of
+// frames, one per sealed block, numbered from 0:
 //
 //	off  size
-//	0    4   magic "QJB" + version byte 0x01
+//	0    4   magic "QJB" + version byte 0x01 or 0x02
 //	4    1   codec (1 = zstd)
-//	5    3   reserved, zero
+//	5    3   version 1: reserved, zero; version 2: the length of the key
+//	         section (uint24 LE) that precedes the compressed payload
 //	8    4   block number (uint32 LE)
 //	12   4   events in the block
 //	16   4   payload length before compression
-//	20   4   payload length after compression (the bytes that follow)
+//	20   4   the bytes that follow: the key section (version 2) and the
+//	         payload after compression
 //	24   8   earliest _time of the block (int64 unix ns)
 //	32   8   latest _time of the block
 //	40   4   CRC-32C of bytes 0..39 and the compressed payload
-//	44   …   compressed payload (see block.go)
+//	44   …   version 2: the key section (keys.go); then the compressed
+//	         payload (see block.go)
+//
+// A block that records no idempotency key is written as version 1, so a
+// peer that never sees the header writes what it wrote before keys
+// existed; a version 2 frame is refused by a peer older than keys.
 const (
 	frameHeaderLen = 44
 	codecZstd      = 1
@@ -45,6 +52,9 @@ const (
 
 var frameMagic = [4]byte{'Q', 'J', 'B', 1}
 
+// frameVersionKeys is the version byte of a frame with a key section.
+const frameVersionKeys = 2
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // frameHeader is a decoded frame header.
@@ -56,6 +66,7 @@ type frameHeader struct {
 	minT    int64
 	maxT    int64
 	crc     uint32
+	keysLen uint32 // version 2: bytes of the key section after the header
 }
 
 var (
@@ -132,7 +143,7 @@ func (d *frameDecoder) decode(frame, dst []byte) (frameHeader, []byte, error) {
 	if err != nil {
 		return fh, nil, err
 	}
-	comp := frame[frameHeaderLen:]
+	comp := frame[frameHeaderLen+fh.keysLen:]
 	if err := checkContentSize(fh, comp, d.limit); err != nil {
 		return fh, nil, err
 	}
@@ -183,13 +194,26 @@ func decoder() *zstd.Decoder {
 	return zdec
 }
 
-// appendFrame compresses payload and appends a whole frame to dst.
+// appendFrame compresses payload and appends a whole version 1 frame to
+// dst.
 func appendFrame(dst []byte, block, events uint32, minT, maxT int64, payload []byte) []byte {
+	return appendFrameKeys(dst, block, events, minT, maxT, nil, payload)
+}
+
+// appendFrameKeys compresses payload and appends a whole frame to dst: a
+// version 2 frame carrying keys (an encoded key section, keys.go) when
+// there are any, else a version 1 frame.
+func appendFrameKeys(dst []byte, block, events uint32, minT, maxT int64, keys, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, frameHeaderLen)...)
+	dst = append(dst, keys...)
 	dst = encoder().EncodeAll(payload, dst)
 	h := dst[start : start+frameHeaderLen]
 	copy(h[0:4], frameMagic[:])
+	if len(keys) > 0 {
+		h[3] = frameVersionKeys
+		h[5], h[6], h[7] = byte(len(keys)), byte(len(keys)>>8), byte(len(keys)>>16)
+	}
 	h[4] = codecZstd
 	binary.LittleEndian.PutUint32(h[8:], block)
 	binary.LittleEndian.PutUint32(h[12:], events)
@@ -208,7 +232,7 @@ func parseFrameHeader(h []byte) (frameHeader, error) {
 	if len(h) < frameHeaderLen {
 		return fh, fmt.Errorf("%w: frame header cut short (%d bytes)", ErrCorrupt, len(h))
 	}
-	if [4]byte(h[0:4]) != frameMagic {
+	if [3]byte(h[0:3]) != [3]byte(frameMagic[:3]) || (h[3] != frameMagic[3] && h[3] != frameVersionKeys) {
 		return fh, fmt.Errorf("%w: bad frame magic %q", ErrCorrupt, h[0:4])
 	}
 	if h[4] != codecZstd {
@@ -223,6 +247,12 @@ func parseFrameHeader(h []byte) (frameHeader, error) {
 	fh.crc = binary.LittleEndian.Uint32(h[40:])
 	if fh.rawLen > maxBlockRaw || fh.compLen > maxBlockRaw {
 		return fh, fmt.Errorf("%w: frame lengths %d/%d out of range", ErrCorrupt, fh.rawLen, fh.compLen)
+	}
+	if h[3] == frameVersionKeys {
+		fh.keysLen = uint32(h[5]) | uint32(h[6])<<8 | uint32(h[7])<<16
+		if fh.keysLen == 0 || fh.keysLen >= fh.compLen {
+			return fh, fmt.Errorf("%w: block %d: key section of %d bytes in a frame of %d", ErrCorrupt, fh.block, fh.keysLen, fh.compLen)
+		}
 	}
 	return fh, nil
 }
@@ -239,6 +269,9 @@ func checkFrame(frame []byte) (frameHeader, error) {
 	crc := crc32.Update(crc32.Checksum(frame[:40], castagnoli), castagnoli, frame[frameHeaderLen:])
 	if crc != fh.crc {
 		return fh, fmt.Errorf("%w: block %d checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, fh.block, fh.crc, crc)
+	}
+	if _, err := frameKeys(frame, fh); err != nil {
+		return fh, fmt.Errorf("block %d: %w", fh.block, err)
 	}
 	return fh, nil
 }

@@ -225,7 +225,7 @@ func wholeFrameAfter(f io.ReaderAt, from, size int64, damaged uint32) (int64, bo
 		rest = rest[:n]
 	}
 	for i := 1; i+frameHeaderLen <= len(rest); {
-		j := bytes.Index(rest[i:], frameMagic[:])
+		j := bytes.Index(rest[i:], frameMagic[:3]) // either version
 		if j < 0 {
 			return 0, false
 		}

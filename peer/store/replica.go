@@ -130,43 +130,9 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	if !ok || bi != index {
 		return 0, fmt.Errorf("replica %q of index %q: not a bucket id of that index", id, index)
 	}
-	// Every frame is verified whole — checksum, number, declared sizes,
-	// payload — before anything is created or written: bad input changes
-	// nothing. Frames decode with the replica decoders (replicaFrames), each
-	// within its declared size and maxReplicaBlockRaw; payloads are kept for
-	// indexing up to replicaKeepBytes a call, the rest decoded again into one
-	// scratch buffer when indexed, so a call holds a bounded amount of
-	// memory however many frames it carries.
-	payloads := make([][]byte, len(frames))
-	var scratch []byte
-	kept := 0
-	for i, fr := range frames {
-		no := first + uint32(i)
-		var dst []byte
-		keep := kept+frameRawLen(fr) <= replicaKeepBytes
-		if !keep {
-			dst = scratch
-		}
-		fh, p, err := replicaFrames.decode(fr, dst)
-		if err != nil {
-			return 0, fmt.Errorf("replica %s block %d: %w", id, no, err)
-		}
-		if fh.block != no {
-			return 0, fmt.Errorf("%w: replica %s: frame %d carries block number %d", ErrCorrupt, id, no, fh.block)
-		}
-		n := 0
-		if err := decodePayload(p, func(int, *decodedEvent) bool { n++; return true }); err != nil {
-			return 0, fmt.Errorf("replica %s block %d: %w", id, no, err)
-		}
-		if n != int(fh.events) {
-			return 0, fmt.Errorf("%w: replica %s block %d holds %d events, its header says %d", ErrCorrupt, id, no, n, fh.events)
-		}
-		if keep {
-			payloads[i] = p
-			kept += len(p)
-		} else {
-			scratch = p
-		}
+	payloads, scratch, err := verifyReplicaFrames(id, first, frames)
+	if err != nil {
+		return 0, err
 	}
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
@@ -206,13 +172,7 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		}
 	}
 	b.mu.RUnlock()
-	type added struct {
-		bl blockInfo
-		fh frameHeader
-		fr []byte
-		p  []byte
-	}
-	var adds []added
+	var adds []replicaBlock
 	next := have
 	for i, fr := range frames {
 		no := first + uint32(i)
@@ -235,13 +195,73 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		if state != StateHot || !b.replica {
 			return have, fmt.Errorf("%w: %s is %s here; it takes no more blocks", ErrBucketState, id, state)
 		}
-		adds = append(adds, added{fh: fh, fr: fr, p: payloads[i]})
+		adds = append(adds, replicaBlock{fh: fh, fr: fr, p: payloads[i]})
 		next++
 	}
 	if len(adds) == 0 {
 		return have, nil
 	}
 	// Write and fsync, then publish (blocks, events, hash), then index.
+	n, h, err := s.writeReplicaBlocks(b, adds)
+	if err != nil {
+		return have, fmt.Errorf("replica %s: %w", id, err)
+	}
+	s.Stats.BlocksWritten.Add(int64(len(adds)))
+	s.learnKeys(adds)
+	if h != nil {
+		if err := indexReplicaBlocks(h, adds, scratch); err != nil {
+			return n, fmt.Errorf("index replica %s: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
+// verifyReplicaFrames verifies every frame whole — checksum, number,
+// declared sizes, key section, payload — before anything is created or
+// written: bad input changes nothing. Frames decode with the replica
+// decoders (replicaFrames), each within its declared size and
+// maxReplicaBlockRaw; payloads are kept for indexing up to
+// replicaKeepBytes a call, the rest decoded again into one scratch buffer
+// when indexed, so a call holds a bounded amount of memory however many
+// frames it carries.
+func verifyReplicaFrames(id string, first uint32, frames [][]byte) (payloads [][]byte, scratch []byte, err error) {
+	payloads = make([][]byte, len(frames))
+	kept := 0
+	for i, fr := range frames {
+		no := first + uint32(i)
+		var dst []byte
+		keep := kept+frameRawLen(fr) <= replicaKeepBytes
+		if !keep {
+			dst = scratch
+		}
+		fh, p, err := replicaFrames.decode(fr, dst)
+		if err != nil {
+			return nil, nil, fmt.Errorf("replica %s block %d: %w", id, no, err)
+		}
+		if fh.block != no {
+			return nil, nil, fmt.Errorf("%w: replica %s: frame %d carries block number %d", ErrCorrupt, id, no, fh.block)
+		}
+		n := 0
+		if err := decodePayload(p, func(int, *decodedEvent) bool { n++; return true }); err != nil {
+			return nil, nil, fmt.Errorf("replica %s block %d: %w", id, no, err)
+		}
+		if n != int(fh.events) {
+			return nil, nil, fmt.Errorf("%w: replica %s block %d holds %d events, its header says %d", ErrCorrupt, id, no, n, fh.events)
+		}
+		if keep {
+			payloads[i] = p
+			kept += len(p)
+		} else {
+			scratch = p
+		}
+	}
+	return payloads, scratch, nil
+}
+
+// writeReplicaBlocks writes a replica's new blocks, fsyncs them once and
+// publishes them (blocks, events, content hash); it returns the blocks the
+// copy holds and its hot index (nil when not searchable).
+func (s *Store) writeReplicaBlocks(b *Bucket, adds []replicaBlock) (uint32, *hotIndex, error) {
 	off := b.jsize
 	var firstOrd uint32
 	b.mu.RLock()
@@ -251,11 +271,11 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		a := &adds[i]
 		if f := s.opts.WriteFault; f != nil {
 			if err := f(); err != nil {
-				return have, fmt.Errorf("write replica %s: %w", id, err)
+				return 0, nil, fmt.Errorf("write: %w", err)
 			}
 		}
 		if _, err := b.jf.WriteAt(a.fr, off); err != nil {
-			return have, fmt.Errorf("write replica %s: %w", id, err)
+			return 0, nil, fmt.Errorf("write: %w", err)
 		}
 		a.bl = blockInfo{off: off, frameLen: int64(len(a.fr)), firstOrd: firstOrd, events: a.fh.events,
 			minT: a.fh.minT, maxT: a.fh.maxT, crc: a.fh.crc}
@@ -264,7 +284,7 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		s.Stats.BytesWritten.Add(int64(len(a.fr)))
 	}
 	if err := b.jf.Sync(); err != nil {
-		return have, fmt.Errorf("fsync replica %s: %w", id, err)
+		return 0, nil, fmt.Errorf("fsync: %w", err)
 	}
 	s.Stats.Fsyncs.Add(1)
 	b.jsize = off
@@ -280,29 +300,56 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 	n := uint32(len(b.blocks))
 	h := b.hidx
 	b.mu.Unlock()
-	s.Stats.BlocksWritten.Add(int64(len(adds)))
-	if h != nil {
-		for _, a := range adds {
-			p := a.p
-			if p == nil { // not kept: decode it again (it verified above)
-				var err error
-				if _, p, err = replicaFrames.decode(a.fr, scratch); err != nil {
-					return n, fmt.Errorf("index replica %s: %w", id, err)
-				}
-				scratch = p
+	return n, h, nil
+}
+
+// replicaBlock is one frame a replica append writes.
+type replicaBlock struct {
+	bl blockInfo
+	fh frameHeader
+	fr []byte
+	p  []byte // its payload, when kept from the verification
+}
+
+// learnKeys hands the key records of blocks made durable here to
+// Options.KeysLearned.
+func (s *Store) learnKeys(adds []replicaBlock) {
+	learn := s.opts.KeysLearned
+	if learn == nil {
+		return
+	}
+	var recs []KeyRecord
+	for _, a := range adds {
+		r, _ := frameKeys(a.fr, a.fh) // checked by checkFrame
+		recs = append(recs, r...)
+	}
+	if len(recs) > 0 {
+		learn(recs)
+	}
+}
+
+// indexReplicaBlocks indexes a searchable hot replica's new blocks.
+func indexReplicaBlocks(h *hotIndex, adds []replicaBlock, scratch []byte) error {
+	for _, a := range adds {
+		p := a.p
+		if p == nil { // not kept: decode it again (it verified above)
+			var err error
+			if _, p, err = replicaFrames.decode(a.fr, scratch); err != nil {
+				return err
 			}
-			h.mu.Lock()
-			err := decodePayload(p, func(_ int, e *decodedEvent) bool {
-				h.addLocked(e)
-				return true
-			})
-			h.mu.Unlock()
-			if err != nil {
-				return n, fmt.Errorf("index replica %s: %w", id, err)
-			}
+			scratch = p
+		}
+		h.mu.Lock()
+		err := decodePayload(p, func(_ int, e *decodedEvent) bool {
+			h.addLocked(e)
+			return true
+		})
+		h.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // replicaKeepBytes bounds the decoded payloads one ReplicaAppend keeps

@@ -11,11 +11,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -83,6 +80,11 @@ type Options struct {
 	// BeforeWrite, for tests, is called by the writer before each group of
 	// blocks is written (a test can hold the disk back with it).
 	BeforeWrite func()
+	// KeysLearned, when set, hears the idempotency key records of the
+	// blocks a replica append made durable here (keys.go); it must not
+	// block. The records of copies already on disk are read with
+	// KeyRecords.
+	KeysLearned func([]KeyRecord)
 	// WriteFault, for tests, is called before each journal write (hot
 	// blocks and replicas) and before a roll writes a bucket's index and
 	// metadata; an error it returns is taken as the write's —
@@ -250,6 +252,18 @@ func (s *Store) SealOpen(a *Ack) {
 	}
 }
 
+// Join is the durability of the events of both a and b (a nil Ack has no
+// events: durable).
+func (a *Ack) Join(b *Ack) *Ack {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return &Ack{toks: append(slices.Clip(a.toks), b.toks...)}
+}
+
 // Durable reports whether every event of the Append is on disk.
 func (a *Ack) Durable() bool {
 	for _, t := range a.toks {
@@ -330,6 +344,7 @@ type sealedBlock struct {
 	minT     int64
 	maxT     int64
 	payload  []byte
+	keys     []byte // the block's encoded key section (keys.go), nil for none
 	tok      *blockToken
 }
 
@@ -419,6 +434,14 @@ func (s *Store) Append(evs []Event) (*Ack, error) {
 // no longer reads the events' bytes, so the caller may reuse them. release
 // is called exactly once, also when AppendRelease fails.
 func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
+	return s.AppendKeyed(evs, release, nil)
+}
+
+// AppendKeyed is AppendRelease that records, when key is not nil, the
+// request's idempotency key with its events: each block that holds some
+// of them carries a KeyRecord naming which (keys.go), so every copy of the
+// block knows the key. key.Ords, when set, has one entry per event.
+func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack, error) {
 	rel := &releaser{fn: release}
 	rel.n.Store(1)
 	defer rel.done()
@@ -426,6 +449,9 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if !ValidIndexName(evs[i].Index) {
 			return nil, fmt.Errorf("%w: %q", ErrBadIndex, evs[i].Index)
 		}
+	}
+	if key != nil && (!ValidKey(key.Key) || (key.Ords != nil && len(key.Ords) != len(evs))) {
+		return nil, fmt.Errorf("store: idempotency key %q for %d events (%d ordinals): not a valid key record", key.Key, len(evs), len(key.Ords))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -481,6 +507,9 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 			b.openTok = newBlockToken(s.repl.hook != nil)
 		}
 		b.open.add(e)
+		if key != nil {
+			b.open.addKey(key, key.ord(i))
+		}
 		b.appended++
 		b.rawBytes += int64(e.size())
 		if b.appended == 1 || e.Time < b.minT {
@@ -494,7 +523,7 @@ func (s *Store) AppendRelease(evs []Event, release func()) (*Ack, error) {
 		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
 			ack.toks = append(ack.toks, tok)
 		}
-		if b.open.size() >= s.opts.BlockBytes {
+		if b.open.size() >= s.opts.BlockBytes || b.open.keyBytes >= maxKeySection-64<<10 {
 			s.sealLocked(b)
 		}
 		if pl.rollAfter[i] {
@@ -587,7 +616,7 @@ func (s *Store) sealLocked(b *Bucket) {
 	crashPoint("seal")
 	p := b.open.payload(make([]byte, 0, b.open.size()+64))
 	sb := &sealedBlock{b: b, no: b.nextBlock, firstOrd: b.openFirstOrd, events: uint32(b.open.n),
-		minT: b.open.minT, maxT: b.open.maxT, payload: p, tok: b.openTok}
+		minT: b.open.minT, maxT: b.open.maxT, payload: p, keys: encodeKeySection(b.open.keys), tok: b.openTok}
 	b.nextBlock++
 	b.mu.Lock()
 	b.pending = append(b.pending, sb)
@@ -780,165 +809,6 @@ func (s *Store) indexer() {
 	}
 }
 
-// roller finishes rolls: waits for the journal to be closed, writes the
-// index (searchable copies) and the metadata, and makes the bucket warm.
-func (s *Store) roller() {
-	defer s.wg.Done()
-	for {
-		select {
-		case b := <-s.rollCh:
-			select {
-			case <-b.journalClosed:
-			case <-s.stop:
-				return
-			}
-			if s.Err() == nil {
-				err := s.retryFDs(func() error { return s.finishRoll(b) })
-				if err != nil && (isFDError(err) || isNoSpace(err)) {
-					// Out of descriptors: the bucket stays rolling (hot
-					// and searchable) and the roll is tried again.
-					s.retryRollLater(b, err)
-					continue
-				}
-				if err != nil {
-					s.fail(fmt.Errorf("roll %s: %w", b.id, err))
-				} else {
-					s.Stats.Rolls.Add(1)
-				}
-			}
-			s.Stats.RollsInProgress.Add(-1)
-		case <-s.stop:
-			return
-		}
-	}
-}
-
-// retryRollLater hands a roll that found no file descriptor back to the
-// roller after a pause (doubling, up to 5 s): want of descriptors delays
-// a roll, it never fails the store.
-func (s *Store) retryRollLater(b *Bucket, err error) {
-	b.rollRetry = min(max(2*b.rollRetry, 50*time.Millisecond), 5*time.Second)
-	s.log.Warn("roll waits for file descriptors", "bucket", b.id, "retry_in", b.rollRetry, "err", err)
-	time.AfterFunc(b.rollRetry, func() {
-		select {
-		case s.rollCh <- b:
-		case <-s.stop:
-		}
-	})
-}
-
-func (s *Store) finishRoll(b *Bucket) error {
-	crashPoint("roll")
-	b.mu.RLock()
-	blocks := append([]blockInfo(nil), b.blocks...)
-	events, jbytes := b.events, b.journalBytes
-	hashHex := hex.EncodeToString(b.hash.Sum(nil))
-	b.mu.RUnlock()
-	if events == 0 {
-		// Nothing was ever written: the bucket goes away.
-		b.mu.Lock()
-		b.state = StateRemoved
-		b.mu.Unlock()
-		s.bmu.Lock()
-		delete(s.buckets, b.id)
-		s.bmu.Unlock()
-		b.rd.Close()
-		return os.RemoveAll(b.dir)
-	}
-	return s.makeWarm(b, b.hidx, blocks, events, jbytes, hashHex, b.searchable)
-}
-
-// makeWarm writes the index (when searchable) and the metadata of a bucket
-// whose journal is complete and durable, then switches it to warm.
-func (s *Store) makeWarm(b *Bucket, h *hotIndex, blocks []blockInfo, events uint32, jbytes int64, hashHex string, searchable bool) error {
-	if f := s.opts.WriteFault; f != nil {
-		if err := f(); err != nil {
-			return err
-		}
-	}
-	var err error
-	if searchable && h == nil {
-		if h, err = indexJournal(b.rd, blocks); err != nil {
-			return err
-		}
-	}
-	m := metaInfo{Version: 1, ID: b.id, Index: b.index, LocalID: b.localID, Searchable: searchable, Quarantine: b.quarantine,
-		Events: events, Blocks: len(blocks), JournalBytes: jbytes, ContentHash: hashHex, PendingTruncate: -1,
-		Earliest: 0, Latest: -1}
-	for i, bl := range blocks {
-		if i == 0 || bl.minT < m.Earliest {
-			m.Earliest = bl.minT
-		}
-		if i == 0 || bl.maxT > m.Latest {
-			m.Latest = bl.maxT
-		}
-	}
-	var r *indexReader
-	if searchable {
-		data := buildIndex(h, blocks)
-		if err := writeFileAtomic(b.dir, indexFile, data, "index"); err != nil {
-			return err
-		}
-		m.IndexBytes = int64(len(data))
-		cols := buildColumns(h)
-		if err := writeFileAtomic(b.dir, columnsFile, cols, "columns"); err != nil {
-			return err
-		}
-		m.ColumnBytes = int64(len(cols))
-		if r, err = openIndexIn(s.files, filepath.Join(b.dir, indexFile)); err != nil {
-			return err
-		}
-		if r.cols, err = openColumnsIn(s.files, filepath.Join(b.dir, columnsFile)); err != nil {
-			r.close()
-			return err
-		}
-	}
-	if err := writeJSONAtomic(b.dir, metaFile, m, "meta"); err != nil {
-		if r != nil {
-			r.close()
-		}
-		return err
-	}
-	b.mu.Lock()
-	old := b.widx
-	b.meta = m
-	b.state = StateWarm
-	b.searchable = searchable
-	b.widx = r
-	b.hidx = nil
-	b.blocks = blocks
-	b.events = events
-	b.journalBytes = jbytes
-	b.contentHash = hashHex
-	b.mu.Unlock()
-	if old != nil {
-		old.close()
-	}
-	return nil
-}
-
-// indexJournal builds a hot index by decoding every block of a journal.
-func indexJournal(rd io.ReaderAt, blocks []blockInfo) (*hotIndex, error) {
-	h := newHotIndex()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var buf []byte
-	for _, bl := range blocks {
-		p, err := readBlock(rd, bl, buf)
-		if err != nil {
-			return nil, err
-		}
-		buf = p
-		if err := decodePayload(p, func(_ int, e *decodedEvent) bool {
-			h.addLocked(e)
-			return true
-		}); err != nil {
-			return nil, fmt.Errorf("block at %d: %w", bl.off, err)
-		}
-	}
-	return h, nil
-}
-
 // Flush seals every open block and waits until all of them are durable.
 func (s *Store) Flush() error {
 	s.mu.Lock()
@@ -1080,168 +950,4 @@ func (s *Store) Segment(id string) query.Segment {
 		return nil
 	}
 	return b.segment()
-}
-
-// CopyInfo is one copy in the per-copy inventory (GET /v1/buckets).
-type CopyInfo struct {
-	ID               string `json:"id"`
-	Index            string `json:"index"`
-	State            string `json:"state"`
-	Searchable       bool   `json:"searchable"`
-	Events           uint32 `json:"events"`
-	SearchableEvents uint32 `json:"searchable_events"`
-	Blocks           int    `json:"blocks"`
-	JournalBytes     int64  `json:"journal_bytes"`
-	IndexBytes       int64  `json:"index_bytes"`
-	Earliest         int64  `json:"earliest"`
-	Latest           int64  `json:"latest"`
-	ContentHash      string `json:"content_hash"`
-	Problem          string `json:"problem,omitempty"`
-	// Quarantine marks the bucket that holds an index's events far from
-	// the origin's clock (placement.go); origin copies only.
-	Quarantine bool `json:"quarantine,omitempty"`
-}
-
-// Inventory lists every copy: events and blocks count what is durable in
-// its journal; the content hash is SHA-256 over the blocks' checksums, so
-// two copies with the same blocks have the same hash.
-func (s *Store) Inventory() []CopyInfo {
-	var out []CopyInfo
-	for _, b := range s.sortedBuckets() {
-		out = append(out, b.info())
-	}
-	return out
-}
-
-// Bucket is one copy on this peer.
-type Bucket struct {
-	s       *Store
-	id      string
-	index   string
-	localID uint64
-	dir     string
-
-	mu            sync.RWMutex
-	state         State
-	searchable    bool
-	blocks        []blockInfo // durable blocks
-	pending       []*sealedBlock
-	events        uint32 // events in durable blocks
-	journalBytes  int64
-	hash          hash.Hash
-	contentHash   string
-	rd            *cachedFile // the journal, read through the file cache
-	hidx          *hotIndex
-	widx          *indexReader
-	meta          metaInfo
-	problem       string
-	journalClosed chan struct{}
-	// reopenable: a hot replica rolled by this process's open, which its
-	// origin may still extend (reopenReplica); cleared once reopened or cut.
-	reopenable bool
-
-	// append side, guarded by Store.mu
-	open         *blockBuilder
-	openTok      *blockToken
-	openFirstOrd uint32
-	openSince    time.Time
-	appended     uint32
-	rawBytes     int64
-	minT, maxT   int64
-	nextBlock    uint32
-	lastUse      int64
-
-	replica    bool          // a hot replica written by ReplicaAppend (replica.go)
-	quarantine bool          // the index's quarantine bucket (placement.go); set at creation
-	rollRetry  time.Duration // roller only: the pause before retrying a roll short of descriptors
-
-	// writer side, owned by the writer goroutine
-	jf      *os.File
-	jsize   int64
-	written []blockInfo
-}
-
-// State of a copy.
-type State string
-
-// Copy states.
-const (
-	StateHot     State = "hot"
-	StateRolling State = "rolling"
-	StateWarm    State = "warm"
-	StateCorrupt State = "corrupt"
-	StateRemoved State = "removed"
-)
-
-func (b *Bucket) info() CopyInfo {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	ci := CopyInfo{ID: b.id, Index: b.index, State: string(b.state), Searchable: b.searchable,
-		Events: b.events, Blocks: len(b.blocks), JournalBytes: b.journalBytes, Problem: b.problem,
-		Earliest: 0, Latest: -1, Quarantine: b.quarantine}
-	for i, bl := range b.blocks {
-		if i == 0 || bl.minT < ci.Earliest {
-			ci.Earliest = bl.minT
-		}
-		if i == 0 || bl.maxT > ci.Latest {
-			ci.Latest = bl.maxT
-		}
-	}
-	switch {
-	case b.state == StateWarm:
-		ci.ContentHash = b.contentHash
-		ci.IndexBytes = b.meta.IndexBytes
-		if b.searchable {
-			ci.SearchableEvents = b.events
-		}
-	case b.hash != nil:
-		ci.ContentHash = hex.EncodeToString(b.hash.Sum(nil))
-		if b.searchable && b.hidx != nil {
-			ci.SearchableEvents = b.hidx.length()
-		}
-	}
-	return ci
-}
-
-// ID is the bucket id.
-func (b *Bucket) ID() string { return b.id }
-
-func (b *Bucket) segment() query.Segment {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if !b.searchable {
-		return nil
-	}
-	switch b.state {
-	case StateWarm:
-		if b.widx == nil {
-			return nil
-		}
-		return &warmSegment{b: b, r: b.widx}
-	case StateHot, StateRolling:
-		if b.hidx == nil {
-			return nil
-		}
-		h := b.hidx
-		h.mu.RLock()
-		seg := &hotSegment{b: b, h: h, n: h.n, times: h.times[:h.n:h.n]}
-		h.mu.RUnlock()
-		return seg
-	}
-	return nil
-}
-
-// helpers for ids on disk
-func parseBucketDir(name string) (index string, localID uint64, guid string, ok bool) {
-	// Bucket ids arrive from the network (replication, fixups) and name
-	// directories: nothing but <index>~<number>~<guid> is one.
-	index, local, guid, err := fsm.ValidBucketID(name)
-	if err != nil {
-		return "", 0, "", false
-	}
-	id, err := strconv.ParseUint(local, 10, 64)
-	if err != nil {
-		return "", 0, "", false
-	}
-	return index, id, guid, true
 }

@@ -1,0 +1,256 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quarry-dev/quarry/peer"
+)
+
+// idemHeads starts a search head per site and one for site0: every count
+// of these tests is checked on each.
+func idemHeads(c *Cluster) []string {
+	return []string{c.StartSearchHead("sh1", "site1").URL(), c.StartSearchHead("sh2", "site2").URL(), c.StartSearchHead("sh0", "site0").URL()}
+}
+
+// termCount is a head's count of the events holding term, and whether the
+// search was complete.
+func termCount(url, term string) (int, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := SearchHTTP(ctx, url, "", map[string]any{"query": term + " | stats count"})
+	if err != nil {
+		return -1, false, err
+	}
+	if a.Status != 200 || len(a.Resp.Results) != 1 {
+		return -1, false, fmt.Errorf("search %q: status %d %s", term, a.Status, a.Error)
+	}
+	n, err := a.Resp.Results[0]["count"].(json.Number).Int64()
+	return int(n), !a.Resp.Summary.Partial, err
+}
+
+// waitExact waits until every head counts exactly want events holding term
+// in a complete search, and fails at once on a count above want (an event
+// stored twice never goes away).
+func waitExact(t *testing.T, c *Cluster, heads []string, term string, want int) {
+	t.Helper()
+	c.WaitFor(45*time.Second, func() error {
+		for _, h := range heads {
+			n, complete, err := termCount(h, term)
+			if err != nil {
+				return err
+			}
+			if n > want {
+				t.Fatalf("head %s counts %d events of %q, want %d: stored twice", h, n, term, want)
+			}
+			if n != want || !complete {
+				return fmt.Errorf("head %s counts %d of %q (complete %v), want %d", h, n, term, complete, want)
+			}
+		}
+		return nil
+	})
+}
+
+func idemRaws(term string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s event %d of a retried request", term, i)
+	}
+	return out
+}
+
+// waitAcked polls a client's ack id until it reads true.
+func waitAcked(t *testing.T, c *Cluster, h *HECClient, id int64) {
+	t.Helper()
+	c.WaitFor(20*time.Second, func() error {
+		st, err := h.Acked(context.Background(), []int64{id})
+		if err != nil {
+			return err
+		}
+		if !st[id] {
+			return fmt.Errorf("ack %d on %s not true yet", id, h.URL)
+		}
+		return nil
+	})
+}
+
+// TestClusterIdempotencyKeys: a HEC request with an Idempotency-Key is
+// stored once however it is repeated — twice to one peer, eight times at
+// once, and (with acks) again to a peer of the other site, whose ack id for
+// the duplicate turns true — and a reuse of the key with another body is
+// refused with 422 and stores nothing. Every count by search, exact, on a
+// site1, a site2 and a site0 head.
+func TestClusterIdempotencyKeys(t *testing.T) {
+	c := Start(t, Options{RoleUsers: true})
+	heads := idemHeads(c)
+	ctx := context.Background()
+
+	t.Run("same key twice to one peer", func(t *testing.T) {
+		h := c.NewHECClient("site1-p1")
+		h.Token, h.Key = NoAckHECToken, "twice-1"
+		for i := 0; i < 2; i++ {
+			if a, err := h.Post(ctx, idemRaws("idemtwice", 5)); err != nil || a.Status != 200 || a.Code != 0 {
+				t.Fatalf("send %d: %+v %v", i, a, err)
+			}
+		}
+		waitExact(t, c, heads, "idemtwice", 5)
+	})
+
+	t.Run("two identical requests at once", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := c.NewHECClient("site1-p2")
+				h.Token, h.Key = NoAckHECToken, "at-once-1"
+				if a, err := h.Post(ctx, idemRaws("idematonce", 7)); err != nil || a.Status != 200 {
+					t.Errorf("concurrent send: %+v %v", a, err)
+				}
+			}()
+		}
+		wg.Wait()
+		waitExact(t, c, heads, "idematonce", 7)
+	})
+
+	t.Run("reused key with another body", func(t *testing.T) {
+		h := c.NewHECClient("site2-p1")
+		h.Token, h.Key = NoAckHECToken, "twice-1" // stored by site1-p1 above
+		a, err := h.Post(ctx, idemRaws("idemotherbody", 3))
+		if err != nil || a.Status != http.StatusUnprocessableEntity || a.Code != 24 {
+			t.Fatalf("another body under a used key: %+v %v, want 422 code 24", a, err)
+		}
+		same := c.NewHECClient("site1-p1")
+		same.Token, same.Key = NoAckHECToken, "twice-1"
+		if a, err := same.Post(ctx, idemRaws("idemotherbody", 3)); err != nil || a.Status != 422 {
+			t.Fatalf("on the peer that stored it: %+v %v, want 422", a, err)
+		}
+		// nothing of it stored: the term's count stays 0 while a marker
+		// sent after it is seen
+		marker := c.NewHECClient("site2-p1")
+		marker.Token = NoAckHECToken
+		if a, err := marker.Post(ctx, idemRaws("idemmarker", 1)); err != nil || a.Status != 200 {
+			t.Fatalf("marker: %+v %v", a, err)
+		}
+		waitExact(t, c, heads, "idemmarker", 1)
+		waitExact(t, c, heads, "idemotherbody", 0)
+		waitExact(t, c, heads, "idemtwice", 5)
+	})
+
+	t.Run("with acks the duplicate's ack turns true", func(t *testing.T) {
+		first := c.NewHECClient("site1-p3")
+		first.Key = "acked-1"
+		id, err := first.Send(ctx, idemRaws("idemacked", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitAcked(t, c, first, id)
+		again := c.NewHECClient("site1-p3") // same peer, another channel
+		again.Key = "acked-1"
+		id2, err := again.Send(ctx, idemRaws("idemacked", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitAcked(t, c, again, id2)
+		other := c.NewHECClient("site2-p2") // the other site's peer
+		other.Key = "acked-1"
+		id3, err := other.Send(ctx, idemRaws("idemacked", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitAcked(t, c, other, id3)
+		waitExact(t, c, heads, "idemacked", 4)
+	})
+}
+
+// TestClusterIdempotencyOriginKilled: the first peer dies after its
+// request's events are replicated (the ack rule met) and before it
+// answers; the shipper retries the same request with the same key, first
+// to a peer holding no copy of the bucket (it must ask the others), then
+// to one holding a replica (it knows the key from the blocks). The events
+// are stored once, counted exactly on every head once the managers have
+// sealed the dead origin's bucket.
+func TestClusterIdempotencyOriginKilled(t *testing.T) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	var fired atomic.Bool // the hook holds the first such request only
+	c := Start(t, Options{RoleUsers: true, PeerTweak: func(id string, cfg *peer.Config) {
+		if id != "site1-p1" {
+			return
+		}
+		cfg.AfterHECDurable = func(r *http.Request) {
+			if r.Header.Get("Idempotency-Key") != "kill-me" || !fired.CompareAndSwap(false, true) {
+				return
+			}
+			close(reached)
+			<-release
+		}
+	}})
+	defer close(release)
+	heads := idemHeads(c)
+	origin := c.Peer("site1-p1")
+	h := c.NewHECClient("site1-p1")
+	h.Token, h.Key = NoAckHECToken, "kill-me"
+	raws := idemRaws("idemkilled", 9)
+	answered := make(chan error, 1)
+	go func() {
+		a, err := h.Post(context.Background(), raws)
+		if err == nil {
+			err = fmt.Errorf("the dying peer answered %+v", a)
+		}
+		answered <- err
+	}()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request's events never became durable on the origin")
+	}
+	guid := origin.GUID()
+	c.KillPeer("site1-p1")
+	if err := <-answered; err == nil || strings.Contains(err.Error(), "answered") {
+		t.Fatalf("the first request: %v, want no answer", err)
+	}
+	var holder, stranger string
+	for _, id := range c.PeerIDs() {
+		if id == "site1-p1" {
+			continue
+		}
+		has := false
+		for b := range c.Inventory(id) {
+			has = has || strings.HasSuffix(b, "~"+guid)
+		}
+		if has && holder == "" {
+			holder = id
+		}
+		if !has && stranger == "" {
+			stranger = id
+		}
+	}
+	if holder == "" || stranger == "" {
+		t.Fatalf("want a peer with a copy of the origin's bucket and one without (holder %q, stranger %q)", holder, stranger)
+	}
+	for _, id := range []string{stranger, holder} {
+		r := c.NewHECClient(id)
+		r.Token, r.Key = NoAckHECToken, "kill-me"
+		a, err := r.Post(context.Background(), raws)
+		if err != nil || a.Status != 200 || a.Code != 0 {
+			t.Fatalf("retry to %s: %+v %v", id, a, err)
+		}
+	}
+	waitExact(t, c, heads, "idemkilled", 9)
+	// and once more after the origin is back (its journal holds the key)
+	c.StartPeer("site1-p1")
+	c.WaitPeersUp("site1-p1")
+	r := c.NewHECClient("site1-p1")
+	r.Token, r.Key = NoAckHECToken, "kill-me"
+	if a, err := r.Post(context.Background(), raws); err != nil || a.Status != 200 {
+		t.Fatalf("retry to the restarted origin: %+v %v", a, err)
+	}
+	waitExact(t, c, heads, "idemkilled", 9)
+}

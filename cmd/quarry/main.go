@@ -13,7 +13,8 @@ import (
 )
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	app := newApp()
+	if err := app.Run(helpFirst(app, os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "quarry: %v\n", err)
 		os.Exit(1)
 	}
@@ -46,6 +47,49 @@ func newApp() *cli.App {
 		// Errors are printed once, as one clear line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+}
+
+// helpFirst makes `--help` (or `-h`) anywhere on the line print help and
+// run nothing (SPEC §8): urfave/cli v2 stops parsing flags at the first
+// argument, so `quarry peer offline p2 --help` ran the command with p2 —
+// it took p2 offline. The command path (the leading words that name
+// commands) is kept and every other word dropped, so the result is
+// `quarry peer offline --help`. Words after a `--` are arguments, never
+// help.
+func helpFirst(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	help := false
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--help" || a == "-help" || a == "-h" {
+			help = true
+			break
+		}
+	}
+	if !help {
+		return args
+	}
+	out := []string{args[0]}
+	cmds := app.Commands
+	for _, a := range args[1:] {
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(a) {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, a)
+		cmds = next.Subcommands
+	}
+	return append(out, "--help")
 }
 
 // envVars returns the environment variable names of a flag: QUARRY_<FLAG>

@@ -221,4 +221,11 @@ func TestSearchCLIRefusesAPeerAsSearchHead(t *testing.T) {
 	if !strings.Contains(r.Stdout, `"count":1000`) && !strings.Contains(r.Stdout, `"count": 1000`) {
 		t.Fatalf("--searchhead at the search head: %q", r.Stdout)
 	}
+	// A streamed | table prints its columns (issue 29: blank lines, the
+	// head sent no fields on the summary line).
+	r = mustCLI(t, "search", "--searchhead", sh.URL(), "* | table host sourcetype")
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "host") || !strings.Contains(lines[0], "sourcetype") || strings.TrimSpace(lines[1]) == "" {
+		t.Fatalf("| table through the search head printed %q", r.Stdout)
+	}
 }

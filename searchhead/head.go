@@ -456,6 +456,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	// once its marker arrived; anything else is merged at the end.
 	streamable := emit != nil && plan.Streamable()
 	var parts []*query.Partial
+	var streamCols []string // a streamed | table's columns, for the summary line
 	emitted := 0
 	var emitErr error
 	limitHit := false
@@ -465,11 +466,15 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 			parts = append(parts, ps...)
 			return
 		}
-		rows, _, err := plan.Merge(ps)
+		rows, cols, err := plan.Merge(ps)
 		if err != nil {
 			emitErr = err
 			cancel()
 			return
+		}
+		lineFields := eventFields
+		if cols != nil { // | table, | fields: the columns asked for
+			streamCols, lineFields = cols, cols
 		}
 		res := query.Results(rows)
 		if room := h.cfg.MaxResults - emitted; len(res) > room {
@@ -477,7 +482,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		}
 		emitted += len(res)
 		if len(res) > 0 && emitErr == nil {
-			if err := emit(res, eventFields); err != nil {
+			if err := emit(res, lineFields); err != nil {
 				emitErr = err
 				cancel()
 				return
@@ -522,6 +527,9 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		}
 	}
 	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
+	if streamable && streamCols != nil {
+		resp.Fields = streamCols
+	}
 	if !streamable {
 		rows, cols, err := plan.Merge(parts)
 		if err != nil {
@@ -666,7 +674,12 @@ func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(200)
 	}
-	_ = enc.Encode(map[string]any{"summary": resp.Summary})
+	last := map[string]any{"summary": resp.Summary}
+	if len(resp.Fields) > 0 {
+		// The columns of a streamed | table (the CLI prints them).
+		last["fields"] = resp.Fields
+	}
+	_ = enc.Encode(last)
 	_ = bw.Flush()
 }
 

@@ -264,7 +264,7 @@ func runManager(cfg manager.Config, natsListen string) error {
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "manager", Usage: "manager HTTP `URL[,URL…]`, tried in turn", Value: "http://127.0.0.1:8001", EnvVars: envVars("manager")},
-		&cli.StringFlag{Name: "token", Usage: "admin token (needed for writes and GET /v1/config)", EnvVars: envVars("token")},
+		&cli.StringFlag{Name: "token", Usage: "admin token (needed for writes and GET /v1/config)", EnvVars: roleTokenEnv("admin")},
 		secretFileFlag("token", "the admin token"),
 		&cli.StringFlag{Name: "output", Usage: "table or json", Value: "table", EnvVars: envVars("output")},
 		&cli.DurationFlag{Name: "timeout", Usage: "timeout of each call to a manager", Value: manager.DefaultClientTimeout, EnvVars: envVars("timeout")},

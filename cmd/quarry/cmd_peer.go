@@ -177,7 +177,7 @@ func ingestCommand() *cli.Command {
 		ArgsUsage: "FILE…",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "hec", Usage: "HEC base URL, e.g. http://127.0.0.1:8088", EnvVars: envVars("hec")},
-			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: envVars("token")},
+			&cli.StringFlag{Name: "token", Usage: "HEC token", EnvVars: roleTokenEnv("hec")},
 			secretFileFlag("token", "the HEC token"),
 			&cli.StringFlag{Name: "index", Usage: "index of events that name none", EnvVars: envVars("index")},
 			&cli.StringFlag{Name: "sourcetype", Usage: "sourcetype of events that name none", EnvVars: envVars("sourcetype")},

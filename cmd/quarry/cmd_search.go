@@ -31,7 +31,7 @@ func searchCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "peer", Usage: "a peer's HTTP URL: search every searchable copy on it", EnvVars: envVars("peer")},
 			&cli.StringFlag{Name: "searchhead", Usage: "a search head's HTTP URL: search the cluster", EnvVars: envVars("searchhead")},
-			&cli.StringFlag{Name: "token", Usage: "search token (Authorization: Bearer)", EnvVars: envVars("token")},
+			&cli.StringFlag{Name: "token", Usage: "search token (Authorization: Bearer)", EnvVars: roleTokenEnv("search")},
 			secretFileFlag("token", "the search token"),
 			&cli.BoolFlag{Name: "fresh", Usage: "read hot buckets from their origin (search head only)", EnvVars: envVars("fresh")},
 			&cli.StringFlag{Name: "earliest", Usage: "earliest time: -15m, -1h@h, now, RFC 3339", EnvVars: envVars("earliest")},

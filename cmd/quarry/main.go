@@ -107,6 +107,14 @@ func envVars(flag string) []string {
 	return []string{string(b)}
 }
 
+// roleTokenEnv is the environment of a client command's --token: the
+// role's own variable first (QUARRY_ADMIN_TOKEN, QUARRY_SEARCH_TOKEN,
+// QUARRY_HEC_TOKEN; SPEC §8), then QUARRY_TOKEN as a fallback — so one
+// shell can hold all three tokens and each command takes its own.
+func roleTokenEnv(role string) []string {
+	return append(envVars(role+"-token"), envVars("token")...)
+}
+
 // repeatable is a flag value that appends one entry per occurrence without
 // splitting on commas (a HEC token's index list has commas). From the
 // environment, entries are separated by spaces or ';'.

@@ -53,7 +53,16 @@ type cluster struct {
 	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
 	// hecTokensOf makes them.
 	tokens []hec.Token
-	stop   chan struct{}
+	// lastStatus is the managers' status (generation, table version,
+	// config id) of the last heartbeat after which peers and config were
+	// fetched (statusKnown); refreshOnChange fetches again when it moves.
+	// Heartbeat goroutine only.
+	lastStatus  api.Status
+	statusKnown bool
+	// peersFetches and configFetches count those fetches
+	// (quarry_peer_control_fetches_total).
+	peersFetches, configFetches atomic.Int64
+	stop                        chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
 
@@ -248,10 +257,10 @@ func (p *Peer) startServices(cl *cluster, nc *nats.Conn, subj bus.Subjects) erro
 
 // refreshTokens reads the cluster config and hands HEC its tokens when they
 // changed (SPEC §8: config changes reach running peers within seconds).
-func (p *Peer) refreshTokens(ctx context.Context) {
+func (p *Peer) refreshTokens(ctx context.Context) bool {
 	cfg, err := p.cl.cp.Config(ctx)
 	if err != nil {
-		return
+		return false
 	}
 	p.applyDataSizes(cfg)
 	p.applyRollLimits(cfg)
@@ -268,11 +277,12 @@ func (p *Peer) refreshTokens(ctx context.Context) {
 	}
 	toks := hecTokensOf(cfg)
 	if reflect.DeepEqual(toks, p.cl.tokens) {
-		return
+		return true
 	}
 	p.hec.SetTokens(toks)
 	p.cl.tokens = toks
 	p.log.Info("hec tokens updated from the cluster config", "tokens", len(toks))
+	return true
 }
 
 // heartbeats beats every heartbeat_period, re-registers (with the
@@ -295,7 +305,8 @@ func (p *Peer) heartbeats() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), period)
-		state, err := p.heartbeat(ctx)
+		state, status, err := p.heartbeat(ctx)
+		clean := err == nil // a plain beat: its status says what changed
 		if err == nil {
 			p.setDetained(state == fsm.StateDetention)
 		}
@@ -328,31 +339,63 @@ func (p *Peer) heartbeats() {
 		if err != nil {
 			p.log.Warn("heartbeat", "err", err)
 		}
-		if peers, err := cl.cp.Peers(ctx); err == nil {
-			cl.repl.setPeers(peers)
-		}
-		p.refreshTokens(ctx)
+		p.refreshOnChange(ctx, status, clean, n)
 		p.sealWatched(ctx)
 		cancel()
 	}
+}
+
+// controlBackstop is how many heartbeats may pass without a peers or
+// config fetch while the managers' status says nothing changed: a backstop
+// against a change the status does not cover, not the way changes arrive.
+const controlBackstop = 60
+
+// refreshOnChange fetches the peer list (the replicator's replacement
+// targets) when the generation or the table version the heartbeat reply
+// names moved, and the cluster config when its id moved — not every
+// heartbeat: that was three leader requests per peer per second, 900/s at
+// 300 peers (issue 30). Anything unknown (a failed heartbeat, a
+// registration) fetches both; so does every controlBackstop-th beat.
+func (p *Peer) refreshOnChange(ctx context.Context, st api.Status, known bool, n int) {
+	cl := p.cl
+	last := cl.lastStatus
+	backstop := n%controlBackstop == 0
+	if !known || backstop || !cl.statusKnown || st.Generation != last.Generation || st.TableVersion != last.TableVersion {
+		if peers, err := cl.cp.Peers(ctx); err == nil {
+			cl.repl.setPeers(peers)
+			cl.peersFetches.Add(1)
+		} else {
+			known = false
+		}
+	}
+	if !known || backstop || !cl.statusKnown || st.ConfigID != last.ConfigID {
+		if p.refreshTokens(ctx) {
+			cl.configFetches.Add(1)
+		} else {
+			known = false
+		}
+	}
+	// Only a fully fetched status is remembered: a failed fetch is tried
+	// again on the next beat.
+	cl.lastStatus, cl.statusKnown = st, known
 }
 
 // heartbeat sends one heartbeat with this peer's GUID (the managers check
 // it against the registered one) and light stats; it returns the peer's
 // state in the managers' table, with ErrRegisterFirst when they want a
 // fresh registration.
-func (p *Peer) heartbeat(ctx context.Context) (fsm.PeerState, error) {
+func (p *Peer) heartbeat(ctx context.Context) (fsm.PeerState, api.Status, error) {
 	rep, err := p.cl.cp.Heartbeat(ctx, api.Heartbeat{V: api.WireVersion, Peer: p.cfg.ID, GUID: p.guid, Stats: p.heartbeatStats()})
 	if err != nil {
-		return "", err
+		return "", api.Status{}, err
 	}
 	if rep.Reregister {
-		return rep.State, ErrRegisterFirst
+		return rep.State, rep.Status, ErrRegisterFirst
 	}
 	if s := p.cl.search; s != nil {
 		s.heard(rep.TableVersion)
 	}
-	return rep.State, nil
+	return rep.State, rep.Status, nil
 }
 
 // closeCluster stops the heartbeats, the replication service and the

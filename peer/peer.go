@@ -289,6 +289,13 @@ func Start(cfg Config) (*Peer, error) {
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_restart_catchup_bytes_total",
 				Help: "Block bytes this peer sent, after a restart, to bring its hot buckets' replicas to its length."},
 				func() float64 { return float64(fix.catchupBytes.Load()) }))
+			cl := p.cl
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
+				Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "peers"}},
+				func() float64 { return float64(cl.peersFetches.Load()) }))
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
+				Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "config"}},
+				func() float64 { return float64(cl.configFetches.Load()) }))
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_seal_divergent_copies_total",
 				Help: "Copies longer than their bucket's sealed length whose block at the sealed length did not carry the sealed checksum, truncated instead of extending the seal."},
 				func() float64 { return float64(fix.divergent.Load()) }))

@@ -63,8 +63,8 @@ type cluster struct {
 	// (quarry_peer_control_fetches_total).
 	peersFetches, configFetches atomic.Int64
 	stop                        chan struct{}
-	wg     sync.WaitGroup
-	closed sync.Once
+	wg                          sync.WaitGroup
+	closed                      sync.Once
 
 	// dataSizes are the max_data_size roll sizes last handed to the store.
 	dataSizes map[string]int64

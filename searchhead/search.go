@@ -577,7 +577,9 @@ func (r *run) failStream(s *peerStream, reason string) {
 	r.failed[s.peer] = true
 	r.h.markSuspect(s.peer)
 	r.h.adaptive.end(s.peer, 0, 0, 0, false)
-	s.rcv.Close(errors.New(reason))
+	if s.rcv != nil { // nil only in the coordinator's unit tests
+		s.rcv.Close(errors.New(reason))
+	}
 	s.cancel()
 	r.failOwed(s, func(string) string { return reason })
 }

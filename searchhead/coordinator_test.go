@@ -1,0 +1,228 @@
+package searchhead
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/query"
+)
+
+// The run coordinator's coverage rules (SPEC §5 steps 3–4, "Completeness"),
+// driven without a transport: messages go straight to run.handle, and what
+// the coordinator would send is read from run.retries and run.later.
+
+// fixture is one search over buckets b1…bn, each with a chain of copies,
+// the first copy's stream owning it (the default plan's invite).
+type fixture struct {
+	t       *testing.T
+	r       *run
+	streams map[string]*peerStream
+	merged  map[string]int // partials merged, by the first bucket they came with
+}
+
+func newFixture(t *testing.T, q string, infos map[string]fsm.BucketInfo, chains map[string][]string) *fixture {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := &Head{cfg: Config{ID: "sh1", Site: "site1", PeerTimeout: time.Second, SearchTimeout: time.Minute},
+		log: log, adaptive: newAdaptive(), suspects: map[string]time.Time{}, metrics: newMetrics(prometheus.NewRegistry()),
+		tables: newTables(nil, "site1", log)}
+	h.tables.loaded = true
+	for _, p := range []string{"p1", "p2", "p3"} {
+		h.tables.peers[p] = fsm.GenerationPeer{ID: p, Site: "site1", State: fsm.StateUp}
+	}
+	plan, err := query.Compile(query.Request{Query: q, Now: time.Unix(1_800_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	r := &run{h: h, ctx: ctx, plan: plan, pref: &Preference{}, id: "test", site: "site1", tsite: "site1",
+		peers: h.tables.peers, buckets: map[string]*bucketRun{}, failed: map[string]bool{}, answered: map[string]bool{},
+		scanned: map[string]int64{}, retries: map[string][]string{}}
+	f := &fixture{t: t, r: r, streams: map[string]*peerStream{}, merged: map[string]int{}}
+	r.onBucket = func(ps []*query.Partial) {
+		for range ps {
+			f.merged["any"]++
+		}
+	}
+	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		for id := range infos {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		chain := chains[id]
+		br := &bucketRun{id: id, info: infos[id], chain: chain, next: 1, primary: chain[0]}
+		r.buckets[id], r.order = br, append(r.order, id)
+		s := f.stream(chain[0])
+		s.buckets[id] = true
+		br.stream = s
+	}
+	return f
+}
+
+func (f *fixture) stream(peer string) *peerStream {
+	if s, ok := f.streams[peer]; ok {
+		return s
+	}
+	s := &peerStream{peer: peer, buckets: map[string]bool{}, cancel: func() {}, plan: true}
+	f.streams[peer] = s
+	f.r.streams = append(f.r.streams, s)
+	return s
+}
+
+func (f *fixture) send(peer string, m api.SearchMsg) {
+	var part *query.Partial
+	if m.Kind == api.SearchBatch {
+		part = &query.Partial{}
+	}
+	f.r.handle(streamEvent{s: f.stream(peer), msg: &m, part: part})
+}
+
+func (f *fixture) state(id string) int { return f.r.buckets[id].state }
+
+// queued returns where the coordinator would send each bucket next.
+func (f *fixture) queued() map[string][]string {
+	out := map[string][]string{}
+	for p, ids := range f.r.retries {
+		for _, id := range ids {
+			out[id] = append(out[id], p)
+		}
+	}
+	return out
+}
+
+func sealed(blocks int64, sum string) fsm.BucketInfo {
+	return fsm.BucketInfo{Index: "main", Sealed: true, Blocks: blocks, Checksum: sum, Origin: "p1", SearchableOn: []string{"p1", "p2", "p3"}}
+}
+
+func length(blocks int64, sum string) *api.CopyLength { return &api.CopyLength{Blocks: blocks, Checksum: sum} }
+
+// TestCoordinatorProof: a bucket counts only from a copy that proves it is
+// whole; any other marker sends the bucket to the next copy.
+func TestCoordinatorProof(t *testing.T) {
+	hot := fsm.BucketInfo{Index: "main", Hot: true, Origin: "p1", SearchableOn: []string{"p1", "p2"}}
+	for _, tc := range []struct {
+		name   string
+		info   fsm.BucketInfo
+		from   string // the stream's peer (chain head)
+		batch  bool
+		length *api.CopyLength
+		ok     bool
+		why    string
+	}{
+		{"sealed, whole", sealed(5, "0000abcd"), "p1", true, length(5, "0000abcd"), true, ""},
+		{"sealed, short", sealed(5, "0000abcd"), "p2", true, length(1, "00001111"), false, "holds 1 blocks"},
+		{"sealed, longer", sealed(5, "0000abcd"), "p2", true, length(6, "00002222"), false, "holds 6 blocks"},
+		{"sealed, same blocks, other checksum", sealed(5, "0000abcd"), "p2", true, length(5, "0000ffff"), false, "sealed at 5 blocks"},
+		{"sealed, checksum unknown to the table", sealed(5, ""), "p2", true, length(5, "0000ffff"), true, ""},
+		{"no length", sealed(5, "0000abcd"), "p1", true, nil, false, "did not say"},
+		{"searched without its batch", sealed(5, "0000abcd"), "p1", false, length(5, "0000abcd"), false, "without sending its results"},
+		{"hot, origin", hot, "p1", true, length(0, ""), true, ""},
+		{"hot, replica", hot, "p2", true, length(3, "00003333"), true, ""},
+		{"rolled empty, a copy with blocks", fsm.BucketInfo{Index: "main", Origin: "p1"}, "p2", true, length(2, "00004444"), false, "without a sealed length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chain := []string{tc.from, "p3"}
+			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": tc.info}, map[string][]string{"b1": chain})
+			if tc.batch {
+				f.send(tc.from, api.SearchMsg{Kind: api.SearchBatch, Bucket: "b1"})
+			}
+			f.send(tc.from, api.SearchMsg{Kind: api.SearchMarker, Bucket: "b1", Outcome: api.MarkerSearched, Length: tc.length})
+			if tc.ok {
+				if f.state("b1") != bSearched || f.merged["any"] != 1 {
+					t.Fatalf("state %d, merged %d: want searched once", f.state("b1"), f.merged["any"])
+				}
+				return
+			}
+			br := f.r.buckets["b1"]
+			if br.state != bPending || f.merged["any"] != 0 || !slices.Equal(f.queued()["b1"], []string{"p3"}) {
+				t.Fatalf("state %d, merged %d, queued %v: want pending, nothing merged, sent to p3", br.state, f.merged["any"], f.queued())
+			}
+			if len(br.failures) != 1 || !strings.Contains(br.failures[0].Reason, tc.why) {
+				t.Fatalf("failures %+v, want a reason with %q", br.failures, tc.why)
+			}
+		})
+	}
+}
+
+// TestCoordinatorComboFailsOverOnce: a stream failing with a combined
+// answer pending sends each of its buckets to exactly one next copy (it
+// sent a combo's siblings to two: the "combined answer overlapped a bucket
+// it does not own" partials of issue 24).
+func TestCoordinatorComboFailsOverOnce(t *testing.T) {
+	infos := map[string]fsm.BucketInfo{"b1": sealed(1, ""), "b2": sealed(1, ""), "b3": sealed(1, "")}
+	chains := map[string][]string{"b1": {"p1", "p2", "p3"}, "b2": {"p1", "p2", "p3"}, "b3": {"p1", "p3", "p2"}}
+	f := newFixture(t, "* | stats count", infos, chains)
+	f.send("p1", api.SearchMsg{Kind: api.SearchBatch, Buckets: []string{"b1", "b2", "b3"}})
+	f.send("p1", api.SearchMsg{Kind: api.SearchMarker, Bucket: "b1", Outcome: api.MarkerSearched, Length: length(1, "")})
+	f.r.failStream(f.streams["p1"], "peer p1 went silent")
+	q := f.queued()
+	for id, want := range map[string]string{"b1": "p2", "b2": "p2", "b3": "p3"} {
+		if !slices.Equal(q[id], []string{want}) {
+			t.Errorf("bucket %s queued to %v, want exactly [%s] (all: %v)", id, q[id], want, q)
+		}
+		if st := f.state(id); st != bPending {
+			t.Errorf("bucket %s state %d, want pending", id, st)
+		}
+	}
+	if f.merged["any"] != 0 {
+		t.Fatalf("the dead stream's combined answer was merged")
+	}
+}
+
+// TestCoordinatorDoneWithoutBucketAndRounds: a done without a bucket sends
+// it on; when every copy failed, the chain is tried again after a pause
+// (a paused peer may have resumed) before the bucket fails, and the search
+// is then partial naming it.
+func TestCoordinatorDoneWithoutBucketAndRounds(t *testing.T) {
+	f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": sealed(1, "")}, map[string][]string{"b1": {"p1", "p2"}})
+	f.send("p1", api.SearchMsg{Kind: api.SearchDone, TableVersion: 0})
+	if q := f.queued(); !slices.Equal(q["b1"], []string{"p2"}) {
+		t.Fatalf("after p1's done without b1: queued %v, want p2", q)
+	}
+	f.r.retries = map[string][]string{}
+	// p2 fails too: the chain is used up, a round is scheduled, not a failure.
+	s2 := f.stream("p2")
+	s2.buckets["b1"], f.r.buckets["b1"].stream = true, s2
+	f.r.failStream(s2, "peer p2 went silent")
+	br := f.r.buckets["b1"]
+	if br.state != bPending || len(f.r.later) != 1 || br.rounds != 1 {
+		t.Fatalf("after every copy failed: state %d, later %v, rounds %d: want a second round", br.state, f.r.later, br.rounds)
+	}
+	// Once the pause is over, the chain starts again (failed peers too).
+	f.r.releaseRounds(time.Now().Add(time.Minute))
+	if q := f.queued(); !slices.Equal(q["b1"], []string{"p1"}) {
+		t.Fatalf("second round: queued %v, want p1 again", q)
+	}
+	// Rounds are bounded: after maxRounds the bucket fails.
+	for br.rounds < maxRounds || br.state == bPending {
+		f.r.retries = map[string][]string{}
+		br.next = len(br.chain)
+		f.r.failover(br, "p1", "still silent")
+		f.r.releaseRounds(time.Now().Add(time.Hour))
+		if br.rounds > maxRounds {
+			t.Fatalf("rounds %d past the bound %d", br.rounds, maxRounds)
+		}
+		if len(f.r.later) == 0 && len(f.r.retries) == 0 {
+			break
+		}
+	}
+	if br.state != bFailed {
+		t.Fatalf("after %d rounds: state %d, want failed", br.rounds, br.state)
+	}
+	sum := f.r.summary()
+	if !sum.Partial || sum.Buckets.Failed != 1 {
+		t.Fatalf("summary %+v: want partial with b1 failed", sum)
+	}
+}

@@ -106,7 +106,9 @@ func sealed(blocks int64, sum string) fsm.BucketInfo {
 	return fsm.BucketInfo{Index: "main", Sealed: true, Blocks: blocks, Checksum: sum, Origin: "p1", SearchableOn: []string{"p1", "p2", "p3"}}
 }
 
-func length(blocks int64, sum string) *api.CopyLength { return &api.CopyLength{Blocks: blocks, Checksum: sum} }
+func length(blocks int64, sum string) *api.CopyLength {
+	return &api.CopyLength{Blocks: blocks, Checksum: sum}
+}
 
 // TestCoordinatorProof: a bucket counts only from a copy that proves it is
 // whole; any other marker sends the bucket to the next copy.

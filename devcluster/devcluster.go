@@ -37,9 +37,13 @@ import (
 
 // Tokens of a dev cluster (loopback only; printed at start).
 const (
-	AdminToken  = "dev-admin"
-	HECToken    = "dev-hec"
-	SampleIndex = "sample"
+	AdminToken = "dev-admin"
+	HECToken   = "dev-hec"
+	// HECNoAckToken is a useACK=false token: shippers that send no
+	// channel (the OpenTelemetry collector, Docker's log driver,
+	// syslog-ng) work against quarry dev out of the box (issue 29).
+	HECNoAckToken = "dev-hec-noack"
+	SampleIndex   = "sample"
 )
 
 // Options shape a dev cluster.
@@ -257,7 +261,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	seed.HeartbeatTimeout = 5 * time.Second
 	seed.MaxHotBytes = 4 << 20 // the peers' roll size comes from the cluster config
-	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
+	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}},
+		{Token: HECNoAckToken, Ack: false, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: SampleIndex})
 	if err := seed.Validate(); err != nil {
 		return fmt.Errorf("dev: cluster config: %w", err)

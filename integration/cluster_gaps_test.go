@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -220,6 +221,19 @@ func TestSearchCLIRefusesAPeerAsSearchHead(t *testing.T) {
 	r = mustCLI(t, "search", "--searchhead", sh.URL(), "--output", "json", "* | stats count")
 	if !strings.Contains(r.Stdout, `"count":1000`) && !strings.Contains(r.Stdout, `"count": 1000`) {
 		t.Fatalf("--searchhead at the search head: %q", r.Stdout)
+	}
+	// HEC sent to a search head or a manager: one clear line, not a bare
+	// 405 or 404 (issue 29).
+	for _, u := range []string{sh.URL(), c.ManagerURLs()[0]} {
+		resp, err := c.HTTPClient(5*time.Second).Post(u+"/services/collector/event", "application/json", strings.NewReader(`{"event":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || !strings.Contains(string(b), `"not_a_peer"`) || !strings.Contains(string(b), "goes to a peer") {
+			t.Fatalf("HEC to %s: HTTP %d %s", u, resp.StatusCode, b)
+		}
 	}
 	// A streamed | table prints its columns (issue 29: blank lines, the
 	// head sent no fields on the summary line).

@@ -89,6 +89,11 @@ func (a *httpAPI) routes() http.Handler {
 	mux.HandleFunc("/v1/generations", a.read(a.handleGenerations))
 	mux.HandleFunc("/{$}", a.read(a.handlePage))
 	mux.HandleFunc("/ui/{name}", a.read(a.handleAsset))
+	notHEC := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_a_peer", Message: fmt.Sprintf("%s is manager %s: HEC (%s) goes to a peer (indexer), which stores and replicates events", r.Host, a.m.cfg.ID, r.URL.Path)})
+	}
+	mux.HandleFunc("/services/collector", notHEC)
+	mux.HandleFunc("/services/collector/", notHEC)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such page: %s", r.URL.Path)})
 	})

@@ -267,6 +267,14 @@ func (h *Head) Start() error {
 	mux.HandleFunc("POST /v1/search", h.serveSearch)
 	mux.HandleFunc("GET /healthz", h.serveHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}))
+	// HEC sent here by mistake gets one clear line (it got a bare 405).
+	notHEC := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_a_peer", fmt.Sprintf("%s is search head %s: HEC (%s) goes to a peer (indexer), which stores and replicates events", r.Host, h.cfg.ID, r.URL.Path))
+	}
+	for _, m := range []string{"POST", "GET"} {
+		mux.HandleFunc(m+" /services/collector", notHEC)
+		mux.HandleFunc(m+" /services/collector/", notHEC)
+	}
 	if h.Page != nil {
 		mux.Handle("GET /", h.Page)
 	}

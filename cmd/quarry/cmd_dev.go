@@ -120,7 +120,8 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	for _, p := range l.Peers {
 		fmt.Fprintf(&b, "  %-4s site %-6s http://%s\n", p.ID, p.Site, p.HTTPAddr)
 	}
-	fmt.Fprintf(&b, "tokens: HEC %s (indexes main, %s; acknowledging), admin %s\n", devcluster.HECToken, devcluster.SampleIndex, devcluster.AdminToken)
+	fmt.Fprintf(&b, "tokens: HEC %s (indexes main, %s; acknowledging: send a channel), HEC %s (same indexes; no channel needed: the answer is the ack), admin %s\n",
+		devcluster.HECToken, devcluster.SampleIndex, devcluster.HECNoAckToken, devcluster.AdminToken)
 	if s != nil {
 		fmt.Fprintf(&b, "sample: %d events in index %s (%d with status>=500), over the 24 h from %s\n",
 			s.Events, s.Index, s.Status5xx, s.Base.Format(time.RFC3339))

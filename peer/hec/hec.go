@@ -408,6 +408,20 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	for _, p := range []string{"/services/collector/health", "/services/collector/health/1.0"} {
 		mux.HandleFunc("GET "+p, h.measured("health", h.serveHealth))
 	}
+	// OPTIONS on any HEC path answers 200 with what it allows: Docker's
+	// Splunk log driver checks its URL so before it starts (it got 405
+	// and refused to start, issue 29). Nothing is read or stored.
+	mux.HandleFunc("OPTIONS /services/collector/{rest...}", serveOptions)
+	mux.HandleFunc("OPTIONS /services/collector", serveOptions)
+}
+
+func serveOptions(w http.ResponseWriter, r *http.Request) {
+	allow := "POST, OPTIONS"
+	if strings.Contains(r.URL.Path, "/health") {
+		allow = "GET, OPTIONS"
+	}
+	w.Header().Set("Allow", allow)
+	w.WriteHeader(http.StatusOK)
 }
 
 // statusWriter remembers the status a handler wrote.

@@ -493,3 +493,26 @@ func TestAckBookkeepingIsBounded(t *testing.T) {
 		t.Fatalf("after reading acks: %d %+v, want ackId 2", status, r)
 	}
 }
+
+// TestOptionsAnswered: Docker's Splunk log driver sends OPTIONS to its HEC
+// URL before it starts; a 405 made it refuse to start (issue 29).
+func TestOptionsAnswered(t *testing.T) {
+	f := newFixture(t, store.Options{})
+	for path, allow := range map[string]string{
+		"/services/collector":            "POST, OPTIONS",
+		"/services/collector/event":      "POST, OPTIONS",
+		"/services/collector/event/1.0":  "POST, OPTIONS",
+		"/services/collector/raw":        "POST, OPTIONS",
+		"/services/collector/health/1.0": "GET, OPTIONS",
+	} {
+		req, _ := http.NewRequest(http.MethodOptions, f.srv.URL+path, nil)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Allow") != allow {
+			t.Errorf("OPTIONS %s: HTTP %d, Allow %q; want 200, %q", path, resp.StatusCode, resp.Header.Get("Allow"), allow)
+		}
+	}
+}

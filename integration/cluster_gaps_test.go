@@ -235,6 +235,19 @@ func TestSearchCLIRefusesAPeerAsSearchHead(t *testing.T) {
 			t.Fatalf("HEC to %s: HTTP %d %s", u, resp.StatusCode, b)
 		}
 	}
+	// A search of an index that does not exist says so (issue 29).
+	c.WaitFor(20*time.Second, func() error {
+		a := search(t, sh.URL(), map[string]any{"query": "index=nosuchindex | stats count"})
+		for _, w := range a.Resp.Summary.Warnings {
+			if strings.Contains(w, `index "nosuchindex" does not exist`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no warning about index nosuchindex: HTTP %d, %v", a.Status, a.Resp.Summary.Warnings)
+	})
+	if a := search(t, sh.URL(), map[string]any{"query": "index=main | stats count"}); len(a.Resp.Summary.Warnings) != 0 {
+		t.Fatalf("index=main warned: %v", a.Resp.Summary.Warnings)
+	}
 	// A streamed | table prints its columns (issue 29: blank lines, the
 	// head sent no fields on the summary line).
 	r = mustCLI(t, "search", "--searchhead", sh.URL(), "* | table host sourcetype")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 )
@@ -245,4 +246,34 @@ func (p *Plan) Combine(parts []*Partial) *Partial {
 		scanned += pt.Scanned
 	}
 	return &Partial{V: WireVersion, Kind: "agg", Scanned: scanned, agg: a}
+}
+
+// IndexNames lists the index names the search's filter asks for by
+// equality without a wildcard (index=web, in any branch of an OR; not
+// under a NOT), sorted and deduplicated: a head warns about the ones that
+// do not exist instead of answering an empty result in silence.
+func (p *Plan) IndexNames() []string {
+	seen := map[string]bool{}
+	var walk func(c *cnode)
+	walk = func(c *cnode) {
+		if c == nil {
+			return
+		}
+		switch c.kind {
+		case '&', '|':
+			walk(c.l)
+			walk(c.r)
+		case 'f':
+			if c.field == "index" && c.op == "=" && !c.wild {
+				seen[c.text] = true
+			}
+		}
+	}
+	walk(p.filter)
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,7 @@ type Head struct {
 
 	tokMu      sync.RWMutex
 	tokens     []fsm.SearchToken
+	indexes    []string // every index the cluster knows (config), sorted
 	tokensSeen bool
 	configID   string
 
@@ -242,7 +244,28 @@ func (h *Head) refreshConfig() {
 	}
 	h.tokMu.Lock()
 	h.tokens, h.tokensSeen, h.configID = pc.SearchTokens, true, pc.ID
+	h.indexes = pc.KnownIndexes
 	h.tokMu.Unlock()
+}
+
+// unknownIndexes warns about the indexes a search names (index=foo) that
+// the cluster does not know (issue 29: such a search answered 0 in
+// silence). Only indexes the caller may read are named, so a warning never
+// tells a scoped token about indexes outside its scope.
+func (h *Head) unknownIndexes(plan *query.Plan, allowed []string) []string {
+	h.tokMu.RLock()
+	known := h.indexes
+	h.tokMu.RUnlock()
+	if known == nil {
+		return nil
+	}
+	var out []string
+	for _, ix := range plan.IndexNames() {
+		if !slices.Contains(known, ix) && (allowed == nil || slices.Contains(allowed, ix)) {
+			out = append(out, fmt.Sprintf("index %q does not exist in this cluster: nothing to search there", ix))
+		}
+	}
+	return out
 }
 
 // Start listens and serves HTTP until Close.
@@ -459,6 +482,9 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	if len(rn.warnings) > 0 {
 		rn.warnings[0] += fmt.Sprintf(" (generation %d)", rn.generation)
+	}
+	for _, w := range h.unknownIndexes(plan, indexes) {
+		rn.warn(w)
 	}
 	// Streaming output: a pure event search releases each bucket's events
 	// once its marker arrived; anything else is merged at the end.

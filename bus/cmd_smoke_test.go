@@ -200,6 +200,9 @@ func TestQuarryBusRefusesBadConfig(t *testing.T) {
 		{[]string{"bus", "--name", "n1", "--site", "s", "--listen", "127.0.0.1:0", "--role-user", "boss=x:y"}, `unknown role "boss"`},
 		{[]string{"bus", "--name", "n1", "--site", "s", "--listen", "127.0.0.1:0", "--gateways", "site2"}, `gateway "site2": want site=nats://host:port`},
 		{[]string{"bus", "--name", "n1", "--site", "s", "--role-user", "peer=p1", "--print-auth-config"}, `want ROLE=NAME:PASSWORD`},
+		// Review N3's node: role users, a gateway, no --user and no TLS.
+		{[]string{"bus", "--name", "a", "--site", "site1", "--listen", "127.0.0.1:0", "--gateway-listen", "127.0.0.1:0",
+			"--role-user", "peer/site1/p1=p1:pw1", "--role-user", "manager=m1:mpw"}, ErrOpenLink.Error()},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(bin, c.args...).CombinedOutput()

@@ -254,7 +254,36 @@ func (c ServerConfig) options() (*server.Options, error) {
 		}
 		o.Users = users
 	}
+	if err := c.checkLinkAuth(o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// ErrOpenLink: a route or gateway listener of a bus whose clients need
+// users, with neither credentials of its own nor mutual TLS (review N3).
+var ErrOpenLink = errors.New("route or gateway listener without credentials or mutual TLS")
+
+// checkLinkAuth refuses route and gateway listeners that would accept
+// anyone while the client port needs a user: per-role permissions bind
+// client connections only, so a rogue node joining an open route or
+// gateway reads and publishes every subject (forged fixup tasks included).
+// Routes and gateways authenticate with the admin user (User/Password) or
+// mutual TLS (TLSCert, TLSKey and TLSCA). A bus with no user at all is open
+// anyway (review M8).
+func (c ServerConfig) checkLinkAuth(o *server.Options) error {
+	if len(c.Users) == 0 || c.User != "" {
+		return nil
+	}
+	for _, l := range []struct {
+		flag, addr string
+		tls        bool
+	}{{"--cluster-listen", c.ClusterListen, o.Cluster.TLSConfig != nil}, {"--gateway-listen", c.GatewayListen, o.Gateway.TLSConfig != nil}} {
+		if l.addr != "" && !l.tls {
+			return fmt.Errorf("bus: %s %s with --role-user users: %w; give the bus --user and --password (routes and gateways authenticate with them) or mutual TLS (--tls-cert, --tls-key, --tls-ca), or anyone who reaches that port passes every role's permissions", l.flag, l.addr, ErrOpenLink)
+		}
+	}
+	return nil
 }
 
 // tlsOptions turns TLSCert, TLSKey and TLSCA into nats-server's TLS

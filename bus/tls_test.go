@@ -202,6 +202,11 @@ func TestTLSRoutesAndGateways(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "need --tls-ca") {
 		t.Fatalf("gateway TLS without CA: %v", err)
 	}
+	// Role users without an admin user: mutual TLS is the links' own
+	// authentication, so the node starts (without it, ErrOpenLink:
+	// TestServerConfigErrors).
+	mustStartServer(t, ServerConfig{Name: "ru", Site: "site4", Listen: "127.0.0.1:0", GatewayListen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0",
+		Users: []User{{Name: "p1", Password: "pw", Role: RolePeer, Site: "site4", Peer: "p1"}}, TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
 	if _, err := StartSites(ctxTimeout(t, time.Second), SitesConfig{Sites: []string{"s1", "s2"}, Cuttable: true, TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA}); err == nil {
 		t.Fatal("cuttable TLS sites started")
 	}

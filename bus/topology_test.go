@@ -129,6 +129,11 @@ func TestServerConfigErrors(t *testing.T) {
 		{"unknown role", ServerConfig{Name: "n1", Site: "s", Users: []User{{Name: "x", Password: "y", Role: "boss"}}}, `unknown role "boss"`},
 		{"duplicate user", ServerConfig{Name: "n1", Site: "s", User: "x", Password: "a", Users: []User{{Name: "x", Password: "y", Role: RolePeer}}}, `user "x" is defined twice`},
 		{"bad gateway url", ServerConfig{Name: "n1", Site: "s", GatewayListen: "127.0.0.1:0", Gateways: map[string][]string{"b": {"nats://host"}}}, "want host:port"},
+		// Review N3: role users without an admin user left these open.
+		{"role users, open gateway", ServerConfig{Name: "n1", Site: "s", GatewayListen: "127.0.0.1:0",
+			Users: []User{{Name: "p1", Password: "pw", Role: RolePeer, Site: "s", Peer: "p1"}}}, "--gateway-listen 127.0.0.1:0 with --role-user users: " + ErrOpenLink.Error()},
+		{"role users, open routes", ServerConfig{Name: "n1", Site: "s", ClusterListen: "127.0.0.1:0",
+			Users: []User{{Name: "m1", Password: "pw", Role: RoleManager}}}, "--cluster-listen 127.0.0.1:0 with --role-user users: " + ErrOpenLink.Error()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

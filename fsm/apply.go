@@ -450,6 +450,9 @@ func (s *State) applyRollBucket(idx uint64, c *RollBucket) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Origin != "" && c.Origin != b.Origin {
+		return nil, fmt.Errorf("%w: %s may not roll %q (origin %s)", ErrNotOrigin, c.Origin, c.Bucket, b.Origin)
+	}
 	if !b.Hot {
 		return nil, fmt.Errorf("%w: roll %q", ErrBucketNotHot, c.Bucket)
 	}

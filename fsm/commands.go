@@ -53,8 +53,14 @@ const bodyVersion byte = 1
 //
 //   - SealBucket 2: Lengths (the per-holder lengths the seal was computed
 //     from); a version 1 body carries none.
+//   - RollBucket 2: Origin (the peer that sent the roll, checked against
+//     the bucket's origin); written only by a group at cluster version
+//     RollOriginVersion, and a body without it is still written as
+//     version 1 (bodyVersioned), so an older build reads every roll the
+//     group may send it.
 var bodyVersions = map[CommandType]byte{
 	CmdSealBucket: 2,
+	CmdRollBucket: 2,
 }
 
 // versionOf is the body version this build writes (and reads up to) for a
@@ -64,6 +70,26 @@ func versionOf(t CommandType) byte {
 		return v
 	}
 	return bodyVersion
+}
+
+// bodyVersioned is implemented by commands whose body version depends on
+// what the body carries: Encode writes the lowest version that holds it,
+// and NeedsClusterVersion the cluster version that may carry it.
+type bodyVersioned interface {
+	bodyVersion() (body byte, cluster int)
+}
+
+// NeedsClusterVersion is the cluster version a command needs: its type's
+// (MinClusterVersion), or more when its body carries a field only a newer
+// group reads (RollBucket's Origin). The manager appends it only when the
+// agreed version is at least that.
+func NeedsClusterVersion(c Command) int {
+	v := MinClusterVersion(c.Type())
+	if bv, ok := c.(bodyVersioned); ok {
+		_, cv := bv.bodyVersion()
+		v = max(v, cv)
+	}
+	return v
 }
 
 // versioned is implemented by commands whose body grew: it refuses a body
@@ -106,8 +132,12 @@ func Encode(c Command) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode command type %d: %w", c.Type(), err)
 	}
+	v := versionOf(c.Type())
+	if bv, ok := c.(bodyVersioned); ok {
+		v, _ = bv.bodyVersion()
+	}
 	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(c.Type()), versionOf(c.Type()))
+	out = append(out, byte(c.Type()), v)
 	return append(out, body...), nil
 }
 
@@ -283,6 +313,30 @@ type RollBucket struct {
 	Events       int64  `json:"events"`
 	Blocks       int64  `json:"blocks,omitempty"`
 	LastChecksum string `json:"last_checksum,omitempty"`
+	// Origin is the peer that sent the roll (body version 2, cluster
+	// version RollOriginVersion): Apply refuses the roll (ErrNotOrigin)
+	// unless it is the bucket's origin, the only peer entitled to roll
+	// it (SPEC §11). Empty in rolls of an older group: not checked.
+	Origin string `json:"origin,omitempty"`
+}
+
+// RollOriginVersion is the cluster version from which the manager names
+// the sender of a roll in RollBucket.Origin (a version 3 build cannot read
+// that body).
+const RollOriginVersion = 4
+
+func (c *RollBucket) bodyVersion() (byte, int) {
+	if c.Origin != "" {
+		return 2, RollOriginVersion
+	}
+	return 1, 1
+}
+
+func (c *RollBucket) checkVersion(v byte) error {
+	if v < 2 && c.Origin != "" {
+		return fmt.Errorf("roll %q: origin needs body version 2", c.Bucket)
+	}
+	return nil
 }
 
 // SealBucket fixes a bucket's length after its origin went away: the

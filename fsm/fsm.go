@@ -219,7 +219,7 @@ func (s *State) apply(idx uint64, data []byte) any {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: apply index %d: %v", idx, err))
 	}
-	if v := MinClusterVersion(c.Type()); v > s.supports {
+	if v := NeedsClusterVersion(c); v > s.supports {
 		// What a build of cluster version s.supports does on meeting this
 		// type: it does not know it (tests play older builds with NewAt).
 		panic(fmt.Sprintf("fsm: apply index %d: command type %d needs cluster version %d, this build supports %d", idx, c.Type(), v, s.supports))

@@ -297,8 +297,11 @@ func TestProperties(t *testing.T) {
 					// A latest event up to two minutes old, a random size:
 					// the retention step's rules then freeze some.
 					latest := m.now.UnixNano() - int64(rapid.IntRange(0, 120).Draw(t, "age"))*int64(time.Second)
+					// Sent by nobody named (an older group), by the origin,
+					// or by any peer (refused unless it is the origin).
+					origin := rapid.SampledFrom([]string{"", b.Origin, peer(t)}).Draw(t, "sender")
 					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: latest, Size: int64(rapid.IntRange(0, 1000).Draw(t, "size")),
-						Events: 1, Blocks: 3, LastChecksum: "c"})
+						Events: 1, Blocks: 3, LastChecksum: "c", Origin: origin})
 				}
 			},
 			"seal": func(t *rapid.T) {

@@ -210,7 +210,8 @@ func (g *logGen) command(s *State) Command {
 	case 5:
 		return &RemoveCopy{ReqID: req, Bucket: bucket, Peer: holder}
 	case 6:
-		return &RollBucket{ReqID: req, Bucket: bucket, Earliest: g.now.UnixNano() - 1000, Latest: g.now.UnixNano(), Size: int64(g.r.IntN(1 << 20)), Events: 5, Blocks: int64(1 + g.r.IntN(9)), LastChecksum: "c"}
+		sender := []string{"", holder, p}[g.r.IntN(3)] // an older group's roll, or one naming its sender
+		return &RollBucket{ReqID: req, Bucket: bucket, Earliest: g.now.UnixNano() - 1000, Latest: g.now.UnixNano(), Size: int64(g.r.IntN(1 << 20)), Events: 5, Blocks: int64(1 + g.r.IntN(9)), LastChecksum: "c", Origin: sender}
 	case 7:
 		if b, ok := s.d.Buckets[bucket]; ok && g.r.IntN(2) == 0 {
 			// As the manager seals: every holder's length, at the longest.

@@ -67,6 +67,9 @@ var (
 	// ErrBucketNotHot: roll or seal of a bucket that is already warm, or a
 	// sealed length that contradicts the one committed.
 	ErrBucketNotHot = errors.New("bucket not hot")
+	// ErrNotOrigin: a roll sent by a peer that is not the bucket's origin
+	// (RollBucket.Origin); only the origin may roll its hot bucket.
+	ErrNotOrigin = errors.New("not the bucket's origin")
 	// ErrHotOrigin: removing or demoting the origin copy of a hot bucket.
 	ErrHotOrigin = errors.New("origin copy of a hot bucket")
 	// ErrNotSealed: a copy length reported for a bucket whose length is not

@@ -8,7 +8,9 @@ import (
 )
 
 // Status is GET /v1/status (SPEC §7) without the leader, which the manager
-// fills in. Config is an addition for `quarry cluster status`.
+// fills in. Config is an addition for `quarry cluster status`, redacted:
+// every token shows its digest, never its secret (SPEC §7: no read shows a
+// token's secret; /v1/status needs no token).
 type Status struct {
 	Leader               string                `json:"leader"`
 	Generation           uint64                `json:"generation"`
@@ -176,7 +178,7 @@ const maxListed = 1000
 // RF/SF met, valid (site0 has a primary for every bucket) and complete
 // (every bucket meets RF, SF and the site policy), per site with the failing
 // buckets, per peer its counts, and the buckets that wait for fixup with the
-// level and the open task they wait for.
+// level and the open task they wait for. Its config is Config.Redacted.
 func (s *State) Status() Status {
 	st := Status{
 		Generation:           s.d.Generation,
@@ -186,7 +188,7 @@ func (s *State) Status() Status {
 		Sites:                map[string]SiteStatus{},
 		Peers:                []PeerStatus{},
 		Fixups:               []FixupStatus{},
-		Config:               s.d.Config,
+		Config:               s.d.Config.Redacted(),
 	}
 	ss := map[string]*SiteStatus{}
 	for _, t := range s.tables() {

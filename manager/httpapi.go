@@ -231,6 +231,7 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrGUIDInUse, http.StatusConflict, "guid_in_use"},
 		{fsm.ErrBadState, http.StatusConflict, "bad_state"},
 		{fsm.ErrBucketNotHot, http.StatusConflict, "bucket_not_hot"},
+		{fsm.ErrNotOrigin, http.StatusForbidden, "not_origin"},
 		{fsm.ErrNotSealed, http.StatusConflict, "bucket_not_sealed"},
 		{fsm.ErrHotOrigin, http.StatusConflict, "hot_origin"},
 		{fsm.ErrTaskExists, http.StatusConflict, "task_exists"},

@@ -258,7 +258,7 @@ func (m *Manager) Raft() *raft.Raft { return m.node.raft }
 // an older follower would not know it (SPEC §11). SetClusterVersion itself
 // goes through raiseClusterVersion, which checks the members instead.
 func (m *Manager) Apply(ctx context.Context, cmd fsm.Command) (any, error) {
-	if err := m.allowed(cmd.Type()); err != nil {
+	if err := m.allowedAt(cmd.Type(), fsm.NeedsClusterVersion(cmd)); err != nil {
 		return nil, err
 	}
 	return m.propose(ctx, cmd)
@@ -267,8 +267,11 @@ func (m *Manager) Apply(ctx context.Context, cmd fsm.Command) (any, error) {
 // allowed reports whether the agreed cluster version carries type t. The
 // cluster version only rises, so the applied state's answer is safe: what
 // it allows, every member supports.
-func (m *Manager) allowed(t fsm.CommandType) error {
-	need := fsm.MinClusterVersion(t)
+func (m *Manager) allowed(t fsm.CommandType) error { return m.allowedAt(t, fsm.MinClusterVersion(t)) }
+
+// allowedAt is allowed for a command of type t whose body needs cluster
+// version need (fsm.NeedsClusterVersion: a RollBucket naming its origin).
+func (m *Manager) allowedAt(t fsm.CommandType, need int) error {
 	if need == 1 {
 		return nil
 	}

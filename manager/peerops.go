@@ -477,8 +477,19 @@ func (ps *peerService) bucketEvent(ctx context.Context, e api.BucketEvent) (api.
 	var cmd fsm.Command
 	switch e.Kind {
 	case api.EventRolled:
-		cmd = &fsm.RollBucket{ReqID: rid, Bucket: e.Bucket, Earliest: e.Earliest, Latest: e.Latest, Size: e.Bytes,
+		// Only the origin rolls its hot bucket (issue 25 N2): a roll seals
+		// the bucket and sets its length, which every other copy is then
+		// cut to. Checked here against committed state, and in Apply too
+		// once the group reads RollBucket.Origin.
+		if origin, known := ps.originOf(e.Bucket); known && origin != e.Peer {
+			return api.BucketEventReply{}, bus.Errorf(api.CodeBadRequest, "bucket event %q: %s is not the origin of %s (%s is): %v", e.Kind, e.Peer, e.Bucket, origin, fsm.ErrNotOrigin)
+		}
+		roll := &fsm.RollBucket{ReqID: rid, Bucket: e.Bucket, Earliest: e.Earliest, Latest: e.Latest, Size: e.Bytes,
 			Events: e.Events, Blocks: e.Blocks, LastChecksum: e.LastBlockChecksum}
+		if m.ClusterVersion() >= fsm.RollOriginVersion {
+			roll.Origin = e.Peer
+		}
+		cmd = roll
 	case api.EventSearchable:
 		cmd = &fsm.CopySearchable{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Searchable: e.Searchable}
 	case api.EventCopyAdded:
@@ -503,11 +514,10 @@ func (ps *peerService) bucketEvent(ctx context.Context, e api.BucketEvent) (api.
 		// Only the bucket's origin knows which blocks were acknowledged
 		// without a target; a copy the FSM does not hold (a replacement
 		// target chosen by the origin) has nothing to mark.
-		var origin string
+		origin, _ := ps.originOf(e.Bucket)
 		var held bool
 		m.state.Read(func(s *fsm.State) {
 			if b, ok := findBucket(s, e.Bucket); ok {
-				origin = b.Origin
 				for _, c := range b.Copies {
 					held = held || c.Peer == e.Target
 				}
@@ -535,6 +545,18 @@ func (ps *peerService) bucketEvent(ctx context.Context, e api.BucketEvent) (api.
 		reply.Index, reply.Duplicate = x.Index, x.Duplicate
 	}
 	return reply, nil
+}
+
+// originOf is a bucket's origin in the committed state, and whether the
+// bucket is known.
+func (ps *peerService) originOf(id string) (origin string, known bool) {
+	ps.m.state.Read(func(s *fsm.State) {
+		var b fsm.BucketView
+		if b, known = findBucket(s, id); known {
+			origin = b.Origin
+		}
+	})
+	return origin, known
 }
 
 // eventSentBy checks a bucket event's peer against its sender: the peer

@@ -36,7 +36,7 @@ func busCommand() *cli.Command {
 			&cli.StringFlag{Name: "gateway-listen", Usage: "gateway address host:port for other sites", EnvVars: envVars("gateway-listen")},
 			&cli.StringFlag{Name: "gateway-advertise", Usage: "host:port other sites dial for this gateway (containers, NAT); default the listen address", EnvVars: envVars("gateway-advertise")},
 			&cli.StringSliceFlag{Name: "gateways", Usage: "other sites' gateways, site=nats://host:port (repeat for more)", EnvVars: envVars("gateways")},
-			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too", EnvVars: envVars("user")},
+			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too (with --role-user, routes and gateways need it or mutual TLS)", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
 			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, subscriber (may only subscribe to results and generation notices, e.g. nats sub), admin, or peer/SITE/PEER for one peer and searchhead/HEAD for one search head (each then sends only under its own id, SPEC §6; repeat)", EnvVars: envVars("role-user")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: every connection must use TLS — clients, monitoring (HTTPS), and routes and gateways (mutual TLS, needs --tls-ca)", EnvVars: envVars("tls-cert")},

@@ -59,8 +59,10 @@ func TestViewsJSONShape(t *testing.T) {
 	if got := keysOf(t, g.Peers[0]); !slices.Equal(got, []string{"attrs", "guid", "id", "site", "state"}) {
 		t.Errorf("generation peer keys %v", got)
 	}
-	// origin is an addition to SPEC §7 (fresh=true reads hot buckets from it).
-	if got := keysOf(t, g.Buckets[b]); !slices.Equal(got, []string{"earliest", "hot", "index", "latest", "origin", "searchable_on"}) {
+	// origin is an addition to SPEC §7 (fresh=true reads hot buckets from
+	// it), and so are a sealed bucket's sealed, blocks and checksum (the
+	// length a search head checks a copy against, SPEC §5 Completeness).
+	if got := keysOf(t, g.Buckets[b]); !slices.Equal(got, []string{"blocks", "checksum", "earliest", "hot", "index", "latest", "origin", "sealed", "searchable_on"}) {
 		t.Errorf("generation bucket keys %v", got)
 	}
 	bl := h.s.BucketList("main", "a2")

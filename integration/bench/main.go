@@ -4,7 +4,9 @@
 // answer, and prints our figures beside the baselines with ratios.
 //
 // Each part (ingest, query, cluster) registers itself in its own file; run
-// `go run ./integration/bench -parts ingest,query`.
+// `go run ./integration/bench -parts ingest,query`. `-sizes tiny` runs
+// every part on a set of 20,000 events whose answers the oracle computes
+// (data.go): `make bench-tiny`, which CI runs.
 package main
 
 import (
@@ -40,9 +42,15 @@ func main() {
 	flag.StringVar(&cfg.SharedDir, "shared", "../shared/bench", "the shared bench folder")
 	flag.StringVar(&cfg.Bin, "bin", "bin/quarry", "the quarry binary")
 	flag.StringVar(&which, "parts", "all", "comma list of parts to run, or all")
-	flag.StringVar(&sizes, "sizes", "1m,5m", "data sets to run: 1m, 5m")
+	flag.StringVar(&sizes, "sizes", "1m,5m", "comma list of data sets to run: 1m and 5m (the README's, with baselines and targets), tiny (20,000 events, answers from the oracle, figures only; what CI runs)")
 	flag.Parse()
 	cfg.Sizes = strings.Split(sizes, ",")
+	for _, s := range cfg.Sizes {
+		if _, ok := sizeEvents[s]; !ok {
+			fmt.Fprintf(os.Stderr, "bench: unknown size %q (want tiny, 1m or 5m)\n", s)
+			os.Exit(2)
+		}
+	}
 	var names []string
 	if which == "all" {
 		for n := range parts {

@@ -9,6 +9,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,6 +150,10 @@ func buckets(url string) ([]copyInfo, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s/v1/buckets: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
 	var br struct {
 		Buckets []copyInfo `json:"buckets"`
 	}
@@ -272,6 +277,9 @@ func ingestOnce(cfg Config, file, size string, n, streams int, searchable bool) 
 				return r, err
 			}
 			resp.Body.Close()
+			if resp.StatusCode/100 != 2 {
+				return r, fmt.Errorf("roll %s: HTTP %d", b.ID, resp.StatusCode)
+			}
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -142,11 +142,14 @@ func clusterBenchSize(cfg Config, size string) error {
 	if err := c.ingestAndWait(cfg, file, n); err != nil {
 		return err
 	}
-	// Let replication settle (rolled copies everywhere) so the figures
-	// are not taken during fixup.
+	// Let replication settle (rolled copies everywhere, checked) so the
+	// figures are not taken during fixup.
 	settle, qpsFor := 5*time.Second, 10*time.Second
 	if !hasTargets(size) {
 		settle, qpsFor = time.Second, 3*time.Second
+	}
+	if err := c.waitReplicated(n, 3, 2, 5*time.Minute); err != nil {
+		return err
 	}
 	time.Sleep(settle) // settle: background fixup traffic would skew timings (not a synchronisation)
 	if err := c.fanOut(); err != nil {
@@ -315,6 +318,62 @@ func (c *cbCluster) searchesPerSecond(size string, d time.Duration) error {
 	fmt.Printf("query e through the head, 4 clients for %v: %.1f searches/s (%d wrong or failed)\n", d, float64(count)/d.Seconds(), bad)
 	if bad > 0 {
 		return fmt.Errorf("%d searches of query e failed, the first: %v", bad, firstBad)
+	}
+	return nil
+}
+
+// waitReplicated waits until every bucket has rf warm copies, sf of them
+// searchable, across the peers, and the buckets hold n events in all.
+func (c *cbCluster) waitReplicated(n, rf, sf int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.replicated(n, rf, sf)
+		if err == nil {
+			fmt.Printf("replication settled: every bucket has %d warm copies, %d searchable, %d events in all\n", rf, sf, n)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replication did not settle within %v: %w", timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond) // polling the cluster
+	}
+}
+
+func (c *cbCluster) replicated(n, rf, sf int) error {
+	type agg struct{ copies, searchable, events int }
+	byID := map[string]*agg{}
+	for name, u := range c.peers {
+		bs, err := buckets(u)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, b := range bs {
+			if b.State != "warm" {
+				return fmt.Errorf("%s: %s is %s", name, b.ID, b.State)
+			}
+			a := byID[b.ID]
+			if a == nil {
+				a = &agg{events: b.Events}
+				byID[b.ID] = a
+			}
+			if b.Events != a.events {
+				return fmt.Errorf("%s: %s holds %d events, another copy %d", name, b.ID, b.Events, a.events)
+			}
+			a.copies++
+			if b.SearchableEvents == b.Events {
+				a.searchable++
+			}
+		}
+	}
+	total := 0
+	for id, a := range byID {
+		if a.copies < rf || a.searchable < sf {
+			return fmt.Errorf("%s: %d copies, %d searchable; want %d, %d", id, a.copies, a.searchable, rf, sf)
+		}
+		total += a.events
+	}
+	if total != n {
+		return fmt.Errorf("the buckets hold %d events, want %d", total, n)
 	}
 	return nil
 }

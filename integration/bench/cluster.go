@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -192,7 +191,7 @@ func cbSinglePeer(cfg Config, size, file string, n int) (map[string]float64, err
 // every hot bucket and waits until the head counts every event, complete.
 func (c *cbCluster) ingestAndWait(cfg Config, file string, n int) error {
 	start := time.Now()
-	cmd := exec.Command(cfg.Bin, "ingest", "--quiet", "--hec", c.peers["site1-p1"], "--token", "bench-token", file)
+	cmd := command(cfg.Bin, "ingest", "--quiet", "--hec", c.peers["site1-p1"], "--token", "bench-token", file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("quarry ingest: %w", err)

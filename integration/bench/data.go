@@ -17,8 +17,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,11 +94,15 @@ func nonEmpty(p string) bool {
 // generate runs the shared generator (seed 1, HEC format) into file, its
 // summary (stderr) into file.answers.
 func generate(cfg Config, file string, n int) error {
+	gen := filepath.Join(cfg.SharedDir, "gen_events.go")
+	if _, err := os.Stat(gen); err != nil {
+		return fmt.Errorf("the shared generator is missing (-shared names its folder): %w", err)
+	}
 	fmt.Fprintf(os.Stderr, "bench: generating %s (%d events, seed 1)\n", file, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	tmp := file + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "run", filepath.Join(cfg.SharedDir, "gen_events.go"),
+	cmd := exec.CommandContext(ctx, "go", "run", gen,
 		"-n", strconv.Itoa(n), "-seed", "1", "-format", "hec", "-o", tmp)
 	cmd.Stdout = os.Stderr
 	ans, err := os.Create(file + ".answers.tmp")
@@ -226,8 +233,12 @@ func computeOracleAnswers(size, file string, n int) error {
 		return fmt.Errorf("the oracle disagrees with the generator or the direct counts: %w", err)
 	}
 	oracleAnswers[size] = want
-	fmt.Printf("bench: expected answers on the %s set (oracle over %d events in %.1fs, cross-checked with the generator's summary and direct counts):\n   %s\n",
-		size, n, time.Since(start).Seconds(), describeAnswers(want))
+	sha, err := fileSHA256(file)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: %s (sha256 %s); expected answers (oracle over its %d events in %.1fs, cross-checked with the generator's summary and direct counts):\n   %s\n",
+		file, sha, n, time.Since(start).Seconds(), describeAnswers(want))
 	return nil
 }
 
@@ -322,4 +333,19 @@ func describeAnswers(want map[string][]map[string]any) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// fileSHA256 is the hex SHA-256 of a file: the tiny set is the same bytes
+// everywhere.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -84,7 +84,7 @@ type benchPeer struct {
 }
 
 func startBenchPeer(cfg Config, dataDir string, searchable bool) (*benchPeer, error) {
-	cmd := exec.Command(cfg.Bin, "peer", "--id", "bench", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+	cmd := command(cfg.Bin, "peer", "--id", "bench", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
 		"--hec-token", "benchtoken", "--searchable="+strconv.FormatBool(searchable))
 	logf, err := os.Create(dataDir + ".log")
 	if err != nil {
@@ -244,7 +244,7 @@ func ingestOnce(cfg Config, file, size string, n, streams int, searchable bool) 
 	}
 	defer p.stop()
 	start := time.Now()
-	cmd := exec.Command(cfg.Bin, "ingest", "--quiet", "--hec", p.url, "--token", "benchtoken", "--streams", strconv.Itoa(streams), file)
+	cmd := command(cfg.Bin, "ingest", "--quiet", "--hec", p.url, "--token", "benchtoken", "--streams", strconv.Itoa(streams), file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return r, fmt.Errorf("quarry ingest: %w", err)

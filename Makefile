@@ -76,7 +76,7 @@ bench: build
 # the same generator and seed, whose answers the oracle (query/querytest)
 # computes and the generator's counts confirm; every answer checked, figures
 # printed but not targets. CI runs it (.ci/run phase bench: ~15 s on 2 cores
-# with a warm build cache, under 2 minutes cold);
+# with a warm build cache, about 2 minutes with a cold one on a loaded machine);
 # it fails past BENCH_TINY_TIMEOUT.
 BENCH_TINY_TIMEOUT ?= 5m
 bench-tiny: build

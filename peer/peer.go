@@ -415,6 +415,10 @@ func (p *Peer) serveBuckets(w http.ResponseWriter, r *http.Request) {
 func (p *Peer) serveRoll(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := p.store.Roll(id); err != nil {
+		if errors.Is(err, store.ErrBucketState) {
+			writeError(w, http.StatusConflict, "bucket_state", err.Error())
+			return
+		}
 		writeError(w, http.StatusNotFound, "no_bucket", err.Error())
 		return
 	}

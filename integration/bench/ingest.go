@@ -9,6 +9,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +39,6 @@ var ingestBaselines = map[string]ingestBaseline{
 	"5m/2": {156800, 72.0, 56.6, 235, 43.9},
 }
 
-var sizeEvents = map[string]int{"1m": 1_000_000, "5m": 5_000_000}
-
 type ingestRun struct {
 	size       string
 	streams    int
@@ -52,16 +52,9 @@ type ingestRun struct {
 }
 
 func runIngest(cfg Config) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return err
-	}
 	var runs []ingestRun
 	for _, size := range cfg.Sizes {
-		n, ok := sizeEvents[size]
-		if !ok {
-			return fmt.Errorf("unknown size %q (want 1m or 5m)", size)
-		}
-		file, err := ensureHEC(cfg, size, n)
+		file, n, err := ensureHEC(cfg, size)
 		if err != nil {
 			return err
 		}
@@ -82,28 +75,6 @@ func runIngest(cfg Config) error {
 	return nil
 }
 
-// ensureHEC generates the HEC set into the data folder if it is absent.
-func ensureHEC(cfg Config, size string, n int) (string, error) {
-	file := filepath.Join(cfg.DataDir, "events-"+size+".hec")
-	if st, err := os.Stat(file); err == nil && st.Size() > 0 {
-		return file, nil
-	}
-	fmt.Fprintf(os.Stderr, "bench ingest: generating %s\n", file)
-	tmp := file + ".tmp"
-	cmd := exec.Command("go", "run", filepath.Join(cfg.SharedDir, "gen_events.go"), "-n", strconv.Itoa(n), "-seed", "1", "-format", "hec", "-o", tmp)
-	cmd.Stdout = os.Stderr
-	ans, err := os.Create(file + ".answers")
-	if err != nil {
-		return "", err
-	}
-	defer ans.Close()
-	cmd.Stderr = ans
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("generate %s: %w", file, err)
-	}
-	return file, os.Rename(tmp, file)
-}
-
 type benchPeer struct {
 	cmd     *exec.Cmd
 	url     string
@@ -113,7 +84,7 @@ type benchPeer struct {
 }
 
 func startBenchPeer(cfg Config, dataDir string, searchable bool) (*benchPeer, error) {
-	cmd := exec.Command(cfg.Bin, "peer", "--id", "bench", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+	cmd := command(cfg.Bin, "peer", "--id", "bench", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
 		"--hec-token", "benchtoken", "--searchable="+strconv.FormatBool(searchable))
 	logf, err := os.Create(dataDir + ".log")
 	if err != nil {
@@ -179,6 +150,10 @@ func buckets(url string) ([]copyInfo, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s/v1/buckets: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
 	var br struct {
 		Buckets []copyInfo `json:"buckets"`
 	}
@@ -269,7 +244,7 @@ func ingestOnce(cfg Config, file, size string, n, streams int, searchable bool) 
 	}
 	defer p.stop()
 	start := time.Now()
-	cmd := exec.Command(cfg.Bin, "ingest", "--quiet", "--hec", p.url, "--token", "benchtoken", "--streams", strconv.Itoa(streams), file)
+	cmd := command(cfg.Bin, "ingest", "--quiet", "--hec", p.url, "--token", "benchtoken", "--streams", strconv.Itoa(streams), file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return r, fmt.Errorf("quarry ingest: %w", err)
@@ -279,6 +254,16 @@ func ingestOnce(cfg Config, file, size string, n, streams int, searchable bool) 
 	}
 	r.secs = time.Since(start).Seconds()
 	r.cpuSecs, r.peakRSSMB = procStats(p.cmd.Process.Pid)
+	if searchable {
+		// Searchable means a search counts every event, exactly.
+		res, _, err := qbHTTPSearcher{url: p.url}.search(context.Background(), "| stats count")
+		if err != nil {
+			return r, fmt.Errorf("count search: %w", err)
+		}
+		if got, err := qbCountOf(res); err != nil || got != int64(n) {
+			return r, fmt.Errorf("| stats count answered %d (%v), want %d", got, err, n)
+		}
+	}
 	// Disk: roll the hot buckets so that every copy is complete on disk.
 	bs, err := buckets(p.url)
 	if err != nil {
@@ -292,6 +277,9 @@ func ingestOnce(cfg Config, file, size string, n, streams int, searchable bool) 
 				return r, err
 			}
 			resp.Body.Close()
+			if resp.StatusCode/100 != 2 {
+				return r, fmt.Errorf("roll %s: HTTP %d", b.ID, resp.StatusCode)
+			}
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -360,4 +348,11 @@ func printIngestTable(runs []ingestRun) {
 	}
 	fmt.Println()
 	fmt.Println("Targets (5M): events/s ≥ 1.0× (1 stream); disk ≤ 3× searchable, ≤ 1.2× journal-only; peak RSS ≤ 2×.")
+	fmt.Println("Checked: every run's durable (and searchable) counts, and `| stats count` on each searchable copy, equal the set's events exactly.")
+	for _, r := range runs {
+		if !hasTargets(r.size) {
+			fmt.Println("Not targets: the " + tinyNote + ".")
+			break
+		}
+	}
 }

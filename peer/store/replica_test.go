@@ -106,6 +106,11 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 	if got := len(allEvents(t, target)); got != 2000 {
 		t.Fatalf("hot replica searchable events: %d, want 2000", got)
 	}
+	// A hot replica is not rolled on demand (it has no open block; the
+	// bench's roll of every copy dereferenced nil): it follows its origin.
+	if err := target.Roll(id); !errors.Is(err, ErrBucketState) {
+		t.Fatalf("roll of a hot replica: %v, want ErrBucketState", err)
+	}
 	hook.markAll()
 	waitDurable(t, ack)
 

@@ -652,11 +652,18 @@ func (s *Store) rollLocked(b *Bucket) {
 }
 
 // Roll rolls a hot bucket now (on demand). Rolling a bucket that is not hot
-// is a no-op.
+// is a no-op. A hot replica is refused (ErrBucketState): it has no open
+// block to seal and becomes warm when its origin rolls (ReplicaRoll).
 func (s *Store) Roll(id string) error {
 	b := s.bucket(id)
 	if b == nil {
 		return fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	hotReplica := b.replica && b.state == StateHot
+	b.mu.RUnlock()
+	if hotReplica {
+		return fmt.Errorf("%w: %s is a hot replica here; it rolls when its origin does", ErrBucketState, id)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

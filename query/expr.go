@@ -38,6 +38,7 @@ type Expr interface {
 type evalEnv struct {
 	row *Row
 	now time.Time
+	err error // set when a value passed a limit (limits.go); the search fails
 }
 
 type litExpr struct{ v any }
@@ -145,7 +146,7 @@ func (e binExpr) Eval(env *evalEnv) any {
 	case ".":
 		sl, _ := str(l)
 		sr, _ := str(r)
-		return sl + sr
+		return env.concat(`"."`, sl, sr)
 	}
 	fl, okl := num(l)
 	fr, okr := num(r)
@@ -153,7 +154,7 @@ func (e binExpr) Eval(env *evalEnv) any {
 		if e.op == "+" {
 			sl, _ := str(l)
 			sr, _ := str(r)
-			return sl + sr
+			return env.concat(`"+"`, sl, sr)
 		}
 		return nil
 	}
@@ -640,7 +641,7 @@ func (p *exprParser) parseCall(t etok) (Expr, error) {
 	if fn == "match" || fn == "replace" {
 		if l, ok := args[1].(litExpr); ok {
 			s, _ := str(l.v)
-			re, err := regexp.Compile(s)
+			re, err := compileRegex(s)
 			if err != nil {
 				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
 			}

@@ -586,6 +586,9 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 				}
 				for _, cmd := range p.pre {
 					if !applyStreaming(cmd, &r, env) {
+						if ferr = env.err; ferr != nil {
+							return false // a value passed a limit
+						}
 						return true
 					}
 				}

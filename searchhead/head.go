@@ -467,7 +467,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		}
 		rows, _, err := plan.Merge(ps)
 		if err != nil {
-			emitErr = err
+			emitErr = limitRefusal(err)
 			cancel()
 			return
 		}
@@ -525,7 +525,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	if !streamable {
 		rows, cols, err := plan.Merge(parts)
 		if err != nil {
-			return nil, err
+			return nil, limitRefusal(err)
 		}
 		resp.Results = query.Results(rows)
 		if cols != nil {
@@ -587,6 +587,15 @@ func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Ti
 		return nil, nil, re
 	}
 	return pref, plan, nil
+}
+
+// limitRefusal answers a merge that reached a limit of the search (an
+// eval value past 1 MiB in the head's commands) with 400 limit_exceeded.
+func limitRefusal(err error) error {
+	if query.IsLimitError(err) {
+		return &RequestError{Status: 400, Code: "limit_exceeded", Msg: err.Error()}
+	}
+	return err
 }
 
 // firstReason names the first bucket a partial search lacks, and why.

@@ -87,3 +87,32 @@ func TestSearchN1Refused(t *testing.T) {
 		t.Fatalf("normal search afterwards: %d %+v", resp.StatusCode, rep)
 	}
 }
+
+// TestSearchN4Refused: review N4 on a standalone peer — six chained
+// replace(x,"(.+)","$1"×10) grew a 100-byte event to 1 GB and the peer
+// died out of memory. Now the fifth replace (10 MB) fails the search with
+// 400 limit_exceeded naming the 1 MiB value limit, four run (1,000,000
+// bytes), and the peer answers a normal search afterwards.
+func TestSearchN4Refused(t *testing.T) {
+	url := mustPeerWithEvents(t, 1)
+	rep10 := `"` + strings.Repeat("$1", 10) + `"`
+	q := `index=main | eval x=replace(_raw,"(.+)",` + rep10 + `)`
+	for i := 0; i < 3; i++ {
+		q += ` | eval x=replace(x,"(.+)",` + rep10 + `)`
+	}
+	resp, rep := postSearch(t, url, q+" | eval n=len(x) | fields n")
+	if resp.StatusCode != 200 || len(rep.Results) != 1 {
+		t.Fatalf("four replaces: %d %+v", resp.StatusCode, rep)
+	}
+	for i := 0; i < 2; i++ {
+		q += ` | eval x=replace(x,"(.+)",` + rep10 + `)`
+	}
+	resp, rep = postSearch(t, url, q+" | eval n=len(x) | fields n")
+	if resp.StatusCode != 400 || rep.Code != "limit_exceeded" || !strings.Contains(rep.Error, "1048576-byte limit") {
+		t.Fatalf("six replaces (%d bytes of query): %d %+v, want 400 limit_exceeded", len(q), resp.StatusCode, rep)
+	}
+	resp, rep = postSearch(t, url, "line | stats count")
+	if resp.StatusCode != 200 || len(rep.Results) != 1 || rep.Results[0]["count"] != float64(1) {
+		t.Fatalf("normal search afterwards: %d %+v", resp.StatusCode, rep)
+	}
+}

@@ -45,6 +45,8 @@ type aggState struct {
 	// Nums once when read (nums): appending each bucket's values to one
 	// growing slice copied and cleared most of them several times.
 	numRuns [][]float64
+	// cut: final shortened this state's values() to MaxValues.
+	cut bool
 }
 
 // nums is every perc value of the state, its pending runs joined.
@@ -360,6 +362,10 @@ func (s *aggState) final(spec *AggSpec) any {
 		if len(d) == 0 {
 			return nil
 		}
+		if len(d) > MaxValues {
+			s.cut = true
+			d = d[:MaxValues]
+		}
 		return append([]string(nil), d...)
 	case "perc":
 		nums := s.nums()
@@ -400,6 +406,9 @@ type aggregator struct {
 	nullBy bool // timechart: a missing split field is the NULL series
 	groups map[string]*group
 	kbuf   []string
+	// valuesCut: a finalize shortened some group's values() to MaxValues;
+	// the search's summary says so (Plan.Warnings).
+	valuesCut bool
 
 	// countOnly aggregators (every aggregate a plain count) keep just a
 	// count per joined key: postings answers add millions of groups.

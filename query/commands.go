@@ -132,6 +132,9 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) 
 				a.add(&rows[i])
 			}
 			rows, cols = x.finalize(a)
+			if a.valuesCut {
+				p.warn(valuesWarning)
+			}
 		case TopCmd:
 			a := newAggregator([]AggSpec{{Func: "count"}}, x.keys(), 0, false)
 			for i := range rows {
@@ -144,6 +147,9 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) 
 				a.add(&rows[i])
 			}
 			rows, cols = x.finalize(a, p.earliest, p.latest, p.Bounded())
+			if a.valuesCut {
+				p.warn(valuesWarning)
+			}
 		default:
 			rows = blockingOp(c, rows, true)
 		}

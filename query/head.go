@@ -14,6 +14,7 @@ import (
 // then runs the commands that need the global view and the rest of the
 // pipeline. It returns the final rows and their columns.
 func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
+	p.warnings = nil
 	parts = append([]*Partial(nil), parts...)
 	sortPartials(parts)
 	for _, pt := range parts {
@@ -43,6 +44,9 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 			rows, cols = c.finalize(a)
 		case TimechartCmd:
 			rows, cols = c.finalize(a, p.earliest, p.latest, p.Bounded())
+		}
+		if a.valuesCut {
+			p.warn(valuesWarning)
 		}
 	} else {
 		n := 0
@@ -237,6 +241,7 @@ func Search(ctx context.Context, req Request, segs []Segment) (*Response, error)
 	for _, f := range sum.Failures {
 		resp.Summary.Warnings = append(resp.Summary.Warnings, fmt.Sprintf("bucket %s failed: %s", f.Bucket, f.Reason))
 	}
+	resp.Summary.Warnings = append(resp.Summary.Warnings, p.Warnings()...)
 	if cut {
 		resp.Summary.Warnings = append(resp.Summary.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", req.MaxResults))
 	}

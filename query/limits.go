@@ -33,6 +33,15 @@ const (
 	MaxRegexInsts = 2500
 )
 
+// MaxValues caps the distinct values values() shows for one group:
+// 10,000 (Splunk's list() shows 100; its values() is capped by maxvalues).
+// More are cut to the first 10,000 in sort order and the search's summary
+// carries a warning saying so (valuesWarning) — never a silent cut.
+const MaxValues = 10000
+
+// valuesWarning is the summary warning of a values() cut to MaxValues.
+var valuesWarning = fmt.Sprintf("values() limit of %d distinct values per group reached: the lists shown are cut to their first %d values", MaxValues, MaxValues)
+
 // ErrLimit marks a search ended because it reached one of its limits; the
 // message names the limit. It is the request's fault (HTTP 400).
 var ErrLimit = errors.New("search limit reached")

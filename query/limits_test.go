@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -112,5 +113,39 @@ func TestRegexLimits(t *testing.T) {
 	resp, err := Search(context.Background(), Request{Query: `* | where match(_raw, p)`, Now: fixedNow}, segs)
 	if err != nil || len(resp.Results) != 0 {
 		t.Fatalf("field pattern past the cap: %v %+v", err, resp)
+	}
+}
+
+// values() shows at most MaxValues distinct values per group; a longer
+// list is cut to its first MaxValues in sort order, and the summary says
+// so — on the merge of peer partials and in the head's commands.
+func TestValuesCapWarns(t *testing.T) {
+	evs := make([]Event, MaxValues+1)
+	for i := range evs {
+		evs[i] = Event{Time: fixedNow.UnixNano() + int64(i), Raw: fmt.Sprintf("v=%06d", i), Index: "main"}
+	}
+	segs := []Segment{
+		NewMemSegment(uniq("main~0~p"), "main", evs[:MaxValues/2]),
+		NewMemSegment(uniq("main~1~p"), "main", evs[MaxValues/2:]),
+	}
+	for _, q := range []string{
+		"index=main | stats values(v) as vs dc(v) as n",
+		"index=main | head 20000 | stats values(v) as vs dc(v) as n",
+	} {
+		resp, err := Search(context.Background(), Request{Query: q, Now: fixedNow}, segs)
+		if err != nil || len(resp.Results) != 1 {
+			t.Fatalf("%q: %v %+v", q, err, resp)
+		}
+		vs, _ := resp.Results[0]["vs"].([]string)
+		if len(vs) != MaxValues || vs[0] != "000000" || resp.Results[0]["n"] != int64(MaxValues+1) {
+			t.Fatalf("%q: %d values (first %q), dc %v", q, len(vs), vs[0], resp.Results[0]["n"])
+		}
+		if len(resp.Summary.Warnings) != 1 || resp.Summary.Warnings[0] != valuesWarning {
+			t.Fatalf("%q: warnings %q", q, resp.Summary.Warnings)
+		}
+	}
+	resp, err := Search(context.Background(), Request{Query: "index=main | head 10 | stats values(v)", Now: fixedNow}, segs)
+	if err != nil || len(resp.Summary.Warnings) != 0 {
+		t.Fatalf("a short list: %v %q", err, resp.Summary.Warnings)
 	}
 }

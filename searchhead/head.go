@@ -531,6 +531,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		if cols != nil {
 			resp.Fields = cols
 		}
+		sum.Warnings = append(sum.Warnings, plan.Warnings()...)
 		if len(resp.Results) > h.cfg.MaxResults {
 			resp.Results, limitHit = resp.Results[:h.cfg.MaxResults], true
 		}

@@ -154,6 +154,9 @@ type Peer struct {
 	searchErrors    *prometheus.CounterVec
 	searchCancelled prometheus.Counter
 	httpSearchSem   chan struct{} // single-peer searches running (httpsearch.go)
+	// sweepStop ends the HEC sweeper (idle channels, unread acks).
+	sweepStop     chan struct{}
+	sweepStopOnce sync.Once
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -318,6 +321,8 @@ func Start(cfg Config) (*Peer, error) {
 	p.ln = ln
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	go func() { p.done <- p.srv.Serve(ln) }()
+	p.sweepStop = make(chan struct{})
+	go p.hec.RunSweeper(p.sweepStop)
 	if p.cl != nil {
 		p.cl.wg.Add(1)
 		go p.heartbeats() // after p.srv exists: a heartbeat may stop it
@@ -346,10 +351,14 @@ func (p *Peer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	herr := p.srv.Shutdown(ctx)
+	p.stopSweeper()
 	p.closeCluster(false)
 	serr := p.store.Close()
 	return errors.Join(herr, serr)
 }
+
+// stopSweeper ends the HEC sweeper (Close and Kill).
+func (p *Peer) stopSweeper() { p.sweepStopOnce.Do(func() { close(p.sweepStop) }) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

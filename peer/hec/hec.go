@@ -177,8 +177,14 @@ type Config struct {
 	MaxPendingAcks      int
 	MaxTotalPendingAcks int64
 	// ChannelIdle: a channel with no request for this long is forgotten
-	// (default 10 minutes), as Splunk forgets idle channels.
+	// (default 10 minutes), as Splunk forgets idle channels. AckIdle: an
+	// ack id nobody read for this long is forgotten (default 10 minutes;
+	// a later /ack reads it as false), so a shipper that never reads acks
+	// on a fixed channel does not get 503 for ever once MaxPendingAcks are
+	// unread. Sweep does both; the peer runs it on a timer (Splunk's
+	// maxIdleTime and ackIdleCleanup).
 	ChannelIdle time.Duration
+	AckIdle     time.Duration
 	// BusyWait: a data request that finds the store busy waits up to this
 	// long (default 500 ms, before its body is read) for the queues to
 	// drain, then answers 503 code 9. Memory stays bounded: a waiting
@@ -209,6 +215,7 @@ type Handler struct {
 	rawBytes   prometheus.Counter
 	busyWait   prometheus.Counter
 	budgetBusy prometheus.Counter
+	expired    *prometheus.CounterVec // Sweep: channels and acks forgotten
 }
 
 // tokenKey is a token's SHA-256: tokens are found by it, then compared in
@@ -233,8 +240,15 @@ type tokenChannels struct {
 type channel struct {
 	mu       sync.Mutex
 	next     int64
-	pending  map[int64]*store.Ack
+	pending  map[int64]pendingAck
 	lastUsed time.Time
+	gone     bool // forgotten by a sweep: acks given on it are not kept
+}
+
+// pendingAck is an ack id not read yet and when it was given.
+type pendingAck struct {
+	ack *store.Ack
+	at  time.Time
 }
 
 // New builds a handler.
@@ -269,6 +283,9 @@ func New(cfg Config) *Handler {
 	if cfg.ChannelIdle <= 0 {
 		cfg.ChannelIdle = 10 * time.Minute
 	}
+	if cfg.AckIdle <= 0 {
+		cfg.AckIdle = 10 * time.Minute
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -299,6 +316,9 @@ func New(cfg Config) *Handler {
 	h.budgetBusy = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_budget_busy_total", Help: "HEC requests answered 503 code 9 because the in-flight byte budget had no room within the busy wait.",
 	})
+	h.expired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_expired_total", Help: "HEC ack channels idle past ChannelIdle and ack ids unread past AckIdle that the sweep forgot, by what (channel, ack).",
+	}, []string{"what"})
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quarry_peer_hec_inflight_bytes", Help: "Bytes of the HEC in-flight budget held by requests (bodies, gzip readers, decoders).",
 	}, func() float64 { return float64(h.InFlightBytes()) })
@@ -311,7 +331,7 @@ func New(cfg Config) *Handler {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"endpoint"})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, inflight, h.byEndpoint, h.latency)
+		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, h.expired, inflight, h.byEndpoint, h.latency)
 	}
 	return h
 }
@@ -687,9 +707,12 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, t *tokenState, 
 	c.mu.Lock()
 	res.AckID = c.next
 	c.next++
-	c.pending[res.AckID] = ack
-	t.pending.Add(1)
-	c.lastUsed = h.cfg.Now()
+	now := h.cfg.Now()
+	if !c.gone {
+		c.pending[res.AckID] = pendingAck{ack: ack, at: now}
+		t.pending.Add(1)
+	}
+	c.lastUsed = now
 	c.mu.Unlock()
 	h.reply(w, res)
 }
@@ -714,6 +737,9 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 				n := len(old.pending)
 				old.mu.Unlock()
 				if idle {
+					old.mu.Lock()
+					old.gone = true
+					old.mu.Unlock()
 					delete(t.channels, k)
 					t.pending.Add(-int64(n))
 				}
@@ -723,7 +749,7 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 				return nil, &rp
 			}
 		}
-		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now}
+		c = &channel{pending: map[int64]pendingAck{}, lastUsed: now}
 		t.channels[id] = c
 	}
 	c.mu.Lock()
@@ -846,7 +872,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 		done := false
 		if c != nil {
 			c.mu.Lock()
-			if a := c.pending[id]; a != nil && a.Durable() {
+			if a, ok := c.pending[id]; ok && a.ack.Durable() {
 				done = true
 				delete(c.pending, id) // read as true once, then forgotten
 				t.pending.Add(-1)

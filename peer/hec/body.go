@@ -215,11 +215,15 @@ func (b *body) release() {
 
 // readBody reads a bounded body under the in-flight budget; a gzip body
 // (Content-Encoding: gzip, as Splunk's HEC accepts) is inflated, and
-// MaxBodyBytes applies to the inflated bytes. A body of known length is
-// reserved whole before it is read; one of unknown length (gzip, chunked)
-// is reserved as its buffer grows, size class by size class up to 1 MiB and
-// then 1 MiB at a time, so a gzip bomb holds no more than it inflated
-// before it was refused, and all of them together no more than the budget.
+// MaxBodyBytes applies to the inflated bytes. A body is reserved as its
+// buffer grows — from the size class of its declared length up to 1 MiB,
+// then 1 MiB at a time — never from its declared Content-Length alone: a
+// client that declares 16 MiB and then goes silent holds one class of the
+// budget, not 16 MiB of it (review 2026-12-06 M2: four such connections
+// took a 64 MiB budget and every tenant got 503 for up to 5 minutes). A
+// gzip bomb holds no more than it inflated before it was refused, and all
+// of them together no more than the budget. A body that declares more than
+// the whole budget gets 413 before anything is read.
 func (h *Handler) readBody(r *http.Request, max int64) (*body, *Reply) {
 	if r.ContentLength > max {
 		rp := plain(replyTooLarge)
@@ -253,11 +257,14 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 		return nil, &rp
 	}
 	src = io.LimitReader(src, max+1)
-	if known > int64(sizeClasses[lastClass]) {
-		return h.readKnown(b, src, known)
-	}
 	hint := int64(sizeClasses[0])
-	if known >= 0 {
+	switch {
+	case known > int64(sizeClasses[lastClass]):
+		if b.rv.wait.total.Load()+known > h.budget.max {
+			return fail(plain(replyTooLarge)) // could never fit
+		}
+		hint = int64(sizeClasses[lastClass]) // then chunk by chunk as it arrives
+	case known >= 0:
 		hint = known + 1 // room to read the end of the body
 	}
 	class := classFor(hint)
@@ -269,6 +276,9 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 		buf := b.pb.b
 		if len(buf) == cap(buf) {
 			if class == lastClass {
+				if known > int64(len(buf)) {
+					return h.readKnown(b, src, known)
+				}
 				return h.readChunks(b, src, max)
 			}
 			// the next class: reserve it, copy, give the smaller one back
@@ -297,19 +307,32 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 	}
 }
 
-// readKnown reads a body of a known length over the last size class into
-// a buffer of exactly that length, reserved before it is allocated.
+// readKnown goes on reading a body of known length n that filled the last
+// size class: into one buffer of exactly n bytes, allocated only now that
+// a whole class has arrived, each next class of it reserved before it is
+// read — so what the body holds of the budget follows the bytes that
+// arrived (plus one class), never the length it declared; no final copy.
 func (h *Handler) readKnown(b *body, src io.Reader, n int64) (*body, *Reply) {
-	if rp := b.rv.take(n); rp != nil {
-		b.release()
-		return nil, rp
+	step := int64(sizeClasses[lastClass])
+	data := make([]byte, len(b.pb.b), n)
+	copy(data, b.pb.b)
+	h.putBuf(b.pb)
+	b.pb = nil
+	for int64(len(data)) < n {
+		k := min(step, n-int64(len(data)))
+		if rp := b.rv.take(k); rp != nil {
+			b.release()
+			return nil, rp
+		}
+		m, err := io.ReadFull(src, data[len(data):len(data)+int(k)])
+		data = data[:len(data)+m]
+		if err != nil {
+			b.release()
+			rp := plain(replyInvalidFormat)
+			return nil, &rp
+		}
 	}
-	b.data = make([]byte, n)
-	if _, err := io.ReadFull(src, b.data); err != nil {
-		b.release()
-		rp := plain(replyInvalidFormat)
-		return nil, &rp
-	}
+	b.data = data
 	return b, nil
 }
 

@@ -20,9 +20,8 @@
 //     stopped at the limit.
 //   - MaxInFlightBytes, 64 MiB (or 4 × MaxBodyBytes if larger): one budget
 //     shared by every request's body buffers (reserved before they are
-//     allocated: a body of known length whole, one of unknown length —
-//     gzip, chunked — as its buffer grows, by size class up to 1 MiB, then
-//     1 MiB at a time), its gzip reader (64 KiB) and its event decoder (the
+//     allocated, as the body arrives — never from its declared length
+//     alone: by size class up to 1 MiB, then 1 MiB at a time), its gzip reader (64 KiB) and its event decoder (the
 //     decoder's copy of the body, its events and fields, its JSON values),
 //     held until the store has indexed the request's events. A request that
 //     finds no room waits up to BusyWait (500 ms) and then gets 503 code 9

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -527,5 +528,51 @@ func FuzzEnvelopeValues(f *testing.F) {
 		if _, r := d.decodeEnvelopes(body, Defaults{Index: "main"}, func(string) bool { return true }, 1<<20); r.Code == 0 && d.valuesCap < most {
 			t.Fatalf("decoder counted %d values, the parser built %d", d.valuesCap, most)
 		}
+	})
+}
+
+// TestSilentBodiesDoNotTakeTheBudget: review 2026-12-06 M2 — four
+// connections that declare a 16 MiB body, send 10 bytes and go silent held
+// the whole 64 MiB budget (reserved from Content-Length), and every other
+// request got 503 code 9. Now each holds only what its buffer has grown
+// to (1 MiB), a normal request from another token is served at once, and
+// closing them gives everything back.
+func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes = 16<<20, 64<<20, 0
+	})
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	var conns []net.Conn
+	for i := 0; i < 4; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n < 4<<20 {
+			return fmt.Errorf("the silent bodies hold %d bytes", n)
+		}
+		return nil
+	})
+	if n := f.h.InFlightBytes(); n > 4<<20 {
+		t.Fatalf("four silent 16 MiB bodies hold %d bytes, want at most 4 MiB", n)
+	}
+	start := time.Now()
+	status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good)
+	if status != 200 || r.Code != 0 {
+		t.Fatalf("a normal request beside them: %d %+v", status, r)
+	}
+	t.Logf("a normal request beside four silent 16 MiB bodies: %v", time.Since(start))
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 0 {
+			return fmt.Errorf("%d bytes still held", n)
+		}
+		return nil
 	})
 }

@@ -203,6 +203,11 @@ type body struct {
 	data []byte
 	pb   *pooledBuf // data's pooled buffer, nil when data has its own
 	rv   *reservation
+	// more is called before each next size class or MiB of the body is
+	// read: it moves the connection's read deadline BodyReadPerMiB ahead,
+	// so a body that stops arriving gives its reservation back within
+	// BodyReadPerMiB rather than the server's 5-minute ReadTimeout.
+	more func()
 }
 
 // release gives the body's buffer back to its pool and its bytes (and
@@ -224,12 +229,15 @@ func (b *body) release() {
 // gzip bomb holds no more than it inflated before it was refused, and all
 // of them together no more than the budget. A body that declares more than
 // the whole budget gets 413 before anything is read.
-func (h *Handler) readBody(r *http.Request, max int64) (*body, *Reply) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, max int64) (*body, *Reply) {
 	if r.ContentLength > max {
 		rp := plain(replyTooLarge)
 		return nil, &rp
 	}
-	b := &body{rv: newReservation(h, r.Context())}
+	rc := http.NewResponseController(w)
+	b := &body{rv: newReservation(h, r.Context()), more: func() {
+		_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadPerMiB)) // unsupported: the server's ReadTimeout stays
+	}}
 	if !strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		return h.readFrom(b, r.Body, r.ContentLength, max)
 	}
@@ -268,6 +276,7 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 		hint = known + 1 // room to read the end of the body
 	}
 	class := classFor(hint)
+	b.more()
 	if rp := b.rv.take(int64(sizeClasses[class])); rp != nil {
 		return fail(*rp)
 	}
@@ -282,6 +291,7 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 				return h.readChunks(b, src, max)
 			}
 			// the next class: reserve it, copy, give the smaller one back
+			b.more()
 			if rp := b.rv.take(int64(sizeClasses[class+1])); rp != nil {
 				return fail(*rp)
 			}
@@ -320,6 +330,7 @@ func (h *Handler) readKnown(b *body, src io.Reader, n int64) (*body, *Reply) {
 	b.pb = nil
 	for int64(len(data)) < n {
 		k := min(step, n-int64(len(data)))
+		b.more()
 		if rp := b.rv.take(k); rp != nil {
 			b.release()
 			return nil, rp
@@ -360,6 +371,7 @@ func (h *Handler) readChunks(b *body, src io.Reader, max int64) (*body, *Reply) 
 	for {
 		cur := chunks[len(chunks)-1]
 		if len(cur.b) == cap(cur.b) {
+			b.more()
 			if rp := b.rv.take(step); rp != nil {
 				return fail(*rp)
 			}

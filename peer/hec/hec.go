@@ -184,6 +184,11 @@ type Config struct {
 	// maxIdleTime and ackIdleCleanup).
 	ChannelIdle time.Duration
 	AckIdle     time.Duration
+	// BodyReadPerMiB: a body has this long (default 30 s) for each next
+	// size class or MiB of it to arrive — a minimum rate of about 35 KB/s
+	// — else the connection is closed and its share of the in-flight
+	// budget given back (review M2's silent connections).
+	BodyReadPerMiB time.Duration
 	// BusyWait: a data request that finds the store busy waits up to this
 	// long (default 500 ms, before its body is read) for the queues to
 	// drain, then answers 503 code 9. Memory stays bounded: a waiting
@@ -284,6 +289,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.AckIdle <= 0 {
 		cfg.AckIdle = 10 * time.Minute
+	}
+	if cfg.BodyReadPerMiB <= 0 {
+		cfg.BodyReadPerMiB = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -408,6 +416,10 @@ func (s *statusWriter) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a body's
+// read deadline, BodyReadPerMiB).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
@@ -605,7 +617,7 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -767,7 +779,7 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -842,7 +854,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 	}
 	// A small body of at most MaxAckIDs ids, counted before it is parsed;
 	// beyond either bound nothing is read, so no ack is forgotten.
-	b, rp := h.readBody(r, h.cfg.MaxAckBodyBytes)
+	b, rp := h.readBody(w, r, h.cfg.MaxAckBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -575,4 +576,37 @@ func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStalledBodyGivesBackItsShare: a body that stops arriving has
+// BodyReadPerMiB for its next size class or MiB; then its reservation is
+// given back and its connection answered and closed, long before the
+// server's 5-minute ReadTimeout.
+func TestStalledBodyGivesBackItsShare(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BodyReadPerMiB = 16<<20, 64<<20, 0, 300*time.Millisecond
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
+	start := time.Now()
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n == 0 {
+			return errors.New("the body holds nothing yet")
+		}
+		return nil
+	})
+	waitFor(t, 10*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 0 {
+			return fmt.Errorf("the stalled body still holds %d bytes", n)
+		}
+		return nil
+	})
+	t.Logf("a stalled 16 MiB body gave its share back after %v", time.Since(start))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("the stalled connection: %v", err)
+	}
 }

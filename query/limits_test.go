@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,18 @@ func TestValueCapReviewN4(t *testing.T) {
 		reviewN4(5),
 		strings.Replace(reviewN4(5), "index=main |", "index=main | head 1 |", 1),
 	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		_, err := Search(context.Background(), Request{Query: q, Now: fixedNow}, segs)
+		runtime.ReadMemStats(&after)
+		// Before the cap the sixth replace built 100 MB and a seventh 1 GB;
+		// now the search allocates what four replaces make (~1.1 MB, and
+		// the fifth's bound pass) and stops.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+			t.Fatalf("%q allocated %d bytes, want under 32 MiB", q, alloc)
+		} else {
+			t.Logf("refused after allocating %.1f MB", float64(alloc)/1e6)
+		}
 		if !IsLimitError(err) || !strings.Contains(err.Error(), "replace would make a value of up to 10000020 bytes") || !strings.Contains(err.Error(), "1048576-byte limit") {
 			t.Fatalf("%q: err %v, want the 1 MiB value limit", q, err)
 		}

@@ -25,8 +25,9 @@
 //     decoder's copy of the body, its events and fields, its JSON values),
 //     held until the store has indexed the request's events. A request that
 //     finds no room waits up to BusyWait (500 ms) and then gets 503 code 9
-//     "Server is busy", Splunk's back-pressure answer; one that alone needs
-//     more than the whole budget gets 413. So 100 concurrent gzip bombs hold
+//     "Server is busy", Splunk's back-pressure answer. One token's requests
+//     hold at most TokenShare (0.75) of it together, so one token cannot
+//     take it all; a request that alone needs more than that share gets 413. So 100 concurrent gzip bombs hold
 //     at most the budget between them (TestGzipBombsStayWithinBudget).
 //   - Pools never keep large buffers: body buffers are pooled only in their
 //     size classes (4 KiB to 1 MiB), a larger body gets a buffer of its
@@ -184,6 +185,11 @@ type Config struct {
 	// maxIdleTime and ackIdleCleanup).
 	ChannelIdle time.Duration
 	AckIdle     time.Duration
+	// TokenShare is the part of MaxInFlightBytes one token's requests may
+	// hold together (default 0.75): past it that token's requests wait and
+	// get 503 code 9 while other tokens still find room, and a request
+	// that alone needs more than the share gets 413.
+	TokenShare float64
 	// BodyReadPerMiB: a body has this long (default 30 s) for each next
 	// size class or MiB of it to arrive — a minimum rate of about 35 KB/s
 	// — else the connection is closed and its share of the in-flight
@@ -239,6 +245,7 @@ type tokenChannels struct {
 	mu       sync.Mutex
 	channels map[string]*channel
 	pending  atomic.Int64 // unread acks over the token's channels
+	inflight atomic.Int64 // bytes of the in-flight budget the token's requests hold
 }
 
 type channel struct {
@@ -289,6 +296,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.AckIdle <= 0 {
 		cfg.AckIdle = 10 * time.Minute
+	}
+	if cfg.TokenShare <= 0 || cfg.TokenShare > 1 {
+		cfg.TokenShare = 0.75
 	}
 	if cfg.BodyReadPerMiB <= 0 {
 		cfg.BodyReadPerMiB = 30 * time.Second
@@ -617,7 +627,7 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(w, r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -779,7 +789,7 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(w, r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -854,7 +864,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 	}
 	// A small body of at most MaxAckIDs ids, counted before it is parsed;
 	// beyond either bound nothing is read, so no ack is forgotten.
-	b, rp := h.readBody(w, r, h.cfg.MaxAckBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxAckBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return

@@ -219,6 +219,7 @@ func TestGzipBombsStayWithinBudget(t *testing.T) {
 func TestBodyBudgetSharedByRequests(t *testing.T) {
 	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
 		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BusyWait = 8<<20, 8<<20, 0, 50*time.Millisecond
+		c.TokenShare = 1 // the budget shared by requests; the token share has its own test
 	})
 	ev := `{"event":"` + strings.Repeat("a", 1000) + `"}` + "\n"
 	first := strings.Repeat(ev, (5<<20)/(2*len(ev))) // 2.5 MiB
@@ -608,5 +609,36 @@ func TestStalledBodyGivesBackItsShare(t *testing.T) {
 	t.Logf("a stalled 16 MiB body gave its share back after %v", time.Since(start))
 	if _, err := io.ReadAll(c); err != nil {
 		t.Fatalf("the stalled connection: %v", err)
+	}
+}
+
+// TestTokenShareOfTheBudget: one token's requests hold at most TokenShare
+// of the in-flight budget together. Eight silent bodies of token noack
+// hold 6 of 8 MiB; its next request waits and gets 503 code 9, while
+// another token's request is served from the room left.
+func TestTokenShareOfTheBudget(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BusyWait = 4<<20, 8<<20, 0, 50*time.Millisecond
+	})
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 4000000\r\n\r\n{\"event\":")
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 6<<20 {
+			return fmt.Errorf("token noack holds %d bytes, want its share, 6 MiB", n)
+		}
+		return nil
+	})
+	if status, r := f.post(t, "/services/collector/event", "Splunk noack", "", good); status != 503 || r.Code != 9 {
+		t.Fatalf("token noack past its share: %d %+v, want 503 code 9", status, r)
+	}
+	if status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good); status != 200 || r.Code != 0 {
+		t.Fatalf("another token beside it: %d %+v", status, r)
 	}
 }

@@ -140,7 +140,10 @@ type SearchMsg struct {
 	Length *CopyLength `json:"length,omitempty"`
 	Error  string      `json:"error,omitempty"`
 	// Code is a stable id for an error message: "unknown_generation",
-	// "bad_request", "internal".
+	// "bad_request", "internal"; on a marker, "limit_exceeded": the bucket
+	// reached a limit of the search (query.ErrLimit) — the same query fails
+	// the same way on every copy, so the head ends the search with it
+	// instead of re-dispatching the bucket.
 	Code string `json:"code,omitempty"`
 	// Done: the table version the peer used; beats: buckets done so far.
 	TableVersion uint64 `json:"table_version,omitempty"`
@@ -182,4 +185,5 @@ const (
 	SearchCodeGeneration = "unknown_generation"
 	SearchCodeBadRequest = "bad_request"
 	SearchCodeInternal   = "internal"
+	SearchCodeLimit      = "limit_exceeded"
 )

@@ -444,6 +444,7 @@ var _ = strconv.Itoa
 // crash leaves on disk beyond that is covered by peer/crash_test.go).
 func (p *Peer) Kill() error {
 	p.srv.Close()
+	p.stopSweeper()
 	p.closeCluster(true)
 	return p.store.Close()
 }

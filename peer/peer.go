@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
@@ -60,6 +58,12 @@ type Config struct {
 	AdminToken   string
 	// Pprof serves /debug/pprof/* (behind the admin token); off by default.
 	Pprof bool
+	// Limits of single-peer search, POST /v1/search (httpsearch.go): its
+	// time limit (default 2 min), most result rows (50,000) and searches
+	// running at once (4; more get 429 with Retry-After).
+	SearchTimeout time.Duration
+	MaxResults    int
+	MaxSearches   int
 	// Searchable: whether the copies this peer creates are searchable
 	// (default true); false keeps journal-only copies (--searchable=false).
 	Searchable    bool
@@ -160,6 +164,10 @@ type Peer struct {
 	searchBuckets   *prometheus.CounterVec
 	searchErrors    *prometheus.CounterVec
 	searchCancelled prometheus.Counter
+	httpSearchSem   chan struct{} // single-peer searches running (httpsearch.go)
+	// sweepStop ends the HEC sweeper (idle channels, unread acks).
+	sweepStop     chan struct{}
+	sweepStopOnce sync.Once
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -269,6 +277,7 @@ func Start(cfg Config) (*Peer, error) {
 	host, _ := os.Hostname()
 	p := &Peer{cfg: cfg, guid: guid, store: st, keys: keys, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
 		loopback: loopbackOnly(cfg.HTTPAddr)}
+	p.httpSearchLimits()
 	registerSearchMetrics(reg, &p.searchStats)
 	p.registerSearchMetrics(reg)
 	reg.MustRegister(&replLagCollector{p: p})
@@ -339,6 +348,8 @@ func Start(cfg Config) (*Peer, error) {
 	p.ln = ln
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	go func() { p.done <- p.srv.Serve(ln) }()
+	p.sweepStop = make(chan struct{})
+	go p.hec.RunSweeper(p.sweepStop)
 	if p.cl != nil {
 		p.cl.wg.Add(1)
 		go p.heartbeats() // after p.srv exists: a heartbeat may stop it
@@ -367,10 +378,14 @@ func (p *Peer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	herr := p.srv.Shutdown(ctx)
+	p.stopSweeper()
 	p.closeCluster(false)
 	serr := p.store.Close()
 	return errors.Join(herr, serr)
 }
+
+// stopSweeper ends the HEC sweeper (Close and Kill).
+func (p *Peer) stopSweeper() { p.sweepStopOnce.Do(func() { close(p.sweepStop) }) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -458,77 +473,6 @@ func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, 200, out)
-}
-
-// serveSearch is single-peer search: every searchable copy here, through
-// query.Search. It stays thin on purpose: the language lives in query.
-// ?stream=true answers NDJSON like a search head (SPEC §7): one line per
-// result, then one {"summary": …} line. A syntax error's reply carries its
-// 0-based byte offset in the query as "position" (an addition).
-func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(api.RoleHeader, api.RolePeer)
-	allowed, status, msg := p.searchScope(r)
-	if status != 0 {
-		writeAuthError(w, status, msg)
-		return
-	}
-	var req query.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("decode search request: %v", err))
-		return
-	}
-	req.Server = p.cfg.ID
-	if _, err := query.ParsePreference(req.Preference); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_preference", err.Error())
-		return
-	}
-	segs := p.store.Segments()
-	if allowed != nil {
-		kept := segs[:0]
-		for _, s := range segs {
-			if slices.Contains(allowed, s.Index()) {
-				kept = append(kept, s)
-			}
-		}
-		segs = kept
-	}
-	p.searches.Inc()
-	start := time.Now()
-	resp, err := query.Search(r.Context(), req, segs)
-	p.searchSeconds.Observe(time.Since(start).Seconds())
-	var se *query.SyntaxError
-	switch {
-	case err == nil:
-		p.searchBuckets.WithLabelValues("searched").Add(float64(resp.Summary.Buckets.Successful - resp.Summary.Buckets.Skipped))
-		p.searchBuckets.WithLabelValues("skipped").Add(float64(resp.Summary.Buckets.Skipped))
-		p.searchBuckets.WithLabelValues("failed").Add(float64(resp.Summary.Buckets.Failed))
-		p.searchBuckets.WithLabelValues("missing").Add(float64(resp.Summary.Buckets.Missing))
-		if r.URL.Query().Get("stream") == "true" {
-			writeNDJSON(w, resp)
-			return
-		}
-		writeJSON(w, 200, resp)
-	case errors.As(err, &se):
-		p.searchErrors.WithLabelValues("bad_query").Inc()
-		writeJSON(w, http.StatusBadRequest, SearchError{Error: err.Error(), Code: "bad_query", Position: &se.Pos})
-	case errors.Is(err, query.ErrNotBuilt):
-		p.searchErrors.WithLabelValues("not_built").Inc()
-		writeError(w, http.StatusNotImplemented, "not_built", err.Error())
-	case query.IsRequestError(err):
-		p.searchErrors.WithLabelValues("bad_query").Inc()
-		writeError(w, http.StatusBadRequest, "bad_query", err.Error())
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client went away (closed the page, pressed stop).
-		p.searchCancelled.Inc()
-		writeError(w, http.StatusGatewayTimeout, "search_cancelled", err.Error())
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		p.searchErrors.WithLabelValues("search_timeout").Inc()
-		writeError(w, http.StatusGatewayTimeout, "search_timeout", err.Error())
-	default:
-		p.searchErrors.WithLabelValues("search_failed").Inc()
-		writeError(w, http.StatusInternalServerError, "search_failed", err.Error())
-	}
 }
 
 // SearchError is a search's error reply: SPEC §7's {"error", "code"} and,

@@ -412,7 +412,11 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	part, err := plan.RunSegment(ctx, seg)
 	if err != nil {
 		if ctx.Err() == nil {
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error()})
+			m := api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error()}
+			if query.IsLimitError(err) {
+				m.Code = api.SearchCodeLimit
+			}
+			_ = send(m)
 		}
 		return
 	}

@@ -375,6 +375,9 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 	// its indexed value would fail the where all the same).
 	filters := x.whereFilters(cs)
 	forEach(set, x.n, func(o uint32) {
+		if env.err != nil {
+			return // a value passed a limit: the search fails below
+		}
 		if filters != nil && dropsRow(filters, o) {
 			return
 		}
@@ -403,6 +406,9 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 			*rows = append(*rows, r)
 		}
 	})
+	if env.err != nil {
+		return bset{}, env.err
+	}
 	return bset{b: rest}, nil
 }
 

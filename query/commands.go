@@ -25,11 +25,14 @@ func applyStreaming(c Command, r *Row, env *evalEnv) bool {
 		return compiledSearch(x).matchRow(r)
 	case WhereCmd:
 		env.row = r
-		return truthy(x.Expr.Eval(env))
+		return truthy(x.Expr.Eval(env)) && env.err == nil
 	case EvalCmd:
 		env.row = r
 		for _, a := range x.Assign {
 			v := a.Expr.Eval(env)
+			if env.err != nil {
+				return false // the executor fails the search with env.err
+			}
 			if a.Field == "_time" {
 				if f, ok := num(v); ok {
 					r.T = int64(f * 1e9)
@@ -102,7 +105,7 @@ func compiledSearch(s SearchCmd) *cnode {
 }
 
 // runCommands runs commands over rows in one process (the head's part).
-func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string) {
+func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) {
 	var cols []string
 	env := &evalEnv{now: p.now}
 	for _, c := range cmds {
@@ -111,6 +114,9 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string) {
 			for i := range rows {
 				if applyStreaming(c, &rows[i], env) {
 					out = append(out, rows[i])
+				}
+				if env.err != nil {
+					return nil, nil, env.err
 				}
 			}
 			rows = out
@@ -126,6 +132,9 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string) {
 				a.add(&rows[i])
 			}
 			rows, cols = x.finalize(a)
+			if a.valuesCut {
+				p.warn(valuesWarning)
+			}
 		case TopCmd:
 			a := newAggregator([]AggSpec{{Func: "count"}}, x.keys(), 0, false)
 			for i := range rows {
@@ -138,11 +147,14 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string) {
 				a.add(&rows[i])
 			}
 			rows, cols = x.finalize(a, p.earliest, p.latest, p.Bounded())
+			if a.valuesCut {
+				p.warn(valuesWarning)
+			}
 		default:
 			rows = blockingOp(c, rows, true)
 		}
 	}
-	return rows, cols
+	return rows, cols, nil
 }
 
 // blockingOp runs head, tail, dedup or sort over rows in order. With final

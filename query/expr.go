@@ -38,6 +38,7 @@ type Expr interface {
 type evalEnv struct {
 	row *Row
 	now time.Time
+	err error // set when a value passed a limit (limits.go); the search fails
 }
 
 type litExpr struct{ v any }
@@ -145,7 +146,7 @@ func (e binExpr) Eval(env *evalEnv) any {
 	case ".":
 		sl, _ := str(l)
 		sr, _ := str(r)
-		return sl + sr
+		return env.concat(`"."`, sl, sr)
 	}
 	fl, okl := num(l)
 	fr, okr := num(r)
@@ -153,7 +154,7 @@ func (e binExpr) Eval(env *evalEnv) any {
 		if e.op == "+" {
 			sl, _ := str(l)
 			sr, _ := str(r)
-			return sl + sr
+			return env.concat(`"+"`, sl, sr)
 		}
 		return nil
 	}
@@ -195,6 +196,7 @@ type exprParser struct {
 	i     int
 	end   int
 	depth int
+	h     int // height of the expression the last parse function returned
 }
 
 // nest counts one level of nesting at t; the caller defers p.depth--.
@@ -203,6 +205,16 @@ func (p *exprParser) nest(t etok) error {
 		return tooDeep(p.q, t.pos, fmt.Sprintf("%q", t.text))
 	}
 	return nil
+}
+
+// join records a binary node at t over a left operand of height hl and
+// the operand just parsed (p.h), and refuses a tree taller than MaxHeight.
+func (p *exprParser) join(t etok, hl int) (int, error) {
+	h := joinHeight(hl, p.h)
+	if h > MaxHeight {
+		return 0, tooTall(p.q, t.pos, fmt.Sprintf("%q", t.text))
+	}
+	return h, nil
 }
 
 func lexExpr(q, s string, base int) ([]etok, error) {
@@ -350,14 +362,19 @@ func (p *exprParser) parseOr() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for p.isWord("OR", "||") {
-		p.i++
+		t := p.next()
 		r, err := p.parseXor()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{"OR", l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -366,14 +383,19 @@ func (p *exprParser) parseXor() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for p.isWord("XOR") {
-		p.i++
+		t := p.next()
 		r, err := p.parseAnd()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{"XOR", l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -382,14 +404,19 @@ func (p *exprParser) parseAnd() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for p.isWord("AND", "&&") {
-		p.i++
+		t := p.next()
 		r, err := p.parseNot()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{"AND", l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -404,6 +431,7 @@ func (p *exprParser) parseNot() (Expr, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.h++
 		return unaryExpr{"NOT", x}, nil
 	}
 	return p.parseCmp()
@@ -414,6 +442,7 @@ func (p *exprParser) parseCmp() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for {
 		t := p.peek()
 		op := ""
@@ -428,11 +457,15 @@ func (p *exprParser) parseCmp() (Expr, error) {
 			op = "LIKE"
 		}
 		if op == "" {
+			p.h = h
 			return l, nil
 		}
 		p.i++
 		r, err := p.parseConcat()
 		if err != nil {
+			return nil, err
+		}
+		if h, err = p.join(t, h); err != nil {
 			return nil, err
 		}
 		l = binExpr{op, l, r}
@@ -444,14 +477,19 @@ func (p *exprParser) parseConcat() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for t := p.peek(); t.kind == 'o' && t.text == "."; t = p.peek() {
 		p.i++
 		r, err := p.parseAdd()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{".", l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -460,14 +498,19 @@ func (p *exprParser) parseAdd() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for t := p.peek(); t.kind == 'o' && (t.text == "+" || t.text == "-"); t = p.peek() {
 		p.i++
 		r, err := p.parseMul()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{t.text, l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -476,14 +519,19 @@ func (p *exprParser) parseMul() (Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for t := p.peek(); t.kind == 'o' && (t.text == "*" || t.text == "/" || t.text == "%"); t = p.peek() {
 		p.i++
 		r, err := p.parseUnary()
 		if err != nil {
 			return nil, err
 		}
+		if h, err = p.join(t, h); err != nil {
+			return nil, err
+		}
 		l = binExpr{t.text, l, r}
 	}
+	p.h = h
 	return l, nil
 }
 
@@ -498,6 +546,7 @@ func (p *exprParser) parseUnary() (Expr, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.h++
 		return unaryExpr{"-", x}, nil
 	}
 	return p.parsePrimary()
@@ -508,8 +557,10 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 	switch t.kind {
 	case 'n':
 		f, _ := strconv.ParseFloat(t.text, 64)
+		p.h = 1
 		return litExpr{f}, nil
 	case 's':
+		p.h = 1
 		return litExpr{t.text}, nil
 	case '(':
 		if err := p.nest(t); err != nil {
@@ -526,50 +577,9 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 		return e, nil
 	case 'i':
 		if p.peek().kind == '(' {
-			fn := strings.ToLower(t.text)
-			spec, ok := evalFuncs[fn]
-			if !ok {
-				return nil, p.errAt(t, "a known function (if, case, coalesce, len, lower, upper, substr, round, tostring, tonumber, like, match, …)")
-			}
-			p.i++
-			var args []Expr
-			if p.peek().kind == ')' {
-				p.i++
-			} else {
-				for {
-					a, err := p.parseOr()
-					if err != nil {
-						return nil, err
-					}
-					args = append(args, a)
-					c := p.next()
-					if c.kind == ')' {
-						break
-					}
-					if c.kind != ',' {
-						return nil, p.errAt(c, `"," or ")"`)
-					}
-				}
-			}
-			if len(args) < spec.min || len(args) > spec.max {
-				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: fmt.Sprintf("%s with %d to %d arguments", fn, spec.min, spec.max), Found: fmt.Sprintf("%d arguments", len(args))}
-			}
-			if fn == "case" && len(args)%2 != 0 {
-				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "case with condition, value pairs", Found: fmt.Sprintf("%d arguments", len(args))}
-			}
-			c := callExpr{fn: fn, args: args, eval: spec.eval}
-			if fn == "match" || fn == "replace" {
-				if l, ok := args[1].(litExpr); ok {
-					s, _ := str(l.v)
-					re, err := regexp.Compile(s)
-					if err != nil {
-						return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
-					}
-					c.re = re
-				}
-			}
-			return c, nil
+			return p.parseCall(t)
 		}
+		p.h = 1
 		switch strings.ToLower(t.text) {
 		case "true":
 			return litExpr{true}, nil
@@ -581,4 +591,62 @@ func (p *exprParser) parsePrimary() (Expr, error) {
 		return fieldExpr{t.text}, nil
 	}
 	return nil, p.errAt(t, "an expression")
+}
+
+// parseCall parses a call of the function named t, its "(" next. Its
+// argument list is one level of nesting (MaxNesting) and the call one
+// node above its tallest argument (MaxHeight).
+func (p *exprParser) parseCall(t etok) (Expr, error) {
+	fn := strings.ToLower(t.text)
+	spec, ok := evalFuncs[fn]
+	if !ok {
+		return nil, p.errAt(t, "a known function (if, case, coalesce, len, lower, upper, substr, round, tostring, tonumber, like, match, …)")
+	}
+	if err := p.nest(t); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	var args []Expr
+	h := 0
+	if p.peek().kind == ')' {
+		p.i++
+	} else {
+		for {
+			a, err := p.parseOr()
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a)
+			h = max(h, p.h)
+			c := p.next()
+			if c.kind == ')' {
+				break
+			}
+			if c.kind != ',' {
+				return nil, p.errAt(c, `"," or ")"`)
+			}
+		}
+	}
+	if p.h = h + 1; p.h > MaxHeight {
+		return nil, tooTall(p.q, t.pos, fmt.Sprintf("%q", t.text))
+	}
+	if len(args) < spec.min || len(args) > spec.max {
+		return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: fmt.Sprintf("%s with %d to %d arguments", fn, spec.min, spec.max), Found: fmt.Sprintf("%d arguments", len(args))}
+	}
+	if fn == "case" && len(args)%2 != 0 {
+		return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "case with condition, value pairs", Found: fmt.Sprintf("%d arguments", len(args))}
+	}
+	c := callExpr{fn: fn, args: args, eval: spec.eval}
+	if fn == "match" || fn == "replace" {
+		if l, ok := args[1].(litExpr); ok {
+			s, _ := str(l.v)
+			re, err := compileRegex(s)
+			if err != nil {
+				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
+			}
+			c.re = re
+		}
+	}
+	return c, nil
 }

@@ -28,6 +28,7 @@ func (s StatsCmd) finalize(a *aggregator) ([]Row, []string) {
 			if v := g.States[i].final(&s.Aggs[i]); v != nil {
 				f[aggName(s.Aggs[i])] = v
 			}
+			a.valuesCut = a.valuesCut || g.States[i].cut
 		}
 		rows = append(rows, Row{F: f})
 	}
@@ -242,6 +243,7 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 					st = g.States[i]
 				}
 				v = st.final(spec)
+				a.valuesCut = a.valuesCut || st.cut
 			} else if spec.Func == "count" || spec.Func == "dc" {
 				v = int64(0)
 			}

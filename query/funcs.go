@@ -6,7 +6,6 @@ package query
 
 import (
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -109,7 +108,7 @@ func fnString(f func(string) string) evalFunc {
 		if !ok {
 			return nil
 		}
-		return f(s)
+		return env.capped(e.fn, f(s))
 	}
 }
 
@@ -157,6 +156,8 @@ func fnTrim(f func(s, cut string) string) evalFunc {
 	}
 }
 
+// fnReplace is replace(s, re, repl) under MaxValueBytes (replaceBounded):
+// a result that could pass it is not built and fails the search.
 func fnReplace(e callExpr, env *evalEnv) any {
 	s, ok := e.sarg(env, 0)
 	repl, ok2 := e.sarg(env, 2)
@@ -164,14 +165,18 @@ func fnReplace(e callExpr, env *evalEnv) any {
 	if re == nil {
 		p, ok3 := e.sarg(env, 1)
 		var err error
-		if re, err = regexp.Compile(p); err != nil || !ok3 {
+		if re, err = compileRegex(p); err != nil || !ok3 {
 			return nil
 		}
 	}
 	if !ok || !ok2 {
 		return nil
 	}
-	return re.ReplaceAllString(s, repl)
+	out, bound, ok := replaceBounded(re, s, repl)
+	if !ok {
+		return env.valueTooLarge("replace", bound)
+	}
+	return out
 }
 
 func fnLike(e callExpr, env *evalEnv) any {
@@ -192,7 +197,7 @@ func fnMatch(e callExpr, env *evalEnv) any {
 	if re == nil {
 		p, ok3 := e.sarg(env, 1)
 		var err error
-		if re, err = regexp.Compile(p); err != nil || !ok3 {
+		if re, err = compileRegex(p); err != nil || !ok3 {
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,6 +26,14 @@ func FuzzParse(f *testing.F) {
 		"| eval x=((1)", "| where", `| rex "(?<a>"`, "| stats count by", "| sort - - x", "| head -1", "\x00|\xff"} {
 		f.Add(s)
 	}
+	// Review N1: function calls skipped the nesting cap; half a million
+	// ln( levels (2 MB) overflowed the stack. Also the same shape under
+	// MaxQueryBytes, and if( and case( chains.
+	f.Add("* | eval x=" + strings.Repeat("ln(", 500000) + "1" + strings.Repeat(")", 500000))
+	f.Add("* | eval x=" + strings.Repeat("ln(", 60000) + "1" + strings.Repeat(")", 60000))
+	f.Add("* | where " + strings.Repeat("if(true,", 200) + "1" + strings.Repeat(",2)", 200) + "=1")
+	f.Add("* | eval x=" + strings.Repeat("case(x=1,", 200) + "1" + strings.Repeat(")", 200))
+	f.Add("* | eval x=1" + strings.Repeat("+1", 20000))
 	segs := []Segment{NewMemSegment(uniq("main~0~p"), "main", []Event{
 		{Time: fixedNow.UnixNano(), Raw: `a=1 error GET /api/v1/cart status=500 {"x":1}`, Host: "h", Source: "s", Sourcetype: "st", Index: "main", Fields: []Field{{"path", "/api/v1/cart"}}},
 		{Time: fixedNow.UnixNano() + 1, Raw: `{"user":"bob","n":[1,2]}`, Host: "h2", Index: "main"},

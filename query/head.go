@@ -15,6 +15,7 @@ import (
 // then runs the commands that need the global view and the rest of the
 // pipeline. It returns the final rows and their columns.
 func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
+	p.warnings = nil
 	parts = append([]*Partial(nil), parts...)
 	sortPartials(parts)
 	for _, pt := range parts {
@@ -45,6 +46,9 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		case TimechartCmd:
 			rows, cols = c.finalize(a, p.earliest, p.latest, p.Bounded())
 		}
+		if a.valuesCut {
+			p.warn(valuesWarning)
+		}
 	} else {
 		n := 0
 		for _, pt := range parts {
@@ -59,7 +63,10 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 			rows = blockingOp(p.split, rows, true)
 		}
 	}
-	more, mcols := p.runCommands(p.post, rows)
+	more, mcols, err := p.runCommands(p.post, rows)
+	if err != nil {
+		return nil, nil, err
+	}
 	rows = more
 	if mcols != nil {
 		cols = mcols
@@ -119,8 +126,10 @@ func Results(rows []Row) []map[string]any {
 
 // RunSegments runs the peer half over segments on up to GOMAXPROCS
 // goroutines and returns one Partial per segment that succeeded, with the
-// summary of the buckets covered.
-func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, BucketSummary) {
+// summary of the buckets covered. A bucket that reached a limit of the
+// search (ErrLimit) fails the whole search: limitErr is the first such
+// error, and the caller answers with it rather than with a partial result.
+func (p *Plan) RunSegments(ctx context.Context, segs []Segment) (parts []*Partial, sum BucketSummary, limitErr error) {
 	// Buckets of indexes the search does not target are not counted.
 	var targeted []Segment
 	for _, s := range segs {
@@ -129,7 +138,7 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, Buc
 		}
 	}
 	segs = targeted
-	parts := make([]*Partial, len(segs))
+	parts = make([]*Partial, len(segs))
 	errs := make([]error, len(segs))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -148,9 +157,12 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, Buc
 	}
 	close(work)
 	wg.Wait()
-	sum := BucketSummary{Total: len(segs), Failures: []Failure{}}
+	sum = BucketSummary{Total: len(segs), Failures: []Failure{}}
 	var ok []*Partial
 	for i, pt := range parts {
+		if errs[i] != nil && IsLimitError(errs[i]) && limitErr == nil {
+			limitErr = errs[i]
+		}
 		if errs[i] != nil {
 			sum.Failed++
 			sum.Failures = append(sum.Failures, Failure{Bucket: segs[i].BucketID(), Peer: p.server, Reason: errs[i].Error()})
@@ -162,7 +174,7 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) ([]*Partial, Buc
 		}
 		ok = append(ok, pt)
 	}
-	return ok, sum
+	return ok, sum, limitErr
 }
 
 // TargetsIndex reports whether the search can match events of an index:
@@ -192,16 +204,32 @@ func Search(ctx context.Context, req Request, segs []Segment) (*Response, error)
 	if err != nil {
 		return nil, err
 	}
-	parts, sum := p.RunSegments(ctx, segs)
+	parts, sum, limitErr := p.RunSegments(ctx, segs)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if limitErr != nil {
+		return nil, limitErr
 	}
 	if sum.Failed > 0 && req.AllowPartial != nil && !*req.AllowPartial {
 		return nil, fmt.Errorf("search failed on %d bucket(s): %s", sum.Failed, sum.Failures[0].Reason)
 	}
+	if req.MaxResults > 0 && p.Streamable() {
+		// Plain events: the first MaxResults rows in merge order are among
+		// each bucket's first MaxResults (its rows are in that order).
+		for _, pt := range parts {
+			if len(pt.Events) > req.MaxResults+1 {
+				pt.Events = pt.Events[:req.MaxResults+1]
+			}
+		}
+	}
 	rows, cols, err := p.Merge(parts)
 	if err != nil {
 		return nil, err
+	}
+	cut := req.MaxResults > 0 && len(rows) > req.MaxResults
+	if cut {
+		rows = rows[:req.MaxResults]
 	}
 	resp := &Response{Results: Results(rows), Fields: cols}
 	if resp.Fields == nil {
@@ -213,6 +241,10 @@ func Search(ctx context.Context, req Request, segs []Segment) (*Response, error)
 	}
 	for _, f := range sum.Failures {
 		resp.Summary.Warnings = append(resp.Summary.Warnings, fmt.Sprintf("bucket %s failed: %s", f.Bucket, f.Reason))
+	}
+	resp.Summary.Warnings = append(resp.Summary.Warnings, p.Warnings()...)
+	if cut {
+		resp.Summary.Warnings = append(resp.Summary.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", req.MaxResults))
 	}
 	resp.Summary.TookMS = float64(time.Since(start).Microseconds()) / 1000
 	return resp, nil

@@ -169,6 +169,9 @@ const commandList = "a command (search, where, eval, fields, table, rex, stats, 
 
 // Parse parses a query. Errors are *SyntaxError.
 func Parse(q string) (*Query, error) {
+	if len(q) > MaxQueryBytes {
+		return nil, &SyntaxError{Query: q, Pos: MaxQueryBytes, Expected: fmt.Sprintf("a query of at most %d bytes", MaxQueryBytes), Found: fmt.Sprintf("%d bytes", len(q))}
+	}
 	segs, err := splitPipes(q)
 	if err != nil {
 		return nil, err
@@ -271,16 +274,38 @@ type searchParser struct {
 	i     int
 	peek  *stok
 	depth int
+	h     int // height of the node the last parse function returned
 }
 
 // MaxNesting bounds how deeply parentheses and NOT (and eval's
-// parentheses, NOT and unary minus) may nest: deeper queries get a syntax
-// error instead of a stack overflow or seconds of CPU (SPEC §11).
+// parentheses, NOT, unary minus and function calls — each call's argument
+// list is one level) may nest: deeper queries get a syntax error instead
+// of a stack overflow or seconds of CPU (SPEC §11).
 const MaxNesting = 100
 
+// MaxHeight bounds the height of a parsed expression tree — a search
+// expression or one eval/where expression — counting every node: a chain
+// `a OR b OR …` or `x."-".y.…` is as deep as it is long, and matching and
+// eval recurse along it. With MaxNesting it bounds every recursion of the
+// parser, the planner, the matcher and eval (SPEC §11): 10,000 levels cost
+// a few MB of stack at most, and a list of 10,000 alternatives still parses.
+const MaxHeight = 10000
+
+// MaxQueryBytes caps the text of a query (256 KiB; Splunk's searches are far
+// smaller): Parse refuses a longer one with a syntax error before it reads
+// further, whatever the caller's body limit is.
+const MaxQueryBytes = 256 << 10
+
 func tooDeep(q string, pos int, found string) error {
-	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("at most %d levels of nesting (parentheses, NOT)", MaxNesting), Found: found}
+	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("at most %d levels of nesting (parentheses, NOT, function calls)", MaxNesting), Found: found}
 }
+
+func tooTall(q string, pos int, found string) error {
+	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("an expression at most %d operators deep", MaxHeight), Found: found}
+}
+
+// joinHeight is the height of a node over children of heights l and r.
+func joinHeight(l, r int) int { return max(l, r) + 1 }
 
 func (p *searchParser) next() stok {
 	if p.peek != nil {
@@ -364,10 +389,12 @@ func (p *searchParser) parseAnd() (Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for {
 		t := p.next()
 		if t.kind == 0 || t.kind == ')' {
 			p.unread(t)
+			p.h = h
 			return left, nil
 		}
 		if !(t.kind == 'w' && t.text == "AND") {
@@ -376,6 +403,9 @@ func (p *searchParser) parseAnd() (Node, error) {
 		right, err := p.parseOr()
 		if err != nil {
 			return nil, err
+		}
+		if h = joinHeight(h, p.h); h > MaxHeight {
+			return nil, tooTall(p.q, t.pos, describe(t.text))
 		}
 		left = AndNode{left, right}
 	}
@@ -386,6 +416,7 @@ func (p *searchParser) parseOr() (Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := p.h
 	for {
 		t := p.next()
 		if t.kind == 'w' && t.text == "OR" {
@@ -393,10 +424,14 @@ func (p *searchParser) parseOr() (Node, error) {
 			if err != nil {
 				return nil, err
 			}
+			if h = joinHeight(h, p.h); h > MaxHeight {
+				return nil, tooTall(p.q, t.pos, `"OR"`)
+			}
 			left = OrNode{left, right}
 			continue
 		}
 		p.unread(t)
+		p.h = h
 		return left, nil
 	}
 }
@@ -412,6 +447,7 @@ func (p *searchParser) parseNot() (Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.h++
 		return NotNode{x}, nil
 	}
 	p.unread(t)
@@ -436,12 +472,14 @@ func (p *searchParser) parsePrimary() (Node, error) {
 		}
 		return n, nil
 	case 's':
+		p.h = 1
 		return TermNode{Text: t.text, Quoted: true, Pos: t.pos}, nil
 	case 'w':
 		switch t.text {
 		case "AND", "OR", "NOT":
 			return nil, p.errAt(t, "a search term")
 		}
+		p.h = 1
 		return p.word(t)
 	}
 	return nil, p.errAt(t, "a search term")

@@ -333,22 +333,80 @@ func TestExtraction(t *testing.T) {
 	}
 }
 
-// Deep nesting is a syntax error, fast, never a stack overflow (SPEC §11).
+// Deep nesting is a syntax error, fast, never a stack overflow (SPEC §11):
+// parentheses, NOT, unary minus and function calls (review N1: ln(ln(…)),
+// if(…), case(…) skipped the cap) count under MaxNesting.
 func TestNestingLimit(t *testing.T) {
-	deep := strings.Repeat("(", 1<<20) + "a" + strings.Repeat(")", 1<<20)
-	nots := strings.Repeat("NOT ", 250000) + "a"
+	deep := strings.Repeat("(", 100000) + "a" + strings.Repeat(")", 100000)
+	nots := strings.Repeat("NOT ", 60000) + "a"
 	evalDeep := "* | eval x=" + strings.Repeat("(", 5000) + "1" + strings.Repeat(")", 5000)
 	whereNot := "* | where " + strings.Repeat("NOT ", 5000) + "x=1"
 	neg := "* | eval x=" + strings.Repeat("-", 5000) + "1"
-	for _, q := range []string{deep, nots, evalDeep, whereNot, neg} {
+	lns := "* | eval x=" + strings.Repeat("ln(", 60000) + "1" + strings.Repeat(")", 60000)
+	ifs := "* | where " + strings.Repeat("if(true,", 20000) + "1" + strings.Repeat(",2)", 20000) + "=1"
+	cases := "* | eval x=" + strings.Repeat("case(x=1,", 20000) + "1" + strings.Repeat(")", 20000)
+	mixed := "* | eval x=" + strings.Repeat("len((-", 40) + "1" + strings.Repeat("))", 40)
+	for _, q := range []string{deep, nots, evalDeep, whereNot, neg, lns, ifs, cases, mixed} {
 		_, err := Parse(q)
 		var se *SyntaxError
 		if !errors.As(err, &se) || !strings.Contains(se.Error(), "levels of nesting") {
 			t.Fatalf("query of %d bytes: err %v, want a nesting syntax error", len(q), err)
 		}
+		if se.Pos <= 0 || se.Pos >= len(q) {
+			t.Fatalf("query of %d bytes: position %d", len(q), se.Pos)
+		}
 	}
 	ok := strings.Repeat("(", MaxNesting) + "a" + strings.Repeat(")", MaxNesting)
 	if _, err := Parse(ok); err != nil {
 		t.Fatalf("%d levels: %v", MaxNesting, err)
+	}
+	okCalls := "* | eval x=" + strings.Repeat("ln(", MaxNesting) + "1" + strings.Repeat(")", MaxNesting)
+	if _, err := Parse(okCalls); err != nil {
+		t.Fatalf("%d nested calls: %v", MaxNesting, err)
+	}
+}
+
+// A chain of operators is as deep as it is long for eval and the matcher:
+// past MaxHeight it is a syntax error at the operator, below it it parses.
+func TestHeightLimit(t *testing.T) {
+	for _, q := range []string{
+		"* | eval x=1" + strings.Repeat("+1", MaxHeight),
+		"* | eval x=a" + strings.Repeat(`."-"`, MaxHeight),
+		"* | where x=1" + strings.Repeat(" OR x=1", MaxHeight),
+		"a" + strings.Repeat(" OR a", MaxHeight),
+		"a" + strings.Repeat(" a", MaxHeight),
+		"* | eval x=len(" + strings.Repeat("1+", MaxHeight) + "1)",
+	} {
+		_, err := Parse(q)
+		var se *SyntaxError
+		if !errors.As(err, &se) || !strings.Contains(se.Error(), "operators deep") {
+			t.Fatalf("query of %d bytes: err %v, want a height syntax error", len(q), err)
+		}
+		if se.Pos <= 0 || se.Pos >= len(q) {
+			t.Fatalf("query of %d bytes: position %d", len(q), se.Pos)
+		}
+	}
+	for _, q := range []string{
+		"* | eval x=1" + strings.Repeat("+1", MaxHeight-2),
+		"a" + strings.Repeat(" OR a", MaxHeight-2),
+	} {
+		if _, err := Parse(q); err != nil {
+			t.Fatalf("query of %d bytes: %v", len(q), err)
+		}
+	}
+}
+
+// The review's N1 request (half a million ln( levels, 2 MB) and anything
+// past MaxQueryBytes is refused at once with a syntax error at the cap.
+func TestQueryTextLimit(t *testing.T) {
+	n := 500000
+	review := "* | eval x=" + strings.Repeat("ln(", n) + "1" + strings.Repeat(")", n)
+	_, err := Parse(review)
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Pos != MaxQueryBytes || !strings.Contains(se.Error(), "at most 262144 bytes") {
+		t.Fatalf("2 MB query: err %v, want a size syntax error at %d", err, MaxQueryBytes)
+	}
+	if _, err := Parse("a " + strings.Repeat(" ", MaxQueryBytes-2)); err != nil {
+		t.Fatalf("a query of exactly MaxQueryBytes: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ package query
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -251,7 +250,7 @@ func parseRexCmd(a *argParser, rest string, restPos int) (Command, error) {
 		if t.kind != 's' || c.Re != nil {
 			return nil, a.errAt(t, `a quoted regular expression with named groups, like "(?<user>\w+)"`)
 		}
-		re, err := regexp.Compile(t.text)
+		re, err := compileRegex(t.text)
 		if err != nil {
 			return nil, &SyntaxError{Query: q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
 		}

@@ -527,84 +527,8 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		}
 	}
 	if !decode.isEmpty() {
-		var vb *roaring.Bitmap
-		if !verify.isEmpty() {
-			vb = verify.bitmap(n)
-		}
-		var db *roaring.Bitmap
-		if !decode.all {
-			db = decode.b
-		}
-		var ferr error
-		rawOnly := p.filter.rawOnly()
-		// A plain count needs no row once the event is verified.
-		justCount := agg != nil && len(p.pre) == 0 && p.countOnly() && len(agg.keys) == 0 && rawOnly
-		var counted int64
-		var err error
-		if rs, ok := seg.(RawSource); ok && justCount {
-			// only _raw is looked at: decode nothing else
-			var lower string
-			err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
-				part.Scanned++
-				if part.Scanned%4096 == 0 {
-					if ferr = ctx.Err(); ferr != nil {
-						return false
-					}
-				}
-				if vb != nil && vb.Contains(ord) {
-					lower = ""
-					if !p.filter.matchRaw(string(raw), &lower) {
-						return true
-					}
-				}
-				counted++
-				return true
-			})
-		} else {
-			err = seg.Events(db, func(ord uint32, ev *Event) bool {
-				part.Scanned++
-				if part.Scanned%4096 == 0 {
-					if ferr = ctx.Err(); ferr != nil {
-						return false
-					}
-				}
-				check := vb != nil && vb.Contains(ord)
-				if check && rawOnly {
-					var lower string
-					if !p.filter.matchRaw(ev.Raw, &lower) {
-						return true
-					}
-					check = false
-				}
-				if justCount {
-					counted++
-					return true
-				}
-				r := eventRow(ev, part.Bucket, ord, p.server)
-				if check && !p.filter.matchRow(&r) {
-					return true
-				}
-				for _, cmd := range p.pre {
-					if !applyStreaming(cmd, &r, env) {
-						return true
-					}
-				}
-				if agg != nil {
-					agg.add(&r)
-				} else {
-					rows = append(rows, r)
-				}
-				return true
-			})
-		}
-		if err == nil {
-			err = ferr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("search bucket %s: decode: %w", seg.BucketID(), err)
-		}
-		if counted > 0 {
-			agg.addCount(nil, counted)
+		if err := x.decodeRows(ctx, part, decode, verify, agg, env, &rows); err != nil {
+			return nil, err
 		}
 	}
 	if agg != nil {
@@ -617,6 +541,97 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 	}
 	part.Events = rows
 	return part, nil
+}
+
+// decodeRows decodes the events of decode (verifying those of verify on
+// the row) through the streaming prefix into agg, or into rows when the
+// search does not aggregate; a plain count decodes only _raw, or nothing
+// but the verification.
+func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify bset, agg *aggregator, env *evalEnv, rows *[]Row) error {
+	p, seg := x.p, x.seg
+	var vb *roaring.Bitmap
+	if !verify.isEmpty() {
+		vb = verify.bitmap(x.n)
+	}
+	var db *roaring.Bitmap
+	if !decode.all {
+		db = decode.b
+	}
+	var ferr error
+	rawOnly := p.filter.rawOnly()
+	// A plain count needs no row once the event is verified.
+	justCount := agg != nil && len(p.pre) == 0 && p.countOnly() && len(agg.keys) == 0 && rawOnly
+	var counted int64
+	var err error
+	if rs, ok := seg.(RawSource); ok && justCount {
+		// only _raw is looked at: decode nothing else
+		var lower string
+		err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
+			part.Scanned++
+			if part.Scanned%4096 == 0 {
+				if ferr = ctx.Err(); ferr != nil {
+					return false
+				}
+			}
+			if vb != nil && vb.Contains(ord) {
+				lower = ""
+				if !p.filter.matchRaw(string(raw), &lower) {
+					return true
+				}
+			}
+			counted++
+			return true
+		})
+	} else {
+		err = seg.Events(db, func(ord uint32, ev *Event) bool {
+			part.Scanned++
+			if part.Scanned%4096 == 0 {
+				if ferr = ctx.Err(); ferr != nil {
+					return false
+				}
+			}
+			check := vb != nil && vb.Contains(ord)
+			if check && rawOnly {
+				var lower string
+				if !p.filter.matchRaw(ev.Raw, &lower) {
+					return true
+				}
+				check = false
+			}
+			if justCount {
+				counted++
+				return true
+			}
+			r := eventRow(ev, part.Bucket, ord, p.server)
+			if check && !p.filter.matchRow(&r) {
+				return true
+			}
+			for _, cmd := range p.pre {
+				if !applyStreaming(cmd, &r, env) {
+					if ferr = env.err; ferr != nil {
+						return false // a value passed a limit
+					}
+					return true
+				}
+			}
+			if agg != nil {
+				agg.add(&r)
+			} else {
+				*rows = append(*rows, r)
+			}
+			return true
+		})
+	}
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("search bucket %s: decode: %w", seg.BucketID(), err)
+	}
+	if counted > 0 {
+		agg.addCount(nil, counted)
+	}
+	return nil
 }
 
 // timeLimit reports a head/tail split whose streaming prefix keeps every row.

@@ -23,6 +23,9 @@ type Plan struct {
 	split Command   // first command that needs the global view, or nil
 	post  []Command // commands after split, run on the head
 
+	// warnings of the last Merge (Warnings); Merge runs on one goroutine.
+	warnings []string
+
 	aggSpecs []AggSpec
 	aggKeys  []string
 	aggSpan  int64
@@ -42,6 +45,20 @@ type Plan struct {
 	// are decoded (sortPrune).
 	sortCols bool
 	sortKeep int
+}
+
+// Warnings are what the last Merge cut to a limit (values() past
+// MaxValues): the caller puts them in the search's summary.
+func (p *Plan) Warnings() []string { return p.warnings }
+
+// warn records a warning once.
+func (p *Plan) warn(w string) {
+	for _, x := range p.warnings {
+		if x == w {
+			return
+		}
+	}
+	p.warnings = append(p.warnings, w)
 }
 
 // Bounded reports whether both ends of the time range are set.

@@ -16,6 +16,10 @@ type Request struct {
 	Now time.Time `json:"-"`
 	// Server is the splunk_server value of results (the peer's id).
 	Server string `json:"-"`
+	// MaxResults, when positive, caps the rows Search answers; a cut
+	// says so in the summary's warnings (the caller's limit, never the
+	// request's: a peer's --max-results).
+	MaxResults int `json:"-"`
 }
 
 // Response is a search answer as SPEC §7 writes it.

@@ -461,20 +461,8 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	defer h.metrics.running.Dec()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SearchTimeout)
 	defer cancel()
-	var idb [8]byte
-	_, _ = rand.Read(idb[:])
-	rn := &run{h: h, ctx: ctx, plan: plan, req: req, pref: pref, id: h.cfg.ID + "-" + hex.EncodeToString(idb[:]),
-		nowNS: now.UnixNano(), indexes: indexes, site: h.tables.tableSite(), tsite: h.tables.tableSite(),
-		buckets: map[string]*bucketRun{}, events: make(chan streamEvent, 256), failed: map[string]bool{},
-		answered: map[string]bool{}, scanned: map[string]int64{}, retries: map[string][]string{}}
-	if _, stale, lastOK, lastErr := h.tables.status(); stale {
-		w := "the managers are unreachable"
-		if lastErr != nil {
-			w += " (" + lastErr.Error() + ")"
-		}
-		if !lastOK.IsZero() {
-			w += fmt.Sprintf("; searching on the last known generation table, refreshed %s", lastOK.UTC().Format(time.RFC3339))
-		}
+	rn := h.newRun(ctx, plan, req, pref, now, indexes)
+	if w := h.staleTableWarning(); w != "" {
 		rn.warn(w)
 	}
 	if err := rn.planBuckets(); err != nil {
@@ -502,7 +490,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		}
 		rows, cols, err := plan.Merge(ps)
 		if err != nil {
-			emitErr = err
+			emitErr = limitRefusal(err)
 			cancel()
 			return
 		}
@@ -565,23 +553,11 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		resp.Fields = streamCols
 	}
 	if !streamable {
-		rows, cols, err := plan.Merge(parts)
+		cut, err := h.mergeAtEnd(plan, parts, resp, &sum, emit, pub)
 		if err != nil {
 			return nil, err
 		}
-		resp.Results = query.Results(rows)
-		if cols != nil {
-			resp.Fields = cols
-		}
-		if len(resp.Results) > h.cfg.MaxResults {
-			resp.Results, limitHit = resp.Results[:h.cfg.MaxResults], true
-		}
-		if emit != nil && len(resp.Results) > 0 {
-			if err := emit(resp.Results, resp.Fields); err != nil {
-				return nil, err
-			}
-		}
-		pub.rows(resp.Results)
+		limitHit = limitHit || cut
 	}
 	if limitHit {
 		sum.Warnings = append(sum.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", h.cfg.MaxResults))
@@ -591,6 +567,59 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	pub.summary(sum)
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
+}
+
+// newRun is one search's state, with a fresh search id.
+func (h *Head) newRun(ctx context.Context, plan *query.Plan, req Request, pref *Preference, now time.Time, indexes []string) *run {
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	return &run{h: h, ctx: ctx, plan: plan, req: req, pref: pref, id: h.cfg.ID + "-" + hex.EncodeToString(idb[:]),
+		nowNS: now.UnixNano(), indexes: indexes, site: h.tables.tableSite(), tsite: h.tables.tableSite(),
+		buckets: map[string]*bucketRun{}, events: make(chan streamEvent, 256), failed: map[string]bool{},
+		answered: map[string]bool{}, scanned: map[string]int64{}, retries: map[string][]string{}}
+}
+
+// staleTableWarning says, when the head's generation table is stale, that
+// the managers are unreachable and how old the table is; "" otherwise.
+func (h *Head) staleTableWarning() string {
+	_, stale, lastOK, lastErr := h.tables.status()
+	if !stale {
+		return ""
+	}
+	w := "the managers are unreachable"
+	if lastErr != nil {
+		w += " (" + lastErr.Error() + ")"
+	}
+	if !lastOK.IsZero() {
+		w += fmt.Sprintf("; searching on the last known generation table, refreshed %s", lastOK.UTC().Format(time.RFC3339))
+	}
+	return w
+}
+
+// mergeAtEnd merges a non-streaming search's partials into resp once every
+// bucket is in, cuts it to MaxResults (cut reports it), adds the merge's
+// warnings to sum, and emits and publishes the rows.
+func (h *Head) mergeAtEnd(plan *query.Plan, parts []*query.Partial, resp *query.Response, sum *query.Summary,
+	emit func(rows []map[string]any, fields []string) error, pub *publisher) (cut bool, err error) {
+	rows, cols, err := plan.Merge(parts)
+	if err != nil {
+		return false, limitRefusal(err)
+	}
+	resp.Results = query.Results(rows)
+	if cols != nil {
+		resp.Fields = cols
+	}
+	sum.Warnings = append(sum.Warnings, plan.Warnings()...)
+	if len(resp.Results) > h.cfg.MaxResults {
+		resp.Results, cut = resp.Results[:h.cfg.MaxResults], true
+	}
+	if emit != nil && len(resp.Results) > 0 {
+		if err := emit(resp.Results, resp.Fields); err != nil {
+			return cut, err
+		}
+	}
+	pub.rows(resp.Results)
+	return cut, nil
 }
 
 // checkRequest checks a search request before anything is sent: the
@@ -629,6 +658,15 @@ func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Ti
 		return nil, nil, re
 	}
 	return pref, plan, nil
+}
+
+// limitRefusal answers a merge that reached a limit of the search (an
+// eval value past 1 MiB in the head's commands) with 400 limit_exceeded.
+func limitRefusal(err error) error {
+	if query.IsLimitError(err) {
+		return &RequestError{Status: 400, Code: "limit_exceeded", Msg: err.Error()}
+	}
+	return err
 }
 
 // firstReason names the first bucket a partial search lacks, and why.

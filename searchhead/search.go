@@ -140,6 +140,9 @@ type run struct {
 	scanned  map[string]int64 // events scanned per peer
 	readers  sync.WaitGroup
 	warnings []string
+	// limitErr ends the search: a peer's bucket reached a limit of the
+	// search (a marker coded limit_exceeded), which every copy would reach.
+	limitErr error
 	retries  map[string][]string // peer → buckets to send explicitly (flushed per loop)
 	later    []delayed           // buckets waiting for their next round (retryRound)
 	catchUps int                 // table refreshes this search made (catchUp)
@@ -626,6 +629,9 @@ func (r *run) collect() error {
 			return r.ctx.Err()
 		case ev := <-r.events:
 			r.handle(ev)
+			if r.limitErr != nil {
+				return r.limitErr
+			}
 		case <-check.C:
 			now := time.Now()
 			for _, s := range r.streams {
@@ -686,6 +692,10 @@ func (r *run) handle(ev streamEvent) {
 			br = r.adoptNewer(s, m.Bucket)
 		}
 		if br == nil || br.state != bPending || br.stream != s {
+			return
+		}
+		if m.Error != "" && m.Code == api.SearchCodeLimit {
+			r.limitErr = &RequestError{Status: 400, Code: "limit_exceeded", Msg: fmt.Sprintf("peer %s, bucket %s: %s", s.peer, br.id, m.Error)}
 			return
 		}
 		if m.Error != "" {

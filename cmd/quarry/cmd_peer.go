@@ -55,6 +55,9 @@ func peerCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most, besides its quarantine bucket", EnvVars: envVars("max-hot-buckets")},
 			&cli.DurationFlag{Name: "quarantine-past", Value: 900 * 24 * time.Hour, Usage: "events older than this (by the peer's clock) go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-past")},
 			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
+			&cli.DurationFlag{Name: "search-timeout", Value: peer.DefaultSearchTimeout, Usage: "time limit of a search sent to this peer's own POST /v1/search (504 past it)", EnvVars: envVars("search-timeout")},
+			&cli.IntFlag{Name: "max-results", Value: peer.DefaultMaxResults, Usage: "most result rows of a search sent to this peer's own POST /v1/search (a warning says when it cut)", EnvVars: envVars("max-results")},
+			&cli.IntFlag{Name: "max-searches", Value: peer.DefaultMaxSearches, Usage: "searches this peer's own POST /v1/search runs at once (more get 429 with Retry-After)", EnvVars: envVars("max-searches")},
 			&cli.IntFlag{Name: "max-open-files", Usage: "descriptors kept open for reading bucket files (0: half of RLIMIT_NOFILE, 16 to 4096)", EnvVars: envVars("max-open-files")},
 			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "a HEC request whose Idempotency-Key its token used this recently is answered, not stored again", EnvVars: envVars("idempotency-window")},
 		},
@@ -100,6 +103,10 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		MaxHotBuckets: c.Int("max-hot-buckets"), Attrs: map[string]string{}, Pprof: c.Bool("pprof"),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		NATS:   c.String("nats"), TargetTimeout: c.Duration("target-timeout"), NATSUser: c.String("nats-user"),
+		SearchTimeout: c.Duration("search-timeout"), MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"),
+	}
+	if cfg.SearchTimeout <= 0 || cfg.MaxResults <= 0 || cfg.MaxSearches <= 0 {
+		return peer.Config{}, fmt.Errorf("peer: --search-timeout %s, --max-results %d, --max-searches %d: each must be positive", cfg.SearchTimeout, cfg.MaxResults, cfg.MaxSearches)
 	}
 	fail := func(err error) (peer.Config, error) { return peer.Config{}, fmt.Errorf("peer: %w", err) }
 	if cfg.IdempotencyWindow = c.Duration("idempotency-window"); cfg.IdempotencyWindow <= 0 {

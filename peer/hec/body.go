@@ -18,11 +18,14 @@ import (
 // back when the request lets go of it — for /raw and /event that is when
 // the store has indexed the events. A request that finds the budget spent
 // waits up to BusyWait for room, then answers 503 code 9; one that could
-// never fit (it alone needs more than the whole budget) answers 413.
+// never fit (it alone needs more than its token's share, TokenShare of the
+// budget) answers 413. Bytes are reserved as they arrive, never from a
+// declared Content-Length alone.
 
 // sizeClasses are the pooled buffer sizes a body is read into, smallest
-// first; a body beyond the last is read in chunks of that size and then
-// copied whole into a buffer of its exact length (not pooled).
+// first; a body beyond the last of unknown length is read in chunks of that
+// size and then copied whole into a buffer of its exact length (not
+// pooled); one of known length is read into its exact buffer (readKnown).
 var sizeClasses = [...]int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20}
 
 const (
@@ -45,30 +48,45 @@ func newBudget(max int64) *budget {
 	return &budget{max: max, wake: make(chan struct{})}
 }
 
-// tryTake takes n bytes if they are free.
-func (b *budget) tryTake(n int64) bool {
+// tryTake takes n bytes if they are free, and within share of what tok
+// (a token's bytes in flight; nil: no share) may hold.
+func (b *budget) tryTake(n int64, tok *atomic.Int64, share int64) bool {
+	if tok != nil && !addUpTo(tok, n, share) {
+		return false
+	}
+	if !addUpTo(&b.used, n, b.max) {
+		if tok != nil {
+			tok.Add(-n)
+		}
+		return false
+	}
+	return true
+}
+
+// addUpTo adds n to v unless v would then pass max.
+func addUpTo(v *atomic.Int64, n, max int64) bool {
 	for {
-		u := b.used.Load()
-		if u+n > b.max {
+		u := v.Load()
+		if u+n > max {
 			return false
 		}
-		if b.used.CompareAndSwap(u, u+n) {
+		if v.CompareAndSwap(u, u+n) {
 			return true
 		}
 	}
 }
 
 // take takes n bytes, waiting until ctx ends for them to be released.
-func (b *budget) take(ctx context.Context, n int64) bool {
+func (b *budget) take(ctx context.Context, n int64, tok *atomic.Int64, share int64) bool {
 	for {
-		if b.tryTake(n) {
+		if b.tryTake(n, tok, share) {
 			return true
 		}
 		b.mu.Lock()
 		b.waiters.Add(1)
 		ch := b.wake
 		b.mu.Unlock()
-		if b.tryTake(n) { // released before we registered
+		if b.tryTake(n, tok, share) { // released before we registered
 			b.waiters.Add(-1)
 			return true
 		}
@@ -115,10 +133,19 @@ type waitBound struct {
 	parent   context.Context
 	deadline time.Time // zero until the first wait
 	total    atomic.Int64
+	// tok is what the request's token holds of the budget over all its
+	// requests (nil: not counted); it may hold at most share
+	// (MaxInFlightBytes × TokenShare), so one token cannot take it all.
+	tok   *atomic.Int64
+	share int64
 }
 
-func newReservation(h *Handler, ctx context.Context) *reservation {
-	return &reservation{h: h, wait: &waitBound{parent: ctx}}
+func newReservation(h *Handler, ctx context.Context, tok *atomic.Int64) *reservation {
+	share := h.budget.max
+	if tok != nil {
+		share = int64(float64(h.budget.max) * h.cfg.TokenShare)
+	}
+	return &reservation{h: h, wait: &waitBound{parent: ctx, tok: tok, share: share}}
 }
 
 // sibling is another holder of the same request, with the same bound on
@@ -126,21 +153,22 @@ func newReservation(h *Handler, ctx context.Context) *reservation {
 func (rv *reservation) sibling() *reservation { return &reservation{h: rv.h, wait: rv.wait} }
 
 // take reserves n more bytes, or answers why not: 413 when the request
-// would then hold more than the whole budget (it could never fit), 503
-// code 9 when there was no room within the wait.
+// would then hold more than its token's share of the budget (it could
+// never fit), 503 code 9 when there was no room within the wait.
 func (rv *reservation) take(n int64) *Reply {
 	b := rv.h.budget
-	if rv.wait.total.Load()+n > b.max {
+	w := rv.wait
+	if w.total.Load()+n > w.share {
 		rp := plain(replyTooLarge)
 		return &rp
 	}
-	if !b.tryTake(n) {
+	if !b.tryTake(n, w.tok, w.share) {
 		if rv.wait.deadline.IsZero() {
 			rv.wait.deadline = time.Now().Add(rv.h.cfg.BusyWait)
 		}
 		ctx, cancel := context.WithDeadline(rv.wait.parent, rv.wait.deadline)
 		start := time.Now()
-		ok := rv.h.cfg.BusyWait > 0 && b.take(ctx, n)
+		ok := rv.h.cfg.BusyWait > 0 && b.take(ctx, n, w.tok, w.share)
 		cancel()
 		rv.h.busyWait.Add(time.Since(start).Seconds())
 		if !ok {
@@ -158,6 +186,9 @@ func (rv *reservation) take(n int64) *Reply {
 func (rv *reservation) give(n int64) {
 	rv.held -= n
 	rv.wait.total.Add(-n)
+	if rv.wait.tok != nil {
+		rv.wait.tok.Add(-n)
+	}
 	rv.h.budget.release(n)
 }
 
@@ -203,6 +234,11 @@ type body struct {
 	data []byte
 	pb   *pooledBuf // data's pooled buffer, nil when data has its own
 	rv   *reservation
+	// more is called before each next size class or MiB of the body is
+	// read: it moves the connection's read deadline BodyReadPerMiB ahead,
+	// so a body that stops arriving gives its reservation back within
+	// BodyReadPerMiB rather than the server's 5-minute ReadTimeout.
+	more func()
 }
 
 // release gives the body's buffer back to its pool and its bytes (and
@@ -215,17 +251,24 @@ func (b *body) release() {
 
 // readBody reads a bounded body under the in-flight budget; a gzip body
 // (Content-Encoding: gzip, as Splunk's HEC accepts) is inflated, and
-// MaxBodyBytes applies to the inflated bytes. A body of known length is
-// reserved whole before it is read; one of unknown length (gzip, chunked)
-// is reserved as its buffer grows, size class by size class up to 1 MiB and
-// then 1 MiB at a time, so a gzip bomb holds no more than it inflated
-// before it was refused, and all of them together no more than the budget.
-func (h *Handler) readBody(r *http.Request, max int64) (*body, *Reply) {
+// MaxBodyBytes applies to the inflated bytes. A body is reserved as its
+// buffer grows — from the size class of its declared length up to 1 MiB,
+// then 1 MiB at a time — never from its declared Content-Length alone: a
+// client that declares 16 MiB and then goes silent holds one class of the
+// budget, not 16 MiB of it (review 2026-12-06 M2: four such connections
+// took a 64 MiB budget and every tenant got 503 for up to 5 minutes). A
+// gzip bomb holds no more than it inflated before it was refused, and all
+// of them together no more than the budget. A body that declares more than
+// the whole budget gets 413 before anything is read.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, t *tokenState, max int64) (*body, *Reply) {
 	if r.ContentLength > max {
 		rp := plain(replyTooLarge)
 		return nil, &rp
 	}
-	b := &body{rv: newReservation(h, r.Context())}
+	rc := http.NewResponseController(w)
+	b := &body{rv: newReservation(h, r.Context(), &t.inflight), more: func() {
+		_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadPerMiB)) // unsupported: the server's ReadTimeout stays
+	}}
 	if !strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		return h.readFrom(b, r.Body, r.ContentLength, max)
 	}
@@ -253,14 +296,18 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 		return nil, &rp
 	}
 	src = io.LimitReader(src, max+1)
-	if known > int64(sizeClasses[lastClass]) {
-		return h.readKnown(b, src, known)
-	}
 	hint := int64(sizeClasses[0])
-	if known >= 0 {
+	switch {
+	case known > int64(sizeClasses[lastClass]):
+		if b.rv.wait.total.Load()+known > b.rv.wait.share {
+			return fail(plain(replyTooLarge)) // could never fit
+		}
+		hint = int64(sizeClasses[lastClass]) // then chunk by chunk as it arrives
+	case known >= 0:
 		hint = known + 1 // room to read the end of the body
 	}
 	class := classFor(hint)
+	b.more()
 	if rp := b.rv.take(int64(sizeClasses[class])); rp != nil {
 		return fail(*rp)
 	}
@@ -269,9 +316,13 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 		buf := b.pb.b
 		if len(buf) == cap(buf) {
 			if class == lastClass {
+				if known > int64(len(buf)) {
+					return h.readKnown(b, src, known)
+				}
 				return h.readChunks(b, src, max)
 			}
 			// the next class: reserve it, copy, give the smaller one back
+			b.more()
 			if rp := b.rv.take(int64(sizeClasses[class+1])); rp != nil {
 				return fail(*rp)
 			}
@@ -297,19 +348,33 @@ func (h *Handler) readFrom(b *body, src io.Reader, known, max int64) (*body, *Re
 	}
 }
 
-// readKnown reads a body of a known length over the last size class into
-// a buffer of exactly that length, reserved before it is allocated.
+// readKnown goes on reading a body of known length n that filled the last
+// size class: into one buffer of exactly n bytes, allocated only now that
+// a whole class has arrived, each next class of it reserved before it is
+// read — so what the body holds of the budget follows the bytes that
+// arrived (plus one class), never the length it declared; no final copy.
 func (h *Handler) readKnown(b *body, src io.Reader, n int64) (*body, *Reply) {
-	if rp := b.rv.take(n); rp != nil {
-		b.release()
-		return nil, rp
+	step := int64(sizeClasses[lastClass])
+	data := make([]byte, len(b.pb.b), n)
+	copy(data, b.pb.b)
+	h.putBuf(b.pb)
+	b.pb = nil
+	for int64(len(data)) < n {
+		k := min(step, n-int64(len(data)))
+		b.more()
+		if rp := b.rv.take(k); rp != nil {
+			b.release()
+			return nil, rp
+		}
+		m, err := io.ReadFull(src, data[len(data):len(data)+int(k)])
+		data = data[:len(data)+m]
+		if err != nil {
+			b.release()
+			rp := plain(replyInvalidFormat)
+			return nil, &rp
+		}
 	}
-	b.data = make([]byte, n)
-	if _, err := io.ReadFull(src, b.data); err != nil {
-		b.release()
-		rp := plain(replyInvalidFormat)
-		return nil, &rp
-	}
+	b.data = data
 	return b, nil
 }
 
@@ -337,6 +402,7 @@ func (h *Handler) readChunks(b *body, src io.Reader, max int64) (*body, *Reply) 
 	for {
 		cur := chunks[len(chunks)-1]
 		if len(cur.b) == cap(cur.b) {
+			b.more()
 			if rp := b.rv.take(step); rp != nil {
 				return fail(*rp)
 			}

@@ -25,14 +25,14 @@
 //     stopped at the limit.
 //   - MaxInFlightBytes, 64 MiB (or 4 × MaxBodyBytes if larger): one budget
 //     shared by every request's body buffers (reserved before they are
-//     allocated: a body of known length whole, one of unknown length —
-//     gzip, chunked — as its buffer grows, by size class up to 1 MiB, then
-//     1 MiB at a time), its gzip reader (64 KiB) and its event decoder (the
+//     allocated, as the body arrives — never from its declared length
+//     alone: by size class up to 1 MiB, then 1 MiB at a time), its gzip reader (64 KiB) and its event decoder (the
 //     decoder's copy of the body, its events and fields, its JSON values),
 //     held until the store has indexed the request's events. A request that
 //     finds no room waits up to BusyWait (500 ms) and then gets 503 code 9
-//     "Server is busy", Splunk's back-pressure answer; one that alone needs
-//     more than the whole budget gets 413. So 100 concurrent gzip bombs hold
+//     "Server is busy", Splunk's back-pressure answer. One token's requests
+//     hold at most TokenShare (0.75) of it together, so one token cannot
+//     take it all; a request that alone needs more than that share gets 413. So 100 concurrent gzip bombs hold
 //     at most the budget between them (TestGzipBombsStayWithinBudget).
 //   - Pools never keep large buffers: body buffers are pooled only in their
 //     size classes (4 KiB to 1 MiB), a larger body gets a buffer of its
@@ -185,8 +185,24 @@ type Config struct {
 	MaxPendingAcks      int
 	MaxTotalPendingAcks int64
 	// ChannelIdle: a channel with no request for this long is forgotten
-	// (default 10 minutes), as Splunk forgets idle channels.
+	// (default 10 minutes), as Splunk forgets idle channels. AckIdle: an
+	// ack id nobody read for this long is forgotten (default 10 minutes;
+	// a later /ack reads it as false), so a shipper that never reads acks
+	// on a fixed channel does not get 503 for ever once MaxPendingAcks are
+	// unread. Sweep does both; the peer runs it on a timer (Splunk's
+	// maxIdleTime and ackIdleCleanup).
 	ChannelIdle time.Duration
+	AckIdle     time.Duration
+	// TokenShare is the part of MaxInFlightBytes one token's requests may
+	// hold together (default 0.75): past it that token's requests wait and
+	// get 503 code 9 while other tokens still find room, and a request
+	// that alone needs more than the share gets 413.
+	TokenShare float64
+	// BodyReadPerMiB: a body has this long (default 30 s) for each next
+	// size class or MiB of it to arrive — a minimum rate of about 35 KB/s
+	// — else the connection is closed and its share of the in-flight
+	// budget given back (review M2's silent connections).
+	BodyReadPerMiB time.Duration
 	// BusyWait: a data request that finds the store busy waits up to this
 	// long (default 500 ms, before its body is read) for the queues to
 	// drain, then answers 503 code 9. Memory stays bounded: a waiting
@@ -228,6 +244,7 @@ type Handler struct {
 	busyWait   prometheus.Counter
 	budgetBusy prometheus.Counter
 	duplicates prometheus.Counter
+	expired    *prometheus.CounterVec // Sweep: channels and acks forgotten
 }
 
 // tokenKey is a token's SHA-256: tokens are found by it, then compared in
@@ -247,14 +264,22 @@ type tokenChannels struct {
 	mu       sync.Mutex
 	channels map[string]*channel
 	pending  atomic.Int64 // unread acks over the token's channels
+	inflight atomic.Int64 // bytes of the in-flight budget the token's requests hold
 }
 
 type channel struct {
 	mu       sync.Mutex
 	next     int64
-	pending  map[int64]*store.Ack
+	pending  map[int64]pendingAck
 	lastUsed time.Time
 	owner    *tokenChannels // counts its unread acks
+	gone     bool           // forgotten by a sweep: acks given on it are not kept
+}
+
+// pendingAck is an ack id not read yet and when it was given.
+type pendingAck struct {
+	ack *store.Ack
+	at  time.Time
 }
 
 // New builds a handler.
@@ -288,6 +313,15 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.ChannelIdle <= 0 {
 		cfg.ChannelIdle = 10 * time.Minute
+	}
+	if cfg.AckIdle <= 0 {
+		cfg.AckIdle = 10 * time.Minute
+	}
+	if cfg.TokenShare <= 0 || cfg.TokenShare > 1 {
+		cfg.TokenShare = 0.75
+	}
+	if cfg.BodyReadPerMiB <= 0 {
+		cfg.BodyReadPerMiB = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -331,6 +365,9 @@ func New(cfg Config) *Handler {
 	forgotten := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "quarry_peer_hec_idempotency_keys_evicted_total", Help: "Idempotency keys forgotten within the window because a cap (per token or in all) was reached.",
 	}, func() float64 { return float64(cfg.Keys.Evicted.Load()) })
+	h.expired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarry_peer_hec_expired_total", Help: "HEC ack channels idle past ChannelIdle and ack ids unread past AckIdle that the sweep forgot, by what (channel, ack).",
+	}, []string{"what"})
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quarry_peer_hec_inflight_bytes", Help: "Bytes of the HEC in-flight budget held by requests (bodies, gzip readers, decoders).",
 	}, func() float64 { return float64(h.InFlightBytes()) })
@@ -343,7 +380,7 @@ func New(cfg Config) *Handler {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"endpoint"})
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, inflight, h.byEndpoint, h.latency,
+		cfg.Registerer.MustRegister(h.requests, h.events, h.rawBytes, h.busyWait, h.budgetBusy, h.expired, inflight, h.byEndpoint, h.latency,
 			h.duplicates, keys, forgotten)
 	}
 	return h
@@ -436,6 +473,10 @@ func (s *statusWriter) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a body's
+// read deadline, BodyReadPerMiB).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
@@ -638,7 +679,7 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -773,9 +814,12 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c *channel, ack
 	c.mu.Lock()
 	res.AckID = c.next
 	c.next++
-	c.pending[res.AckID] = ack
-	c.owner.pending.Add(1)
-	c.lastUsed = h.cfg.Now()
+	now := h.cfg.Now()
+	if !c.gone {
+		c.pending[res.AckID] = pendingAck{ack: ack, at: now}
+		c.owner.pending.Add(1)
+	}
+	c.lastUsed = now
 	c.mu.Unlock()
 	h.reply(w, res)
 }
@@ -800,6 +844,9 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 				n := len(old.pending)
 				old.mu.Unlock()
 				if idle {
+					old.mu.Lock()
+					old.gone = true
+					old.mu.Unlock()
 					delete(t.channels, k)
 					t.pending.Add(-int64(n))
 				}
@@ -809,7 +856,7 @@ func (h *Handler) channel(t *tokenState, id string) (*channel, *Reply) {
 				return nil, &rp
 			}
 		}
-		c = &channel{pending: map[int64]*store.Ack{}, lastUsed: now, owner: t.tokenChannels}
+		c = &channel{pending: map[int64]pendingAck{}, lastUsed: now, owner: t.tokenChannels}
 		t.channels[id] = c
 	}
 	c.mu.Lock()
@@ -833,7 +880,7 @@ func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, *rp)
 		return
 	}
-	b, rp := h.readBody(r, h.cfg.MaxBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -915,7 +962,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 	}
 	// A small body of at most MaxAckIDs ids, counted before it is parsed;
 	// beyond either bound nothing is read, so no ack is forgotten.
-	b, rp := h.readBody(r, h.cfg.MaxAckBodyBytes)
+	b, rp := h.readBody(w, r, t, h.cfg.MaxAckBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
 		return
@@ -944,7 +991,7 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request) {
 		done := false
 		if c != nil {
 			c.mu.Lock()
-			if a := c.pending[id]; a != nil && a.Durable() {
+			if a, ok := c.pending[id]; ok && a.ack.Durable() {
 				done = true
 				delete(c.pending, id) // read as true once, then forgotten
 				t.pending.Add(-1)

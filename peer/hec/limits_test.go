@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -217,6 +219,7 @@ func TestGzipBombsStayWithinBudget(t *testing.T) {
 func TestBodyBudgetSharedByRequests(t *testing.T) {
 	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
 		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BusyWait = 8<<20, 8<<20, 0, 50*time.Millisecond
+		c.TokenShare = 1 // the budget shared by requests; the token share has its own test
 	})
 	ev := `{"event":"` + strings.Repeat("a", 1000) + `"}` + "\n"
 	first := strings.Repeat(ev, (5<<20)/(2*len(ev))) // 2.5 MiB
@@ -531,4 +534,114 @@ func FuzzEnvelopeValues(f *testing.F) {
 			t.Fatalf("decoder counted %d values, the parser built %d", d.valuesCap, most)
 		}
 	})
+}
+
+// TestSilentBodiesDoNotTakeTheBudget: review 2026-12-06 M2 — four
+// connections that declare a 16 MiB body, send 10 bytes and go silent held
+// the whole 64 MiB budget (reserved from Content-Length), and every other
+// request got 503 code 9. Now each holds only what its buffer has grown
+// to (1 MiB), a normal request from another token is served at once, and
+// closing them gives everything back.
+func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes = 16<<20, 64<<20, 0
+	})
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	var conns []net.Conn
+	for i := 0; i < 4; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n < 4<<20 {
+			return fmt.Errorf("the silent bodies hold %d bytes", n)
+		}
+		return nil
+	})
+	if n := f.h.InFlightBytes(); n > 4<<20 {
+		t.Fatalf("four silent 16 MiB bodies hold %d bytes, want at most 4 MiB", n)
+	}
+	start := time.Now()
+	status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good)
+	if status != 200 || r.Code != 0 {
+		t.Fatalf("a normal request beside them: %d %+v", status, r)
+	}
+	t.Logf("a normal request beside four silent 16 MiB bodies: %v", time.Since(start))
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 0 {
+			return fmt.Errorf("%d bytes still held", n)
+		}
+		return nil
+	})
+}
+
+// TestStalledBodyGivesBackItsShare: a body that stops arriving has
+// BodyReadPerMiB for its next size class or MiB; then its reservation is
+// given back and its connection answered and closed, long before the
+// server's 5-minute ReadTimeout.
+func TestStalledBodyGivesBackItsShare(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BodyReadPerMiB = 16<<20, 64<<20, 0, 300*time.Millisecond
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
+	start := time.Now()
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n == 0 {
+			return errors.New("the body holds nothing yet")
+		}
+		return nil
+	})
+	waitFor(t, 10*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 0 {
+			return fmt.Errorf("the stalled body still holds %d bytes", n)
+		}
+		return nil
+	})
+	t.Logf("a stalled 16 MiB body gave its share back after %v", time.Since(start))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("the stalled connection: %v", err)
+	}
+}
+
+// TestTokenShareOfTheBudget: one token's requests hold at most TokenShare
+// of the in-flight budget together. Eight silent bodies of token noack
+// hold 6 of 8 MiB; its next request waits and gets 503 code 9, while
+// another token's request is served from the room left.
+func TestTokenShareOfTheBudget(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes, c.BusyWait = 4<<20, 8<<20, 0, 50*time.Millisecond
+	})
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 4000000\r\n\r\n{\"event\":")
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := f.h.InFlightBytes(); n != 6<<20 {
+			return fmt.Errorf("token noack holds %d bytes, want its share, 6 MiB", n)
+		}
+		return nil
+	})
+	if status, r := f.post(t, "/services/collector/event", "Splunk noack", "", good); status != 503 || r.Code != 9 {
+		t.Fatalf("token noack past its share: %d %+v, want 503 code 9", status, r)
+	}
+	if status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good); status != 200 || r.Code != 0 {
+		t.Fatalf("another token beside it: %d %+v", status, r)
+	}
 }

@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSearchGovernanceN1N4: the review's N1 (half a million nested ln(,
+// 2 MB: a head's stack overflowed and took every process down) and N4 (a
+// chain of replace(x,"(.+)","$1"×10): a peer out of memory) through a
+// search head of a running cluster. Each is a 400 naming the limit —
+// bad_query with the position for N1, limit_exceeded from the peers for
+// N4 (the head ends the search rather than re-dispatching the bucket) —
+// and afterwards the head and every peer still answer a normal search.
+func TestSearchGovernanceN1N4(t *testing.T) {
+	c := Start(t, Options{})
+	raws := searchIngest(t, c, "gov", 200)
+	waitComplete(t, c)
+	sh1 := c.StartSearchHead("sh1", "site1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	post := func(url string, q string) SearchAnswer {
+		t.Helper()
+		a, err := SearchHTTP(ctx, url, "", map[string]any{"query": q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	n := 500000
+	n1 := "* | eval x=" + strings.Repeat("ln(", n) + "1" + strings.Repeat(")", n)
+	if a := post(sh1.URL(), n1); a.Status != 400 || a.Code != "bad_query" || !strings.Contains(a.Error, "column 262145") {
+		t.Fatalf("N1 through the head: %d %s %q", a.Status, a.Code, a.Error)
+	}
+	rep := `"` + strings.Repeat("$1", 10) + `"`
+	n4 := `* | eval x=replace(_raw,"(.+)",` + rep + `)`
+	for i := 0; i < 5; i++ {
+		n4 += ` | eval x=replace(x,"(.+)",` + rep + `)`
+	}
+	n4 += " | eval n=len(x) | fields n"
+	a := post(sh1.URL(), n4)
+	if a.Status != 400 || a.Code != "limit_exceeded" || !strings.Contains(a.Error, "1048576-byte limit") {
+		t.Fatalf("N4 through the head: %d %s %q", a.Status, a.Code, a.Error)
+	}
+	t.Logf("N4 refused in %v: %s", a.Elapsed, a.Error)
+	a = post(sh1.URL(), "* | stats count")
+	if a.Status != 200 || len(a.Resp.Results) != 1 || fmt.Sprint(a.Resp.Results[0]["count"]) != fmt.Sprint(len(raws)) {
+		t.Fatalf("a normal search afterwards: %d %q %+v", a.Status, a.Error, a.Resp.Results)
+	}
+	t.Logf("a normal search afterwards: %v", a.Elapsed)
+	for _, id := range c.PeerIDs() {
+		if pa := post("http://"+c.Peer(id).Addr(), "* | stats count"); pa.Status != 200 {
+			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)
+		}
+	}
+}

@@ -132,7 +132,7 @@ func TestCoordinatorProof(t *testing.T) {
 		{"searched without its batch", sealed(5, "0000abcd"), "p1", false, length(5, "0000abcd"), false, "without sending its results"},
 		{"hot, origin", hot, "p1", true, length(0, ""), true, ""},
 		{"hot, replica", hot, "p2", true, length(3, "00003333"), true, ""},
-		{"rolled empty, a copy with blocks", fsm.BucketInfo{Index: "main", Origin: "p1"}, "p2", true, length(2, "00004444"), false, "without a sealed length"},
+		{"rolled without a sealed length", fsm.BucketInfo{Index: "main", Origin: "p1"}, "p2", true, length(2, "00004444"), true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chain := []string{tc.from, "p3"}

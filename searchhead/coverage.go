@@ -39,7 +39,8 @@ const (
 //     ack, and one that misses acknowledged blocks is marked short and
 //     leaves the set), so its length is taken as it reports it, the lag of
 //     at most a block interval SPEC §5 step 6 allows;
-//   - a warm bucket without a sealed length (rolled empty): 0 blocks;
+//   - a warm bucket without a sealed length (a roll reported without
+//     one): a copy in the table's searchable set, as for a hot replica;
 //   - a searched marker without any batch before it (the results of the
 //     bucket never arrived) is never whole.
 func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label string) {
@@ -67,12 +68,12 @@ func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label
 		if r.req.Fresh && peer != info.Origin {
 			r.warn(fmt.Sprintf("fresh: hot bucket %s was read from replica %s, which holds every acknowledged event (its origin %s could not serve)", br.id, peer, info.Origin))
 		}
-	default:
-		if l.Blocks != 0 && peer != info.Origin {
-			return fmt.Sprintf("bucket %s rolled without a sealed length, and the copy on peer %s holds %d blocks: it cannot be proven whole",
-				br.id, peer, l.Blocks), unprovenShort
-		}
 	}
+	// A warm bucket the managers know no sealed length of (a roll
+	// reported without one, e.g. after a restart) has only the copies'
+	// standing in the table to go by, as a hot replica does: a copy in its
+	// searchable set is taken as it reports (chaos: refusing them made
+	// searches partial with nothing known to be short).
 	return "", ""
 }
 

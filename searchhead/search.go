@@ -878,7 +878,9 @@ func lastFailure(br *bucketRun) query.Failure {
 	if len(br.failures) > 1 {
 		var rs []string
 		for _, x := range br.failures {
-			rs = append(rs, x.Reason)
+			if !slices.Contains(rs, x.Reason) { // a round may repeat one
+				rs = append(rs, x.Reason)
+			}
 		}
 		f.Reason = strings.Join(rs, "; ")
 	}

@@ -480,8 +480,6 @@ type colReader struct {
 	closed bool // guarded by colCache.mu
 }
 
-func openColumns(path string) (*colReader, error) { return openColumnsIn(nil, path) }
-
 // openColumnsIn opens a column file whose descriptor the cache fc holds (a
 // plain file when fc is nil).
 func openColumnsIn(fc *fileCache, path string) (*colReader, error) {

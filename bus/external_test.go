@@ -89,7 +89,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 	// A peer-to-peer stream.
 	data := randomBytes(t, 2<<20+3)
 	var got bytes.Buffer
-	svc, err := ServeStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
+	svc, err := serveStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			rcv, err := accept(0)
 			if err != nil {
@@ -102,7 +102,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(context.Background())
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
+	snd, err := openStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -583,3 +583,25 @@ func TestReplicationBacklogOverMaxPayload(t *testing.T) {
 		t.Fatalf("target copy %+v, origin %+v", c, bucket)
 	}
 }
+
+// The outcomes kept for re-reporting are bounded: the oldest reported ones
+// go, one not yet reported stays.
+func TestFixupOutcomesBounded(t *testing.T) {
+	f := newFixupRunner(nil, nil, 0)
+	f.queued[1] = api.FixupTask{ID: 1} // run, not yet reported
+	for id := uint64(1); id <= 2*fixupOutcomesKept+1; id++ {
+		f.keepOutcome(fixupOutcome{FixupResult: api.FixupResult{ID: id}})
+	}
+	if len(f.done) != fixupOutcomesKept {
+		t.Fatalf("%d outcomes kept, want %d", len(f.done), fixupOutcomesKept)
+	}
+	if _, ok := f.done[1]; !ok {
+		t.Fatal("the unreported outcome was forgotten")
+	}
+	if _, ok := f.done[2]; ok {
+		t.Fatal("the oldest reported outcome was kept")
+	}
+	if _, ok := f.done[2*fixupOutcomesKept+1]; !ok {
+		t.Fatal("the newest outcome was forgotten")
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // startExternalNATS runs the system's nats-server (Debian's package) on a
@@ -121,7 +123,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 	_ = p2.Flush()
 	_ = p1.Publish("quarry.fixup.site1.p2", []byte("forged"))
 	_ = p1.Flush()
-	waitFor(t, 5*time.Second, func() error { return p1Errs.violation("quarry.fixup.site1.p2") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return p1Errs.violation("quarry.fixup.site1.p2") })
 	_ = mgr.Publish("quarry.fixup.site1.p2", []byte("real"))
 	if m, err := fix.NextMsg(2 * time.Second); err != nil || string(m.Data) != "real" {
 		t.Fatalf("p2 got %v, %v; want only the manager's task", m, err)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // Streams across a gateway: the receiver's inbox lives in site2, the
@@ -31,7 +33,7 @@ func TestStreamAcrossGateway(t *testing.T) {
 	}
 	defer svc.Stop(context.Background())
 	var snd *Sender
-	waitFor(t, 5*time.Second, func() error { // the repl subject's interest crosses first
+	testutil.WaitFor(t, 5*time.Second, func() error { // the repl subject's interest crosses first
 		snd, err = openStream(ctxTimeout(t, 250*time.Millisecond), source, "quarry.repl.site2.p4", copyMeta{Bucket: "warm"})
 		return err
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -157,7 +158,7 @@ func TestStreamSlowConsumerBoundsSender(t *testing.T) {
 	}()
 	ctx := ctxTimeout(t, 20*time.Second)
 	// Before anything is taken the sender fills its window, and stops there.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := s.Sent(); n < window {
 			return fmt.Errorf("sender sent %d chunks, window %d", n, window)
 		}
@@ -484,7 +485,7 @@ func TestStreamReceiverDetectsGapCorruptionAndCreditOverrun(t *testing.T) {
 			}
 			// Consume nothing until the receiver failed: taking a chunk
 			// would grant a credit and hide an overrun.
-			waitFor(t, 3*time.Second, func() error {
+			testutil.WaitFor(t, 3*time.Second, func() error {
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				if r.err == nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/sampledata"
@@ -126,7 +127,7 @@ func Count(ctx context.Context, url, token, q string) (int64, error) {
 // WaitSearchable waits (bounded by ctx) until every search head answers
 // the exact sample count, complete.
 func (c *Cluster) WaitSearchable(ctx context.Context, s Sample) error {
-	return waitFor(ctx, func() error {
+	return testutil.Poll(ctx, pollEvery, func() error {
 		for _, h := range c.Layout.Heads {
 			n, err := Count(ctx, "http://"+h.HTTPAddr, "", "index="+s.Index)
 			if err != nil {

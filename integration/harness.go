@@ -28,6 +28,7 @@ import (
 
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/manager"
 	"github.com/quarry-dev/quarry/peer"
@@ -490,23 +491,7 @@ func (c *Cluster) Stop() {
 // with cond's last error).
 func (c *Cluster) WaitFor(d time.Duration, cond func() error) {
 	c.T.Helper()
-	WaitFor(c.T, d, cond)
-}
-
-// WaitFor polls cond until it returns nil or d passes.
-func WaitFor(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(c.T, d, cond)
 }
 
 // Leader returns a running manager that is the Raft leader.

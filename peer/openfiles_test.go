@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -389,7 +390,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("roll: %d", resp.StatusCode)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if p.Store().Stats.Files.Exhausted.Load() == exhausted {
 			return errors.New("the roll has not met the want of descriptors yet")
 		}
@@ -402,7 +403,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	for _, f := range hog {
 		f.Close()
 	}
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		if st := stateOf(hot); st != string(store.StateWarm) {
 			return fmt.Errorf("bucket %s is %s", hot, st)
 		}
@@ -415,7 +416,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if code, body := ingest(fmt.Sprintf(event, "other")); code != 200 {
 		t.Fatalf("ingest once descriptors are free: %d %s", code, body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		status, ans := searchPeer(t, c, url, `{"query":"common | stats count","allow_partial":false}`)
 		if status != 200 || resultCount(ans) != copies*per+2 {
 			return fmt.Errorf("search: %d %v, want count %d", status, ans["results"], copies*per+2)

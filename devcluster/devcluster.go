@@ -20,10 +20,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -305,7 +306,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	if err := testutil.Poll(ctx, pollEvery, func() error {
-		for _, id := range sortedKeys(c.Managers) {
+		for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 			if n := len(c.Managers[id].Members()); n != len(l.Managers) {
 				return fmt.Errorf("manager %s knows %d managers, want %d", id, n, len(l.Managers))
 			}
@@ -404,7 +405,7 @@ func randomSecret() string {
 func (c *Cluster) Leader() *manager.Manager {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, id := range sortedKeys(c.Managers) {
+	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 		if c.Managers[id].IsLeader() {
 			return c.Managers[id]
 		}
@@ -464,14 +465,5 @@ func (c *Cluster) HeadURLs() map[string]string {
 	for _, m := range c.Layout.Heads {
 		out[m.ID] = "http://" + m.HTTPAddr
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

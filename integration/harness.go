@@ -17,10 +17,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -347,7 +348,7 @@ func (c *Cluster) RestartManager(id string) *manager.Manager {
 func (c *Cluster) ReplaceManagers() {
 	c.T.Helper()
 	c.mu.Lock()
-	ids := sortedKeys(c.mgrCfgs)
+	ids := slices.Sorted(maps.Keys(c.mgrCfgs))
 	c.mu.Unlock()
 	for _, id := range ids {
 		c.KillManager(id)
@@ -375,18 +376,9 @@ func (c *Cluster) ManagerURLs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for _, id := range sortedKeys(c.Managers) {
+	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 		out = append(out, c.Opts.TLS.Scheme()+"://"+c.Managers[id].HTTPAddr())
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -401,7 +393,7 @@ func (c *Cluster) PeerDataDir(id string) string {
 func (c *Cluster) PeerIDs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return sortedKeys(c.peerCfgs)
+	return slices.Sorted(maps.Keys(c.peerCfgs))
 }
 
 // StartPeer starts (or restarts, from its data dir) peer id.

@@ -1,7 +1,6 @@
 package peer_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -159,14 +158,9 @@ func TestHundredThousandWarmCopiesUnderUlimit1024(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	addr := make(chan string, 1)
+	addr, drained := testutil.ListeningOn(out)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "listening on "); i >= 0 {
-				addr <- strings.TrimSpace(sc.Text()[i+len("listening on "):])
-			}
-		}
+		<-drained
 		exited <- cmd.Wait()
 	}()
 	defer func() {

@@ -8,11 +8,9 @@ package main
 // journal-only one (`quarry peer --searchable=false`).
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -22,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func init() { register("ingest", runIngest) }
@@ -128,16 +128,7 @@ func startBenchPeer(cfg Config, dataDir string, searchable bool) (*benchPeer, er
 		return nil, err
 	}
 	p := &benchPeer{cmd: cmd, exit: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "listening on "); i >= 0 {
-				addr <- strings.TrimSpace(sc.Text()[i+len("listening on "):])
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
+	addr, _ := testutil.ListeningOn(out)
 	go func() { p.exit <- cmd.Wait(); logf.Close() }()
 	select {
 	case p.url = <-addr:

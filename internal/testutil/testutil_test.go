@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,5 +25,14 @@ func TestPoll(t *testing.T) {
 	err := Poll(ctx, time.Millisecond, func() error { return notYet })
 	if !errors.Is(err, notYet) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Poll = %v, want cond's error and the deadline", err)
+	}
+}
+
+func TestListeningOn(t *testing.T) {
+	out := "starting\npeer p1 (guid x, standalone) listening on http://127.0.0.1:4321\nlistening on http://other\n"
+	addr, drained := ListeningOn(strings.NewReader(out))
+	<-drained
+	if got := <-addr; got != "http://127.0.0.1:4321" {
+		t.Fatalf("ListeningOn = %q", got)
 	}
 }

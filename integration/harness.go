@@ -811,15 +811,8 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 	return h
 }
 
-// SearchAnswer is a search head's answer: the HTTP status, the decoded
-// response (on 200) or error.
-type SearchAnswer struct {
-	Status  int
-	Resp    query.Response
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Elapsed time.Duration
-}
+// SearchAnswer is a search head's (or a peer's) answer to one search.
+type SearchAnswer = searchhead.Answer
 
 // SearchHTTP posts a search request body to a search head (or a peer) URL.
 func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, error) {
@@ -829,34 +822,5 @@ func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, 
 // SearchHTTPWith is SearchHTTP through client (Cluster.HTTPClient for a
 // TLS harness).
 func SearchHTTPWith(ctx context.Context, client *http.Client, url, token string, req any) (SearchAnswer, error) {
-	b, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		hr.Header.Set("Authorization", "Bearer "+token)
-	}
-	start := time.Now()
-	res, err := client.Do(hr)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	a := SearchAnswer{Status: res.StatusCode, Elapsed: time.Since(start)}
-	if res.StatusCode == 200 {
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber()
-		if err := d.Decode(&a.Resp); err != nil {
-			return a, fmt.Errorf("decode answer: %w: %s", err, raw)
-		}
-		return a, nil
-	}
-	_ = json.Unmarshal(raw, &a)
-	return a, nil
+	return searchhead.Client{URL: url, Token: token, HTTP: client}.Search(ctx, req)
 }

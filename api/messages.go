@@ -424,9 +424,6 @@ type Notice struct {
 	Status
 }
 
-// GenNotice is the name the brief and SPEC §6 use for a Notice.
-type GenNotice = Notice
-
 // FixupTask is delivered on <prefix>.fixup.<site>.<peer> (the site the peer
 // registered with). Who receives which kind:
 //

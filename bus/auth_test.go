@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // asyncErrors collects a connection's asynchronous errors.
@@ -57,7 +58,7 @@ func TestPeerCannotPublishFixupTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = peer.Flush()
-	waitFor(t, 5*time.Second, func() error { return peerErrs.violation("quarry.fixup.site1.p1") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return peerErrs.violation("quarry.fixup.site1.p1") })
 
 	// The manager may: its task is the first and only message p1 gets.
 	mgr := mustConnect(t, url, ConnectOptions{User: "mgr", Password: "mgr-secret"})
@@ -160,7 +161,7 @@ func TestRolePermissionsTable(t *testing.T) {
 				t.Fatalf("%s publishing %s: allowed, but got a violation", p.user, p.subject)
 			}
 		} else {
-			waitFor(t, 2*time.Second, func() error { return c.errs.violation(p.subject) })
+			testutil.WaitFor(t, 2*time.Second, func() error { return c.errs.violation(p.subject) })
 		}
 	}
 	if m, err := seen.NextMsg(100 * time.Millisecond); err == nil {
@@ -173,21 +174,21 @@ func TestRolePermissionsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p1.nc.Flush()
-	waitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.fixup.site1.p2") })
+	testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.fixup.site1.p2") })
 	// Nor to another user's replies: its inbox is _INBOX.p1.> only.
 	for _, sub := range []string{"_INBOX.>", "_INBOX.sh.>", "_INBOX.mgr.x"} {
 		if _, err := p1.nc.Subscribe(sub, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
 		_ = p1.nc.Flush()
-		waitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
+		testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
 	}
 	// Nor to another peer's key lookups.
 	if _, err := p1.nc.Subscribe("quarry.idem.site1.p2.*", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
 	_ = p1.nc.Flush()
-	waitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.idem.site1.p2.*") })
+	testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.idem.site1.p2.*") })
 	// Nor a search head to fixup tasks or key lookups at all.
 	sh := conns["sh"]
 	for _, sub := range []string{"quarry.fixup.>", "quarry.idem.>"} {
@@ -195,7 +196,7 @@ func TestRolePermissionsTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = sh.nc.Flush()
-		waitFor(t, 2*time.Second, func() error { return sh.errs.violation(sub) })
+		testutil.WaitFor(t, 2*time.Second, func() error { return sh.errs.violation(sub) })
 	}
 	// A subscriber hears generation notices and results, and no replication.
 	w := conns["watch"]
@@ -211,7 +212,7 @@ func TestRolePermissionsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = w.nc.Flush()
-	waitFor(t, 2*time.Second, func() error { return w.errs.violation("quarry.repl.>") })
+	testutil.WaitFor(t, 2*time.Second, func() error { return w.errs.violation("quarry.repl.>") })
 	conns["mgr"].nc.Publish("quarry.gen", []byte("gen 7"))
 	conns["sh"].nc.Publish("quarry.results.errors", []byte("rows"))
 	if m, err := gen.NextMsg(2 * time.Second); err != nil || string(m.Data) != "gen 7" {
@@ -292,7 +293,7 @@ func TestGatewayWithAuthCarriesFixupAcrossSites(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p4.Flush()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		_ = mgr.Publish("quarry.fixup.site2.p4", []byte("task"))
 		_ = mgr.Flush()
 		select {

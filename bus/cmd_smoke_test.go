@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 var (
@@ -167,7 +168,7 @@ func TestQuarryBusProcessSmoke(t *testing.T) {
 	p4 := mustConnect(t, urls2[0], ConnectOptions{User: "p4", Password: "p4pw"})
 	mustServe(t, p4, "quarry.search.site2.p4", ServeOptions{}, echo("p4"))
 	sh := mustConnect(t, urls1[0], ConnectOptions{User: "admin", Password: "pw"})
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		r, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), sh, "quarry.search.site2.p4", echoReq{Text: "x"})
 		if err == nil && r.Server != "p4" {
 			return errors.New("wrong responder")
@@ -180,7 +181,7 @@ func TestQuarryBusProcessSmoke(t *testing.T) {
 	peer := mustConnect(t, urls1[0], ConnectOptions{User: "peer", Password: "p", OnAsyncError: errs.add})
 	_ = peer.Publish("quarry.fixup.site2.p4", []byte("nope"))
 	_ = peer.Flush()
-	waitFor(t, 5*time.Second, func() error { return errs.violation("quarry.fixup.site2.p4") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return errs.violation("quarry.fixup.site2.p4") })
 
 	p2.stop(t)
 	p1.stop(t)

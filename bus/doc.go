@@ -9,9 +9,9 @@
 //     ErrNoResponders ("nobody serves this", answered at once) is distinct
 //     from ErrTimeout and ErrPermissionDenied, and handler errors come back
 //     as *RemoteError; versioned codecs (json/1, bin/1, raw/1);
-//   - streams (NewReceiver / NewSender, OpenStream / ServeStreams,
-//     Collector / JoinCollector): chunked, checksummed, resumable transfers
-//     under credit-based flow control for anything larger than one message;
+//   - streams (NewReceiver / NewSender): chunked, checksummed, resumable
+//     transfers under credit-based flow control for anything larger than one
+//     message;
 //   - RolePermissions / AuthorizationConfig: the per-role users of SPEC §11.
 //
 // bus imports nothing of ours. The messages roles exchange live in api/;

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
@@ -59,50 +57,4 @@ func Example_leaderOnlyService() {
 	// Output:
 	// 7 <nil>
 	// true
-}
-
-// A warm-bucket copy: the target serves streams on its repl subject and
-// resumes from the first chunk it lacks; the source streams a file.
-func Example_resumableCopy() {
-	ctx := context.Background()
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: "site1", Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	target, _ := srv.Connect(ctx, bus.ConnectOptions{Name: "peer p2"})
-	source, _ := srv.Connect(ctx, bus.ConnectOptions{Name: "peer p1"})
-	defer target.Close()
-	defer source.Close()
-
-	type copyBucket struct {
-		Bucket string `json:"bucket"`
-	}
-	var subjects bus.Subjects
-	repl, _ := subjects.Repl("site1", "p2", "p1")
-	done := make(chan int64, 1)
-	svc, _ := bus.ServeStreams(target, repl, bus.ServeOptions{}, bus.StreamOptions{},
-		func(ctx context.Context, m copyBucket, accept func(resume uint64) (*bus.Receiver, error)) error {
-			r, err := accept(0) // chunks already on disk: none
-			if err != nil {
-				return err
-			}
-			n, err := io.Copy(io.Discard, r.Reader(ctx)) // write the file here
-			done <- n
-			return err // nil after EOF confirms the copy to the source
-		})
-	defer svc.Stop(ctx)
-
-	f, _ := os.CreateTemp("", "bucket")
-	defer os.Remove(f.Name())
-	_, _ = f.Write(make([]byte, 300_000))
-	snd, err := bus.OpenStream(ctx, source, repl, copyBucket{Bucket: "db_1_2_p1"})
-	if err != nil {
-		panic(err)
-	}
-	snd.Throttle(64 << 20) // leave ingest and search their share
-	err = bus.SendReaderAt(ctx, snd, f, 300_000)
-	fmt.Println(<-done, err)
-	// Output:
-	// 300000 <nil>
 }

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // startExternalNATS runs the system's nats-server (Debian's package) on a
@@ -89,7 +91,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 	// A peer-to-peer stream.
 	data := randomBytes(t, 2<<20+3)
 	var got bytes.Buffer
-	svc, err := ServeStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
+	svc, err := serveStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			rcv, err := accept(0)
 			if err != nil {
@@ -102,7 +104,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(context.Background())
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
+	snd, err := openStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestExternalNATSRequestsStreamsAndPermissions(t *testing.T) {
 	_ = p2.Flush()
 	_ = p1.Publish("quarry.fixup.site1.p2", []byte("forged"))
 	_ = p1.Flush()
-	waitFor(t, 5*time.Second, func() error { return p1Errs.violation("quarry.fixup.site1.p2") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return p1Errs.violation("quarry.fixup.site1.p2") })
 	_ = mgr.Publish("quarry.fixup.site1.p2", []byte("real"))
 	if m, err := fix.NextMsg(2 * time.Second); err != nil || string(m.Data) != "real" {
 		t.Fatalf("p2 got %v, %v; want only the manager's task", m, err)

@@ -11,22 +11,6 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// waitFor polls cond until it returns nil or d passes.
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", d, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -157,7 +158,7 @@ func TestStreamSlowConsumerBoundsSender(t *testing.T) {
 	}()
 	ctx := ctxTimeout(t, 20*time.Second)
 	// Before anything is taken the sender fills its window, and stops there.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := s.Sent(); n < window {
 			return fmt.Errorf("sender sent %d chunks, window %d", n, window)
 		}
@@ -290,7 +291,7 @@ func TestStreamResumeAfterCut(t *testing.T) {
 		results = make(chan error, 4)
 		resumes = make(chan uint64, 4)
 	)
-	svc, err := ServeStreams(target, "quarry.repl.site1.p2", ServeOptions{Logger: quiet},
+	svc, err := serveStreams(target, "quarry.repl.site1.p2", ServeOptions{Logger: quiet},
 		StreamOptions{ChunkSize: chunk, Window: 4, Heartbeat: 250 * time.Millisecond, IdleTimeout: 2 * time.Second},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			if m.Bucket != "db_1_2_p1" || m.Size != int64(len(data)) {
@@ -331,7 +332,7 @@ func TestStreamResumeAfterCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src1.Close()
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), src1, "quarry.repl.site1.p2", copyMeta{"db_1_2_p1", int64(len(data))})
+	snd, err := openStream(ctxTimeout(t, 2*time.Second), src1, "quarry.repl.site1.p2", copyMeta{"db_1_2_p1", int64(len(data))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func TestStreamResumeAfterCut(t *testing.T) {
 
 	// Second attempt resumes where the target stopped.
 	src2 := mustConnect(t, s.ClientURL(), ConnectOptions{Name: "source again"})
-	snd2, err := OpenStream(ctxTimeout(t, 2*time.Second), src2, "quarry.repl.site1.p2", copyMeta{"db_1_2_p1", int64(len(data))})
+	snd2, err := openStream(ctxTimeout(t, 2*time.Second), src2, "quarry.repl.site1.p2", copyMeta{"db_1_2_p1", int64(len(data))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestStreamHandlerRejectAndAbort(t *testing.T) {
 	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1"})
 	rnc := mustConnect(t, s.ClientURL(), ConnectOptions{})
 	snc := mustConnect(t, s.ClientURL(), ConnectOptions{})
-	svc, err := ServeStreams(rnc, "quarry.repl.site1.p3", ServeOptions{Logger: quiet}, StreamOptions{ChunkSize: 100, Window: 2},
+	svc, err := serveStreams(rnc, "quarry.repl.site1.p3", ServeOptions{Logger: quiet}, StreamOptions{ChunkSize: 100, Window: 2},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			if m.Bucket == "unknown" {
 				return Errorf("unknown_bucket", "no bucket %s", m.Bucket)
@@ -400,13 +401,13 @@ func TestStreamHandlerRejectAndAbort(t *testing.T) {
 	}
 	defer svc.Stop(context.Background())
 
-	if _, err := OpenStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.p3", copyMeta{Bucket: "unknown"}); !IsRemote(err, "unknown_bucket") {
+	if _, err := openStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.p3", copyMeta{Bucket: "unknown"}); !IsRemote(err, "unknown_bucket") {
 		t.Fatalf("rejected open: %v, want remote unknown_bucket", err)
 	}
-	if _, err := OpenStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.nobody", copyMeta{}); !errors.Is(err, ErrNoResponders) {
+	if _, err := openStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.nobody", copyMeta{}); !errors.Is(err, ErrNoResponders) {
 		t.Fatalf("open to nobody: %v, want ErrNoResponders", err)
 	}
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.p3", copyMeta{Bucket: "b"})
+	snd, err := openStream(ctxTimeout(t, 2*time.Second), snc, "quarry.repl.site1.p3", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestStreamReceiverDetectsGapCorruptionAndCreditOverrun(t *testing.T) {
 			}
 			// Consume nothing until the receiver failed: taking a chunk
 			// would grant a credit and hide an overrun.
-			waitFor(t, 3*time.Second, func() error {
+			testutil.WaitFor(t, 3*time.Second, func() error {
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				if r.err == nil {
@@ -526,7 +527,7 @@ func TestStreamPeerToPeerUnderPermissions(t *testing.T) {
 	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "a"})
 	p2 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p2", Password: "b"})
 	var got atomic.Int64
-	svc, err := ServeStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
+	svc, err := serveStreams(p2, "quarry.repl.site1.p2.*", ServeOptions{Logger: quiet}, StreamOptions{},
 		func(ctx context.Context, m copyMeta, accept func(uint64) (*Receiver, error)) error {
 			r, err := accept(0)
 			if err != nil {
@@ -541,7 +542,7 @@ func TestStreamPeerToPeerUnderPermissions(t *testing.T) {
 	}
 	defer svc.Stop(context.Background())
 	data := randomBytes(t, 1<<20)
-	snd, err := OpenStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
+	snd, err := openStream(ctxTimeout(t, 2*time.Second), p1, "quarry.repl.site1.p2.p1", copyMeta{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

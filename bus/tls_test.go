@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
@@ -161,7 +162,7 @@ func TestTLSRoutesAndGateways(t *testing.T) {
 		srv := mustConnect(t, pair[0].ClientURL(), ConnectOptions{TLSCA: files.CA})
 		cli := mustConnect(t, pair[1].ClientURL(), ConnectOptions{TLSCA: files.CA})
 		mustServe(t, srv, "quarry.mgr.echo", ServeOptions{}, echo(pair[0].Name()))
-		waitFor(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			_, err := Request[echoReq, echoResp](ctxTimeout(t, time.Second), cli, "quarry.mgr.echo", echoReq{Text: "x"})
 			return err
 		})
@@ -189,7 +190,7 @@ func TestTLSRoutesAndGateways(t *testing.T) {
 	lines := &logLines{}
 	rogue := mustStartServer(t, ServerConfig{Name: "rogue", Site: "site3", ClusterListen: "127.0.0.1:0", Routes: []string{a.ClusterURL()},
 		TLSCert: other.Cert, TLSKey: other.Key, TLSCA: other.CA, Logger: slog.New(lines)})
-	waitFor(t, 10*time.Second, func() error { return lines.has("TLS route handshake error") })
+	testutil.WaitFor(t, 10*time.Second, func() error { return lines.has("TLS route handshake error") })
 	if n := rogue.RoutedServers(); n != 0 {
 		t.Fatalf("rogue node has routes to %d nodes", n)
 	}

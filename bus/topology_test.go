@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func TestRouteClusterRequestCrossesNodes(t *testing.T) {
@@ -30,7 +31,7 @@ func TestRouteClusterRequestCrossesNodes(t *testing.T) {
 	cli := mustConnect(t, n1.ClientURL(), ConnectOptions{})
 	mustServe(t, srv, "quarry.search.site1", ServeOptions{}, echo("on-n2"))
 	// Interest propagates over the route asynchronously.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		resp, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site1", echoReq{Text: "r"})
 		if err == nil && resp.Server != "on-n2" {
 			return errors.New("wrong responder " + resp.Server)
@@ -60,7 +61,7 @@ func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
 	srv := mustConnect(t, s2.ClientURL(), ConnectOptions{Name: "peer p4"})
 	cli := mustConnect(t, s1.ClientURL(), ConnectOptions{Name: "searchhead sh1"})
 	mustServe(t, srv, "quarry.search.site2", ServeOptions{}, echo("site2"))
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		resp, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site2", echoReq{Text: "across"})
 		if err == nil && resp != (echoResp{Text: "across", Server: "site2", Deadline: true}) {
 			t.Fatalf("got %+v", resp)
@@ -72,7 +73,7 @@ func TestGatewayRequestReachesOtherSiteAndCutIsClear(t *testing.T) {
 	// error says which way: nobody serves it (at once), or no answer before
 	// the deadline — never anything else, never a hang.
 	s2.Shutdown()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := s1.NATS().NumOutboundGateways(); n != 0 {
 			return errors.New("site1 still has its gateway")
 		}
@@ -202,10 +203,10 @@ func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
 		_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), cli, "quarry.search.site3.p7", echoReq{})
 		return err
 	}
-	waitFor(t, 5*time.Second, ask)
+	testutil.WaitFor(t, 5*time.Second, ask)
 
 	s3.Shutdown() // cut site3 off
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if err := ask(); !errors.Is(err, ErrNoResponders) && !errors.Is(err, ErrTimeout) {
 			return fmt.Errorf("during the cut: %v", err)
 		}
@@ -215,7 +216,7 @@ func TestStartSitesFullMeshAndRestartHealsACut(t *testing.T) {
 		t.Fatal(err)
 	}
 	// p7 reconnects on its own and its subscription comes back; site1 sees it.
-	waitFor(t, 10*time.Second, ask)
+	testutil.WaitFor(t, 10*time.Second, ask)
 	if err := s3.Restart(ctxTimeout(t, time.Second)); err == nil {
 		t.Fatal("restarting a running node succeeded")
 	}
@@ -270,7 +271,7 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 	mustServe(t, peer, "quarry.search.site2", ServeOptions{}, echo("site2 peer"))
 	for _, n := range []*Server{n1, n2} {
 		sh := mustConnect(t, n.ClientURL(), ConnectOptions{User: "sh", Password: "ss"})
-		waitFor(t, 5*time.Second, func() error {
+		testutil.WaitFor(t, 5*time.Second, func() error {
 			_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), sh, "quarry.search.site2", echoReq{})
 			return err
 		})
@@ -284,7 +285,7 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 	bad.ClusterListen, bad.Routes = "127.0.0.1:0", []string{n1.ClusterURL()}
 	bad.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	n3 := mustStartServer(t, bad)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if !strings.Contains(strings.ToLower(logs.String()), "authorization violation") {
 			return errors.New("no authorization violation logged by the intruder yet")
 		}
@@ -293,7 +294,7 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 	// The intruder keeps retrying its route; while an attempt is between
 	// dial and refusal it may count for a moment, so wait for the settled
 	// state rather than sampling one instant.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := n3.RoutedServers(); n != 0 {
 			return fmt.Errorf("a node with the wrong password has routes to %d nodes", n)
 		}
@@ -341,13 +342,13 @@ func TestSitesCutAndHealGateways(t *testing.T) {
 		_, err := Request[echoReq, echoResp](ctxTimeout(t, 250*time.Millisecond), nc, subj, echoReq{})
 		return err
 	}
-	waitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
-	waitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site3.p7") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
+	testutil.WaitFor(t, 5*time.Second, func() error { return ask(sh, "quarry.repl.site3.p7") })
 
 	if err := ss.Cut("site2"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := ss.Server("site2").NATS().NumOutboundGateways(); n != 0 {
 			return fmt.Errorf("site2 still has %d outbound gateways", n)
 		}
@@ -371,7 +372,7 @@ func TestSitesCutAndHealGateways(t *testing.T) {
 	if err := ss.WaitConnected(ctxTimeout(t, 15*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
+	testutil.WaitFor(t, 10*time.Second, func() error { return ask(sh, "quarry.repl.site2.p4") })
 	if err := ss.Cut("nowhere"); err == nil {
 		t.Fatal("cut of an unknown site succeeded")
 	}

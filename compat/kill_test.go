@@ -1,19 +1,19 @@
 package compat
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // buildQuarry builds the quarry binary from the parent module.
@@ -28,8 +28,6 @@ func buildQuarry(t *testing.T) string {
 	return bin
 }
 
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
-
 // startQuarryPeer starts `quarry peer` standalone and returns its URL.
 func startQuarryPeer(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
@@ -42,15 +40,7 @@ func startQuarryPeer(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
+	urlc, _ := testutil.ListeningOn(out)
 	select {
 	case u := <-urlc:
 		return cmd, u

@@ -9,9 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func (s shipment) total() int {
 // attributes that become HEC indexed fields.
 func (s shipment) logs() plog.Logs {
 	ld := plog.NewLogs()
-	types := sortedKeys(s.perType)
+	types := slices.Sorted(maps.Keys(s.perType))
 	ts := pcommon.NewTimestampFromTime(time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC))
 	for _, st := range types {
 		rl := ld.ResourceLogs().AppendEmpty()
@@ -101,15 +102,6 @@ func (s shipment) logs() plog.Logs {
 		}
 	}
 	return ld
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // ship runs the real exporter: start (its health check on), consume, and
@@ -194,7 +186,7 @@ func checkSearchable(t *testing.T, peerURL string, s shipment) {
 	if got := countsBy(t, peerURL, filter, "source"); fmt.Sprint(got) != fmt.Sprint(wantSources) {
 		t.Fatalf("counts by source %v, want %v", got, wantSources)
 	}
-	st := sortedKeys(s.perType)[0]
+	st := slices.Sorted(maps.Keys(s.perType))[0]
 	if got := countsBy(t, peerURL, filter+" sourcetype="+st+" seq=3", "index"); fmt.Sprint(got) != fmt.Sprint(map[string]int{s.index: 1}) {
 		t.Fatalf("one record by its seq field: %v", got)
 	}

@@ -20,16 +20,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/manager"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/searchhead"
@@ -45,6 +47,9 @@ const (
 	HECNoAckToken = "dev-hec-noack"
 	SampleIndex   = "sample"
 )
+
+// pollEvery is how often the start waits re-check the cluster.
+const pollEvery = 50 * time.Millisecond
 
 // Options shape a dev cluster.
 type Options struct {
@@ -295,7 +300,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.mu.Unlock()
 		mem.HTTPAddr, mem.RaftAddr = m.HTTPAddr(), m.RaftAddr()
 		if !c.Resumed && i == 0 {
-			if err := waitFor(ctx, func() error {
+			if err := testutil.Poll(ctx, pollEvery, func() error {
 				if !m.IsLeader() {
 					return errors.New("m1 is not the leader yet")
 				}
@@ -305,8 +310,8 @@ func (c *Cluster) start(ctx context.Context) error {
 			}
 		}
 	}
-	if err := waitFor(ctx, func() error {
-		for _, id := range sortedKeys(c.Managers) {
+	if err := testutil.Poll(ctx, pollEvery, func() error {
+		for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 			if n := len(c.Managers[id].Members()); n != len(l.Managers) {
 				return fmt.Errorf("manager %s knows %d managers, want %d", id, n, len(l.Managers))
 			}
@@ -405,7 +410,7 @@ func randomSecret() string {
 func (c *Cluster) Leader() *manager.Manager {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, id := range sortedKeys(c.Managers) {
+	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 		if c.Managers[id].IsLeader() {
 			return c.Managers[id]
 		}
@@ -415,7 +420,7 @@ func (c *Cluster) Leader() *manager.Manager {
 
 // WaitPeersUp waits (bounded by ctx) until the leader counts every peer Up.
 func (c *Cluster) WaitPeersUp(ctx context.Context) error {
-	return waitFor(ctx, func() error {
+	return testutil.Poll(ctx, pollEvery, func() error {
 		l := c.Leader()
 		if l == nil {
 			return errors.New("no manager leader")
@@ -465,32 +470,5 @@ func (c *Cluster) HeadURLs() map[string]string {
 	for _, m := range c.Layout.Heads {
 		out[m.ID] = "http://" + m.HTTPAddr
 	}
-	return out
-}
-
-// waitFor polls cond every 50 ms until it returns nil or ctx ends (then it
-// returns cond's last error).
-func waitFor(ctx context.Context, cond func() error) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (%v)", err, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -1,19 +1,18 @@
 package devcluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/hec"
-	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/sampledata"
+	"github.com/quarry-dev/quarry/searchhead"
 )
 
 // LoadSample loads n sample events (the bench event model) into index
@@ -53,46 +52,11 @@ func (c *Cluster) LoadSample(ctx context.Context, n int) (Sample, error) {
 }
 
 // SearchAnswer is a search head's answer to one search.
-type SearchAnswer struct {
-	Status int
-	Resp   query.Response
-	Error  string `json:"error"`
-}
+type SearchAnswer = searchhead.Answer
 
 // Search posts a search to a search head (token may be empty).
 func Search(ctx context.Context, url, token string, req map[string]any) (SearchAnswer, error) {
-	b, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		hr.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	a := SearchAnswer{Status: res.StatusCode}
-	if res.StatusCode != http.StatusOK {
-		_ = json.Unmarshal(raw, &a)
-		if a.Error == "" {
-			a.Error = string(raw)
-		}
-		return a, nil
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&a.Resp); err != nil {
-		return a, fmt.Errorf("decode search answer: %w", err)
-	}
-	return a, nil
+	return searchhead.Client{URL: url, Token: token}.Search(ctx, req)
 }
 
 // Count runs `<q> | stats count` on a search head and returns the count
@@ -126,7 +90,7 @@ func Count(ctx context.Context, url, token, q string) (int64, error) {
 // WaitSearchable waits (bounded by ctx) until every search head answers
 // the exact sample count, complete.
 func (c *Cluster) WaitSearchable(ctx context.Context, s Sample) error {
-	return waitFor(ctx, func() error {
+	return testutil.Poll(ctx, pollEvery, func() error {
 		for _, h := range c.Layout.Heads {
 			n, err := Count(ctx, "http://"+h.HTTPAddr, "", "index="+s.Index)
 			if err != nil {

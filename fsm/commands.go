@@ -170,7 +170,6 @@ func Decode(b []byte) (Command, error) {
 
 // handler is one entry of the dispatch table.
 type handler struct {
-	name  string
 	new   func() Command
 	apply func(s *State, idx uint64, c Command) (any, error)
 }
@@ -181,12 +180,11 @@ var registry = map[CommandType]handler{}
 func register[T any, PT interface {
 	*T
 	Command
-}](t CommandType, name string, apply func(s *State, idx uint64, c PT) (any, error)) {
+}](t CommandType, apply func(s *State, idx uint64, c PT) (any, error)) {
 	if _, dup := registry[t]; dup {
 		panic(fmt.Sprintf("fsm: command type %d registered twice", t))
 	}
 	registry[t] = handler{
-		name:  name,
 		new:   func() Command { return PT(new(T)) },
 		apply: func(s *State, idx uint64, c Command) (any, error) { return apply(s, idx, c.(PT)) },
 	}

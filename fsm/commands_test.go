@@ -90,7 +90,7 @@ func TestDuplicateRegistrationPanics(t *testing.T) {
 			t.Fatal("no panic")
 		}
 	}()
-	register(CmdSetMaintenance, "again", (*State).applySetMaintenance)
+	register(CmdSetMaintenance, (*State).applySetMaintenance)
 }
 
 func TestRequestIDMakesRetryHarmless(t *testing.T) {

@@ -57,7 +57,7 @@ type SetDetention struct {
 func (SetDetention) Type() CommandType { return CmdSetDetention }
 
 func init() {
-	register(CmdSetDetention, "set_detention", (*State).applySetDetention)
+	register(CmdSetDetention, (*State).applySetDetention)
 }
 
 func (s *State) applySetDetention(idx uint64, c *SetDetention) (any, error) {

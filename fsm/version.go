@@ -42,8 +42,8 @@ func MinClusterVersion(t CommandType) int {
 var ErrClusterVersion = errors.New("cluster version")
 
 func init() {
-	register(CmdSetClusterVersion, "set_cluster_version", (*State).applySetClusterVersion)
-	register(CmdMarkFixup, "mark_fixup", (*State).applyMarkFixup)
+	register(CmdSetClusterVersion, (*State).applySetClusterVersion)
+	register(CmdMarkFixup, (*State).applyMarkFixup)
 }
 
 // SetClusterVersion raises the cluster version. The leader proposes it once

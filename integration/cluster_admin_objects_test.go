@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/manager"
 )
 
@@ -36,7 +37,7 @@ func ingestAckedWith(t *testing.T, c *Cluster, id, token, index string, raws []s
 	if err != nil {
 		t.Fatalf("ingest through %s into %s: %v", id, index, err)
 	}
-	WaitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		st, err := h.Acked(ctx, []int64{ack})
 		if err != nil || !st[ack] {
 			return fmt.Errorf("batch through %s not acknowledged yet (%v)", id, err)
@@ -107,7 +108,7 @@ func TestRevokedTokenRefusedEverywhere(t *testing.T) {
 	// Used: acknowledged on every peer, answered by every search head.
 	raws := []string{"revoke-me one", "revoke-me two", "revoke-me three"}
 	for i, id := range c.PeerIDs() {
-		WaitFor(t, 10*time.Second, func() error { // peers read the config every heartbeat
+		testutil.WaitFor(t, 10*time.Second, func() error { // peers read the config every heartbeat
 			if s, code, _ := hecPostBody(t, "http://"+c.Peer(id).Addr(), hec.Token, `{"event":"probe","index":"nope"}`); s != 400 || code != 7 {
 				return fmt.Errorf("peer %s does not know the new token yet: %d code %d", id, s, code)
 			}
@@ -118,7 +119,7 @@ func TestRevokedTokenRefusedEverywhere(t *testing.T) {
 		}
 	}
 	for _, h := range heads {
-		WaitFor(t, 20*time.Second, func() error {
+		testutil.WaitFor(t, 20*time.Second, func() error {
 			a, err := SearchHTTP(ctx, h.url, srch.Token, map[string]any{"query": "revoke-me"})
 			if err != nil || a.Status != 200 || len(a.Resp.Results) != len(raws) {
 				return fmt.Errorf("search head %s with the new token: %v %d %s, %d results", h.id, err, a.Status, a.Error, len(a.Resp.Results))
@@ -134,7 +135,7 @@ func TestRevokedTokenRefusedEverywhere(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	WaitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var open []string
 		for _, id := range c.PeerIDs() {
 			url := "http://" + c.Peer(id).Addr()
@@ -180,7 +181,7 @@ func TestIndexAddAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range c.PeerIDs() {
-		WaitFor(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if s, code := hecIndexPost(t, "http://"+c.Peer(id).Addr(), NoAckHECToken, "app"); s != 200 || code != 0 {
 				return fmt.Errorf("peer %s refuses the new index: %d code %d", id, s, code)
 			}
@@ -208,7 +209,7 @@ func TestIndexAddAndRemove(t *testing.T) {
 	if err := cl.RemoveIndex(ctx, "app"); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		for _, id := range c.PeerIDs() {
 			if s, code := hecIndexPost(t, "http://"+c.Peer(id).Addr(), NoAckHECToken, "app"); s != 400 || code != 7 {
 				return fmt.Errorf("peer %s still takes the removed index: %d code %d", id, s, code)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/manager"
 	"github.com/quarry-dev/quarry/peer"
 )
@@ -94,7 +95,7 @@ func hecProbe(t *testing.T, c *Cluster, id string) (int, int) {
 // waitBusy waits until peer id's HEC answers 503 code 9.
 func waitBusy(t *testing.T, c *Cluster, id string) {
 	t.Helper()
-	WaitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if s, code := hecProbe(t, c, id); s != http.StatusServiceUnavailable || code != 9 {
 			return fmt.Errorf("HEC of %s answered %d code %d, want 503 code 9", id, s, code)
 		}
@@ -207,7 +208,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 
 	// Every peer ingests, the victim too; every peer reports its disk.
 	loop := startIngest(ctx, c, "dfA", c.PeerIDs()...)
-	WaitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		for _, id := range c.PeerIDs() {
 			if loop.ackedBy(id) < 3 {
 				return fmt.Errorf("%s: %d batches acknowledged", id, loop.ackedBy(id))
@@ -233,7 +234,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 			}
 		}
 	}()
-	WaitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		if st, by := peerState(c, victim); st != fsm.StateDetention || by != fsm.DetentionDisk {
 			return fmt.Errorf("%s is %s/%q", victim, st, by)
 		}
@@ -252,7 +253,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 	for _, id := range others {
 		before += loop.ackedBy(id)
 	}
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		n := 0
 		for _, id := range others {
 			n += loop.ackedBy(id)
@@ -274,7 +275,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 	// Space freed: out of detention, HEC takes data again, no restart.
 	freed := time.Now()
 	disks[victim].full.Store(false)
-	WaitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		if st, by := peerState(c, victim); st != fsm.StateUp || by != "" {
 			return fmt.Errorf("%s is %s/%q", victim, st, by)
 		}
@@ -283,7 +284,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 	toUp := time.Since(freed)
 	close(watch)
 	victimAcked := loop.ackedBy(victim)
-	WaitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if n := loop.ackedBy(victim); n < victimAcked+3 {
 			return fmt.Errorf("%s acknowledged %d batches since it left detention", victim, n-victimAcked)
 		}
@@ -306,7 +307,7 @@ func TestClusterDiskFullDetention(t *testing.T) {
 			want[r] = true
 		}
 	}
-	WaitFor(t, 60*time.Second, func() error {
+	testutil.WaitFor(t, 60*time.Second, func() error {
 		a, err := SearchHTTP(ctx, head.URL(), "", map[string]any{"query": "index=main"})
 		if err != nil || a.Status != 200 {
 			return fmt.Errorf("search: %v %d %s", err, a.Status, a.Error)
@@ -388,7 +389,7 @@ func TestClusterManualDetention(t *testing.T) {
 		t.Fatalf("after the endpoint: %s/%q", st, by)
 	}
 	c.AdminPost("/v1/peers/"+id+"/detention", `{"enabled": false}`)
-	WaitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if s, code := hecProbe(t, c, id); s != 200 || code != 0 {
 			return fmt.Errorf("HEC of %s answered %d code %d after detention off", id, s, code)
 		}

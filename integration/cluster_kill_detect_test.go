@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func TestClusterPeerKillDetected(t *testing.T) {
 		}
 		c.mu.Unlock()
 		c.WaitFor(30*time.Second, func() error {
-			for _, id := range sortedKeys(mgrs) {
+			for _, id := range slices.Sorted(maps.Keys(mgrs)) {
 				var p fsm.Peer
 				mgrs[id].Read(func(s *fsm.State) { p, _ = s.Peer(victim) })
 				if p.State != fsm.StateDown {
@@ -81,7 +83,7 @@ func TestClusterPeerKillDetected(t *testing.T) {
 func primariesOn(s *fsm.State, peer string) []string {
 	var out []string
 	for _, b := range s.BucketList("", "") {
-		for _, table := range sortedKeys(b.Primary) {
+		for _, table := range slices.Sorted(maps.Keys(b.Primary)) {
 			if b.Primary[table] == peer {
 				out = append(out, b.ID+"/"+table)
 			}

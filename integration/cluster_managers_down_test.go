@@ -5,7 +5,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -55,7 +57,7 @@ func TestClusterManagersDownAcksContinue(t *testing.T) {
 	c.State(func(s *fsm.State) { before = len(s.BucketList("", "")) })
 
 	c.mu.Lock()
-	ids := sortedKeys(c.Managers)
+	ids := slices.Sorted(maps.Keys(c.Managers))
 	c.mu.Unlock()
 	for _, id := range ids {
 		c.KillManager(id)

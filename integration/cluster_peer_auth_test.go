@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,7 +145,7 @@ func TestClusterAPISearchableReachesManagers(t *testing.T) {
 		t.Fatalf("%s's copy of %s is not searchable after the 200", holder, bucket)
 	}
 	c.WaitFor(15*time.Second, func() error {
-		for _, m := range sortedKeys(c.Managers) {
+		for _, m := range slices.Sorted(maps.Keys(c.Managers)) {
 			if cv, ok := copyOn(c, m, bucket, holder); !ok || !cv.Searchable {
 				return fmt.Errorf("manager %s lists %s's copy of %s as %+v", m, holder, bucket, cv)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead"
@@ -42,7 +43,7 @@ func TestSearchHeadAPIRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		WaitFor(t, 30*time.Second, func() error {
+		testutil.WaitFor(t, 30*time.Second, func() error {
 			st, err := h.Acked(ctx, []int64{id})
 			if err != nil || !st[id] {
 				return fmt.Errorf("not acked yet (%v)", err)
@@ -273,7 +274,7 @@ func TestSearchHeadAPIRules(t *testing.T) {
 			}
 		}()
 	}
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		res, err := http.Get(capped.URL() + "/metrics")
 		if err != nil {
 			return err
@@ -314,7 +315,7 @@ func TestSearchCancelAndUnknownGeneration(t *testing.T) {
 	if a.Status != 504 || a.Code != "search_timeout" || !strings.Contains(a.Error, "time limit") {
 		t.Fatalf("search past its time limit: %d %q %q", a.Status, a.Code, a.Error)
 	}
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		if cancelled() <= before {
 			return fmt.Errorf("no peer counted the search as cancelled")
 		}
@@ -386,7 +387,7 @@ func TestCLISearchHead(t *testing.T) {
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
 	url := "http://" + addr
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		if r := runCLI(t, "health", url); r.Code != 0 {
 			return fmt.Errorf("searchhead not healthy: %s", r.Stderr)
 		}
@@ -505,13 +506,13 @@ func TestSearchHeadResultLimitAndClientGone(t *testing.T) {
 		t.Fatal("the client's cancelled request returned an answer")
 	}
 	release()
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		if cancelled() <= before {
 			return fmt.Errorf("no peer counted the abandoned search as cancelled")
 		}
 		return nil
 	})
-	WaitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		if text, _ := scrape(t, sh2.URL()+"/metrics"); !strings.Contains(text, "quarry_searchhead_searches_cancelled_total 1") {
 			return fmt.Errorf("the head's cancelled counter is not 1")
 		}

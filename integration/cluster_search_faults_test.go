@@ -17,6 +17,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/searchhead"
 )
 
@@ -327,7 +328,7 @@ func TestSearchHeadGenerationChangeMidSearch(t *testing.T) {
 			once.Do(func() {
 				victim = peer
 				c.KillPeer(peer)
-				WaitFor(t, 30*time.Second, func() error {
+				testutil.WaitFor(t, 30*time.Second, func() error {
 					var g uint64
 					var p1 map[string]string
 					c.State(func(s *fsm.State) {

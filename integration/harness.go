@@ -17,10 +17,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/manager"
 	"github.com/quarry-dev/quarry/peer"
@@ -346,7 +348,7 @@ func (c *Cluster) RestartManager(id string) *manager.Manager {
 func (c *Cluster) ReplaceManagers() {
 	c.T.Helper()
 	c.mu.Lock()
-	ids := sortedKeys(c.mgrCfgs)
+	ids := slices.Sorted(maps.Keys(c.mgrCfgs))
 	c.mu.Unlock()
 	for _, id := range ids {
 		c.KillManager(id)
@@ -374,18 +376,9 @@ func (c *Cluster) ManagerURLs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for _, id := range sortedKeys(c.Managers) {
+	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 		out = append(out, c.Opts.TLS.Scheme()+"://"+c.Managers[id].HTTPAddr())
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -400,7 +393,7 @@ func (c *Cluster) PeerDataDir(id string) string {
 func (c *Cluster) PeerIDs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return sortedKeys(c.peerCfgs)
+	return slices.Sorted(maps.Keys(c.peerCfgs))
 }
 
 // StartPeer starts (or restarts, from its data dir) peer id.
@@ -490,23 +483,7 @@ func (c *Cluster) Stop() {
 // with cond's last error).
 func (c *Cluster) WaitFor(d time.Duration, cond func() error) {
 	c.T.Helper()
-	WaitFor(c.T, d, cond)
-}
-
-// WaitFor polls cond until it returns nil or d passes.
-func WaitFor(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(c.T, d, cond)
 }
 
 // Leader returns a running manager that is the Raft leader.
@@ -834,15 +811,8 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 	return h
 }
 
-// SearchAnswer is a search head's answer: the HTTP status, the decoded
-// response (on 200) or error.
-type SearchAnswer struct {
-	Status  int
-	Resp    query.Response
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Elapsed time.Duration
-}
+// SearchAnswer is a search head's (or a peer's) answer to one search.
+type SearchAnswer = searchhead.Answer
 
 // SearchHTTP posts a search request body to a search head (or a peer) URL.
 func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, error) {
@@ -852,34 +822,5 @@ func SearchHTTP(ctx context.Context, url, token string, req any) (SearchAnswer, 
 // SearchHTTPWith is SearchHTTP through client (Cluster.HTTPClient for a
 // TLS harness).
 func SearchHTTPWith(ctx context.Context, client *http.Client, url, token string, req any) (SearchAnswer, error) {
-	b, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/search", bytes.NewReader(b))
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		hr.Header.Set("Authorization", "Bearer "+token)
-	}
-	start := time.Now()
-	res, err := client.Do(hr)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return SearchAnswer{}, err
-	}
-	a := SearchAnswer{Status: res.StatusCode, Elapsed: time.Since(start)}
-	if res.StatusCode == 200 {
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber()
-		if err := d.Decode(&a.Resp); err != nil {
-			return a, fmt.Errorf("decode answer: %w: %s", err, raw)
-		}
-		return a, nil
-	}
-	_ = json.Unmarshal(raw, &a)
-	return a, nil
+	return searchhead.Client{URL: url, Token: token, HTTP: client}.Search(ctx, req)
 }

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // The stock NATS CLI (github.com/nats-io/natscli, `nats sub`) consumes a
@@ -40,7 +42,7 @@ func TestNATSCLIConsumesPublishedResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := c.Bus.Server("site1").NATS()
-	WaitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if ns.NumSubscriptions() == 0 {
 			return fmt.Errorf("no subscription yet")
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func TestParseRetentionPeriod(t *testing.T) {
@@ -145,7 +146,7 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	// Listings name tokens by id and prefix; the secret only when asked.
 	// (A follower answers reads from what it has applied: wait for it.)
 	var list []TokenView
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		list, err = cl.Tokens(ctx)
 		if err != nil || len(list) != 2 {
 			return fmt.Errorf("tokens %+v, %v", list, err)
@@ -229,7 +230,7 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	if err := cl.RemoveIndex(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		ixs, err := cl.Indexes(ctx)
 		// The cluster still knows web (buckets could hold it), undeclared.
 		if err != nil || len(ixs) != 2 || ixs[0].Name != "main" || ixs[1].Name != "web" || ixs[1].Declared {

@@ -14,26 +14,10 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 const testToken = "admin-secret"
-
-// waitFor polls cond until it returns nil or d passes, then fails the test
-// with cond's last error.
-func waitFor(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // testWriter sends log lines to t.Log while the test runs.
 type testWriter struct {
@@ -139,7 +123,7 @@ func newGroup(t testing.TB, n int, tweak func(*Config)) *group {
 		}
 		if i == 1 {
 			g.ms[id] = mustNewManager(t, cfg)
-			waitFor(t, 10*time.Second, func() error {
+			testutil.WaitFor(t, 10*time.Second, func() error {
 				if !g.ms[id].IsLeader() {
 					return fmt.Errorf("m1 not leader yet")
 				}
@@ -151,7 +135,7 @@ func newGroup(t testing.TB, n int, tweak func(*Config)) *group {
 		cfg.RaftAddr, cfg.HTTPAddr = g.ms[id].RaftAddr(), g.ms[id].HTTPAddr()
 		g.dirs[id], g.cfgs[id] = dir, cfg
 	}
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		for id, m := range g.ms {
 			if len(m.Members()) != n {
 				return fmt.Errorf("%s knows %d members, want %d", id, len(m.Members()), n)
@@ -167,7 +151,7 @@ func newGroup(t testing.TB, n int, tweak func(*Config)) *group {
 func (g *group) leader() *Manager {
 	g.t.Helper()
 	var l *Manager
-	waitFor(g.t, 10*time.Second, func() error {
+	testutil.WaitFor(g.t, 10*time.Second, func() error {
 		l = nil
 		for _, m := range g.ms {
 			if active, _, _, _ := m.LeaderState(); active && m.IsLeader() {
@@ -200,7 +184,7 @@ func (g *group) restart(id string) *Manager {
 	cfg := g.cfgs[id]
 	cfg.Bootstrap, cfg.Join = nil, ""
 	var m *Manager
-	waitFor(g.t, 20*time.Second, func() error {
+	testutil.WaitFor(g.t, 20*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var err error
@@ -218,7 +202,7 @@ func (g *group) restart(id string) *Manager {
 // applyAll waits until every running manager satisfies check.
 func (g *group) eventually(d time.Duration, check func(id string, m *Manager) error) {
 	g.t.Helper()
-	waitFor(g.t, d, func() error {
+	testutil.WaitFor(g.t, d, func() error {
 		for id, m := range g.ms {
 			if err := check(id, m); err != nil {
 				return fmt.Errorf("%s: %w", id, err)
@@ -265,7 +249,7 @@ var noRedirect = &http.Client{
 func (g *group) apply(c fsm.Command) any {
 	g.t.Helper()
 	var res any
-	waitFor(g.t, 15*time.Second, func() error {
+	testutil.WaitFor(g.t, 15*time.Second, func() error {
 		l := g.leader()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

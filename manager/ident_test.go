@@ -13,6 +13,7 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // stateHash is the leader's committed state hash.
@@ -37,7 +38,7 @@ func settledHash(t *testing.T, m *Manager) StateHash {
 		return m.term.ticks
 	}
 	var h StateHash
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		h = stateHash(t, m)
 		t0, deadline := ticks(), time.Now().Add(10*time.Second)
 		for ticks() < t0+3 && time.Now().Before(deadline) {
@@ -209,7 +210,7 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	// election and the cluster version is raised at the first leader
 	// tick: the state compared is the settled one, or those entries look
 	// like the search head's doing (seen under -race and in CI).
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if !l.mux.seeded() {
 			return errors.New("seed not committed yet")
 		}

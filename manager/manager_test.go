@@ -21,6 +21,7 @@ import (
 
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func ctxT(t testing.TB) context.Context {
@@ -210,7 +211,7 @@ func TestLeaderLossAndRestart(t *testing.T) {
 	g.apply(&fsm.SetMaintenance{Enabled: false})
 	want := g.leader().Raft().AppliedIndex()
 	back := g.restart(old)
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if back.Raft().AppliedIndex() < want {
 			return fmt.Errorf("restarted manager at %d, want ≥ %d", back.Raft().AppliedIndex(), want)
 		}
@@ -253,7 +254,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		g.apply(&fsm.SetMaintenance{Enabled: i%2 == 0})
 	}
 	// The leader has snapshotted and compacted its log past what lag has.
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		snaps, err := os.ReadDir(filepath.Join(g.dirs[l.ID()], raftDirName, "snapshots"))
 		if err != nil || len(snaps) == 0 {
 			return fmt.Errorf("no snapshot on the leader yet (%v)", err)
@@ -262,7 +263,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 	})
 	want := g.leader().Raft().AppliedIndex()
 	back := g.restart(lag)
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		if back.Raft().AppliedIndex() < want {
 			return fmt.Errorf("lagging manager at %d, want ≥ %d", back.Raft().AppliedIndex(), want)
 		}
@@ -349,7 +350,7 @@ func TestRecoveryFromQuorumLoss(t *testing.T) {
 		t.Fatalf("recover report %+v", rep)
 	}
 	m := g.restart(survivor)
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if !m.IsLeader() {
 			return errors.New("survivor not leader")
 		}
@@ -415,7 +416,7 @@ func TestNewLeaderGracePeriod(t *testing.T) {
 	// inside the new leader's grace: nobody is Down.
 	clock.Advance(1900 * time.Millisecond)
 	ticksNow := ticks(nl)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if ticks(nl) < ticksNow+3 {
 			return errors.New("leader loop has not run yet")
 		}
@@ -429,7 +430,7 @@ func TestNewLeaderGracePeriod(t *testing.T) {
 	// p1 keeps heartbeating (to the new leader); p2 is silent.
 	nl.Heartbeat("p1", clock.Now())
 	clock.Advance(1500 * time.Millisecond) // grace over; p1 heard 1.5s ago
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if st := peerState(nl, "p2"); st != fsm.StateDown {
 			return fmt.Errorf("p2 is %s after grace with no heartbeat, want Down", st)
 		}
@@ -565,7 +566,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	})
 	// Stable: a few more ticks plan nothing new.
 	n := ticks(l)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if ticks(l) < n+3 {
 			return errors.New("loop has not run")
 		}
@@ -577,7 +578,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	g.kill(old)
 	nl := g.leader()
 	n0 := ticks(nl)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if ticks(nl) < n0+5 {
 			return errors.New("new leader's loop has not run 5 times")
 		}
@@ -599,7 +600,7 @@ func TestPlannerLoopAndNewLeaderContinuesTasks(t *testing.T) {
 	// (a confirm now answers 404) and nothing is planned again for it.
 	g.apply(&fsm.FixupDone{ID: rid})
 	n1 := ticks(nl)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if ticks(nl) < n1+3 {
 			return errors.New("loop has not run")
 		}
@@ -704,7 +705,7 @@ func TestReadEndpoints(t *testing.T) {
 	b1 := fsm.BucketID("main", "1", "gp1")
 	apply(&fsm.AddBucket{ID: b1, Index: "main", Origin: "p1", Earliest: 10, Targets: []fsm.CopySpec{{Peer: "p2", Searchable: true}, {Peer: "p3"}}})
 	var version uint64
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var gv fsm.GenerationView
 		if err := getJSON("http://"+f.HTTPAddr()+"/v1/generation?site=site0", &gv); err != nil {
 			return err
@@ -716,7 +717,7 @@ func TestReadEndpoints(t *testing.T) {
 		return nil
 	})
 	apply(&fsm.RollBucket{Bucket: b1, Earliest: 10, Latest: 20, Size: 100, Events: 7})
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var gv fsm.GenerationView
 		if err := getJSON(fmt.Sprintf("http://%s/v1/generation?site=site0&since=%d", f.HTTPAddr(), version), &gv); err != nil {
 			return err
@@ -785,7 +786,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}()
 	http.DefaultClient.CloseIdleConnections()
 	noRedirect.CloseIdleConnections()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if n := runtime.NumGoroutine(); n > base+2 {
 			buf := make([]byte, 1<<16)
 			return fmt.Errorf("%d goroutines after Close, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
@@ -808,7 +809,7 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 	g.apply(&fsm.PeerDown{ID: "p2", Reason: "test", At: clock.Now()})
 	l := g.leader()
 	var id uint64
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		l.Read(func(s *fsm.State) {
 			for _, tk := range s.Tasks() {
 				id = tk.ID
@@ -828,7 +829,7 @@ func TestDeposedLeaderCannotConfirm(t *testing.T) {
 	// followers died satisfy a VerifyLeader registered just after; what the
 	// rule protects against is a leader that has lost its quorum, which it
 	// learns within its lease. Wait for that, then confirm must be refused.
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if l.IsLeader() {
 			return errors.New("still leader without a quorum")
 		}
@@ -863,7 +864,7 @@ func TestGraceFollowsCommittedHeartbeatTimeout(t *testing.T) {
 	clock := newFakeClock()
 	g := newGroup(t, 1, func(c *Config) { c.Now = clock.Now })
 	l := g.leader()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var hb time.Duration
 		l.Read(func(s *fsm.State) { hb = s.Config().HeartbeatTimeout })
 		if hb != 2*time.Second {
@@ -877,7 +878,7 @@ func TestGraceFollowsCommittedHeartbeatTimeout(t *testing.T) {
 	g.apply(&fsm.RegisterPeer{ID: "p1", GUID: "guid-p1", Site: fsm.DefaultSite, At: clock.Now()})
 	l.Heartbeat("p1", clock.Now())
 	clock.Advance(2500 * time.Millisecond) // past the grace and the timeout, far inside 10 s
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if st := peerState(l, "p1"); st != fsm.StateDown {
 			return fmt.Errorf("p1 is %s 2.5s after its last heartbeat (timeout 2s), want Down", st)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // scrapeMetrics reads m's /metrics into series → value.
@@ -55,7 +56,7 @@ func TestMetricsFixupsAndRaft(t *testing.T) {
 	g.apply(&fsm.RollBucket{Bucket: b1, Earliest: 1, Latest: 2, Size: 100, Events: 10, Blocks: 1, LastChecksum: "c1"})
 	g.apply(&fsm.PeerDown{ID: "p2", Reason: "test", At: clock.Now()})
 	var replicate uint64
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		l.Read(func(s *fsm.State) {
 			for _, tk := range s.Tasks() {
 				if tk.Kind == fsm.TaskReplicate && tk.Target == "p4" {
@@ -70,7 +71,7 @@ func TestMetricsFixupsAndRaft(t *testing.T) {
 	})
 	// Let the planner settle: a few more ticks plan nothing new.
 	n := ticks(l)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if ticks(l) < n+3 {
 			return fmt.Errorf("loop has not run")
 		}

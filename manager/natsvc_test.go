@@ -17,6 +17,7 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // testBus is one embedded NATS node with an admin, a manager-role user and
@@ -256,7 +257,7 @@ func TestNATSService(t *testing.T) {
 	// The registrations moved the table: a notice says so.
 	var tv uint64
 	l.Read(func(s *fsm.State) { tv = s.TableVersion() })
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if _, ok := notices.find(func(n api.Notice) bool { return n.TableVersion >= tv && n.ConfigID == r1.ConfigID }); !ok {
 			return fmt.Errorf("no notice with table version >= %d yet", tv)
 		}
@@ -308,7 +309,7 @@ func TestNATSService(t *testing.T) {
 	// Fixup: the warm bucket has one copy (RF 3): the planner opens two
 	// replications from p1, delivered to p1 (the source).
 	var taskIDs []uint64
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		taskIDs = nil
 		g.leader().Read(func(s *fsm.State) {
 			for _, tk := range s.Tasks() {
@@ -353,7 +354,7 @@ func TestNATSService(t *testing.T) {
 	if nl.ID() == old.ID() {
 		t.Fatal("the killed manager is still the leader")
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if _, ok := notices.find(func(n api.Notice) bool { return n.Leader == nl.ID() }); !ok {
 			return fmt.Errorf("no notice from the new leader %s yet", nl.ID())
 		}
@@ -364,7 +365,7 @@ func TestNATSService(t *testing.T) {
 		t.Fatalf("heartbeat to the new leader: %+v, %v", hb, err)
 	}
 	_, _, _, startTicks := nl.LeaderState()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if _, _, _, ticks := nl.LeaderState(); ticks < startTicks+20 {
 			return fmt.Errorf("new leader ran %d ticks, want %d", ticks, startTicks+20)
 		}
@@ -421,7 +422,7 @@ func TestNATSService(t *testing.T) {
 	// and its next heartbeat is told to register again.
 	p3.stopHeartbeats()
 	var gen uint64
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		var p fsm.Peer
 		g.leader().Read(func(s *fsm.State) { p, _ = s.Peer("p3"); gen = s.CurrentGeneration() })
 		if p.State != fsm.StateDown {
@@ -429,7 +430,7 @@ func TestNATSService(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if _, ok := notices.find(func(n api.Notice) bool {
 			return n.Generation >= gen && hasKind(n, api.NoticeGeneration)
 		}); !ok {
@@ -457,7 +458,7 @@ func TestNATSService(t *testing.T) {
 	}
 	g.kill(g.leader().ID())
 	hbSubj, _ := b.subj.MgrOp(api.OpHeartbeat, "p1")
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer rcancel()
 		start := time.Now()
@@ -534,14 +535,14 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 	res := g.apply(&fsm.CreateFixup{Kind: fsm.TaskRemoveCopy, Level: fsm.LevelExcess, Bucket: hot, Target: "p3", Reason: "test", At: time.Now()})
 	rm := res.(fsm.Result).Index
 	l := g.leader()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if n := testutilCounter(l, "no_responders"); n < 2 {
 			return fmt.Errorf("%v undelivered attempts so far", n)
 		}
 		return nil
 	})
 	p3.serve()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if !l.mux.marked("delivered", rm, "p3") {
 			return fmt.Errorf("task %d not yet delivered to p3", rm)
 		}
@@ -570,7 +571,7 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 	// goes to p2 and p3, and the bucket is sealed at p3's 7 blocks.
 	p1.stopHeartbeats()
 	var sealTask uint64
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		var bv fsm.BucketView
 		l.Read(func(s *fsm.State) { bv, _ = findBucket(s, hot) })
 		if bv.Hot || !bv.Sealed {
@@ -585,7 +586,7 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 		}
 	}
 	p2.mu.Unlock()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var err error
 		l.Read(func(s *fsm.State) {
 			for _, tk := range s.Tasks() {
@@ -618,7 +619,7 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 		}
 	})
 	var fetch api.FixupTask
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		p3.mu.Lock()
 		defer p3.mu.Unlock()
 		for _, tk := range p3.tasks {
@@ -715,7 +716,7 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 	cfg.HECTokens = append(cfg.HECTokens, fsm.HECToken{Token: "tok-web", Indexes: []string{"web"}, DefaultIndex: "web", Ack: true})
 	g.apply(&fsm.SetConfig{Config: cfg})
 	var n api.Notice
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		var ok bool
 		n, ok = notices.find(func(n api.Notice) bool { return hasKind(n, api.NoticeConfig) && n.ConfigID != r.ConfigID })
 		if !ok {
@@ -750,7 +751,7 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 		t.Fatalf("generation of an unknown site: %v, want bad_site", err)
 	}
 	g.apply(&fsm.SetMaintenance{Enabled: true})
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if _, ok := notices.find(func(x api.Notice) bool { return x.Maintenance && x.ConfigID != n.ConfigID }); !ok {
 			return fmt.Errorf("no maintenance notice yet")
 		}
@@ -768,7 +769,7 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcancel()
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		hctx, hcancel := context.WithTimeout(ctx, time.Second)
 		defer hcancel()
 		_, err := p1.cli.Heartbeat(hctx, api.Heartbeat{Peer: "p1", GUID: p1.guid})

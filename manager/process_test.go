@@ -24,6 +24,7 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // The tests in this file run real `quarry manager` processes (the binary is
@@ -209,7 +210,7 @@ func (p *proc) metric(name string) (float64, error) {
 func (g *procGroup) leader(d time.Duration, skip ...string) *proc {
 	g.t.Helper()
 	var l *proc
-	waitFor(g.t, d, func() error {
+	testutil.WaitFor(g.t, d, func() error {
 		var err error
 		l, err = g.currentLeader(skip...)
 		return err
@@ -256,7 +257,7 @@ func (g *procGroup) currentLeader(skip ...string) (*proc, error) {
 // eventually waits until check holds on every running manager.
 func (g *procGroup) eventually(d time.Duration, check func(p *proc) error) {
 	g.t.Helper()
-	waitFor(g.t, d, func() error {
+	testutil.WaitFor(g.t, d, func() error {
 		for _, id := range g.ids {
 			p := g.procs[id]
 			if p.cmd == nil {
@@ -460,7 +461,7 @@ func TestManagerProcesses(t *testing.T) {
 	// from its election, which came after the kill. (Under load leadership
 	// may move again; any leader elected after the kill will do.)
 	var nl *proc
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		p, err := g.currentLeader(old)
 		if err != nil {
 			return err
@@ -498,7 +499,7 @@ func TestManagerProcesses(t *testing.T) {
 	// p1 keeps heartbeating to the new leader, p2 and p3 are silent: after
 	// the grace and the timeout, p2 and p3 are Down and p1 is Up.
 	var lastBeat time.Time
-	waitFor(t, 3*hbTimeout, func() error {
+	testutil.WaitFor(t, 3*hbTimeout, func() error {
 		if time.Since(lastBeat) > 300*time.Millisecond {
 			if _, err := pcs["p1"].Heartbeat(ctxT(t), api.Heartbeat{Peer: "p1", GUID: "guid-p1"}); err != nil {
 				return err
@@ -560,7 +561,7 @@ func TestManagerProcesses(t *testing.T) {
 	}
 	// The leader snapshotted and dropped the entries the lagging manager
 	// lacks: it can only catch up from a snapshot.
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		first, err := l.metric("quarry_manager_raft_log_first_index")
 		if err != nil || first <= lagAt+1 {
 			return fmt.Errorf("leader log starts at %v, lagging manager has up to %v (%v)", first, lagAt, err)
@@ -568,7 +569,7 @@ func TestManagerProcesses(t *testing.T) {
 		return nil
 	})
 	lag.start(bin)
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		n, err := lag.metric("quarry_manager_raft_applied_index")
 		if err != nil || n < want {
 			return fmt.Errorf("lagging manager applied %v, want ≥ %v (%v)", n, want, err)
@@ -614,7 +615,7 @@ func TestManagerGracefulShutdown(t *testing.T) {
 	p.log.Close()
 	p.cmd = nil
 	p.start(quarryBin(t))
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		st, err := p.status()
 		if err != nil || !st.Maintenance || st.Leader != p.id {
 			return fmt.Errorf("after restart: leader %q maintenance %v (%v)", st.Leader, st.Maintenance, err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // TestStateHashSameOnEveryManager: GET /v1/state/hash answers the same
@@ -29,7 +31,7 @@ func TestStateHashSameOnEveryManager(t *testing.T) {
 	}
 	same := func() StateHash {
 		var first StateHash
-		waitFor(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			first = get(g.ms["m1"])
 			for _, id := range []string{"m2", "m3"} {
 				h := get(g.ms[id])

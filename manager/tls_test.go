@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
@@ -60,7 +61,7 @@ func TestTLSGroupReplicatesAndRedirects(t *testing.T) {
 	if err := cl.SetMaintenance(ctx, true); err != nil {
 		t.Fatalf("maintenance through a follower over HTTPS: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		for id, m := range g.ms {
 			on := false
 			m.Read(func(s *fsm.State) { on = s.Maintenance() })

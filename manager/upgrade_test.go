@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // TestUpgradeInPlaceFromVersion1 restores a snapshot written by the
@@ -198,7 +199,7 @@ func TestRollingUpgrade(t *testing.T) {
 	// until every manager holds it.
 	markOn := func(peer string) {
 		t.Helper()
-		waitFor(t, 15*time.Second, func() error {
+		testutil.WaitFor(t, 15*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			return g.leader().mark(ctx, fsm.MarkDelivered, task, peer)
@@ -216,7 +217,7 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Helper()
 		l := g.leader()
 		_, _, _, ticks := l.LeaderState()
-		waitFor(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if _, _, _, n := l.LeaderState(); n < ticks+5 {
 				return fmt.Errorf("leader ticked %d times, want 5", n-ticks)
 			}
@@ -277,7 +278,7 @@ func TestRollingUpgrade(t *testing.T) {
 		return nil
 	})
 	var res any
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -201,7 +202,7 @@ func TestAuthPeerEndpoints(t *testing.T) {
 			if code, b = call(t, "POST", w.url, authAdmin, ""); code != 200 {
 				t.Fatalf("%s with the admin token: %d %s", w.name, code, b)
 			}
-			waitFor(t, 10*time.Second, func() error { return w.after(inventory(t, url)[mainB.ID]) })
+			testutil.WaitFor(t, 10*time.Second, func() error { return w.after(inventory(t, url)[mainB.ID]) })
 		})
 	}
 	_ = p

@@ -84,20 +84,6 @@ func (p *Peer) site() string {
 	return p.cfg.Site
 }
 
-// inventory is the store's per-copy inventory as the managers take it.
-func (p *Peer) inventory() []fsm.CopyInfo {
-	var out []fsm.CopyInfo
-	for _, c := range p.store.Inventory() {
-		if c.State == "removed" {
-			continue
-		}
-		out = append(out, fsm.CopyInfo{Bucket: c.ID, Searchable: c.Searchable, Hot: c.State == "hot" || c.State == "rolling",
-			Blocks: int64(c.Blocks), Corrupt: c.State == "corrupt", Index: c.Index, Earliest: c.Earliest, Latest: c.Latest,
-			Size: c.JournalBytes, Events: int64(c.Events)})
-	}
-	return out
-}
-
 func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
 	host, _ := os.Hostname()
 	r := api.Register{Peer: p.cfg.ID, GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: []api.Copy{}}

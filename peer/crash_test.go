@@ -1,7 +1,6 @@
 package peer_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -71,16 +71,7 @@ func startPeerProcess(t *testing.T, crashpoint string, logw io.Writer, args ...s
 		t.Fatal(err)
 	}
 	c := &child{cmd: cmd, exit: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "listening on "); i >= 0 {
-				addr <- strings.TrimSpace(sc.Text()[i+len("listening on "):])
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
+	addr, _ := testutil.ListeningOn(out)
 	go func() { c.exit <- cmd.Wait() }()
 	select {
 	case c.url = <-addr:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,8 @@ type fixupRunner struct {
 
 	mu sync.Mutex
 	// queued are the pushed tasks not yet reported; done the outcome of
-	// every task run (a push of the same id again is re-reported).
+	// the tasks run (a push of the same id again is re-reported), bounded
+	// by keepOutcome.
 	queued  map[uint64]api.FixupTask
 	done    map[uint64]fixupOutcome
 	running map[uint64]bool
@@ -142,7 +144,7 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, retry time.
 				f.mu.Lock()
 				delete(f.running, tk.ID)
 				if !errors.Is(err, ErrNotReady) {
-					f.done[tk.ID] = res
+					f.keepOutcome(res)
 				}
 				f.mu.Unlock()
 				if errors.Is(err, ErrNotReady) {
@@ -151,6 +153,34 @@ func (f *fixupRunner) loop(stop <-chan struct{}, wg *sync.WaitGroup, retry time.
 				f.report(res)
 			}()
 		}
+	}
+}
+
+// fixupOutcomesKept bounds fixupRunner.done: past twice this many outcomes,
+// the oldest (lowest task ids) of those already reported are forgotten until
+// this many remain. A forgotten task pushed again runs again, as after a
+// restart, which changes nothing more on disk (every operation is
+// idempotent); an outcome not yet reported is never forgotten.
+const fixupOutcomesKept = 1024
+
+// keepOutcome records a task's outcome (f.mu held).
+func (f *fixupRunner) keepOutcome(res fixupOutcome) {
+	f.done[res.ID] = res
+	if len(f.done) <= 2*fixupOutcomesKept {
+		return
+	}
+	reported := make([]uint64, 0, len(f.done))
+	for id := range f.done {
+		if _, open := f.queued[id]; !open {
+			reported = append(reported, id)
+		}
+	}
+	slices.Sort(reported)
+	for _, id := range reported {
+		if len(f.done) <= fixupOutcomesKept {
+			break
+		}
+		delete(f.done, id)
 	}
 }
 

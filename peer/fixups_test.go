@@ -16,6 +16,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -196,7 +197,7 @@ func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
 		cp.mu.Unlock()
 	}
 	// Every peer learns the others at its next heartbeat.
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		for _, p := range peers {
 			p.cl.repl.mu.Lock()
 			n := len(p.cl.repl.peers)
@@ -240,7 +241,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if !ack.Durable() {
 			return errors.New("not acknowledged (durable here and on p2)")
 		}
@@ -248,7 +249,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	})
 	ps["p1"].Store().RollAll()
 	bucket := ps["p1"].Store().Inventory()[0].ID
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		c, ok := copyOf(ps["p2"], bucket)
 		if !ok || c.State != "warm" {
 			return fmt.Errorf("p2's copy: %+v", c)
@@ -263,7 +264,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp.addTask(t, api.FixupTask{ID: 101, Kind: fsm.TaskReplicate, Bucket: bucket, Source: "p1", Target: "p3", Searchable: false})
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if _, n := cp.result(101); n == 0 {
 			return errors.New("no result for the replication")
 		}
@@ -282,7 +283,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	}
 
 	cp.addTask(t, api.FixupTask{ID: 102, Kind: fsm.TaskMakeSearchable, Bucket: bucket, Target: "p3"})
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if c, _ := copyOf(ps["p3"], bucket); !c.Searchable || c.SearchableEvents != origin.Events {
 			return fmt.Errorf("p3's copy: %+v", c)
 		}
@@ -291,7 +292,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 
 	// Remove, not confirmed: several confirmation attempts, nothing removed.
 	cp.addTask(t, api.FixupTask{ID: 103, Kind: fsm.TaskRemoveCopy, Bucket: bucket, Target: "p3", Destructive: true})
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		cp.mu.Lock()
 		n := cp.confirmed[103]
 		cp.mu.Unlock()
@@ -306,7 +307,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	cp.mu.Lock()
 	cp.confirm[103] = true
 	cp.mu.Unlock()
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if _, ok := copyOf(ps["p3"], bucket); ok {
 			return errors.New("copy still there")
 		}
@@ -325,7 +326,7 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	for _, tk := range again {
 		cp.push(t, tk)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		for _, id := range []uint64{101, 102, 103} {
 			if _, n := cp.result(id); n < 2 {
 				return fmt.Errorf("task %d reported %d times", id, n)
@@ -373,7 +374,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp.addTask(t, api.FixupTask{ID: 201, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p2", Target: "p1", SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	cp.addTask(t, api.FixupTask{ID: 202, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p3", Destructive: true, SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	cp.addTask(t, api.FixupTask{ID: 203, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2", SealedBlocks: 5, LastBlockChecksum: sealedSum})
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		c, _ := copyOf(ps["p1"], bucket)
 		if c.State != "warm" || c.Blocks != 5 {
 			return fmt.Errorf("p1's copy %+v", c)
@@ -387,7 +388,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp.confirm[202] = true
 	cp.mu.Unlock()
 	var ext api.BucketEvent
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		evs := cp.eventsOf(api.EventExtendSeal)
 		if len(evs) == 0 {
 			return errors.New("no extend_seal reported")
@@ -406,7 +407,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	if n := ps["p3"].cl.fix.divergent.Load(); n != 0 {
 		t.Fatalf("%d divergent copies counted", n)
 	}
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		c, _ := copyOf(ps["p2"], bucket)
 		if c.State != "warm" || c.Blocks != 5 {
 			return fmt.Errorf("p2's copy %+v", c)
@@ -417,7 +418,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp.addTask(t, api.FixupTask{ID: 204, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p1", SealedBlocks: 7, LastBlockChecksum: fullSum})
 	cp.addTask(t, api.FixupTask{ID: 205, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2", SealedBlocks: 7, LastBlockChecksum: fullSum})
 	var hashes []string
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		hashes = hashes[:0]
 		for _, id := range []string{"p1", "p2", "p3"} {
 			c, _ := copyOf(ps[id], bucket)
@@ -479,7 +480,7 @@ func TestFixupTruncateDivergentCopy(t *testing.T) {
 	cp.mu.Lock()
 	cp.confirm[301] = true
 	cp.mu.Unlock()
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		c, _ := copyOf(ps["p2"], bucket)
 		if c.State != "warm" || c.Blocks != 5 {
 			return fmt.Errorf("p2's copy %+v", c)
@@ -515,23 +516,6 @@ func deadOrigin(t *testing.T, n int) (string, [][]byte) {
 		t.Fatalf("%d blocks, want ≥ %d", len(frames), n)
 	}
 	return bucket, frames
-}
-
-// waitFor polls cond until nil or d passes (internal tests' copy of the
-// external tests' helper).
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestReplicationBacklogOverMaxPayload: blocks that piled up while the
@@ -570,7 +554,7 @@ func TestReplicationBacklogOverMaxPayload(t *testing.T) {
 		}
 	}
 	close(gate)
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		for i, a := range acks {
 			if !a.Durable() {
 				return fmt.Errorf("append %d not acknowledged", i)
@@ -581,5 +565,27 @@ func TestReplicationBacklogOverMaxPayload(t *testing.T) {
 	c, _ := copyOf(ps["p2"], bucket.ID)
 	if c.Blocks < bucket.Blocks || c.Events < bucket.Events {
 		t.Fatalf("target copy %+v, origin %+v", c, bucket)
+	}
+}
+
+// The outcomes kept for re-reporting are bounded: the oldest reported ones
+// go, one not yet reported stays.
+func TestFixupOutcomesBounded(t *testing.T) {
+	f := newFixupRunner(nil, nil, 0)
+	f.queued[1] = api.FixupTask{ID: 1} // run, not yet reported
+	for id := uint64(1); id <= 2*fixupOutcomesKept+1; id++ {
+		f.keepOutcome(fixupOutcome{FixupResult: api.FixupResult{ID: id}})
+	}
+	if len(f.done) != fixupOutcomesKept {
+		t.Fatalf("%d outcomes kept, want %d", len(f.done), fixupOutcomesKept)
+	}
+	if _, ok := f.done[1]; !ok {
+		t.Fatal("the unreported outcome was forgotten")
+	}
+	if _, ok := f.done[2]; ok {
+		t.Fatal("the oldest reported outcome was kept")
+	}
+	if _, ok := f.done[2*fixupOutcomesKept+1]; !ok {
+		t.Fatal("the newest outcome was forgotten")
 	}
 }

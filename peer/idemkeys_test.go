@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // TestIdempotencyKeysSurviveRestart: a standalone peer that stored a keyed
@@ -43,7 +45,7 @@ func TestIdempotencyKeysSurviveRestart(t *testing.T) {
 	if st := post(p, `{"event":"something else"}`); st != 422 {
 		t.Fatalf("another body after the restart: %d, want 422", st)
 	}
-	waitFor(t, 5*time.Second, func() error { return p.Store().Flush() })
+	testutil.WaitFor(t, 5*time.Second, func() error { return p.Store().Flush() })
 	n := 0
 	for _, c := range p.Store().Inventory() {
 		n += int(c.Events)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // scrape reads a /metrics page into series → value ("name" or
@@ -89,7 +91,7 @@ func TestMetricsIngest(t *testing.T) {
 			t.Fatalf("HEC request %d: %d %v", r, code, rep)
 		}
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if got := scrape(t, url)["quarry_peer_events_appended_total"] - before["quarry_peer_events_appended_total"]; got != 1000 {
 			return fmt.Errorf("appended %v", got)
 		}
@@ -129,7 +131,7 @@ func TestMetricsSearch(t *testing.T) {
 	if code, rep := postHEC(t, url, b.String()); code != 200 {
 		t.Fatalf("HEC: %d %v", code, rep)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := scrape(t, url)["quarry_peer_unindexed_events"]; n != 0 {
 			return fmt.Errorf("%v events not indexed yet", n)
 		}
@@ -194,7 +196,7 @@ func TestSearchStream(t *testing.T) {
 	}
 	postHEC(t, url, b.String())
 	var lines []string
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		resp, err := http.Post(url+"/v1/search?stream=true", "application/json", strings.NewReader(`{"query":"row"}`))
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package peer_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -158,14 +158,9 @@ func TestHundredThousandWarmCopiesUnderUlimit1024(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	addr := make(chan string, 1)
+	addr, drained := testutil.ListeningOn(out)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "listening on "); i >= 0 {
-				addr <- strings.TrimSpace(sc.Text()[i+len("listening on "):])
-			}
-		}
+		<-drained
 		exited <- cmd.Wait()
 	}()
 	defer func() {
@@ -389,7 +384,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("roll: %d", resp.StatusCode)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if p.Store().Stats.Files.Exhausted.Load() == exhausted {
 			return errors.New("the roll has not met the want of descriptors yet")
 		}
@@ -402,7 +397,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	for _, f := range hog {
 		f.Close()
 	}
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		if st := stateOf(hot); st != string(store.StateWarm) {
 			return fmt.Errorf("bucket %s is %s", hot, st)
 		}
@@ -415,7 +410,7 @@ func TestOutOfFileDescriptorsFailsOneRequest(t *testing.T) {
 	if code, body := ingest(fmt.Sprintf(event, "other")); code != 200 {
 		t.Fatalf("ingest once descriptors are free: %d %s", code, body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		status, ans := searchPeer(t, c, url, `{"query":"common | stats count","allow_partial":false}`)
 		if status != 200 || resultCount(ans) != copies*per+2 {
 			return fmt.Errorf("search: %d %v, want count %d", status, ans["results"], copies*per+2)

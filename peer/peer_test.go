@@ -14,24 +14,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 )
-
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func mustStartPeer(t *testing.T, dir string) *peer.Peer {
 	t.Helper()
@@ -84,7 +70,7 @@ func TestIngestClientEnvelopesAndLinesThenEndpoints(t *testing.T) {
 		t.Fatalf("ingest acknowledged %d events, want 3700", res.Events)
 	}
 	var br peer.BucketsResponse
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		getJSON(t, url+"/v1/buckets", &br)
 		n, byIndex := uint32(0), map[string]uint32{}
 		for _, b := range br.Buckets {

@@ -346,7 +346,7 @@ func (r *run) dispatchFirst() error {
 	if len(expected) > 0 {
 		// Receivers are made in parallel: each costs a round trip to the
 		// bus (subscribe + flush).
-		peers := sortedKeys(expected)
+		peers := slices.Sorted(maps.Keys(expected))
 		rcvs := make([]*bus.Receiver, len(peers))
 		errs := make([]error, len(peers))
 		var wg sync.WaitGroup
@@ -379,7 +379,7 @@ func (r *run) dispatchFirst() error {
 		for _, p := range r.peers {
 			sites[p.Site] = true
 		}
-		for _, site := range sortedKeys(sites) {
+		for _, site := range slices.Sorted(maps.Keys(sites)) {
 			subj, err := r.h.subj.Search(site)
 			if err != nil {
 				return err
@@ -505,7 +505,7 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 
 // flushRetries sends the explicit bucket lists collected so far.
 func (r *run) flushRetries() error {
-	for _, p := range sortedKeys(r.retries) {
+	for _, p := range slices.Sorted(maps.Keys(r.retries)) {
 		ids := r.retries[p]
 		delete(r.retries, p)
 		peer, ok := r.peers[p]
@@ -592,7 +592,7 @@ func (r *run) failStream(s *peerStream, reason string) {
 // is not this stream's any more and is left alone (failing it over again
 // would send it to two copies).
 func (r *run) failOwed(s *peerStream, reason func(bucket string) string) {
-	for _, b := range sortedKeys(s.buckets) {
+	for _, b := range slices.Sorted(maps.Keys(s.buckets)) {
 		if br := r.buckets[b]; br != nil && br.stream == s {
 			r.failover(br, s.peer, reason(b))
 		}
@@ -852,7 +852,10 @@ func (r *run) summary() query.Summary {
 			sum.Failures = append(sum.Failures, lastFailure(br))
 		}
 	}
-	out := query.Summary{Buckets: sum, Generation: r.generation, Site: r.h.cfg.Site, Peers: sortedKeys(r.answered), Warnings: r.warnings}
+	out := query.Summary{Buckets: sum, Generation: r.generation, Site: r.h.cfg.Site, Peers: slices.Sorted(maps.Keys(r.answered)), Warnings: r.warnings}
+	if out.Peers == nil {
+		out.Peers = []string{} // "peers": [], not null
+	}
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}
@@ -885,13 +888,4 @@ func lastFailure(br *bucketRun) query.Failure {
 		f.Reason = strings.Join(rs, "; ")
 	}
 	return f
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -8,7 +8,6 @@ package main
 // journal-only one (`quarry peer --searchable=false`).
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 func init() { register("ingest", runIngest) }
@@ -99,16 +100,7 @@ func startBenchPeer(cfg Config, dataDir string, searchable bool) (*benchPeer, er
 		return nil, err
 	}
 	p := &benchPeer{cmd: cmd, exit: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "listening on "); i >= 0 {
-				addr <- strings.TrimSpace(sc.Text()[i+len("listening on "):])
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
+	addr, _ := testutil.ListeningOn(out)
 	go func() { p.exit <- cmd.Wait(); logf.Close() }()
 	select {
 	case p.url = <-addr:

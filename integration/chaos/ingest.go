@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -263,16 +262,6 @@ func (in *ingester) one(ctx context.Context, h *hecClient, p *proccluster.Proc) 
 }
 
 func (in *ingester) wait() { in.wg.Wait() }
-
-// sortedKeys is m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // hecRetry is a shipper's retry after its peer died: a request goes to
 // peer A with an Idempotency-Key, A is SIGKILLed 0-300 ms after the send

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -183,7 +185,7 @@ func (r *report) compare(head string, counts map[string]int, sum query.Summary) 
 			partialUnacked++
 		}
 	}
-	for _, id := range sortedKeys(counts) {
+	for _, id := range slices.Sorted(maps.Keys(counts)) {
 		if !known[id] {
 			extra++
 			r.violate("events of a request never sent", "", fmt.Sprintf("head %s: req=%q counted %d", head, id, counts[id]))
@@ -204,7 +206,7 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "fault kinds drawn from: %s\n", strings.Join(r.kinds, ", "))
 	fmt.Fprintf(w, "faults injected: %d\n", len(r.faults))
-	for _, k := range sortedKeys(r.faultCounts) {
+	for _, k := range slices.Sorted(maps.Keys(r.faultCounts)) {
 		fmt.Fprintf(w, "  %-15s %d\n", k, r.faultCounts[k])
 	}
 	uncovered := 0
@@ -232,7 +234,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  not acknowledged: %s\n", e)
 	}
 	total := 0
-	for _, h := range sortedKeys(r.heads) {
+	for _, h := range slices.Sorted(maps.Keys(r.heads)) {
 		f := r.heads[h]
 		total += f.searches
 		fmt.Fprintf(w, "searches on %s: %d (%d exact and complete, %d partial in a window that excuses it, %d partial otherwise, %d failed in an excusing window, %d failed otherwise)\n",
@@ -306,7 +308,7 @@ func (r *report) unackedReasons() []string {
 			n[digits.ReplaceAllString(q.Err, "N")]++
 		}
 	}
-	keys := sortedKeys(n)
+	keys := slices.Sorted(maps.Keys(n))
 	sort.SliceStable(keys, func(i, j int) bool { return n[keys[i]] > n[keys[j]] })
 	var out []string
 	for _, k := range keys {

@@ -22,35 +22,23 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/query"
 )
 
 var httpc = &http.Client{Timeout: 10 * time.Second}
 
-// poll calls cond every 250 ms until it returns nil or ctx ends.
-func poll(ctx context.Context, cond func() error) error {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
-}
+// pollEvery is how often the tests check a real process's state.
+const pollEvery = 250 * time.Millisecond
 
-// waitFor is poll with a deadline that fails the test.
+// waitFor polls cond (testutil.Poll) with a deadline that fails the test;
+// it returns how long cond took to hold.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
-	if err := poll(ctx, cond); err != nil {
+	if err := testutil.Poll(ctx, pollEvery, cond); err != nil {
 		t.Fatalf("%s: not within %v: %v", what, d, err)
 	}
 	return time.Since(start)
@@ -59,7 +47,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() error) time
 // waitHealthy: every container healthy, a leader, 6 peers Up, and every
 // search head answering.
 func waitHealthy(ctx context.Context) error {
-	return poll(ctx, func() error {
+	return testutil.Poll(ctx, pollEvery, func() error {
 		ids, err := compose(ctx, "ps", "-q")
 		if err != nil {
 			return err
@@ -462,7 +450,7 @@ func verifyAcked(t *testing.T, tag string, acked []string, sent int) (lost int) 
 		var got map[string]int
 		first := -1
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := poll(ctx, func() error {
+		err := testutil.Poll(ctx, pollEvery, func() error {
 			var err error
 			if got, err = raws(context.Background(), head, tag); err != nil {
 				return err

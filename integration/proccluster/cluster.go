@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/manager"
 )
 
@@ -391,27 +392,28 @@ func (c *Cluster) WaitHealthy(ctx context.Context, p *Proc) error {
 	return nil
 }
 
-// WaitFor polls cond every 100 ms until it returns nil, ctx ends or d
-// passes; the error then says what cond said last.
+// WaitFor polls cond every 100 ms (testutil.Poll) until it returns nil, ctx
+// ends or d passes; the error then says what cond said last. ErrNotRunning
+// from cond ends the wait at once.
 func WaitFor(ctx context.Context, d time.Duration, cond func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last error
+	err := testutil.Poll(wctx, 100*time.Millisecond, func() error {
+		if last = cond(); errors.Is(last, ErrNotRunning) {
+			cancel()
 		}
-		if errors.Is(err, ErrNotRunning) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return last
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(last, ErrNotRunning):
+		return last
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 	}
+	return fmt.Errorf("not within %s: %w", d, last)
 }
 
 // ManagerClient is a client of the managers that are running and not

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/quarry-dev/quarry/query"
 )
@@ -233,7 +234,7 @@ func TestChannelsBelongToTheirToken(t *testing.T) {
 	if got := f.acks(t, "Splunk ack2", chanA, 0); len(got) != 1 || got["0"] {
 		t.Fatalf("another token read %v on the channel, want {0:false}", got)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if got := f.acks(t, "Splunk ack", chanA, 0); !got["0"] {
 			return errors.New("the owner's ack 0 is not true")
 		}

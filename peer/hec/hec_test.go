@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -22,21 +23,6 @@ const (
 	chanA = "11111111-2222-3333-4444-555555555555"
 	chanB = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 )
-
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // faultyStore lets a test force back-pressure or a failed store.
 type faultyStore struct {
@@ -252,7 +238,7 @@ func TestAckIDsPerChannelAndForgetAfterTrue(t *testing.T) {
 			t.Fatalf("channel %s: got %d %+v, want ackId %d", w.ch, status, r, w.id)
 		}
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		got := f.acks(t, "Splunk ack", chanA, 0)
 		if !got["0"] {
 			return errors.New("ack 0 not true yet")
@@ -386,14 +372,14 @@ func TestBackPressure(t *testing.T) {
 	}
 	held.Store(false)
 	close(release)
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		status, r := f.post(t, "/services/collector/event", "Splunk ack", chanA, body)
 		if status != 200 || r.Code != 0 {
 			return fmt.Errorf("still %d %d", status, r.Code)
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		got := f.acks(t, "Splunk ack", chanA, 0)
 		if !got["0"] {
 			return errors.New("first request not durable")
@@ -480,7 +466,7 @@ func TestAckBookkeepingIsBounded(t *testing.T) {
 	// reading the acks frees room on the channel. A status read as true is
 	// forgotten, so the two acks may turn true in different polls: collect.
 	seen := map[string]bool{}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		for id, ok := range f.acks(t, "Splunk ack", chanA, 0, 1) {
 			seen[id] = seen[id] || ok
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
 )
@@ -72,7 +73,7 @@ func TestIdempotencyKeyOnOnePeer(t *testing.T) {
 	if st != 200 || r2.AckID == nil || r2.Code != 0 {
 		t.Fatalf("resend: %d %+v", st, r2)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if !f.acks(t, "Splunk ack", chB, *r2.AckID)[fmt.Sprint(*r2.AckID)] {
 			return errors.New("the resend's ack is not true")
 		}

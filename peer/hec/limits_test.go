@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/valyala/fastjson"
 )
@@ -239,7 +240,7 @@ func TestBodyBudgetSharedByRequests(t *testing.T) {
 	if _, err := io.WriteString(pw, first); err != nil { // returns once the server has read it all
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n < 3<<20 {
 			return fmt.Errorf("first request holds %d bytes", n)
 		}
@@ -259,7 +260,7 @@ func TestBodyBudgetSharedByRequests(t *testing.T) {
 	if n := f.st.Stats.EventsAppended.Load(); n != int64(want) {
 		t.Fatalf("%d events stored, want the first request's %d", n, want)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n != 0 {
 			return fmt.Errorf("%d bytes still held", n)
 		}
@@ -269,7 +270,7 @@ func TestBodyBudgetSharedByRequests(t *testing.T) {
 		t.Fatalf("second request with room: %d %+v", status, r)
 	}
 	want += strings.Count(second, "\n")
-	waitFor(t, 5*time.Second, func() error { // its body is held until the store has indexed it
+	testutil.WaitFor(t, 5*time.Second, func() error { // its body is held until the store has indexed it
 		if n := f.h.InFlightBytes(); n != 0 {
 			return fmt.Errorf("%d bytes still held", n)
 		}
@@ -323,7 +324,7 @@ func TestAckBodyBounded(t *testing.T) {
 		}
 	}
 	// Nothing was read: ack 0 is still there, true once (it is durable).
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if got := f.acks(t, "Splunk ack", chanA, 0); !got["0"] {
 			return fmt.Errorf("ack 0 read as %v", got)
 		}

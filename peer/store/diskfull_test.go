@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // TestDiskFullRecoversWithoutRestart: journal writes failing with ENOSPC
@@ -49,7 +51,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 
 	full.Store(false)
 	waitDurable(t, a2) // the waiting group is written: no restart
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if s.Busy() || s.DiskFull() {
 			return errors.New("still busy")
 		}
@@ -68,7 +70,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if !s.DiskFull() {
 			return errors.New("not full yet")
 		}

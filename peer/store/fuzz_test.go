@@ -2,11 +2,12 @@ package store
 
 import (
 	"bytes"
-	"github.com/RoaringBitmap/roaring/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
 )
 
 func sampleFrames(n int) []byte {

@@ -361,7 +361,7 @@ type indexReader struct {
 	fieldNames  []string
 	blocks      []blockInfo
 
-	cols *colReader // the bucket's column file (columns.go), nil for none
+	cols *colReader // the bucket's column file (colread.go), nil for none
 
 	closed bool // guarded by colCache.mu (decoded times are cached there)
 

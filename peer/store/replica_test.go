@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // captureHook records the origin's durable blocks and lets the test mark
@@ -117,7 +119,7 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 	if err := origin.Roll(id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		hook.mu.Lock()
 		defer hook.mu.Unlock()
 		if _, ok := hook.closed[id]; !ok {

@@ -36,6 +36,7 @@ func (s *Store) roller() {
 				}
 			}
 			s.Stats.RollsInProgress.Add(-1)
+			s.idle.notify()
 		case <-s.stop:
 			return
 		}

@@ -180,6 +180,8 @@ type Store struct {
 	failed  atomic.Pointer[error]
 	// failedCh is closed when failed is set (wakes Wait).
 	failedCh chan struct{}
+	// idle wakes WaitIdle when a roll ends or events are indexed.
+	idle wakeup
 
 	writeCh chan writeJob
 	indexCh chan indexJob
@@ -274,21 +276,12 @@ func (a *Ack) Durable() bool {
 	return true
 }
 
-// localDurable is Durable without waiting for replication (Flush, Close).
-func (a *Ack) localDurable() bool {
-	for _, t := range a.toks {
-		if !t.done.Load() {
-			return false
-		}
-	}
-	return true
-}
-
 // blockToken is the durability of one block: done once fsynced here, and,
 // when a replication hook is set (cluster mode), repl once the hook says the
 // block is on enough copies (replica.go).
 type blockToken struct {
 	done     atomic.Bool
+	local    chan struct{} // closed once done (Flush, Close)
 	needRepl bool
 	repl     atomic.Bool
 	// durable is closed once done and, when needRepl, repl (Store.Wait).
@@ -297,7 +290,15 @@ type blockToken struct {
 }
 
 func newBlockToken(needRepl bool) *blockToken {
-	return &blockToken{needRepl: needRepl, durable: make(chan struct{})}
+	return &blockToken{needRepl: needRepl, durable: make(chan struct{}), local: make(chan struct{})}
+}
+
+// markDone records that the block is fsynced here and wakes its waiters.
+func (t *blockToken) markDone() {
+	if t.done.CompareAndSwap(false, true) {
+		close(t.local)
+	}
+	t.settle()
 }
 
 func (t *blockToken) isDurable() bool {
@@ -770,8 +771,7 @@ func (s *Store) writer() {
 		}
 		for _, j := range group {
 			if j.blk != nil {
-				j.blk.tok.done.Store(true)
-				j.blk.tok.settle()
+				j.blk.tok.markDone()
 				s.Stats.BlocksWritten.Add(1)
 				s.replBlockDurable(j.blk)
 			}
@@ -809,6 +809,7 @@ func (s *Store) indexer() {
 			}
 			h.mu.Unlock()
 			s.Stats.Unindexed.Add(-int64(len(j.evs)))
+			s.idle.notify()
 			j.rel.done()
 		case <-s.stop:
 			return
@@ -819,40 +820,9 @@ func (s *Store) indexer() {
 // Flush seals every open block and waits until all of them are durable.
 func (s *Store) Flush() error {
 	s.mu.Lock()
-	var toks []*blockToken
-	for _, is := range s.indexes {
-		for _, b := range is.hot {
-			if b.open.n > 0 {
-				toks = append(toks, b.openTok)
-				s.sealLocked(b)
-			}
-		}
-	}
+	toks := s.sealOpenLocked()
 	s.mu.Unlock()
-	a := &Ack{toks: toks}
-	for !a.localDurable() {
-		if err := s.Err(); err != nil {
-			return err
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return nil
-}
-
-// WaitIdle waits until every roll in progress has finished and every
-// appended event is indexed (tests and benchmarks).
-func (s *Store) WaitIdle(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for s.Stats.RollsInProgress.Load() > 0 || s.Stats.Unindexed.Load() > 0 {
-		if err := s.Err(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return errors.New("store: not idle before the deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil
+	return s.waitLocal(toks, false)
 }
 
 // Close seals and flushes open blocks, waits for rolls in progress, stops
@@ -866,28 +836,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	var toks []*blockToken
-	for _, is := range s.indexes {
-		for _, b := range is.hot {
-			if b.open.n > 0 {
-				toks = append(toks, b.openTok)
-				s.sealLocked(b)
-			}
-		}
-	}
+	toks := s.sealOpenLocked()
 	s.mu.Unlock()
-	a := &Ack{toks: toks}
-	var ferr error
-	for !a.localDurable() {
-		if ferr = s.Err(); ferr != nil {
-			break
-		}
-		if s.space.full.Load() {
-			ferr = ErrDiskFull // the blocks stay unwritten; nothing of them was acknowledged
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// On a full disk the blocks stay unwritten (ErrDiskFull); nothing of
+	// them was acknowledged.
+	ferr := s.waitLocal(toks, true)
 	if err := s.WaitIdle(time.Minute); err != nil && ferr == nil {
 		ferr = err
 	}

@@ -15,26 +15,12 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/query"
 	"pgregory.net/rapid"
 )
 
 const testGUID = "0123456789abcdef0123456789abcdef"
-
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func mustOpen(t *testing.T, opts Options) *Store {
 	t.Helper()
@@ -73,7 +59,7 @@ func appendN(t *testing.T, s *Store, index string, from, n int) *Ack {
 
 func waitDurable(t *testing.T, a *Ack) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if !a.Durable() {
 			return errors.New("not durable")
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/searchhead/ui"
@@ -78,7 +79,7 @@ func startStack(t *testing.T) *stack {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s := &stack{URL: srv.URL, Peer: p, N: n}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		r, err := s.search("index=main | stats count")
 		if err != nil {
 			return err
@@ -116,21 +117,6 @@ func (s *stack) search(q string) (*searchAnswer, error) {
 		return &a, fmt.Errorf("search %q: HTTP %d %s (%s)", q, resp.StatusCode, a.Error, a.Code)
 	}
 	return &a, nil
-}
-
-func waitFor(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // The page and its assets are served from the binary, and the page's one

@@ -1,5 +1,10 @@
 package bus
 
+// Sender-initiated streams, for tests only: quarry's roles open every stream
+// from the receiver's side (the search head's invites ride in the request,
+// and replication is request/reply), but the stream tests drive a Sender
+// and a Receiver (resume, permissions, gateways) through this small server.
+
 import (
 	"context"
 	"errors"
@@ -9,20 +14,19 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// StreamHandler receives one sender-initiated stream. meta is what the
-// sender sent with OpenStream. Before it consumes anything the handler
+// streamHandler receives one sender-initiated stream. meta is what the
+// sender sent with openStream. Before it consumes anything the handler
 // calls accept(resume) exactly once — that answers the sender with an
 // Invite starting at chunk resume — or returns an error, which the sender
 // gets as a *RemoteError. After accept, bus closes the receiver when the
 // handler returns: a nil error after io.EOF confirms the stream to the
 // sender, any other error aborts it with that reason.
-type StreamHandler[Meta any] func(ctx context.Context, meta Meta, accept func(resume uint64) (*Receiver, error)) error
+type streamHandler[Meta any] func(ctx context.Context, meta Meta, accept func(resume uint64) (*Receiver, error)) error
 
-// ServeStreams subscribes h to subject for sender-initiated streams (e.g.
-// warm-bucket copies on a peer's repl subject). Each stream runs in its own
+// serveStreams subscribes h to subject for sender-initiated streams. Each stream runs in its own
 // goroutine; Stop on the returned Service cancels the handlers' contexts
 // once its own ctx ends.
-func ServeStreams[Meta any](nc *nats.Conn, subject string, o ServeOptions, so StreamOptions, h StreamHandler[Meta]) (*Service, error) {
+func serveStreams[Meta any](nc *nats.Conn, subject string, o ServeOptions, so StreamOptions, h streamHandler[Meta]) (*Service, error) {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = 64
 	}
@@ -35,7 +39,7 @@ func ServeStreams[Meta any](nc *nats.Conn, subject string, o ServeOptions, so St
 	})
 }
 
-func runStream[Meta any](ctx context.Context, nc *nats.Conn, m *nats.Msg, so StreamOptions, h StreamHandler[Meta], log *slog.Logger) {
+func runStream[Meta any](ctx context.Context, nc *nats.Conn, m *nats.Msg, so StreamOptions, h streamHandler[Meta], log *slog.Logger) {
 	reject := func(code string, err error) {
 		if m.Reply == "" {
 			return
@@ -88,10 +92,10 @@ func runStream[Meta any](ctx context.Context, nc *nats.Conn, m *nats.Msg, so Str
 	}
 }
 
-// OpenStream asks the stream handler serving subject to receive a stream
+// openStream asks the stream handler serving subject to receive a stream
 // described by meta, and returns the sender once it accepted. Errors are
 // those of Request (ErrNoResponders, ErrTimeout, *RemoteError).
-func OpenStream[Meta any](ctx context.Context, nc *nats.Conn, subject string, meta Meta) (*Sender, error) {
+func openStream[Meta any](ctx context.Context, nc *nats.Conn, subject string, meta Meta) (*Sender, error) {
 	inv, err := Request[Meta, Invite](ctx, nc, subject, meta)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/query"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // searchReply is what POST /v1/search answers, success or error.
@@ -53,7 +55,7 @@ func mustPeerWithEvents(t *testing.T, n int) string {
 	if code, rep := postHEC(t, url, b.String()); code != 200 {
 		t.Fatalf("HEC: %d %v", code, rep)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := scrape(t, url)["quarry_peer_unindexed_events"]; n != 0 {
 			return fmt.Errorf("%v events not indexed yet", n)
 		}

@@ -557,7 +557,7 @@ func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
 		conns = append(conns, c)
 		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n < 4<<20 {
 			return fmt.Errorf("the silent bodies hold %d bytes", n)
 		}
@@ -575,7 +575,7 @@ func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n != 0 {
 			return fmt.Errorf("%d bytes still held", n)
 		}
@@ -598,13 +598,13 @@ func TestStalledBodyGivesBackItsShare(t *testing.T) {
 	defer c.Close()
 	fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 16777000\r\n\r\n{\"event\":")
 	start := time.Now()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n == 0 {
 			return errors.New("the body holds nothing yet")
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n != 0 {
 			return fmt.Errorf("the stalled body still holds %d bytes", n)
 		}
@@ -633,7 +633,7 @@ func TestTokenShareOfTheBudget(t *testing.T) {
 		defer c.Close()
 		fmt.Fprintf(c, "POST /services/collector/event HTTP/1.1\r\nHost: x\r\nAuthorization: Splunk noack\r\nContent-Length: 4000000\r\n\r\n{\"event\":")
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := f.h.InFlightBytes(); n != 6<<20 {
 			return fmt.Errorf("token noack holds %d bytes, want its share, 6 MiB", n)
 		}

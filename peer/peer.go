@@ -291,23 +291,7 @@ func Start(cfg Config) (*Peer, error) {
 			return nil, err
 		}
 		if p.cl != nil && p.cl.fix != nil {
-			fix := p.cl.fix
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_fixup_sent_bytes_total",
-				Help: "Block bytes this peer sent to other peers for the managers' fixup tasks (none in maintenance mode)."},
-				func() float64 { return float64(fix.sentBytes.Load()) }))
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_restart_catchup_bytes_total",
-				Help: "Block bytes this peer sent, after a restart, to bring its hot buckets' replicas to its length."},
-				func() float64 { return float64(fix.catchupBytes.Load()) }))
-			cl := p.cl
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
-				Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "peers"}},
-				func() float64 { return float64(cl.peersFetches.Load()) }))
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
-				Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "config"}},
-				func() float64 { return float64(cl.configFetches.Load()) }))
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_seal_divergent_copies_total",
-				Help: "Copies longer than their bucket's sealed length whose block at the sealed length did not carry the sealed checksum, truncated instead of extending the seal."},
-				func() float64 { return float64(fix.divergent.Load()) }))
+			registerClusterMetrics(reg, p.cl)
 		}
 		cfg.Tokens = toks
 		if err := bus.RegisterMetrics(reg); err != nil {
@@ -513,6 +497,27 @@ func (p *Peer) serveHealthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"status": "ok", "peer": p.cfg.ID, "guid": p.guid})
+}
+
+// registerClusterMetrics registers the series of a cluster peer's fixup
+// runner and control-plane fetches.
+func registerClusterMetrics(reg prometheus.Registerer, cl *cluster) {
+	fix := cl.fix
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_fixup_sent_bytes_total",
+		Help: "Block bytes this peer sent to other peers for the managers' fixup tasks (none in maintenance mode)."},
+		func() float64 { return float64(fix.sentBytes.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_restart_catchup_bytes_total",
+		Help: "Block bytes this peer sent, after a restart, to bring its hot buckets' replicas to its length."},
+		func() float64 { return float64(fix.catchupBytes.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
+		Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "peers"}},
+		func() float64 { return float64(cl.peersFetches.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_control_fetches_total",
+		Help: "Fetches from the managers of the peer list (what=peers) and the cluster config (what=config): on a change the heartbeat reply names, or every 60th heartbeat as a backstop.", ConstLabels: prometheus.Labels{"what": "config"}},
+		func() float64 { return float64(cl.configFetches.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_seal_divergent_copies_total",
+		Help: "Copies longer than their bucket's sealed length whose block at the sealed length did not carry the sealed checksum, truncated instead of extending the seal."},
+		func() float64 { return float64(fix.divergent.Load()) }))
 }
 
 func registerStoreMetrics(reg prometheus.Registerer, st *store.Store) {

@@ -183,79 +183,15 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	queue := int(st.Running.Load())
-	// refuse sends one error message on a fresh stream.
-	refuse := func(code string, err error) {
-		st.Refused.Add(1)
-		snd, serr := bus.NewSender(ctx, s.nc, inv)
-		if serr != nil {
-			return
-		}
-		b, _ := json.Marshal(api.SearchMsg{Kind: api.SearchError, Peer: s.p.cfg.ID, Code: code, Error: err.Error()})
-		if serr := snd.Send(ctx, b); serr != nil {
-			snd.Abort(serr)
-			return
-		}
-		_ = snd.Close(ctx)
-	}
 	if err := req.Validate(); err != nil {
-		refuse(api.SearchCodeBadRequest, err)
+		s.refuse(ctx, inv, api.SearchCodeBadRequest, err)
 		return
 	}
 	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest,
 		Now: time.Unix(0, req.NowNS), Server: s.p.cfg.ID})
 	if err != nil {
-		refuse(api.SearchCodeBadRequest, err)
+		s.refuse(ctx, inv, api.SearchCodeBadRequest, err)
 		return
-	}
-	allowed := func(index string) bool { return len(req.Indexes) == 0 || slices.Contains(req.Indexes, index) }
-
-	type item struct {
-		bucket string
-		seg    query.Segment
-		length *api.CopyLength
-		err    string
-	}
-	// resolve lists what to search: an explicit list as asked; the
-	// default plan's primaries of (table site, generation) from the
-	// generation cache — which may have to fetch a table from the
-	// managers, so it runs once the stream is open and beating.
-	resolve := func() (items []item, version uint64, code string, err error) {
-		if req.Buckets != nil {
-			for _, b := range req.Buckets {
-				seg, l := s.segment(b)
-				switch {
-				case seg == nil:
-					items = append(items, item{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
-				case !allowed(seg.Index()):
-					items = append(items, item{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
-				default:
-					items = append(items, item{bucket: b, seg: seg, length: l})
-				}
-			}
-			return items, 0, "", nil
-		}
-		gctx, gcancel := context.WithTimeout(ctx, genFetchTimeout)
-		defer gcancel()
-		mine, ver, err := s.gens.primaries(gctx, req.TableSite, req.Generation, req.TableVersion)
-		if err != nil {
-			code := api.SearchCodeInternal
-			if bus.IsRemote(err, api.CodeGeneration) {
-				code = api.SearchCodeGeneration
-			}
-			return nil, 0, code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err)
-		}
-		for _, b := range mine {
-			seg, l := s.segment(b)
-			if seg == nil {
-				items = append(items, item{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
-				continue
-			}
-			if !allowed(seg.Index()) || !plan.TargetsIndex(seg.Index()) {
-				continue
-			}
-			items = append(items, item{bucket: b, seg: seg, length: l})
-		}
-		return items, ver, "", nil
 	}
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
@@ -271,27 +207,111 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		return
 	}
 	st.Requests.Add(1)
-	var sendMu sync.Mutex
-	var sendErr error
-	send := func(m api.SearchMsg) error {
-		m.Peer = s.p.cfg.ID
-		b, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if sendErr != nil {
-			return sendErr
-		}
-		if err := snd.Send(ctx, b); err != nil {
-			sendErr = err
-			cancel() // the head is gone: stop scanning
-			return err
-		}
-		return nil
-	}
+	out := &answerStream{snd: snd, ctx: ctx, cancel: cancel, peer: s.p.cfg.ID}
 	var done atomic.Int64
+	stopBeats := s.beat(ctx, req, out, &done)
+	items, version, code, rerr := s.resolve(ctx, req, plan)
+	if rerr != nil {
+		// Refused on the open stream: the head re-dispatches the buckets
+		// it expected here by explicit list.
+		stopBeats()
+		st.Refused.Add(1)
+		if out.send(api.SearchMsg{Kind: api.SearchError, Code: code, Error: rerr.Error()}) != nil {
+			snd.Abort(rerr)
+			return
+		}
+		out.close()
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		stopBeats()
+		s.cancelled()
+		snd.Abort(errors.New("search cancelled while queued"))
+		return
+	}
+	s.scan(ctx, plan, items, out.send, &done)
+	stopBeats()
+	if ctx.Err() != nil || out.failed() {
+		s.cancelled()
+		snd.Abort(errors.New("search cancelled"))
+		return
+	}
+	if err := out.send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Newest: max(version, s.newest.Load()), Done: int(done.Load()),
+		ServiceMs: float64(time.Since(start).Microseconds()) / 1000, Queue: queue}); err != nil {
+		s.cancelled()
+		snd.Abort(err)
+		return
+	}
+	if !out.close() {
+		// The head went away before confirming the end.
+		s.cancelled()
+	}
+}
+
+// refuse sends one error message on a fresh stream.
+func (s *searchService) refuse(ctx context.Context, inv bus.Invite, code string, err error) {
+	s.p.searchStats.Refused.Add(1)
+	snd, serr := bus.NewSender(ctx, s.nc, inv)
+	if serr != nil {
+		return
+	}
+	b, _ := json.Marshal(api.SearchMsg{Kind: api.SearchError, Peer: s.p.cfg.ID, Code: code, Error: err.Error()})
+	if serr := snd.Send(ctx, b); serr != nil {
+		snd.Abort(serr)
+		return
+	}
+	_ = snd.Close(ctx)
+}
+
+// answerStream is one request's answer stream: messages are sent one at a
+// time; the first failure (the head went away) cancels the request.
+type answerStream struct {
+	snd    *bus.Sender
+	ctx    context.Context
+	cancel context.CancelFunc
+	peer   string
+	mu     sync.Mutex
+	err    error
+}
+
+func (a *answerStream) send(m api.SearchMsg) error {
+	m.Peer = a.peer
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	if err := a.snd.Send(a.ctx, b); err != nil {
+		a.err = err
+		a.cancel() // the head is gone: stop scanning
+		return err
+	}
+	return nil
+}
+
+func (a *answerStream) failed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err != nil
+}
+
+// close ends the stream, waiting a bounded time for the head to confirm.
+func (a *answerStream) close() bool {
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	return a.snd.Close(cctx) == nil
+}
+
+// beat sends a progress beat at the request's interval (at most every
+// second) until the returned stop is called or ctx ends.
+func (s *searchService) beat(ctx context.Context, req *api.SearchRequest, out *answerStream, done *atomic.Int64) (stop func()) {
 	beatStop := make(chan struct{})
 	var beatWG sync.WaitGroup
 	beatWG.Add(1)
@@ -313,42 +333,75 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 				if f := s.p.cfg.SearchBeats; f != nil && !f() {
 					continue
 				}
-				_ = send(api.SearchMsg{Kind: api.SearchBeat, Done: int(done.Load())})
+				_ = out.send(api.SearchMsg{Kind: api.SearchBeat, Done: int(done.Load())})
 			}
 		}
 	}()
-	stopBeats := func() {
+	return func() {
 		close(beatStop)
 		beatWG.Wait()
 	}
-	items, version, code, rerr := resolve()
-	if rerr != nil {
-		// Refused on the open stream: the head re-dispatches the buckets
-		// it expected here by explicit list.
-		stopBeats()
-		st.Refused.Add(1)
-		if send(api.SearchMsg{Kind: api.SearchError, Code: code, Error: rerr.Error()}) != nil {
-			snd.Abort(rerr)
-			return
+}
+
+// searchItem is one bucket a request asks this peer for: its segment and
+// the length it covers, or why it cannot be searched here.
+type searchItem struct {
+	bucket string
+	seg    query.Segment
+	length *api.CopyLength
+	err    string
+}
+
+// resolve lists what to search: an explicit list as asked; the default
+// plan's primaries of (table site, generation) from the generation cache —
+// which may have to fetch a table from the managers, so it runs once the
+// stream is open and beating.
+func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, plan *query.Plan) (items []searchItem, version uint64, code string, err error) {
+	allowed := func(index string) bool { return len(req.Indexes) == 0 || slices.Contains(req.Indexes, index) }
+	if req.Buckets != nil {
+		for _, b := range req.Buckets {
+			seg, l := s.segment(b)
+			switch {
+			case seg == nil:
+				items = append(items, searchItem{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
+			case !allowed(seg.Index()):
+				items = append(items, searchItem{bucket: b, err: fmt.Sprintf("bucket %s is in index %s, which this search may not read", b, seg.Index())})
+			default:
+				items = append(items, searchItem{bucket: b, seg: seg, length: l})
+			}
 		}
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer ccancel()
-		_ = snd.Close(cctx)
-		return
+		return items, 0, "", nil
 	}
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		stopBeats()
-		s.cancelled()
-		snd.Abort(errors.New("search cancelled while queued"))
-		return
+	gctx, gcancel := context.WithTimeout(ctx, genFetchTimeout)
+	defer gcancel()
+	mine, ver, err := s.gens.primaries(gctx, req.TableSite, req.Generation, req.TableVersion)
+	if err != nil {
+		code := api.SearchCodeInternal
+		if bus.IsRemote(err, api.CodeGeneration) {
+			code = api.SearchCodeGeneration
+		}
+		return nil, 0, code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err)
 	}
-	// An aggregating search combines the partials of the buckets each
-	// worker searched into one batch per worker, sent when the worker is
-	// done (api.SearchMsg.Buckets): combining and encoding stay parallel.
-	work := make(chan item)
+	for _, b := range mine {
+		seg, l := s.segment(b)
+		if seg == nil {
+			items = append(items, searchItem{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
+			continue
+		}
+		if !allowed(seg.Index()) || !plan.TargetsIndex(seg.Index()) {
+			continue
+		}
+		items = append(items, searchItem{bucket: b, seg: seg, length: l})
+	}
+	return items, ver, "", nil
+}
+
+// scan searches the items on up to GOMAXPROCS workers. An aggregating
+// search combines the partials of the buckets each worker searched into
+// one batch per worker, sent when the worker is done
+// (api.SearchMsg.Buckets): combining and encoding stay parallel.
+func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []searchItem, send func(api.SearchMsg) error, done *atomic.Int64) {
+	work := make(chan searchItem)
 	var wg sync.WaitGroup
 	for w := 0; w < min(runtime.GOMAXPROCS(0), len(items)); w++ {
 		wg.Add(1)
@@ -377,24 +430,6 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	stopBeats()
-	if ctx.Err() != nil || sendErr != nil {
-		s.cancelled()
-		snd.Abort(errors.New("search cancelled"))
-		return
-	}
-	if err := send(api.SearchMsg{Kind: api.SearchDone, TableVersion: version, Newest: max(version, s.newest.Load()), Done: int(done.Load()),
-		ServiceMs: float64(time.Since(start).Microseconds()) / 1000, Queue: queue}); err != nil {
-		s.cancelled()
-		snd.Abort(err)
-		return
-	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer ccancel()
-	if err := snd.Close(cctx); err != nil {
-		// The head went away before confirming the end.
-		s.cancelled()
-	}
 }
 
 // searchBucket runs the peer half over one bucket and sends its batches

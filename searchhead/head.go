@@ -526,27 +526,15 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 		return nil, emitErr
 	}
 	if err != nil && !limitHit {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			h.metrics.cancelled.Inc()
-			return nil, &RequestError{Status: 504, Code: "search_timeout",
-				Msg: fmt.Sprintf("search exceeded its time limit of %s and was stopped on every peer", h.cfg.SearchTimeout)}
-		}
 		h.metrics.cancelled.Inc()
-		return nil, err
+		return nil, h.runError(ctx, err)
 	}
 	sum := rn.summary()
 	h.metrics.observeSummary(sum)
 	h.log.Debug("search finished", "search", rn.id, "generation", rn.generation, "table_version", rn.version,
 		"buckets_expected", sum.Buckets.Total, "buckets_marked", sum.Buckets.Successful, "partial", sum.Partial)
-	if req.AllowPartial != nil && !*req.AllowPartial {
-		if sum.Buckets.Missing > 0 {
-			return nil, &RequestError{Status: 503, Code: "buckets_missing",
-				Msg: fmt.Sprintf("%d bucket(s) missing and allow_partial=false: %s", sum.Buckets.Missing, firstReason(sum))}
-		}
-		if sum.Buckets.Failed > 0 {
-			return nil, &RequestError{Status: 502, Code: "buckets_failed",
-				Msg: fmt.Sprintf("%d bucket(s) failed and allow_partial=false: %s", sum.Buckets.Failed, firstReason(sum))}
-		}
+	if err := allowPartialError(req, sum); err != nil {
+		return nil, err
 	}
 	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
 	if streamable && streamCols != nil {
@@ -567,6 +555,33 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	pub.summary(sum)
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
+}
+
+// runError is what a search that did not complete answers: 504 past its
+// time limit, else the error itself.
+func (h *Head) runError(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return &RequestError{Status: 504, Code: "search_timeout",
+			Msg: fmt.Sprintf("search exceeded its time limit of %s and was stopped on every peer", h.cfg.SearchTimeout)}
+	}
+	return err
+}
+
+// allowPartialError turns a missing bucket into 503 and a failed one into
+// 502 when the request says allow_partial=false (SPEC §5).
+func allowPartialError(req Request, sum query.Summary) error {
+	if req.AllowPartial == nil || *req.AllowPartial {
+		return nil
+	}
+	if sum.Buckets.Missing > 0 {
+		return &RequestError{Status: 503, Code: "buckets_missing",
+			Msg: fmt.Sprintf("%d bucket(s) missing and allow_partial=false: %s", sum.Buckets.Missing, firstReason(sum))}
+	}
+	if sum.Buckets.Failed > 0 {
+		return &RequestError{Status: 502, Code: "buckets_failed",
+			Msg: fmt.Sprintf("%d bucket(s) failed and allow_partial=false: %s", sum.Buckets.Failed, firstReason(sum))}
+	}
+	return nil
 }
 
 // newRun is one search's state, with a fresh search id.

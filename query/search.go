@@ -27,6 +27,11 @@ type Response struct {
 	Results []map[string]any `json:"results"`
 	Fields  []string         `json:"fields"`
 	Summary Summary          `json:"summary"`
+	// StreamedColumns, on a search head's answer, is set when its rows
+	// were streamed by bucket and Fields names the columns a | table or
+	// | fields asked for: the NDJSON summary line then carries them (the
+	// rows alone do not say their order). Not part of the JSON answer.
+	StreamedColumns bool `json:"-"`
 }
 
 // Summary is the per-search report, like Elasticsearch's _shards.

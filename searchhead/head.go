@@ -538,7 +538,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
 	if streamable && streamCols != nil {
-		resp.Fields = streamCols
+		resp.Fields, resp.StreamedColumns = streamCols, true
 	}
 	if !streamable {
 		cut, err := h.mergeAtEnd(plan, parts, resp, &sum, emit, pub)
@@ -762,8 +762,10 @@ func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 	}
 	last := map[string]any{"summary": resp.Summary}
-	if len(resp.Fields) > 0 {
-		// The columns of a streamed | table (the CLI prints them).
+	if resp.StreamedColumns && len(resp.Fields) > 0 {
+		// Only a streamed | table or | fields names its columns here (the
+		// CLI prints them in that order); every other summary line is
+		// {"summary": …} alone, as SPEC §7 writes it.
 		last["fields"] = resp.Fields
 	}
 	_ = enc.Encode(last)

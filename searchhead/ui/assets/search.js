@@ -165,7 +165,12 @@
 
   function handleLine(o, q) {
     const keys = Object.keys(o);
-    if (keys.length === 1 && keys[0] === "summary") { S.summary = o.summary; return; }
+    if ("summary" in o && keys.every(k => k === "summary" || k === "fields")) {
+      // The summary line; a streamed | table also names its columns.
+      S.summary = o.summary;
+      if (Array.isArray(o.fields) && o.fields.length) S.columns = o.fields.slice();
+      return;
+    }
     if (keys.length <= 3 && "error" in o && "code" in o && !("_raw" in o)) { showError(o, q); return; }
     addResult(o);
   }

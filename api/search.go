@@ -53,6 +53,13 @@ type SearchRequest struct {
 	// Buckets, when set, is an explicit bucket list (the request is then
 	// addressed to one peer): search exactly these, whatever the primaries.
 	Buckets []string `json:"buckets,omitempty"`
+	// Sealed gives, for listed buckets the head's table has sealed, the
+	// sealed length (blocks and last checksum): a copy longer than it is
+	// searched as its sealed prefix, so its marker proves exactly the
+	// length the head checks (SPEC §5 "Completeness"). A default-plan
+	// request needs none: the peer takes the lengths from the generation
+	// table. An addition to SPEC §5's request.
+	Sealed map[string]CopyLength `json:"sealed,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
 	// index outside it, whatever Buckets says.

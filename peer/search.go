@@ -58,6 +58,7 @@ type searchService struct {
 	// table is older catches up (SPEC §5 step 3).
 	newest atomic.Uint64
 	sem    chan struct{}
+	mis    mismatches // copies found at another length than their seal
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -360,7 +361,8 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 	allowed := func(index string) bool { return len(req.Indexes) == 0 || slices.Contains(req.Indexes, index) }
 	if req.Buckets != nil {
 		for _, b := range req.Buckets {
-			seg, l := s.segment(b)
+			sl := req.Sealed[b]
+			seg, l := s.segment(b, sealedLength{sl.Blocks, sl.Checksum})
 			switch {
 			case seg == nil:
 				items = append(items, searchItem{bucket: b, err: fmt.Sprintf("no searchable copy of bucket %s on peer %s", b, s.p.cfg.ID)})
@@ -374,7 +376,7 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 	}
 	gctx, gcancel := context.WithTimeout(ctx, genFetchTimeout)
 	defer gcancel()
-	mine, ver, err := s.gens.primaries(gctx, req.TableSite, req.Generation, req.TableVersion)
+	mine, sealed, ver, err := s.gens.primaries(gctx, req.TableSite, req.Generation, req.TableVersion)
 	if err != nil {
 		code := api.SearchCodeInternal
 		if bus.IsRemote(err, api.CodeGeneration) {
@@ -383,7 +385,7 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 		return nil, 0, code, fmt.Errorf("peer %s cannot resolve generation %d of %s: %w", s.p.cfg.ID, req.Generation, req.TableSite, err)
 	}
 	for _, b := range mine {
-		seg, l := s.segment(b)
+		seg, l := s.segment(b, sealed[b])
 		if seg == nil {
 			items = append(items, searchItem{bucket: b, err: fmt.Sprintf("peer %s is primary for bucket %s but holds no searchable copy", s.p.cfg.ID, b)})
 			continue
@@ -481,11 +483,18 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 }
 
 // segment is a bucket's segment with the length it covers, for the
-// marker's proof of a whole copy (api.SearchMsg.Length).
-func (s *searchService) segment(id string) (query.Segment, *api.CopyLength) {
-	seg, l := s.p.store.SegmentLength(id)
+// marker's proof of a whole copy (api.SearchMsg.Length). For a bucket the
+// table has sealed (sealed.blocks > 0), a longer copy is searched as its
+// sealed prefix (store.SegmentPrefix); a copy that is shorter or diverges
+// is reported to the managers (reportMismatch) and searched as it is —
+// the head refuses its marker and tries another copy.
+func (s *searchService) segment(id string, sealed sealedLength) (query.Segment, *api.CopyLength) {
+	seg, l := s.p.store.SegmentPrefix(id, sealed.blocks, sealed.checksum)
 	if seg == nil {
 		return nil, nil
+	}
+	if sealed.blocks > 0 && (l.Blocks != sealed.blocks || l.Checksum != sealed.checksum) {
+		s.reportMismatch(id, sealed, l)
 	}
 	return seg, &api.CopyLength{Blocks: l.Blocks, Checksum: l.Checksum, Hot: l.Hot}
 }
@@ -581,7 +590,18 @@ type genEntry struct {
 	mu      sync.Mutex // one fetch at a time per key
 	version uint64
 	mine    map[string]bool
-	loaded  bool
+	// sealed is the sealed length of every bucket the table fixed one
+	// for (fsm.BucketInfo Sealed/Blocks/Checksum): a longer copy is
+	// searched as its sealed prefix (store.SegmentPrefix).
+	sealed map[string]sealedLength
+	loaded bool
+}
+
+// sealedLength is a sealed bucket's length as the generation table
+// carries it.
+type sealedLength struct {
+	blocks   int64
+	checksum string
 }
 
 // genFetchTimeout bounds a search's wait for a generation table from the
@@ -596,9 +616,10 @@ func newGenCache(me string, mc *mgrclient.ManagerClient) *genCache {
 	return &genCache{me: me, mc: mc, entries: map[genKey]*genEntry{}}
 }
 
-// primaries returns the buckets this peer is primary for, sorted, and the
-// table version they reflect (at least version).
-func (c *genCache) primaries(ctx context.Context, site string, gen, version uint64) ([]string, uint64, error) {
+// primaries returns the buckets this peer is primary for, sorted, with
+// the sealed lengths the table gives them, and the table version they
+// reflect (at least version).
+func (c *genCache) primaries(ctx context.Context, site string, gen, version uint64) ([]string, map[string]sealedLength, uint64, error) {
 	k := genKey{site, gen}
 	c.mu.Lock()
 	e := c.entries[k]
@@ -621,15 +642,19 @@ func (c *genCache) primaries(ctx context.Context, site string, gen, version uint
 	defer e.mu.Unlock()
 	if !e.loaded || e.version < version {
 		if err := c.refresh(ctx, site, gen, e); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	out := make([]string, 0, len(e.mine))
+	lengths := make(map[string]sealedLength, len(e.mine))
 	for b := range e.mine {
 		out = append(out, b)
+		if l, ok := e.sealed[b]; ok {
+			lengths[b] = l
+		}
 	}
 	slices.Sort(out)
-	return out, e.version, nil
+	return out, lengths, e.version, nil
 }
 
 func (c *genCache) refresh(ctx context.Context, site string, gen uint64, e *genEntry) error {
@@ -653,14 +678,21 @@ func (c *genCache) refresh(ctx context.Context, site string, gen uint64, e *genE
 	if v.Generation != gen {
 		return bus.Errorf(api.CodeGeneration, "generation %d: the managers answered generation %d", gen, v.Generation)
 	}
-	e.mine, e.loaded = map[string]bool{}, true
+	e.mine, e.sealed, e.loaded = map[string]bool{}, map[string]sealedLength{}, true
 	c.apply(e, v)
 	return nil
 }
 
 func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
 	if v.Full {
-		e.mine = map[string]bool{}
+		e.mine, e.sealed = map[string]bool{}, map[string]sealedLength{}
+	}
+	for b, info := range v.Buckets {
+		if info.Sealed && info.Blocks > 0 && info.Checksum != "" {
+			e.sealed[b] = sealedLength{info.Blocks, info.Checksum}
+		} else {
+			delete(e.sealed, b)
+		}
 	}
 	for b, p := range v.Primaries {
 		if p == c.me {
@@ -671,6 +703,7 @@ func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
 	}
 	for _, b := range v.Removed {
 		delete(e.mine, b)
+		delete(e.sealed, b)
 	}
 	e.version = max(e.version, v.Version)
 }

@@ -397,8 +397,26 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds()}
+}
+
+// sealedLengths are the sealed lengths of the listed buckets the search's
+// table knows sealed (api.SearchRequest.Sealed): the length proof checks
+// against, so a longer copy answers for exactly it.
+func (r *run) sealedLengths(buckets []string) map[string]api.CopyLength {
+	var out map[string]api.CopyLength
+	for _, id := range buckets {
+		br := r.buckets[id]
+		if br == nil || !br.info.Sealed || br.info.Blocks <= 0 || br.info.Checksum == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]api.CopyLength{}
+		}
+		out[id] = api.CopyLength{Blocks: br.info.Blocks, Checksum: br.info.Checksum}
+	}
+	return out
 }
 
 func deadlineOf(ctx context.Context) time.Time {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -529,4 +530,44 @@ func peersCancelled(c *Cluster) int64 {
 		}
 	}
 	return n
+}
+
+// TestTokenlessHeadServesOnlyLocalClients: a search head with no token on
+// loopback (as in `quarry dev`) serves this machine's own clients only
+// (the security review's M7): a request whose Host is a rebound name, or
+// that a web page of another origin sends, gets 403 not_local; the CLI's
+// and curl's requests (loopback Host, no Origin) and the head's own page
+// (its loopback origin) are served.
+func TestTokenlessHeadServesOnlyLocalClients(t *testing.T) {
+	c := Start(t, Options{})
+	searchIngest(t, c, "local", 100)
+	sh := c.StartSearchHead("sh1", "site1")
+	post := func(host, origin string) (int, string) {
+		req, _ := http.NewRequest("POST", sh.URL()+"/v1/search", strings.NewReader(`{"query":"* | stats count"}`))
+		req.Header.Set("Content-Type", "text/plain")
+		if host != "" {
+			req.Host = host
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := c.HTTPClient(30 * time.Second).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for _, h := range [][2]string{{"attacker.example:32973", ""}, {"attacker.example:32973", "http://attacker.example:32973"}, {"", "http://attacker.example"}} {
+		if code, b := post(h[0], h[1]); code != 403 || !strings.Contains(b, "not_local") {
+			t.Fatalf("Host %q Origin %q: %d %s, want 403 not_local", h[0], h[1], code, b)
+		}
+	}
+	own := strings.TrimSuffix(sh.URL(), "/")
+	for _, origin := range []string{"", own} {
+		if code, b := post("", origin); code != 200 || !strings.Contains(b, `"count"`) {
+			t.Fatalf("a local client (Origin %q): %d %s", origin, code, b)
+		}
+	}
 }

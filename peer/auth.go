@@ -34,6 +34,7 @@ import (
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/localonly"
 	"github.com/quarry-dev/quarry/peer/store"
 )
 
@@ -145,7 +146,13 @@ func (p *Peer) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 		tok := bearer(r)
 		configured, known, ok := p.adminMatch(tok)
 		if !configured {
-			h(w, r) // loopback only, said at start
+			// loopback only, said at start; and only for this machine's own
+			// clients (localonly: no DNS rebinding, no cross-origin page)
+			if err := localonly.Check(r); err != nil {
+				writeError(w, http.StatusForbidden, "not_local", err.Error())
+				return
+			}
+			h(w, r)
 			return
 		}
 		switch {
@@ -171,6 +178,9 @@ func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
 	tok := bearer(r)
 	configured, _, isAdmin := p.adminMatch(tok)
 	if len(toks) == 0 && (!configured || p.cfg.NATS != "" && p.loopback) {
+		if err := localonly.Check(r); err != nil {
+			return nil, http.StatusForbidden, err.Error()
+		}
 		return nil, 0, ""
 	}
 	if tok == "" {

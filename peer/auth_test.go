@@ -239,6 +239,29 @@ func TestAuthLoopbackWithoutTokens(t *testing.T) {
 	if code, b := call(t, "POST", url+"/v1/buckets/nope/roll", "", ""); code != 404 {
 		t.Fatalf("roll without a token on loopback: %d %s, want 404 no_bucket (not refused)", code, b)
 	}
+	// Only for this machine's own clients (the review's M7): a rebound
+	// name or a web page's origin is refused, and nothing is done.
+	for _, e := range [][3]string{{"POST", "/v1/search", `{"query":"*"}`}, {"GET", "/v1/buckets", ""}, {"POST", "/v1/buckets/nope/roll", ""}} {
+		for _, h := range [][2]string{{"attacker.example:32973", ""}, {"attacker.example:32973", "http://attacker.example:32973"}, {"", "http://attacker.example"}} {
+			req, _ := http.NewRequest(e[0], url+e[1], strings.NewReader(e[2]))
+			req.Header.Set("Content-Type", "text/plain")
+			if h[0] != "" {
+				req.Host = h[0]
+			}
+			if h[1] != "" {
+				req.Header.Set("Origin", h[1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 403 || !strings.Contains(string(b), "not_local") && !strings.Contains(string(b), "loopback") {
+				t.Fatalf("%s %s with Host %q Origin %q: %d %s, want 403", e[0], e[1], h[0], h[1], res.StatusCode, b)
+			}
+		}
+	}
 }
 
 // TestAuthNonLoopbackRefused: a peer configured on a non-loopback address

@@ -28,6 +28,7 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/localonly"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead/ui"
@@ -393,7 +394,12 @@ func (h *Head) authorize(r *http.Request) ([]string, error) {
 	toks := h.tokens
 	h.tokMu.RUnlock()
 	if len(toks) == 0 && h.cfg.AdminToken == "" && h.ln != nil && isLoopback(h.ln.Addr()) {
-		return nil, nil // loopback only, said at start
+		// loopback only, said at start; and only for this machine's own
+		// clients (localonly: no DNS rebinding, no cross-origin page)
+		if err := localonly.Check(r); err != nil {
+			return nil, &RequestError{Status: 403, Code: "not_local", Msg: err.Error()}
+		}
+		return nil, nil
 	}
 	if tok == "" {
 		return nil, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}

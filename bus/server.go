@@ -257,7 +257,35 @@ func (c ServerConfig) options() (*server.Options, error) {
 	if err := c.checkLinkAuth(o); err != nil {
 		return nil, err
 	}
+	if err := c.checkOpenBus(o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// ErrOpenBus: a bus without users listening where other machines reach it
+// (review M8): every process and anyone on the network could publish and
+// subscribe to every subject, undoing SPEC §6's per-role permissions.
+var ErrOpenBus = errors.New("a bus without users may listen on loopback addresses only")
+
+// checkOpenBus refuses a bus without any user (no --user, no --role-user)
+// whose client, route or gateway listener is not on a loopback address, as
+// the HTTP roles refuse a non-loopback address without a token: before it
+// listens, with the fix in the message.
+func (c ServerConfig) checkOpenBus(o *server.Options) error {
+	if c.User != "" || len(c.Users) > 0 {
+		return nil
+	}
+	for _, l := range []struct{ flag, host string }{{"--listen", o.Host}, {"--cluster-listen", o.Cluster.Host}, {"--gateway-listen", o.Gateway.Host}} {
+		if l.host == "" {
+			continue
+		}
+		if ip := net.ParseIP(l.host); l.host == "localhost" || ip != nil && ip.IsLoopback() {
+			continue
+		}
+		return fmt.Errorf("bus: %s on %s: %w; give --user and --password (and --role-user for each process), or listen on 127.0.0.1", l.flag, l.host, ErrOpenBus)
+	}
+	return nil
 }
 
 // ErrOpenLink: a route or gateway listener of a bus whose clients need

@@ -135,6 +135,11 @@ func TestServerConfigErrors(t *testing.T) {
 			Users: []User{{Name: "p1", Password: "pw", Role: RolePeer, Site: "s", Peer: "p1"}}}, "--gateway-listen 127.0.0.1:0 with --role-user users: " + ErrOpenLink.Error()},
 		{"role users, open routes", ServerConfig{Name: "n1", Site: "s", ClusterListen: "127.0.0.1:0",
 			Users: []User{{Name: "m1", Password: "pw", Role: RoleManager}}}, "--cluster-listen 127.0.0.1:0 with --role-user users: " + ErrOpenLink.Error()},
+		// Review M8: no users at all, reachable from other machines (never
+		// bound: refused before listening).
+		{"open bus on every address", ServerConfig{Name: "n1", Site: "s", Listen: "0.0.0.0:0"}, "--listen on 0.0.0.0: " + ErrOpenBus.Error()},
+		{"open bus, routable gateway", ServerConfig{Name: "n1", Site: "s", GatewayListen: "10.255.255.1:0"}, "--gateway-listen on 10.255.255.1: " + ErrOpenBus.Error()},
+		{"open bus, routable routes", ServerConfig{Name: "n1", Site: "s", ClusterListen: "[::]:0"}, "--cluster-listen on ::: " + ErrOpenBus.Error()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,8 +58,11 @@ type replicator struct {
 	// registered when they return (SPEC §4).
 	last []replTarget
 	away atomic.Bool
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// shortUnreported counts short-target reports the managers could not
+	// take (acks waited: reportShort).
+	shortUnreported atomic.Int64
+	stop            chan struct{}
+	wg              sync.WaitGroup
 }
 
 type hotRepl struct {
@@ -97,7 +100,14 @@ type replTarget struct {
 	// pick as primary a copy that misses an acknowledged event), then it
 	// leaves the set (or, in maintenance, turns lagging).
 	reporting bool
+	// reportAt: after a report the managers could not take, when to try
+	// again (acks keep waiting for the target meanwhile).
+	reportAt time.Time
 }
+
+// reportRetry is the pause before a short-target report the managers could
+// not take is sent again.
+const reportRetry = time.Second
 
 func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, timeout time.Duration, minCopies int) *replicator {
 	r := &replicator{p: p, nc: nc, subj: subj, cp: cp, log: p.log,
@@ -353,7 +363,7 @@ func (r *replicator) step(hb *hotRepl) bool {
 	now := time.Now()
 	for i := 0; i < len(hb.targets); i++ {
 		t := hb.targets[i]
-		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.targetTimeout() && !t.reporting {
+		if t.acked < hb.durable && !t.pendingSince.IsZero() && now.Sub(t.pendingSince) > r.targetTimeout() && !t.reporting && now.After(t.reportAt) {
 			maint := r.maintenance.Load()
 			switch {
 			case t.lagging && !maint:
@@ -415,20 +425,35 @@ func (r *replicator) step(hb *hotRepl) bool {
 // reportShort tells the managers that target t misses blocks that are
 // about to be acknowledged without it (kind target_failed: it leaves the
 // set; target_lagging: maintenance keeps it), and only then stops waiting
-// for it. With the managers unreachable it stops waiting anyway after the
-// report's timeout: acks go on (SPEC §4), and the copy is known short from
-// the seal's lengths at the latest.
+// for it. With the managers unreachable it keeps waiting — no event is
+// acknowledged without the target — and reports again after reportRetry:
+// the managers, not knowing the copy short, would seal the bucket at that
+// copy's length if the origin then died or was cut off, shorter than what
+// was acknowledged, and every search until the seal is extended would be
+// short yet look complete (issue 24's chaos suite found exactly that in a
+// cut between the sites). Consistency over availability: while the origin
+// can reach neither the target nor the managers, its acks wait (SPEC §4
+// "rather than ack on fewer, it waits").
 func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind api.BucketEventKind) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	err := r.cp.BucketEvent(ctx, api.BucketEvent{V: api.WireVersion, Kind: kind, Bucket: hb.id, Peer: r.p.cfg.ID, Target: t.peer})
 	cancel()
-	if err != nil {
-		r.log.Warn("could not report a short replication target; acks go on without it", "kind", kind, "bucket", hb.id, "target", t.peer, "err", err)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.reporting = false
+	if err != nil {
+		r.shortUnreported.Add(1)
+		r.log.Warn("could not report a short replication target; acks wait for it until the managers know", "kind", kind, "bucket", hb.id, "target", t.peer, "err", err)
+		t.reportAt = time.Now().Add(reportRetry)
+		if t.acked >= hb.durable {
+			// It answered meanwhile; the report may have landed all the same.
+			t.pendingSince = time.Time{}
+			r.reportCaughtUpLocked(hb, t)
+		}
+		hb.poke()
+		return
+	}
 	if t.acked >= hb.durable {
 		// It answered meanwhile: nothing is missing.
 		t.pendingSince = time.Time{}
@@ -848,6 +873,10 @@ func registerReplicationMetrics(reg prometheus.Registerer, r *replicator) {
 		Name: "quarry_peer_replication_lag_seconds",
 		Help: "Age of the oldest block send to a replication target that is not acknowledged yet (0 when none).",
 	}, func() float64 { _, d := r.lag(); return d.Seconds() }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "quarry_peer_replication_short_unreported_total",
+		Help: "Reports of a short replication target the managers could not take; acknowledgements waited for the target (or the managers) each time.",
+	}, func() float64 { return float64(r.shortUnreported.Load()) }))
 }
 
 // lagBlocks is, per target peer, the blocks durable here that the target

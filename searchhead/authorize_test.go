@@ -22,7 +22,7 @@ func TestAuthorizeWithoutTokens(t *testing.T) {
 		return ln
 	}
 	req := func(tok string) *http.Request {
-		r, _ := http.NewRequest("POST", "/v1/search", nil)
+		r, _ := http.NewRequest("POST", "http://127.0.0.1/v1/search", nil)
 		if tok != "" {
 			r.Header.Set("Authorization", "Bearer "+tok)
 		}

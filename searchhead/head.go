@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,10 @@ type Config struct {
 	SearchTimeout time.Duration
 	MaxResults    int
 	MaxSearches   int
-	Logger        *slog.Logger
+	// MaxSearchesPerToken caps one token's concurrent searches (default
+	// three quarters of MaxSearches; admit).
+	MaxSearchesPerToken int
+	Logger              *slog.Logger
 	// Conn, when set, is used instead of dialling NATS (tests, quarry dev).
 	Conn *nats.Conn
 	// OnMessage, when set, sees every peer message before the head acts
@@ -91,6 +95,7 @@ type Head struct {
 	adaptive *adaptive
 	rr       atomic.Uint64
 	sem      chan struct{}
+	quota    quotas // running searches per caller (admit)
 	metrics  *metrics
 	reg      *prometheus.Registry
 
@@ -141,6 +146,9 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	}
 	if cfg.MaxSearches <= 0 {
 		cfg.MaxSearches = DefaultMaxSearches
+	}
+	if cfg.MaxSearchesPerToken <= 0 || cfg.MaxSearchesPerToken > cfg.MaxSearches {
+		cfg.MaxSearchesPerToken = max(1, cfg.MaxSearches*3/4)
 	}
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8089"
@@ -455,14 +463,11 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case h.sem <- struct{}{}:
-	default:
-		h.metrics.rejected.Inc()
-		return nil, &RequestError{Status: 429, Code: "too_many_searches",
-			Msg: fmt.Sprintf("too many concurrent searches on search head %s (limit %d); retry later", h.cfg.ID, h.cfg.MaxSearches)}
+	release, err := h.admit(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer func() { <-h.sem }()
+	defer release()
 	h.metrics.running.Inc()
 	defer h.metrics.running.Dec()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SearchTimeout)
@@ -714,7 +719,7 @@ func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	stream := r.URL.Query().Get("stream") == "true"
 	if !stream {
-		resp, err := h.Search(r.Context(), req, indexes, nil)
+		resp, err := h.Search(withCaller(r.Context(), r), req, indexes, nil)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -752,7 +757,7 @@ func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	resp, err := h.Search(r.Context(), req, indexes, emit)
+	resp, err := h.Search(withCaller(r.Context(), r), req, indexes, emit)
 	enc := json.NewEncoder(bw)
 	if err != nil {
 		if !started {
@@ -792,6 +797,9 @@ func writeErr(w http.ResponseWriter, err error) {
 		if re.Position != nil {
 			writeJSON(w, re.Status, map[string]any{"error": re.Msg, "code": re.Code, "position": *re.Position})
 			return
+		}
+		if re.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(re.RetryAfter))
 		}
 		writeError(w, re.Status, re.Code, re.Msg)
 		return

@@ -51,6 +51,7 @@ func TestSearchN1Refused(t *testing.T) {
 	} {
 		start := time.Now()
 		r := httptest.NewRequest("POST", "/v1/search", bytes.NewReader(c.body))
+		r.Host = "127.0.0.1:18031" // a local client (internal/localonly)
 		w := httptest.NewRecorder()
 		h.serveSearch(w, r)
 		var rep struct {

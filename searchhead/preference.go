@@ -38,6 +38,8 @@ type RequestError struct {
 	// Position is a syntax error's byte offset in the query (the JSON
 	// error's "position", as peers answer it).
 	Position *int
+	// RetryAfter, when set, is the Retry-After header's seconds (429).
+	RetryAfter int
 }
 
 func (e *RequestError) Error() string { return e.Msg }

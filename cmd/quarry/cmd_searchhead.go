@@ -35,7 +35,8 @@ func searchheadCommand() *cli.Command {
 			&cli.DurationFlag{Name: "peer-timeout", Value: searchhead.DefaultPeerTimeout, Usage: "search_peer_timeout: a peer silent this long loses its buckets to other copies", EnvVars: envVars("peer-timeout")},
 			&cli.DurationFlag{Name: "search-timeout", Value: searchhead.DefaultSearchTimeout, Usage: "a search's time limit", EnvVars: envVars("search-timeout")},
 			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
-			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches (more get HTTP 429)", EnvVars: envVars("max-searches")},
+			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches; one more waits up to 2s for a slot, then gets HTTP 429 with Retry-After", EnvVars: envVars("max-searches")},
+			&cli.IntFlag{Name: "max-searches-per-token", Usage: "concurrent searches of one token (default: three quarters of --max-searches); more get HTTP 429 with Retry-After", EnvVars: envVars("max-searches-per-token")},
 			&cli.StringFlag{Name: "knowledge", Usage: "knowledge bundle folder (not supported yet: refused when set)", EnvVars: envVars("knowledge")},
 			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 		},
@@ -82,6 +83,6 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 		ID: c.String("id"), Site: c.String("site"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, SubjectPrefix: c.String("subject-prefix"),
 		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
-		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
 	}, nil
 }

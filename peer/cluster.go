@@ -250,6 +250,7 @@ func (p *Peer) refreshTokens(ctx context.Context) bool {
 	}
 	p.applyDataSizes(cfg)
 	p.applyRollLimits(cfg)
+	p.declareIndexes(cfg)
 	p.cl.repl.setMaintenance(cfg.Maintenance)
 	if p.cl.repl.setTimeout(cfg.TargetTimeout) {
 		p.log.Info("target_timeout from the cluster config", "target_timeout", cfg.TargetTimeout)

@@ -70,6 +70,15 @@ type Config struct {
 	MaxHotBytes   int64
 	MaxHotSpan    time.Duration
 	MaxHotBuckets int
+	// Peer-wide limits (store/hotcap.go; review M3), the peer's own in a
+	// cluster too: hot buckets over all indexes (--max-hot-buckets-total,
+	// default 256; past it the least recently written one rolls), the
+	// idle time after which a hot bucket rolls (--max-hot-idle, default
+	// 1 h; negative: never) and the indexes the peer holds unless declared
+	// (--max-indexes, default 1,000; negative: no cap).
+	MaxHotBucketsTotal int
+	MaxHotIdle         time.Duration
+	MaxIndexes         int
 	// QuarantinePast/QuarantineFuture: events further than this before or
 	// after the peer's clock go to the index's quarantine bucket (store
 	// defaults 900 and 30 days; negative: off). MaxOpenFiles caps the
@@ -256,6 +265,7 @@ func Start(cfg Config) (*Peer, error) {
 	st, err := store.Open(store.Options{
 		Dir: cfg.DataDir, GUID: guid, Searchable: cfg.Searchable,
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
+		MaxHotBucketsTotal: cfg.MaxHotBucketsTotal, MaxHotIdle: cfg.MaxHotIdle, MaxIndexes: cfg.MaxIndexes,
 		QuarantinePast: cfg.QuarantinePast, QuarantineFuture: cfg.QuarantineFuture, MaxOpenFiles: cfg.MaxOpenFiles,
 		BlockBytes: cfg.BlockBytes, BlockInterval: cfg.BlockInterval, Logger: log, WriteFault: cfg.WriteFault,
 		// A cluster member keeps a journal damaged in the middle, corrupt,
@@ -294,12 +304,16 @@ func Start(cfg Config) (*Peer, error) {
 			registerClusterMetrics(reg, p.cl)
 		}
 		cfg.Tokens = toks
+		p.declareIndexes(p.cl.cfg)
 		if err := bus.RegisterMetrics(reg); err != nil {
 			p.closeCluster(false)
 			st.Close()
 			return nil, err
 		}
 		registerReplicationMetrics(reg, p.cl.repl)
+	}
+	if p.cl == nil {
+		p.store.SetDeclaredIndexes(tokenIndexes(cfg.Tokens))
 	}
 	hc := hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg,
 		Keys: keys, AfterDurable: cfg.AfterHECDurable}
@@ -544,6 +558,7 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store) {
 	counter("quarry_peer_file_opens_total", "Descriptors the file cache opened.", func() float64 { return float64(s.Files.Opens.Load()) })
 	counter("quarry_peer_file_evictions_total", "Idle descriptors the file cache closed to stay under its cap.", func() float64 { return float64(s.Files.Evictions.Load()) })
 	counter("quarry_peer_file_exhausted_total", "Reads and writes refused because the process had no file descriptor left.", func() float64 { return float64(s.Files.Exhausted.Load()) })
+	registerLimitMetrics(reg, st)
 }
 
 func registerSearchMetrics(reg prometheus.Registerer, s *SearchStats) {

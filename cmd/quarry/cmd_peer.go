@@ -13,6 +13,7 @@ import (
 
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
+	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,7 +24,9 @@ import (
 // cluster they come from the managers' config), --quarantine-past,
 // --quarantine-future (the quarantine bucket's window), --max-open-files
 // (the file cache's cap), --idempotency-window (how long a HEC token's
-// Idempotency-Key is remembered).
+// Idempotency-Key is remembered), --max-hot-buckets-total, --max-hot-idle
+// and --max-indexes (the peer-wide ingest limits of review M3; the peer's
+// own in a cluster too).
 func peerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peer",
@@ -53,6 +56,9 @@ func peerCommand() *cli.Command {
 			&cli.Int64Flag{Name: "max-hot-bytes", Value: 32 << 20, Usage: "roll a hot bucket at this many uncompressed event bytes", EnvVars: envVars("max-hot-bytes")},
 			&cli.DurationFlag{Name: "max-hot-span", Value: 90 * 24 * time.Hour, Usage: "roll rather than let a hot bucket span longer than this", EnvVars: envVars("max-hot-span")},
 			&cli.IntFlag{Name: "max-hot-buckets", Value: 3, Usage: "hot buckets per index at most, besides its quarantine bucket", EnvVars: envVars("max-hot-buckets")},
+			&cli.IntFlag{Name: "max-hot-buckets-total", Value: store.DefaultMaxHotBucketsTotal, Usage: "hot buckets this peer holds over all indexes at most (each keeps a journal descriptor and its index in memory); a new one past it rolls the least recently written first", EnvVars: envVars("max-hot-buckets-total")},
+			&cli.DurationFlag{Name: "max-hot-idle", Value: store.DefaultMaxHotIdle, Usage: "roll a hot bucket that received no event for this long (Splunk's maxHotIdleSecs); 0: never", EnvVars: envVars("max-hot-idle")},
+			&cli.IntFlag{Name: "max-indexes", Value: store.DefaultMaxIndexes, Usage: "indexes this peer holds at most before it refuses a new undeclared one (HEC 400 code 7); indexes a token or the cluster config names are always accepted; 0: no cap", EnvVars: envVars("max-indexes")},
 			&cli.DurationFlag{Name: "quarantine-past", Value: 900 * 24 * time.Hour, Usage: "events older than this (by the peer's clock) go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-past")},
 			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
 			&cli.DurationFlag{Name: "search-timeout", Value: peer.DefaultSearchTimeout, Usage: "time limit of a search sent to this peer's own POST /v1/search (504 past it)", EnvVars: envVars("search-timeout")},
@@ -111,6 +117,9 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 	fail := func(err error) (peer.Config, error) { return peer.Config{}, fmt.Errorf("peer: %w", err) }
 	if cfg.IdempotencyWindow = c.Duration("idempotency-window"); cfg.IdempotencyWindow <= 0 {
 		return fail(fmt.Errorf("--idempotency-window %v: want a positive duration", cfg.IdempotencyWindow))
+	}
+	if err := peerLimits(c, &cfg); err != nil {
+		return fail(err)
 	}
 	if cfg.MaxOpenFiles = c.Int("max-open-files"); cfg.MaxOpenFiles < 0 {
 		return fail(fmt.Errorf("--max-open-files %d: want 0 (derived from RLIMIT_NOFILE) or a positive count", cfg.MaxOpenFiles))
@@ -172,6 +181,26 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		cfg.Tokens = append(cfg.Tokens, t)
 	}
 	return cfg, nil
+}
+
+// peerLimits reads the peer-wide ingest limits (store/hotcap.go): 0 turns
+// --max-hot-idle and --max-indexes off (the store reads 0 as its default
+// and a negative value as off); a negative value is refused.
+func peerLimits(c *cli.Context, cfg *peer.Config) error {
+	cfg.MaxHotBucketsTotal, cfg.MaxHotIdle, cfg.MaxIndexes = c.Int("max-hot-buckets-total"), c.Duration("max-hot-idle"), c.Int("max-indexes")
+	if cfg.MaxHotBucketsTotal < 1 {
+		return fmt.Errorf("--max-hot-buckets-total %d: want a positive count", cfg.MaxHotBucketsTotal)
+	}
+	if cfg.MaxHotIdle < 0 || cfg.MaxIndexes < 0 {
+		return fmt.Errorf("--max-hot-idle %v, --max-indexes %d: want 0 (off) or a positive value", cfg.MaxHotIdle, cfg.MaxIndexes)
+	}
+	if cfg.MaxHotIdle == 0 {
+		cfg.MaxHotIdle = -1
+	}
+	if cfg.MaxIndexes == 0 {
+		cfg.MaxIndexes = -1
+	}
+	return nil
 }
 
 // ingestCommand is the HEC client (SPEC §8): batches of --batch events, N

@@ -50,6 +50,10 @@
 //     and no ack is read (none is forgotten).
 //   - Tokens are looked up by their SHA-256 and then compared in constant
 //     time.
+//   - A request the store refuses for a peer-wide limit (--max-indexes, or
+//     a request alone needing more than --max-hot-buckets-total hot
+//     buckets; store/hotcap.go) gets 400 code 7 "Incorrect index" with
+//     the invalid-event-number of the event at fault; nothing is stored.
 package hec
 
 import (
@@ -764,6 +768,18 @@ func (h *Handler) appendEvents(w http.ResponseWriter, evs []store.Event, release
 	}
 	if errors.Is(err, store.ErrDiskFull) {
 		h.reply(w, plain(replyBusy)) // nothing taken; the client retries (back-pressure)
+		return nil, false
+	}
+	var lim *store.LimitError
+	if errors.As(err, &lim) {
+		// A peer-wide limit (--max-indexes, --max-hot-buckets-total):
+		// Splunk's answer for an index it will not write, at the event.
+		ev := lim.Event
+		if key != nil && key.Ords != nil && ev < len(key.Ords) {
+			ev = int(key.Ords[ev])
+		}
+		h.cfg.Logger.Warn("hec request refused by a peer limit; nothing stored", "err", lim)
+		h.reply(w, replyIncorrectIdx.at(ev))
 		return nil, false
 	}
 	if err != nil {

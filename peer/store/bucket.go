@@ -80,6 +80,7 @@ type Bucket struct {
 	minT, maxT   int64
 	nextBlock    uint32
 	lastUse      int64
+	lastWrite    time.Time // when the last event was appended (MaxHotIdle)
 
 	replica    bool          // a hot replica written by ReplicaAppend (replica.go)
 	quarantine bool          // the index's quarantine bucket (placement.go); set at creation

@@ -28,6 +28,15 @@ import (
 //     the most recently used); that bucket then spans more than
 //     MaxHotSpan until it rolls (at MaxHotBytes, on demand or at restart).
 //
+// Over all indexes together the peer holds at most MaxHotBucketsTotal
+// hot buckets (hotcap.go): a new bucket past that cap first rolls the
+// least recently written hot bucket the request does not write to; when
+// the request itself writes to every hot bucket, the event goes to the
+// index's bucket it widens least (rule 4, quarantine bucket included), and
+// an index with no hot bucket at all refuses the whole request
+// (ErrHotBucketsFull). An index the peer holds no copy of counts against
+// MaxIndexes unless it is declared (ErrTooManyIndexes).
+//
 // Widening rather than rolling the oldest: rolling makes a bucket per
 // out-of-span event (the 502 buckets and 1,014 open files a 21 KB request
 // of spread times made), widening keeps the index at MaxHotBuckets + 1 hot
@@ -69,6 +78,16 @@ type appendPlan struct {
 	target    []*slot            // per event
 	rollAfter []bool             // per event: roll its bucket once it is added (MaxHotBytes, max_data_size)
 	created   []*slot            // buckets to create, in order
+	// The peer-wide cap (hotcap.go): live is how many hot buckets the
+	// peer holds once the plan is carried out; rollBefore are existing
+	// hot buckets rolled to make room (least recently written first);
+	// touched are the existing buckets the request writes to, which are
+	// never rolled for room; evicted are those in rollBefore.
+	live       int
+	rollBefore []*Bucket
+	touched    map[*Bucket]bool
+	evicted    map[*Bucket]bool
+	newIndexes map[string]bool // indexes the request creates (MaxIndexes)
 }
 
 // quarantined reports whether an event at t lies outside the window the
@@ -83,26 +102,26 @@ func (s *Store) quarantined(now, t int64) bool {
 	return false
 }
 
-// planAppend places every event. s.mu is held; nothing is changed.
-func (s *Store) planAppend(evs []Event) *appendPlan {
-	pl := &appendPlan{slots: map[string][]*slot{}, target: make([]*slot, len(evs)), rollAfter: make([]bool, len(evs))}
+// planAppend places every event, or refuses the whole request with a
+// *LimitError. s.mu is held; nothing is changed.
+func (s *Store) planAppend(evs []Event) (*appendPlan, error) {
+	pl := &appendPlan{slots: map[string][]*slot{}, target: make([]*slot, len(evs)), rollAfter: make([]bool, len(evs)),
+		live: s.hotCountLocked(), touched: map[*Bucket]bool{}, evicted: map[*Bucket]bool{}, newIndexes: map[string]bool{}}
 	now := s.opts.Now().UnixNano()
 	for i := range evs {
 		e := &evs[i]
-		slots, ok := pl.slots[e.Index]
-		if !ok {
-			if is := s.indexes[e.Index]; is != nil {
-				for _, b := range is.hot {
-					slots = append(slots, &slot{b: b, index: e.Index, quarantine: b.quarantine, appended: b.appended,
-						rawBytes: b.rawBytes, minT: b.minT, maxT: b.maxT, lastUse: b.lastUse})
-				}
+		if _, ok := pl.slots[e.Index]; !ok {
+			if err := s.admitIndex(pl, e.Index, i); err != nil {
+				return nil, err
 			}
+			pl.slots[e.Index] = pl.existingSlots(s.indexes[e.Index])
 		}
-		sl := s.place(slots, e.Time, s.quarantined(now, e.Time))
-		if sl.b == nil && !containsSlot(slots, sl) {
-			sl.index = e.Index
-			slots = append(slots, sl)
-			pl.created = append(pl.created, sl)
+		sl, err := s.placeEvent(pl, e.Index, e.Time, s.quarantined(now, e.Time), i)
+		if err != nil {
+			return nil, err
+		}
+		if sl.b != nil {
+			pl.touched[sl.b] = true
 		}
 		if sl.appended == 0 || e.Time < sl.minT {
 			sl.minT = e.Time
@@ -116,11 +135,62 @@ func (s *Store) planAppend(evs []Event) *appendPlan {
 		pl.target[i] = sl
 		if sl.rawBytes >= s.rollBytes(e.Index) {
 			pl.rollAfter[i] = true
-			slots = removeSlot(slots, sl)
+			pl.slots[e.Index] = removeSlot(pl.slots[e.Index], sl)
+			pl.live--
 		}
-		pl.slots[e.Index] = slots
 	}
-	return pl
+	return pl, nil
+}
+
+// existingSlots are an index's hot buckets as the plan starts from them
+// (those already rolled for room left out).
+func (pl *appendPlan) existingSlots(is *indexState) []*slot {
+	if is == nil {
+		return nil
+	}
+	var slots []*slot
+	for _, b := range is.hot {
+		if !pl.evicted[b] {
+			slots = append(slots, &slot{b: b, index: is.name, quarantine: b.quarantine, appended: b.appended,
+				rawBytes: b.rawBytes, minT: b.minT, maxT: b.maxT, lastUse: b.lastUse})
+		}
+	}
+	return slots
+}
+
+// placeEvent places an event of index at t: the slot rules 1–4 choose,
+// and for a new bucket room under the peer's cap (makeRoom), else the
+// index's slot it widens least; with none, the request is refused.
+func (s *Store) placeEvent(pl *appendPlan, index string, t int64, quarantine bool, ev int) (*slot, error) {
+	slots := pl.slots[index]
+	sl := s.place(slots, t, quarantine)
+	if sl.b != nil || containsSlot(slots, sl) {
+		return sl, nil
+	}
+	if !s.makeRoom(pl) {
+		if least := widenLeast(slots, t); least != nil {
+			return least, nil
+		}
+		s.Stats.HotCapRefused.Add(1)
+		return nil, &LimitError{Err: ErrHotBucketsFull, Index: index, Event: ev, Limit: s.opts.MaxHotBucketsTotal}
+	}
+	sl.index = index
+	pl.slots[index] = append(pl.slots[index], sl) // makeRoom may have changed pl.slots[index]
+	pl.created = append(pl.created, sl)
+	return sl, nil
+}
+
+// widenLeast is the slot (quarantine included) whose time range t widens
+// least, ties to the most recently used; nil for none.
+func widenLeast(slots []*slot, t int64) *slot {
+	var least *slot
+	for _, sl := range slots {
+		if least == nil || sl.widening(t) < least.widening(t) ||
+			(sl.widening(t) == least.widening(t) && sl.lastUse > least.lastUse) {
+			least = sl
+		}
+	}
+	return least
 }
 
 // place picks the slot for an event at t (rules 1–4 above); a slot not in
@@ -215,9 +285,7 @@ func (s *Store) createPlanned(pl *appendPlan) error {
 
 // discardBucket removes a bucket createPlanned made and never used.
 func (s *Store) discardBucket(b *Bucket) {
-	s.bmu.Lock()
-	delete(s.buckets, b.id)
-	s.bmu.Unlock()
+	s.dropBucket(b.id)
 	if b.jf != nil {
 		b.jf.Close()
 		b.jf = nil

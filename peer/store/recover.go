@@ -125,9 +125,7 @@ func (s *Store) recover() error {
 		// The descriptors recovery used go back: the first search opens
 		// what it reads (the cache would only keep the last copies opened).
 		b.dropFiles()
-		s.bmu.Lock()
-		s.buckets[b.id] = b
-		s.bmu.Unlock()
+		s.putBucket(b)
 	}
 	return nil
 }
@@ -146,9 +144,7 @@ func (s *Store) addCorrupt(b *Bucket, err error) {
 	b.state = StateCorrupt
 	b.problem = err.Error()
 	s.report.Corrupt = append(s.report.Corrupt, b.id+": "+err.Error())
-	s.bmu.Lock()
-	s.buckets[b.id] = b
-	s.bmu.Unlock()
+	s.putBucket(b)
 }
 
 func contentHash(blocks []blockInfo) string {

@@ -393,9 +393,7 @@ func (s *Store) createReplica(id, index string, localID uint64, searchable bool)
 	if searchable {
 		b.hidx = newHotIndex()
 	}
-	s.bmu.Lock()
-	s.buckets[id] = b
-	s.bmu.Unlock()
+	s.putBucket(b)
 	return b, nil
 }
 
@@ -655,9 +653,7 @@ func (s *Store) RemoveCopy(id string) error {
 	}
 	b.hidx = nil
 	b.mu.Unlock()
-	s.bmu.Lock()
-	delete(s.buckets, id)
-	s.bmu.Unlock()
+	s.dropBucket(id)
 	// copy.json goes first: a folder without it is removed at open, so a
 	// crash half-way never leaves a copy that looks whole.
 	os.Remove(filepath.Join(b.dir, copyFile))

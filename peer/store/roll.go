@@ -69,9 +69,7 @@ func (s *Store) finishRoll(b *Bucket) error {
 		b.mu.Lock()
 		b.state = StateRemoved
 		b.mu.Unlock()
-		s.bmu.Lock()
-		delete(s.buckets, b.id)
-		s.bmu.Unlock()
+		s.dropBucket(b.id)
 		b.rd.Close()
 		return os.RemoveAll(b.dir)
 	}

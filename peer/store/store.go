@@ -42,6 +42,14 @@ type Options struct {
 	MaxHotBytes   int64
 	MaxHotSpan    time.Duration
 	MaxHotBuckets int
+	// Peer-wide limits (hotcap.go): at most MaxHotBucketsTotal hot buckets
+	// over all indexes (default 256; past it the least recently written
+	// one rolls); a hot bucket with no event for MaxHotIdle rolls (default
+	// 1 h, negative: never); at most MaxIndexes indexes held unless
+	// declared (default 1,000, negative: no cap).
+	MaxHotBucketsTotal int
+	MaxHotIdle         time.Duration
+	MaxIndexes         int
 	// Quarantine (Splunk's quarantinePastSecs / quarantineFutureSecs): an
 	// event more than QuarantinePast before or QuarantineFuture after the
 	// peer's clock at ingest goes to the index's one quarantine bucket
@@ -101,6 +109,15 @@ func (o *Options) defaults() {
 	}
 	if o.MaxHotBuckets <= 0 {
 		o.MaxHotBuckets = 3
+	}
+	if o.MaxHotBucketsTotal <= 0 {
+		o.MaxHotBucketsTotal = DefaultMaxHotBucketsTotal
+	}
+	if o.MaxHotIdle == 0 {
+		o.MaxHotIdle = DefaultMaxHotIdle
+	}
+	if o.MaxIndexes == 0 {
+		o.MaxIndexes = DefaultMaxIndexes
 	}
 	if o.QuarantinePast == 0 {
 		o.QuarantinePast = 900 * 24 * time.Hour
@@ -162,6 +179,13 @@ type Stats struct {
 	Unindexed       atomic.Int64
 	RollsInProgress atomic.Int64
 	Files           FileStats // the file cache (filecache.go)
+	// The peer-wide limits (hotcap.go): rolls to stay within
+	// MaxHotBucketsTotal, rolls of idle buckets, and Appends refused by
+	// ErrHotBucketsFull and by ErrTooManyIndexes.
+	HotCapRolls     atomic.Int64
+	IdleRolls       atomic.Int64
+	HotCapRefused   atomic.Int64
+	IndexCapRefused atomic.Int64
 }
 
 // Store is a peer's bucket storage.
@@ -176,8 +200,13 @@ type Store struct {
 	indexes map[string]*indexState
 	buckets map[string]*Bucket // every copy, by id (guarded by bmu)
 	bmu     sync.RWMutex
-	closed  bool
-	failed  atomic.Pointer[error]
+	// indexCopies counts the copies of each index held (guarded by bmu;
+	// putBucket, dropBucket); declared are the indexes MaxIndexes never
+	// refuses (guarded by mu; hotcap.go).
+	indexCopies map[string]int
+	declared    map[string]bool
+	closed      bool
+	failed      atomic.Pointer[error]
 	// failedCh is closed when failed is set (wakes Wait).
 	failedCh chan struct{}
 	// idle wakes WaitIdle when a roll ends or events are indexed.
@@ -362,11 +391,14 @@ func Open(opts Options) (*Store, error) {
 		log:      opts.Logger,
 		indexes:  map[string]*indexState{},
 		buckets:  map[string]*Bucket{},
-		writeCh:  make(chan writeJob, 256),
-		indexCh:  make(chan indexJob, 64),
-		rollCh:   make(chan *Bucket, 1),
-		stop:     make(chan struct{}),
-		failedCh: make(chan struct{}),
+		declared: map[string]bool{"main": true},
+		// counted by putBucket and dropBucket
+		indexCopies: map[string]int{},
+		writeCh:     make(chan writeJob, 256),
+		indexCh:     make(chan indexJob, 64),
+		rollCh:      make(chan *Bucket, 1),
+		stop:        make(chan struct{}),
+		failedCh:    make(chan struct{}),
 	}
 	s.files = newFileCache(opts.MaxOpenFiles, &s.Stats.Files)
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -381,6 +413,10 @@ func Open(opts Options) (*Store, error) {
 	go s.indexer()
 	go s.roller()
 	go s.sealer()
+	if opts.MaxHotIdle > 0 {
+		s.wg.Add(1)
+		go s.idleRoller(opts.MaxHotIdle)
+	}
 	return s, nil
 }
 
@@ -468,7 +504,10 @@ func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack,
 	// Place the whole request first and create the buckets it needs, so a
 	// bucket that cannot be created fails the request with nothing added
 	// (placement.go).
-	pl := s.planAppend(evs)
+	pl, err := s.planAppend(evs)
+	if err != nil {
+		return nil, err // a peer-wide limit (hotcap.go): nothing added
+	}
 	if err := s.createPlanned(pl); err != nil {
 		if isNoSpace(err) {
 			// No room for a new bucket: this request fails, later ones
@@ -481,7 +520,9 @@ func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack,
 		}
 		return nil, err
 	}
+	s.rollForRoom(pl)
 	ack := &Ack{}
+	now := time.Now()
 	var cur *Bucket
 	start := 0
 	// flush hands evs[start:end] (all of cur) to the indexer; the slice is
@@ -520,6 +561,7 @@ func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack,
 			b.maxT = e.Time
 		}
 		b.lastUse = sl.lastUse
+		b.lastWrite = now
 		tok := b.openTok
 		if len(ack.toks) == 0 || ack.toks[len(ack.toks)-1] != tok {
 			ack.toks = append(ack.toks, tok)
@@ -575,14 +617,12 @@ func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	b := &Bucket{
 		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable, quarantine: quarantine,
 		state: StateHot, open: newBlockBuilder(), jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(),
-		journalClosed: make(chan struct{}),
+		journalClosed: make(chan struct{}), lastWrite: time.Now(),
 	}
 	if b.searchable {
 		b.hidx = newHotIndex()
 	}
-	s.bmu.Lock()
-	s.buckets[id] = b
-	s.bmu.Unlock()
+	s.putBucket(b)
 	return b, nil
 }
 

@@ -395,6 +395,10 @@ type GenerationReply struct {
 // cannot resolve (older than its kept history, or not reached yet).
 const CodeGeneration = "unknown_generation"
 
+// CodeSealFinal: an extend_seal bucket event for a bucket whose seal is
+// final (fsm.ErrSealFinal): the peer truncates its longer copy instead.
+const CodeSealFinal = "seal_final"
+
 // ConfigRequest is <prefix>.mgr.config: the peer config now.
 type ConfigRequest struct {
 	V    int    `json:"v"`

@@ -277,6 +277,9 @@ func (s *State) adoptReportedCopy(ch *change, b *Bucket, c *RegisterPeer, p *Pee
 		s.bucketChanged(ch, b)
 	}
 	cp.Searchable = ci.Searchable || (b.Hot && b.Origin == c.ID)
+	if b.Sealed && b.confirmSeal(cp, ci.Blocks) {
+		s.bucketChanged(ch, b)
+	}
 	if cp.Blocks != ci.Blocks {
 		// The inventory carries no checksum, and 0 is "unknown".
 		cp.Blocks, cp.LastChecksum, cp.LengthKnown = ci.Blocks, "", false
@@ -296,7 +299,12 @@ func (s *State) setState(ch *change, p *Peer, st PeerState, at int64) {
 		s.forgetFrozenHolder(p.ID)
 		for _, id := range s.bucketsOn(p.ID) {
 			b, _ := s.edit(id)
-			s.mutateBucket(ch, b, func() { s.dropCopy(b, p.ID) })
+			s.mutateBucket(ch, b, func() {
+				s.dropCopy(b, p.ID)
+				if b.releaseSeal() {
+					s.bucketChanged(ch, b)
+				}
+			})
 		}
 		return
 	}
@@ -498,6 +506,9 @@ func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
 				cp.setLength(l.Blocks, l.LastChecksum)
 			}
 		}
+	}
+	if !b.Sealed {
+		b.Provisional = s.ClusterVersion() >= SealFinalVersion && !c.Final
 	}
 	b.Hot = false
 	b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum
@@ -739,6 +750,9 @@ func (s *State) applyCopyLength(idx uint64, c *CopyLength) (any, error) {
 	}
 	ch := s.begin(idx)
 	s.mutateBucket(ch, b, func() {
+		if b.confirmSeal(cp, c.Blocks) {
+			s.bucketChanged(ch, b)
+		}
 		cp.setLength(c.Blocks, c.LastChecksum)
 		if cp.atSealed(b) {
 			cp.Short = false
@@ -774,8 +788,15 @@ func (s *State) applyExtendSeal(idx uint64, c *ExtendSeal) (any, error) {
 		return nil, fmt.Errorf("%w: extend %q from %d blocks (checksum %q): sealed at %d (checksum %q)",
 			ErrSealMoved, c.Bucket, c.From, c.FromChecksum, b.Blocks, b.LastChecksum)
 	}
+	if s.ClusterVersion() >= SealFinalVersion && !b.Provisional {
+		return nil, fmt.Errorf("%w: extend %q from %d to %d blocks: a copy holding every acknowledged block answered the seal, so the blocks past it were never acknowledged; the longer copy is truncated",
+			ErrSealFinal, c.Bucket, c.From, c.Blocks)
+	}
 	ch := s.begin(idx)
 	s.mutateBucket(ch, b, func() {
+		if !cp.Short {
+			b.Provisional = false // the copy held every acknowledged block
+		}
 		b.Blocks, b.LastChecksum = c.Blocks, c.LastChecksum
 		b.takeExtent(c.Earliest, c.Latest, c.Size, c.Events)
 		cp.setLength(c.Blocks, c.LastChecksum)

@@ -52,14 +52,17 @@ const bodyVersion byte = 1
 // always did.
 //
 //   - SealBucket 2: Lengths (the per-holder lengths the seal was computed
-//     from); a version 1 body carries none.
+//     from); a version 1 body carries none. 3: Final (a holder known to
+//     hold every acknowledged block answered), written only by a group at
+//     cluster version SealFinalVersion; a body without it is still
+//     written as version 2.
 //   - RollBucket 2: Origin (the peer that sent the roll, checked against
 //     the bucket's origin); written only by a group at cluster version
 //     RollOriginVersion, and a body without it is still written as
 //     version 1 (bodyVersioned), so an older build reads every roll the
 //     group may send it.
 var bodyVersions = map[CommandType]byte{
-	CmdSealBucket: 2,
+	CmdSealBucket: 3,
 	CmdRollBucket: 2,
 }
 
@@ -359,6 +362,23 @@ type SealBucket struct {
 	Size         int64        `json:"size,omitempty"`
 	Events       int64        `json:"events,omitempty"`
 	Lengths      []PeerLength `json:"lengths,omitempty"`
+	// Final (body version 3, cluster version SealFinalVersion): a holder
+	// whose copy is not known short answered, so the seal holds every
+	// acknowledged block. Without it a group at SealFinalVersion records
+	// the seal Provisional.
+	Final bool `json:"final,omitempty"`
+}
+
+// SealFinalVersion is the cluster version from which seals say whether
+// they are final (SealBucket.Final, Bucket.Provisional) and only a
+// provisional seal may be extended.
+const SealFinalVersion = 5
+
+func (c *SealBucket) bodyVersion() (byte, int) {
+	if c.Final {
+		return 3, SealFinalVersion
+	}
+	return 2, 1
 }
 
 // PeerLength is one holder's copy length: its blocks and its last block's
@@ -372,6 +392,9 @@ type PeerLength struct {
 func (c *SealBucket) checkVersion(v byte) error {
 	if v < 2 && len(c.Lengths) > 0 {
 		return fmt.Errorf("seal %q: lengths need body version 2", c.Bucket)
+	}
+	if v < 3 && c.Final {
+		return fmt.Errorf("seal %q: final needs body version 3", c.Bucket)
 	}
 	return nil
 }

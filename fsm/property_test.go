@@ -316,7 +316,17 @@ func TestProperties(t *testing.T) {
 							c.Blocks, c.LastChecksum = n, fmt.Sprintf("c%d", n)
 						}
 					}
-					m.apply(t, c)
+					// Final only from a group that carries it, as the
+					// manager sends it (SealFinalVersion).
+					v := m.s.ClusterVersion()
+					c.Final = v >= SealFinalVersion && rapid.Bool().Draw(t, "final")
+					was := b.Sealed
+					if _, failed := m.apply(t, c).(error); !failed && !was {
+						nb := m.s.d.Buckets[b.ID]
+						if want := v >= SealFinalVersion && !c.Final; nb.Provisional != want {
+							t.Fatalf("seal %+v at cluster version %d: provisional %v, want %v", c, v, nb.Provisional, want)
+						}
+					}
 				}
 			},
 			"length": func(t *rapid.T) {
@@ -350,9 +360,10 @@ func TestProperties(t *testing.T) {
 				}
 				n := from + int64(rapid.IntRange(1, 5).Draw(t, "more"))
 				sealed := b.Sealed
+				final := m.s.ClusterVersion() >= SealFinalVersion && !b.Provisional
 				r := m.apply(t, &ExtendSeal{Bucket: b.ID, Peer: p, From: from, FromChecksum: sum, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
 				_, failed := r.(error)
-				if want := sealed && !stale && from > 0 && sum != ""; failed == want {
+				if want := sealed && !stale && from > 0 && sum != "" && !final; failed == want {
 					t.Fatalf("extend %s from %d (%q) to %d: refused=%v (%v), want refused=%v", b.ID, from, sum, n, failed, r, !want)
 				}
 				if failed {

@@ -415,3 +415,79 @@ func TestExtendSealClosesStaleFetch(t *testing.T) {
 		}
 	}
 }
+
+// TestSealFinalOrProvisional (cluster version SealFinalVersion, issue 24's
+// chaos suite): a seal answered by a copy not known short holds every
+// acknowledged block (the origin acknowledges only once every target not
+// reported short has the block), so it is final: a longer copy that
+// returns is truncated, never extended — the extension left the bucket
+// without a searchable whole copy until the shorter ones fetched. A seal
+// answered only by copies known short is provisional: acknowledged blocks
+// may lie past it, searches cannot prove the bucket complete, and a
+// longer copy extends it; it becomes final when a copy not known short
+// shows a length within it, or when no such copy is left.
+func TestSealFinalOrProvisional(t *testing.T) {
+	start := func() (*harness, string) {
+		h, b := sealCluster(t)
+		h.must(&SetClusterVersion{Version: SealFinalVersion})
+		return h, b
+	}
+	provisional := func(h *harness, b string, want bool) {
+		t.Helper()
+		if got := h.b(b).Provisional; got != want {
+			t.Fatalf("bucket %s provisional %v, want %v", b, got, want)
+		}
+		v, _ := h.s.Generation(DefaultSite, 0)
+		if got := v.Buckets[b].Provisional; got != want {
+			t.Fatalf("generation table: bucket %s provisional %v, want %v", b, got, want)
+		}
+	}
+	ext := func(b, peer string) *ExtendSeal {
+		return &ExtendSeal{Bucket: b, Peer: peer, From: 5, FromChecksum: "c5", Blocks: 7, LastChecksum: "c7"}
+	}
+
+	// Final: p2 (not short) answered; p1 returns longer: refused, truncated.
+	h, b := start()
+	s := sealAt(b, lengths("p2", 5, "p3", 5))
+	s.Final = true
+	h.must(s)
+	provisional(h, b, false)
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
+	h.refuse(ext(b, "p1"), ErrSealFinal)
+	now := h.now.Add(time.Minute)
+	h.wantPlan(PlanInput{Now: now, LastHeartbeat: alive(h, now)}, "streaming truncate h p1")
+
+	// Provisional: p2 and p3 were reported short, and only they answered.
+	h, b = start()
+	h.must(&CopyShort{Bucket: b, Peer: "p2", Short: true})
+	h.must(&CopyShort{Bucket: b, Peer: "p3", Short: true})
+	h.must(sealAt(b, lengths("p2", 5, "p3", 5)))
+	provisional(h, b, true)
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
+	h.must(ext(b, "p1"))
+	provisional(h, b, false) // the origin held every acknowledged block
+
+	// Provisional, confirmed: the origin returns at the sealed length.
+	h, b = start()
+	h.must(&CopyShort{Bucket: b, Peer: "p2", Short: true})
+	h.must(&CopyShort{Bucket: b, Peer: "p3", Short: true})
+	h.must(sealAt(b, lengths("p2", 5, "p3", 5)))
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 5}}})
+	provisional(h, b, false)
+
+	// Provisional, released: the origin is removed for good.
+	h, b = start()
+	h.must(&CopyShort{Bucket: b, Peer: "p2", Short: true})
+	h.must(&CopyShort{Bucket: b, Peer: "p3", Short: true})
+	h.must(sealAt(b, lengths("p2", 5, "p3", 5)))
+	provisional(h, b, true)
+	h.must(&SetPeerState{ID: "p1", State: StateRemoved, At: h.now})
+	provisional(h, b, false)
+
+	// Below SealFinalVersion nothing changes: every seal may be extended.
+	h, b = sealCluster(t)
+	h.must(sealAt(b, lengths("p2", 5, "p3", 5)))
+	provisional(h, b, false)
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
+	h.must(ext(b, "p1"))
+}

@@ -46,7 +46,7 @@ const (
 // gains a field this codec does not write.
 var (
 	bucketFields = []string{"ID", "Index", "Origin", "OriginSite", "Hot", "Earliest", "Latest", "Size", "Events",
-		"Sealed", "Blocks", "LastChecksum", "Degraded", "Created", "Version", "Copies", "Primary"}
+		"Sealed", "Blocks", "LastChecksum", "Provisional", "Degraded", "Created", "Version", "Copies", "Primary"}
 	copyFields  = []string{"Peer", "Searchable", "Blocks", "LastChecksum", "LengthKnown", "Corrupt", "Short"}
 	deltaFields = []string{"Version", "Generation", "Site", "Bucket", "Peer", "Old", "Removed"}
 )
@@ -157,6 +157,7 @@ const (
 	bHot = 1 << iota
 	bSealed
 	bDegraded
+	bProvisional
 )
 
 const (
@@ -180,6 +181,9 @@ func appendBucket(b []byte, x *Bucket) []byte {
 	}
 	if x.Degraded {
 		f |= bDegraded
+	}
+	if x.Provisional {
+		f |= bProvisional
 	}
 	b = append(b, f)
 	b = binary.AppendVarint(b, x.Earliest)
@@ -368,7 +372,7 @@ func (r *snapReader) count(min int) int {
 func (r *snapReader) bucket() *Bucket {
 	x := &Bucket{ID: r.str(), Index: r.str(), Origin: r.str(), OriginSite: r.str()}
 	f := r.byte1()
-	x.Hot, x.Sealed, x.Degraded = f&bHot != 0, f&bSealed != 0, f&bDegraded != 0
+	x.Hot, x.Sealed, x.Degraded, x.Provisional = f&bHot != 0, f&bSealed != 0, f&bDegraded != 0, f&bProvisional != 0
 	x.Earliest, x.Latest, x.Size, x.Events, x.Blocks = r.varint(), r.varint(), r.varint(), r.varint(), r.varint()
 	x.LastChecksum = r.str()
 	x.Created, x.Version = r.uvarint(), r.uvarint()

@@ -79,6 +79,11 @@ var (
 	// not the committed one (another copy extended it first, or it was
 	// never that); the copy must be checked against the current seal.
 	ErrSealMoved = errors.New("sealed length moved")
+	// ErrSealFinal: an ExtendSeal of a bucket whose seal is final (not
+	// Provisional): a copy holding every acknowledged block answered the
+	// seal, so blocks past it were never acknowledged and a longer copy
+	// is truncated instead.
+	ErrSealFinal = errors.New("seal is final")
 	// ErrUnknownTask: FixupDone for a task id that is not open.
 	ErrUnknownTask = errors.New("unknown fixup task")
 	// ErrTaskExists: CreateFixup for work an open task already does.
@@ -136,6 +141,52 @@ func (c *Copy) atSealed(b *Bucket) bool {
 		(c.LastChecksum == "" || b.LastChecksum == "" || c.LastChecksum == b.LastChecksum)
 }
 
+// confirmSeal clears a provisional seal when copy cp — not known short, so
+// in the replication set for every acknowledgement and holding every
+// acknowledged block — shows a length within the seal (blocks, as
+// reported; a copy known longer than the seal is not counted: its length
+// is what a truncate left).
+// It reports whether the seal changed (a generation-table change).
+func (b *Bucket) confirmSeal(cp *Copy, blocks int64) bool {
+	if b.Provisional && !cp.Short && !cp.Corrupt && blocks > 0 && blocks <= b.Blocks && !(cp.known() && cp.Blocks > b.Blocks) {
+		b.Provisional = false
+		return true
+	}
+	return false
+}
+
+// releaseSeal clears a provisional seal once no copy that could confirm
+// it is left (its holders are all known short).
+func (b *Bucket) releaseSeal() bool {
+	if !b.Provisional {
+		return false
+	}
+	for _, c := range b.Copies {
+		if !c.Short {
+			return false
+		}
+	}
+	b.Provisional = false
+	return true
+}
+
+// SealAnsweredWhole reports whether one of holders — the peers that
+// answered a seal of bucket id — holds a copy not known short, or is its
+// origin: such a copy holds every acknowledged block, so a seal at the
+// longest answer is final (SealBucket.Final).
+func (s *State) SealAnsweredWhole(id string, holders []string) bool {
+	b := s.d.Buckets[id]
+	if b == nil {
+		return false
+	}
+	for _, h := range holders {
+		if c, ok := b.Copies[h]; ok && (h == b.Origin || !c.Short) && !c.Corrupt {
+			return true
+		}
+	}
+	return false
+}
+
 // setLength records a reported length.
 func (c *Copy) setLength(blocks int64, checksum string) {
 	c.Blocks, c.LastChecksum, c.LengthKnown = blocks, checksum, true
@@ -159,6 +210,16 @@ type Bucket struct {
 	Sealed       bool   `json:"sealed,omitempty"`
 	Blocks       int64  `json:"blocks,omitempty"`
 	LastChecksum string `json:"last_checksum,omitempty"`
+	// Provisional is set on a seal (cluster version SealFinalVersion)
+	// computed from copies none of which is known to hold every
+	// acknowledged block — every holder that answered was reported short —
+	// so acknowledged blocks may lie past it on copies the managers could
+	// not reach. Only a provisional seal may be extended (ExtendSeal); a
+	// search cannot prove such a bucket complete (BucketInfo.Provisional).
+	// It clears when a copy not known short shows a length within the
+	// seal (confirmSeal), when an extension comes from such a copy, or
+	// when no such copy is left to come back (a peer removed).
+	Provisional bool `json:"provisional,omitempty"`
 	// Degraded is set when the targets chosen at creation could not meet the
 	// policy (a site was down); fixup restores it.
 	Degraded bool `json:"degraded,omitempty"`

@@ -13,9 +13,11 @@ import (
 // version 3 adds no command but the binary snapshot format
 // (BinarySnapshotVersion, snapcodec.go), which a version 2 build cannot
 // read; version 4 adds no command but RollBucket's Origin (body version 2,
-// RollOriginVersion), which a version 3 build cannot read. A build that adds a command type raises Version and lists the type
-// in clusterVersions.
-const Version = 4
+// RollOriginVersion), which a version 3 build cannot read; version 5 adds no
+// command but SealBucket's Final (body version 3, SealFinalVersion) and
+// the rule that only a provisional seal is extended. A build that adds a
+// command type raises Version and lists the type in clusterVersions.
+const Version = 5
 
 // clusterVersions is the cluster version that may carry each command type
 // added after version 1: the leader never appends a command of such a type

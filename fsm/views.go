@@ -101,6 +101,11 @@ type BucketInfo struct {
 	Sealed   bool   `json:"sealed,omitempty"`
 	Blocks   int64  `json:"blocks,omitempty"`
 	Checksum string `json:"checksum,omitempty"`
+	// Provisional: the seal was computed from copies all known short
+	// (fsm.Bucket.Provisional), so acknowledged blocks may lie past it;
+	// a search head cannot prove the bucket complete. An addition to
+	// SPEC §7's shape.
+	Provisional bool `json:"provisional,omitempty"`
 }
 
 // PeerView is one peer in GET /v1/peers.
@@ -286,7 +291,7 @@ func (s *State) bucketInfo(b *Bucket) BucketInfo {
 	}
 	info := BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin}
 	if b.Sealed {
-		info.Sealed, info.Blocks, info.Checksum = true, b.Blocks, b.LastChecksum
+		info.Sealed, info.Blocks, info.Checksum, info.Provisional = true, b.Blocks, b.LastChecksum, b.Provisional
 	}
 	return info
 }

@@ -374,9 +374,11 @@ func (dl *deliverer) finishSeal(ctx context.Context, id uint64, holders []string
 	}
 	dl.mu.Unlock()
 	var bucket string
+	final := false
 	m.state.Read(func(s *fsm.State) {
 		if x, ok := s.Task(id); ok {
 			bucket = x.Bucket
+			final = s.ClusterVersion() >= fsm.SealFinalVersion && s.SealAnsweredWhole(bucket, holders)
 		}
 	})
 	if bucket == "" {
@@ -386,7 +388,7 @@ func (dl *deliverer) finishSeal(ctx context.Context, id uint64, holders []string
 	// copies are shorter (fetch) and which longer (truncate).
 	_, err := m.Apply(ctx, &fsm.SealBucket{ReqID: fsm.ReqID{RequestID: fmt.Sprintf("seal-%d", id)}, Bucket: bucket,
 		Blocks: best.Blocks, LastChecksum: best.LastBlockChecksum, Earliest: best.Earliest, Latest: best.Latest,
-		Size: best.Bytes, Events: best.Events, Lengths: lengths})
+		Size: best.Bytes, Events: best.Events, Lengths: lengths, Final: final})
 	if err != nil && !errors.Is(err, fsm.ErrBucketNotHot) {
 		if ctx.Err() == nil {
 			m.log.Warn("sealing a bucket failed", "bucket", bucket, "task", id, "err", err)
@@ -397,5 +399,5 @@ func (dl *deliverer) finishSeal(ctx context.Context, id uint64, holders []string
 		Reason: fmt.Sprintf("sealed at %d blocks", best.Blocks)}); err != nil && !errors.Is(err, fsm.ErrUnknownTask) && ctx.Err() == nil {
 		m.log.Warn("closing a seal task failed", "task", id, "err", err)
 	}
-	m.log.Info("bucket sealed", "bucket", bucket, "blocks", best.Blocks, "holders", len(holders))
+	m.log.Info("bucket sealed", "bucket", bucket, "blocks", best.Blocks, "holders", len(holders), "final", final)
 }

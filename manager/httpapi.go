@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -233,6 +234,7 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrBucketNotHot, http.StatusConflict, "bucket_not_hot"},
 		{fsm.ErrNotOrigin, http.StatusForbidden, "not_origin"},
 		{fsm.ErrNotSealed, http.StatusConflict, "bucket_not_sealed"},
+		{fsm.ErrSealFinal, http.StatusConflict, api.CodeSealFinal},
 		{fsm.ErrHotOrigin, http.StatusConflict, "hot_origin"},
 		{fsm.ErrTaskExists, http.StatusConflict, "task_exists"},
 		{fsm.ErrBadTask, http.StatusConflict, "bad_task"},

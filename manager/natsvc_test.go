@@ -644,26 +644,28 @@ func TestNATSSealConfirmAndRetry(t *testing.T) {
 			}
 		}
 	})
-	// p3's copy turns out longer, its prefix matching the seal: its
-	// extend_seal moves the seal (fsm.ExtendSeal); one verified against
-	// the old seal is refused and changes nothing.
+	// p3's copy turns out longer, its prefix matching the seal: but p2 and
+	// p3, never reported short, answered the seal, so it is final
+	// (fsm.SealFinalVersion): the extend_seal is refused with seal_final
+	// (the peer truncates instead) and the seal stays; one verified
+	// against another seal is refused as well.
 	gen := func() (g uint64) { l.Read(func(s *fsm.State) { g = s.CurrentGeneration() }); return g }
 	g0 := gen()
 	if _, err := p3.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "ext-1", Kind: api.EventExtendSeal, Bucket: hot, Peer: "p3",
-		SealedBlocks: 7, SealedChecksum: "c7", Blocks: 9, LastBlockChecksum: "c9", Events: 90}); err != nil {
-		t.Fatal(err)
+		SealedBlocks: 7, SealedChecksum: "c7", Blocks: 9, LastBlockChecksum: "c9", Events: 90}); !bus.IsRemote(err, api.CodeSealFinal) {
+		t.Fatalf("extend_seal of a final seal: %v, want %s", err, api.CodeSealFinal)
 	}
 	l.Read(func(s *fsm.State) { blocks, cs = sealedOf(s, hot) })
-	if blocks != 9 || cs != "c9" || gen() == g0 {
-		t.Fatalf("after extend_seal: sealed at %d blocks, %q, generation %d (was %d); want 9, c9, a new one", blocks, cs, gen(), g0)
+	if blocks != 7 || cs != "c7" || gen() != g0 {
+		t.Fatalf("after a refused extend_seal: sealed at %d blocks, %q, generation %d (was %d); want 7, c7, the same", blocks, cs, gen(), g0)
 	}
 	if _, err := p2.cli.BucketEvent(ctx, api.BucketEvent{RequestID: "ext-2", Kind: api.EventExtendSeal, Bucket: hot, Peer: "p2",
-		SealedBlocks: 7, SealedChecksum: "c7", Blocks: 8, LastBlockChecksum: "c8"}); err == nil {
+		SealedBlocks: 6, SealedChecksum: "c6", Blocks: 8, LastBlockChecksum: "c8"}); err == nil {
 		t.Fatal("an extend_seal from a stale seal was taken")
 	}
 	l.Read(func(s *fsm.State) { blocks, cs = sealedOf(s, hot) })
-	if blocks != 9 || cs != "c9" {
-		t.Fatalf("after a stale extend_seal: sealed at %d blocks, %q; want 9, c9", blocks, cs)
+	if blocks != 7 || cs != "c7" {
+		t.Fatalf("after a stale extend_seal: sealed at %d blocks, %q; want 7, c7", blocks, cs)
 	}
 }
 

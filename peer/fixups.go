@@ -328,6 +328,12 @@ func (f *fixupRunner) extendSeal(tk api.FixupTask) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := f.cp.BucketEvent(ctx, ev); err != nil {
+		if bus.IsRemote(err, api.CodeSealFinal) {
+			// A copy holding every acknowledged block answered the seal:
+			// the blocks past it were never acknowledged (fsm.ErrSealFinal).
+			f.p.log.Info("copy longer than a final seal: truncated", "bucket", tk.Bucket, "sealed", sealed, "blocks", n)
+			return false, nil
+		}
 		return true, fmt.Errorf("extend the seal of %s from %d to %d blocks: %w", tk.Bucket, sealed, n, err)
 	}
 	f.p.log.Info("copy longer than the sealed length extended the seal", "bucket", tk.Bucket, "sealed", sealed, "blocks", n)

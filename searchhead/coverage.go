@@ -22,17 +22,20 @@ import (
 
 // Completeness-violation reasons (the metric's label).
 const (
-	unprovenShort    = "short"
-	unprovenNoLength = "no_length"
-	unprovenNoBatch  = "no_batch"
-	unprovenUnknown  = "unknown"
+	unprovenShort       = "short"
+	unprovenNoLength    = "no_length"
+	unprovenNoBatch     = "no_batch"
+	unprovenUnknown     = "unknown"
+	unprovenProvisional = "provisional"
 )
 
 // proof checks a searched or skipped marker's copy against what the table
 // says the bucket holds. It returns "" when the copy is whole, else the
 // reason and its metric label:
 //   - a sealed bucket (warm): the copy holds exactly the sealed blocks, and
-//     the sealed last checksum when the table knows it;
+//     the sealed last checksum when the table knows it — unless the seal
+//     is provisional (fsm.BucketInfo.Provisional: sealed from copies all
+//     known short), which no copy can prove whole;
 //   - a hot bucket: the origin copy holds every acknowledged block; a
 //     replica in the table's searchable set is in the replication set
 //     (the ack rule makes every acknowledged block durable on it before any
@@ -55,6 +58,9 @@ func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label
 	switch {
 	case br.unknown:
 		return "", "" // judged at the end (summary): no table knows it
+	case info.Sealed && info.Provisional:
+		return fmt.Sprintf("bucket %s was sealed at %d blocks while every copy known to hold all its acknowledged events was unreachable: it may lack some until one of them returns",
+			br.id, info.Blocks), unprovenProvisional
 	case info.Sealed:
 		if l.Blocks != info.Blocks || (info.Checksum != "" && l.Checksum != info.Checksum) {
 			return fmt.Sprintf("the copy of bucket %s on peer %s holds %d blocks (last checksum %q); the bucket is sealed at %d blocks (%q)",

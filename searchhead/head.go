@@ -61,7 +61,10 @@ type Config struct {
 	SearchTimeout time.Duration
 	MaxResults    int
 	MaxSearches   int
-	Logger        *slog.Logger
+	// Jobs bounds the search jobs of Splunk's REST API (splunk.go); a
+	// zero field takes its default.
+	Jobs   JobLimits
+	Logger *slog.Logger
 	// Conn, when set, is used instead of dialling NATS (tests, quarry dev).
 	Conn *nats.Conn
 	// OnMessage, when set, sees every peer message before the head acts
@@ -88,6 +91,7 @@ type Head struct {
 	tables  *tables
 
 	adaptive *adaptive
+	splunk   *splunkAPI // Splunk's search REST API and its jobs
 	rr       atomic.Uint64
 	sem      chan struct{}
 	metrics  *metrics
@@ -144,6 +148,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8089"
 	}
+	cfg.Jobs = cfg.Jobs.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -175,6 +180,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		h.closeConn()
 		return nil, err
 	}
+	h.splunk = newSplunkAPI(h)
 	h.tables = newTables(h.mc, cfg.Site, log)
 	h.tables.hold = cfg.HoldTable
 	h.tables.onNotice = func(n api.Notice) {
@@ -286,9 +292,26 @@ func (h *Head) Start() error {
 		return fmt.Errorf("search head: %w", err)
 	}
 	h.ln = ln
+	mux := h.mux()
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.log.Error("http server", "err", err)
+		}
+	}()
+	h.log.Info("search head serving", "addr", ln.Addr().String(), "site", h.cfg.Site)
+	return nil
+}
+
+// mux routes the head's HTTP API: search, health, metrics, Splunk's
+// search REST API, a clear answer to HEC sent here, and the search page.
+func (h *Head) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/search", h.serveSearch)
 	mux.HandleFunc("GET /healthz", h.serveHealthz)
+	h.splunk.routes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}))
 	// HEC sent here by mistake gets one clear line (it got a bare 405).
 	notHEC := func(w http.ResponseWriter, r *http.Request) {
@@ -301,16 +324,7 @@ func (h *Head) Start() error {
 	if h.Page != nil {
 		mux.Handle("GET /", h.Page)
 	}
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("http server", "err", err)
-		}
-	}()
-	h.log.Info("search head serving", "addr", ln.Addr().String(), "site", h.cfg.Site)
-	return nil
+	return mux
 }
 
 // Addr is the HTTP listen address (after Start).
@@ -338,6 +352,7 @@ func (h *Head) close() {
 		cancel()
 		_ = h.srv.Close()
 	}
+	h.splunk.jobs.close() // running jobs stop before the table and the bus go
 	select {
 	case <-h.stop:
 	default:
@@ -385,36 +400,70 @@ func (h *Head) markSuspect(p string) {
 
 // authorize returns the indexes the request's token may search (nil: all).
 func (h *Head) authorize(r *http.Request) ([]string, error) {
-	tok := bearer(r)
+	c, err := h.identify(r)
+	return c.indexes, err
+}
+
+// caller is who sent a request: the key that owns its jobs (the digest of
+// its token, never the secret; "" in token-less loopback mode), a label
+// for it (the token's id) and the indexes it may search (nil: all).
+type caller struct {
+	owner, label string
+	indexes      []string
+}
+
+// identify checks the request's token (requestToken): the admin token, a
+// search token of the cluster config, or none while the head serves
+// token-less on loopback. A HEC token is no search token: 403.
+func (h *Head) identify(r *http.Request) (caller, error) {
+	return h.identifyToken(requestToken(r))
+}
+
+func (h *Head) identifyToken(tok string) (caller, error) {
 	if h.cfg.AdminToken != "" && tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1 {
-		return nil, nil
+		return tokenCaller(tok, nil), nil
 	}
 	h.tokMu.RLock()
 	toks := h.tokens
 	h.tokMu.RUnlock()
 	if len(toks) == 0 && h.cfg.AdminToken == "" && h.ln != nil && isLoopback(h.ln.Addr()) {
-		return nil, nil // loopback only, said at start
+		return caller{label: "nobody"}, nil // loopback only, said at start
 	}
 	if tok == "" {
-		return nil, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
+		return caller{}, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
 	}
 	for _, t := range toks {
 		if fsm.TokenMatches(t.Token, tok) {
-			if len(t.Indexes) == 0 {
-				return nil, nil
+			var ix []string
+			if len(t.Indexes) > 0 {
+				ix = append([]string{}, t.Indexes...)
 			}
-			return append([]string{}, t.Indexes...), nil
+			return tokenCaller(tok, ix), nil
 		}
 	}
-	return nil, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
+	return caller{}, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
 }
 
-func bearer(r *http.Request) string {
+// tokenCaller names a caller by its token's digest; its label is the
+// token's id (the digest's first 16 hex digits, as quarry token list
+// shows it).
+func tokenCaller(tok string, indexes []string) caller {
+	d := fsm.TokenDigest(tok)
+	return caller{owner: d, label: strings.TrimPrefix(d, fsm.TokenDigestPrefix)[:16], indexes: indexes}
+}
+
+// requestToken is the token a request carries: Authorization: Bearer T,
+// Splunk T (Splunk's session form), or Basic with T as the password (any
+// user name), as Splunk's REST clients send it.
+func requestToken(r *http.Request) string {
 	a := r.Header.Get("Authorization")
 	for _, p := range []string{"Bearer ", "Splunk "} {
 		if strings.HasPrefix(a, p) {
 			return strings.TrimSpace(a[len(p):])
 		}
+	}
+	if _, pw, ok := r.BasicAuth(); ok {
+		return pw
 	}
 	return ""
 }
@@ -443,18 +492,21 @@ func (h *Head) serveHealthz(w http.ResponseWriter, r *http.Request) {
 // emit, when set, receives result rows as they are released (streaming
 // event searches) — otherwise rows come back in the response.
 func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error) (*query.Response, error) {
+	return h.search(ctx, req, indexes, emit, nil)
+}
+
+// search is Search; a job (splunkjobs.go) passes queued, which makes it
+// wait for a search slot instead of answering 429, and calls queued.started
+// once it has one.
+func (h *Head) search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error, queued *queuedSearch) (*query.Response, error) {
 	start := time.Now()
 	now := time.Now()
 	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case h.sem <- struct{}{}:
-	default:
-		h.metrics.rejected.Inc()
-		return nil, &RequestError{Status: 429, Code: "too_many_searches",
-			Msg: fmt.Sprintf("too many concurrent searches on search head %s (limit %d); retry later", h.cfg.ID, h.cfg.MaxSearches)}
+	if err := h.takeSlot(ctx, queued); err != nil {
+		return nil, err
 	}
 	defer func() { <-h.sem }()
 	h.metrics.running.Inc()
@@ -555,6 +607,33 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	pub.summary(sum)
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
+}
+
+// queuedSearch is a search that waits for a slot (a job) and says when it
+// has one.
+type queuedSearch struct{ started func() }
+
+// takeSlot takes one of the head's MaxSearches slots: at once or 429
+// too_many_searches; a queued search waits until one frees or ctx ends.
+func (h *Head) takeSlot(ctx context.Context, queued *queuedSearch) error {
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		if queued == nil {
+			h.metrics.rejected.Inc()
+			return &RequestError{Status: 429, Code: "too_many_searches",
+				Msg: fmt.Sprintf("too many concurrent searches on search head %s (limit %d); retry later", h.cfg.ID, h.cfg.MaxSearches)}
+		}
+		select {
+		case h.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if queued != nil && queued.started != nil {
+		queued.started()
+	}
+	return nil
 }
 
 // runError is what a search that did not complete answers: 504 past its

@@ -37,7 +37,7 @@ const (
 
 // splunkHead is a search head without a bus whose searches are fakes: run
 // serves jobs, now serves oneshot and export.
-func splunkHead(t *testing.T, lim JobLimits, slots int, run searchFunc, now func(context.Context, Request, []string, emitFunc) (*query.Response, error)) http.Handler {
+func splunkHead(t testing.TB, lim JobLimits, slots int, run searchFunc, now func(context.Context, Request, []string, emitFunc) (*query.Response, error)) http.Handler {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -529,4 +529,64 @@ func TestStripSearch(t *testing.T) {
 			t.Errorf("stripSearch(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzSplunkRequest sends arbitrary forms and paths to a head's Splunk
+// REST API (searches are fakes): every answer is a success or a 4xx in
+// Splunk's error shape with quarry's code — never a 5xx or a panic — and
+// none holds a token the request did not carry.
+func FuzzSplunkRequest(f *testing.F) {
+	for _, s := range []struct {
+		method uint8
+		path   string
+		form   string
+		who    uint8
+	}{
+		{1, "auth/login", "username=me&password=tok-a&output_mode=json", 0},
+		{1, "search/jobs", "search=search+*&output_mode=json", 1},
+		{1, "search/jobs", "search=search+*+%7C+stats+count&exec_mode=oneshot&output_mode=csv&count=3", 1},
+		{1, "search/v2/jobs/export", "search=%22&output_mode=raw", 1},
+		{0, "search/jobs/sh1_1.00/results", "output_mode=xml&offset=-1", 1},
+		{2, "search/jobs/sh9_1.00", "", 2},
+		{1, "search/jobs/x/control", "action=pause", 1},
+		{0, "server/info", "output_mode=json", 0},
+	} {
+		f.Add(s.method, s.path, s.form, s.who)
+	}
+	now := func(ctx context.Context, req Request, indexes []string, emit emitFunc) (*query.Response, error) {
+		rows := eventRows(0, 3)
+		if emit != nil {
+			if err := emit(rows, eventFields); err != nil {
+				return nil, err
+			}
+		}
+		return &query.Response{Results: rows, Fields: []string{}}, nil
+	}
+	h := splunkHead(f, JobLimits{PerToken: 5, Total: 10}, 2, batchesRun(query.Summary{}, eventRows(0, 3)), now)
+	f.Fuzz(func(t *testing.T, method uint8, path, form string, who uint8) {
+		m := []string{"GET", "POST", "DELETE"}[int(method)%3]
+		tok := []string{"", tokA, tokHEC}[int(who)%3]
+		r, err := http.NewRequest(m, "http://127.0.0.1:8089/services/"+path, strings.NewReader(form))
+		if err != nil || len(form) > maxRequestBytes {
+			return
+		}
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tok != "" {
+			r.Header.Set("Authorization", "Splunk "+tok)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		body := w.Body.String()
+		if w.Code >= 500 {
+			t.Fatalf("%s /services/%s %q as %q: %d %s", m, path, form, tok, w.Code, body)
+		}
+		if w.Code >= 400 && !strings.Contains(body, "ERROR") && w.Code != 405 {
+			t.Fatalf("%s /services/%s: %d without Splunk's error shape: %s", m, path, w.Code, body)
+		}
+		for _, secret := range []string{tokB, tokWeb, tokAdmin, tokA} {
+			if strings.Contains(body, secret) && secret != tok && !strings.Contains(form, secret) && !strings.Contains(path, secret) {
+				t.Fatalf("%s /services/%s %q as %q shows %q: %s", m, path, form, tok, secret, body)
+			}
+		}
+	})
 }

@@ -260,6 +260,7 @@ func TestSearchHeadAPIRules(t *testing.T) {
 	release := make(chan struct{})
 	capped := c.StartSearchHead("sh-cap", "site1", func(cfg *searchhead.Config) {
 		cfg.MaxSearches = 16
+		cfg.MaxSearchesPerToken = 16 // the global cap under test (one token; TestSearchHeadQuotas has the per-token one)
 		cfg.PeerTimeout = time.Minute
 		cfg.OnMessage = func(peer, kind, bucket string) { <-release }
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,14 @@ func TestNoReadShowsASecret(t *testing.T) {
 			check("peer "+id+" GET "+path+" (admin token)", get(base+path, AdminToken))
 		}
 	}
-	for _, path := range []string{"/healthz", "/metrics", "/"} {
+	// Splunk's REST API: a job's list, entry (XML and JSON), results and
+	// events name its owner by the token's id, never the token.
+	job := splunkDo(t, "POST", head.URL()+"/services/search/jobs", "Bearer "+walkSearchToken,
+		url.Values{"search": {"search index=main walk | head 5"}, "exec_mode": {"blocking"}, "output_mode": {"json"}})
+	sid := job.JSON(t)["sid"].(string)
+	for _, path := range []string{"/healthz", "/metrics", "/", "/services/search/jobs", "/services/search/jobs?output_mode=json",
+		"/services/search/jobs/" + sid, "/services/search/jobs/" + sid + "?output_mode=json", "/services/search/jobs/" + sid + "/results?output_mode=json",
+		"/services/search/jobs/" + sid + "/events", "/services/search/jobs/" + sid + "/results?output_mode=csv"} {
 		check("search head GET "+path, get(head.URL()+path, walkSearchToken))
 	}
 	for _, url := range []string{head.URL(), scheme + c.Peer("site1-p1").Addr()} {

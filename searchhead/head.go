@@ -66,7 +66,10 @@ type Config struct {
 	// MaxSearchesPerToken caps one token's concurrent searches (default
 	// three quarters of MaxSearches; admit).
 	MaxSearchesPerToken int
-	Logger              *slog.Logger
+	// Jobs bounds the search jobs of Splunk's REST API (splunk.go); a
+	// zero field takes its default.
+	Jobs   JobLimits
+	Logger *slog.Logger
 	// Conn, when set, is used instead of dialling NATS (tests, quarry dev).
 	Conn *nats.Conn
 	// OnMessage, when set, sees every peer message before the head acts
@@ -93,6 +96,7 @@ type Head struct {
 	tables  *tables
 
 	adaptive *adaptive
+	splunk   *splunkAPI // Splunk's search REST API and its jobs
 	rr       atomic.Uint64
 	sem      chan struct{}
 	quota    quotas // running searches per caller (admit)
@@ -153,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8089"
 	}
+	cfg.Jobs = cfg.Jobs.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -184,6 +189,7 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		h.closeConn()
 		return nil, err
 	}
+	h.splunk = newSplunkAPI(h)
 	h.tables = newTables(h.mc, cfg.Site, log)
 	h.tables.hold = cfg.HoldTable
 	h.tables.onNotice = func(n api.Notice) {
@@ -295,9 +301,26 @@ func (h *Head) Start() error {
 		return fmt.Errorf("search head: %w", err)
 	}
 	h.ln = ln
+	mux := h.mux()
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.log.Error("http server", "err", err)
+		}
+	}()
+	h.log.Info("search head serving", "addr", ln.Addr().String(), "site", h.cfg.Site)
+	return nil
+}
+
+// mux routes the head's HTTP API: search, health, metrics, Splunk's
+// search REST API, a clear answer to HEC sent here, and the search page.
+func (h *Head) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/search", h.serveSearch)
 	mux.HandleFunc("GET /healthz", h.serveHealthz)
+	h.splunk.routes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}))
 	// HEC sent here by mistake gets one clear line (it got a bare 405).
 	notHEC := func(w http.ResponseWriter, r *http.Request) {
@@ -310,16 +333,7 @@ func (h *Head) Start() error {
 	if h.Page != nil {
 		mux.Handle("GET /", h.Page)
 	}
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("http server", "err", err)
-		}
-	}()
-	h.log.Info("search head serving", "addr", ln.Addr().String(), "site", h.cfg.Site)
-	return nil
+	return mux
 }
 
 // Addr is the HTTP listen address (after Start).
@@ -347,6 +361,7 @@ func (h *Head) close() {
 		cancel()
 		_ = h.srv.Close()
 	}
+	h.splunk.jobs.close() // running jobs stop before the table and the bus go
 	select {
 	case <-h.stop:
 	default:
@@ -394,41 +409,78 @@ func (h *Head) markSuspect(p string) {
 
 // authorize returns the indexes the request's token may search (nil: all).
 func (h *Head) authorize(r *http.Request) ([]string, error) {
-	tok := bearer(r)
+	c, err := h.identify(r)
+	return c.indexes, err
+}
+
+// caller is who sent a request: the key that owns its jobs (the digest of
+// its token, never the secret; "" in token-less loopback mode), a label
+// for it (the token's id) and the indexes it may search (nil: all).
+type caller struct {
+	owner, label string
+	indexes      []string
+}
+
+// identify checks the request's token (requestToken): the admin token, a
+// search token of the cluster config, or none while the head serves
+// token-less on loopback. A HEC token is no search token: 403.
+func (h *Head) identify(r *http.Request) (caller, error) {
+	c, err := h.identifyToken(requestToken(r))
+	if err == nil && c.owner == "" {
+		// Token-less on loopback: only for this machine's own clients
+		// (localonly: no DNS rebinding, no cross-origin page; review M7).
+		if lerr := localonly.Check(r); lerr != nil {
+			return caller{}, &RequestError{Status: 403, Code: "not_local", Msg: lerr.Error()}
+		}
+	}
+	return c, err
+}
+
+func (h *Head) identifyToken(tok string) (caller, error) {
 	if h.cfg.AdminToken != "" && tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1 {
-		return nil, nil
+		return tokenCaller(tok, nil), nil
 	}
 	h.tokMu.RLock()
 	toks := h.tokens
 	h.tokMu.RUnlock()
 	if len(toks) == 0 && h.cfg.AdminToken == "" && h.ln != nil && isLoopback(h.ln.Addr()) {
-		// loopback only, said at start; and only for this machine's own
-		// clients (localonly: no DNS rebinding, no cross-origin page)
-		if err := localonly.Check(r); err != nil {
-			return nil, &RequestError{Status: 403, Code: "not_local", Msg: err.Error()}
-		}
-		return nil, nil
+		return caller{label: "nobody"}, nil // loopback only, said at start (identify checks the client is local)
 	}
 	if tok == "" {
-		return nil, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
+		return caller{}, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
 	}
 	for _, t := range toks {
 		if fsm.TokenMatches(t.Token, tok) {
-			if len(t.Indexes) == 0 {
-				return nil, nil
+			var ix []string
+			if len(t.Indexes) > 0 {
+				ix = append([]string{}, t.Indexes...)
 			}
-			return append([]string{}, t.Indexes...), nil
+			return tokenCaller(tok, ix), nil
 		}
 	}
-	return nil, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
+	return caller{}, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
 }
 
-func bearer(r *http.Request) string {
+// tokenCaller names a caller by its token's digest; its label is the
+// token's id (the digest's first 16 hex digits, as quarry token list
+// shows it).
+func tokenCaller(tok string, indexes []string) caller {
+	d := fsm.TokenDigest(tok)
+	return caller{owner: d, label: strings.TrimPrefix(d, fsm.TokenDigestPrefix)[:16], indexes: indexes}
+}
+
+// requestToken is the token a request carries: Authorization: Bearer T,
+// Splunk T (Splunk's session form), or Basic with T as the password (any
+// user name), as Splunk's REST clients send it.
+func requestToken(r *http.Request) string {
 	a := r.Header.Get("Authorization")
 	for _, p := range []string{"Bearer ", "Splunk "} {
 		if strings.HasPrefix(a, p) {
 			return strings.TrimSpace(a[len(p):])
 		}
+	}
+	if _, pw, ok := r.BasicAuth(); ok {
+		return pw
 	}
 	return ""
 }
@@ -457,13 +509,20 @@ func (h *Head) serveHealthz(w http.ResponseWriter, r *http.Request) {
 // emit, when set, receives result rows as they are released (streaming
 // event searches) — otherwise rows come back in the response.
 func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error) (*query.Response, error) {
+	return h.search(ctx, req, indexes, emit, nil)
+}
+
+// search is Search; a job (splunkjobs.go) passes queued, which makes it
+// wait for a search slot instead of answering 429, and calls queued.started
+// once it has one.
+func (h *Head) search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error, queued *queuedSearch) (*query.Response, error) {
 	start := time.Now()
 	now := time.Now()
 	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx)
+	release, err := h.admit(ctx, queued)
 	if err != nil {
 		return nil, err
 	}
@@ -567,6 +626,10 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
 }
+
+// queuedSearch is a search that waits for a slot (a job) and says when it
+// has one.
+type queuedSearch struct{ started func() }
 
 // runError is what a search that did not complete answers: 504 past its
 // time limit, else the error itself.

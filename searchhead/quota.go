@@ -2,12 +2,12 @@ package searchhead
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // Search admission (issue 26 item 3): a head runs at most MaxSearches
@@ -26,22 +26,18 @@ const searchQueueWait = 2 * time.Second
 // retryAfterSeconds is the Retry-After a refused search gets.
 const retryAfterSeconds = 1
 
-// callerKey carries who asked (callerOf) in a search's context.
+// callerKey carries who asked (the token's digest, requestToken) in a
+// search's context.
 type callerKey struct{}
 
-// withCaller tags ctx with the caller of an HTTP request: the token's
-// digest (never the secret), or "" for a token-less loopback client.
+// withCaller tags ctx with the caller of an HTTP request: the digest of
+// its token (never the secret), or "" for a token-less loopback client.
 func withCaller(ctx context.Context, r *http.Request) context.Context {
-	return context.WithValue(ctx, callerKey{}, callerOf(r))
-}
-
-func callerOf(r *http.Request) string {
-	tok := bearer(r)
-	if tok == "" {
-		return ""
+	owner := ""
+	if tok := requestToken(r); tok != "" {
+		owner = fsm.TokenDigest(tok)
 	}
-	sum := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(sum[:8])
+	return context.WithValue(ctx, callerKey{}, owner)
 }
 
 // quotas counts running searches per caller.
@@ -50,15 +46,20 @@ type quotas struct {
 	running map[string]int
 }
 
-// admit takes a search slot for ctx's caller, or refuses with 429. The
-// returned release gives the slot back.
-func (h *Head) admit(ctx context.Context) (release func(), err error) {
+// admit takes a search slot for ctx's caller, or refuses with 429. A
+// queued search (a Splunk REST job, bounded per token by its own limits)
+// skips the per-token share and waits for a slot as long as ctx lasts, and
+// says when it has one. The returned release gives the slot back.
+func (h *Head) admit(ctx context.Context, queued *queuedSearch) (release func(), err error) {
 	caller, _ := ctx.Value(callerKey{}).(string)
+	if queued != nil {
+		caller = "\x00jobs" // never a digest
+	}
 	h.quota.mu.Lock()
 	if h.quota.running == nil {
 		h.quota.running = map[string]int{}
 	}
-	if n := h.quota.running[caller]; n >= h.cfg.MaxSearchesPerToken {
+	if n := h.quota.running[caller]; queued == nil && n >= h.cfg.MaxSearchesPerToken {
 		h.quota.mu.Unlock()
 		h.metrics.rejected.Inc()
 		return nil, &RequestError{Status: 429, Code: "too_many_searches", RetryAfter: retryAfterSeconds,
@@ -76,7 +77,11 @@ func (h *Head) admit(ctx context.Context) (release func(), err error) {
 	select {
 	case h.sem <- struct{}{}:
 	default:
-		t := time.NewTimer(searchQueueWait)
+		wait := searchQueueWait
+		if queued != nil {
+			wait = time.Until(deadlineOf(ctx))
+		}
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case h.sem <- struct{}{}:
@@ -89,6 +94,9 @@ func (h *Head) admit(ctx context.Context) (release func(), err error) {
 			unCount()
 			return nil, ctx.Err()
 		}
+	}
+	if queued != nil && queued.started != nil {
+		queued.started()
 	}
 	return func() { <-h.sem; unCount() }, nil
 }

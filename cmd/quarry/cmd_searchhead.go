@@ -16,7 +16,7 @@ import (
 
 // searchheadCommand is `quarry searchhead` (SPEC §8): a search head that
 // follows the managers' generation table over NATS and serves
-// POST /v1/search, /healthz and /metrics.
+// POST /v1/search, Splunk's search REST API, /healthz and /metrics.
 func searchheadCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "searchhead",
@@ -37,6 +37,11 @@ func searchheadCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
 			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches; one more waits up to 2s for a slot, then gets HTTP 429 with Retry-After", EnvVars: envVars("max-searches")},
 			&cli.IntFlag{Name: "max-searches-per-token", Usage: "concurrent searches of one token (default: three quarters of --max-searches); more get HTTP 429 with Retry-After", EnvVars: envVars("max-searches-per-token")},
+			&cli.DurationFlag{Name: "splunk-job-ttl", Value: searchhead.DefaultJobTTL, Usage: "Splunk REST API: a finished search job is kept this long after its last read, then cancelled and freed (Splunk's dispatch ttl)", EnvVars: envVars("splunk-job-ttl")},
+			&cli.IntFlag{Name: "splunk-max-jobs-per-token", Value: searchhead.DefaultMaxJobsPerToken, Usage: "Splunk REST API: search jobs one token holds at once, in any state (more get HTTP 429)", EnvVars: envVars("splunk-max-jobs-per-token")},
+			&cli.IntFlag{Name: "splunk-max-jobs", Value: searchhead.DefaultMaxJobs, Usage: "Splunk REST API: search jobs this head holds at once, in any state (more get HTTP 503)", EnvVars: envVars("splunk-max-jobs")},
+			&cli.Int64Flag{Name: "splunk-job-max-bytes", Value: searchhead.DefaultJobMaxBytes, Usage: "Splunk REST API: result bytes one job holds; past it the job stops its search and says its results are truncated", EnvVars: envVars("splunk-job-max-bytes")},
+			&cli.Int64Flag{Name: "splunk-jobs-max-bytes", Value: searchhead.DefaultJobsMaxBytes, Usage: "Splunk REST API: result bytes all jobs hold together, one token at most half (new jobs get HTTP 503 while it is used up)", EnvVars: envVars("splunk-jobs-max-bytes")},
 			&cli.StringFlag{Name: "knowledge", Usage: "knowledge bundle folder (not supported yet: refused when set)", EnvVars: envVars("knowledge")},
 			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 		},
@@ -79,10 +84,17 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 	if err != nil {
 		return searchhead.Config{}, fmt.Errorf("searchhead: %w", err)
 	}
+	jobs := searchhead.JobLimits{TTL: c.Duration("splunk-job-ttl"), PerToken: c.Int("splunk-max-jobs-per-token"), Total: c.Int("splunk-max-jobs"),
+		JobBytes: c.Int64("splunk-job-max-bytes"), TotalBytes: c.Int64("splunk-jobs-max-bytes")}
+	if jobs.TTL <= 0 || jobs.PerToken <= 0 || jobs.Total <= 0 || jobs.JobBytes <= 0 || jobs.TotalBytes <= 0 {
+		return searchhead.Config{}, fmt.Errorf("searchhead: --splunk-job-ttl %s, --splunk-max-jobs-per-token %d, --splunk-max-jobs %d, --splunk-job-max-bytes %d, --splunk-jobs-max-bytes %d: each must be positive",
+			jobs.TTL, jobs.PerToken, jobs.Total, jobs.JobBytes, jobs.TotalBytes)
+	}
 	return searchhead.Config{
 		ID: c.String("id"), Site: c.String("site"), HTTPAddr: c.String("http-addr"), NATS: c.String("nats"),
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, SubjectPrefix: c.String("subject-prefix"),
 		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
-		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Jobs: jobs,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
 	}, nil
 }

@@ -16,13 +16,14 @@ import (
 // acknowledged must survive the heal.
 //
 // Issue 9, item 5 (measured 2026-12-02: 100 acknowledged events lost):
-// right after the cut the origin's site1 target leaves the set and a batch
-// is acknowledged on the origin and its site2 target; the managers then
-// seal the bucket from the one copy they reach (site1's, without that
-// batch). After the heal the longer copies, whose block at the sealed
-// length carries the sealed checksum, extend the seal (fsm.ExtendSeal)
-// instead of being truncated, and the shorter copies fetch the rest
-// (fsm/DESIGN.md "Extending a seal").
+// right after the cut the origin's site1 target timed out and a batch was
+// acknowledged on the origin and its site2 target; the managers then
+// sealed the bucket from the one copy they reach (site1's, without that
+// batch). Issue 24: the origin no longer acknowledges without a target it
+// could not report short to the managers, so the seal from site1's copy
+// holds every acknowledged event and is final; after the heal the longer
+// site2 copies are truncated to it (fsm/DESIGN.md "Final and provisional
+// seals").
 func TestClusterCutSiteOriginAcks(t *testing.T) {
 	c := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

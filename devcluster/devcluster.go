@@ -46,6 +46,13 @@ const (
 	// syslog-ng) work against quarry dev out of the box (issue 29).
 	HECNoAckToken = "dev-hec-noack"
 	SampleIndex   = "sample"
+	// SubscriberUser and SubscriberPassword are a bus user of role
+	// subscriber (bus.RoleSubscriber: it may only subscribe to published
+	// results and the generation notices), so `nats sub` works against
+	// quarry dev as printed (issue 29). Fixed, like the tokens: the bus
+	// listens on loopback only.
+	SubscriberUser     = "dev-sub"
+	SubscriberPassword = "dev-sub"
 )
 
 // pollEvery is how often the start waits re-check the cluster.
@@ -394,7 +401,16 @@ func (c *Cluster) busUsers() []bus.User {
 	for _, h := range l.Heads {
 		add(bus.User{Name: h.ID, Role: bus.RoleSearchHead, Head: h.ID})
 	}
+	users = append(users, bus.User{Name: SubscriberUser, Password: SubscriberPassword, Role: bus.RoleSubscriber})
 	return users
+}
+
+// BusURL is the client URL of a site's bus node (nats://127.0.0.1:port).
+func (c *Cluster) BusURL(site string) string {
+	if s := c.Bus.Server(site); s != nil {
+		return s.ClientURL()
+	}
+	return ""
 }
 
 // randomSecret is 16 random bytes, hex.

@@ -120,6 +120,10 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	for _, p := range l.Peers {
 		fmt.Fprintf(&b, "  %-4s site %-6s http://%s\n", p.ID, p.Site, p.HTTPAddr)
 	}
+	b.WriteString("bus (NATS; results of a search's publish go to quarry.results.<name>):\n")
+	for _, site := range l.Sites {
+		fmt.Fprintf(&b, "  %-11s %s\n", site, cl.BusURL(site))
+	}
 	fmt.Fprintf(&b, "tokens: HEC %s (indexes main, %s; acknowledging: send a channel), HEC %s (same indexes; no channel needed: the answer is the ack), admin %s\n",
 		devcluster.HECToken, devcluster.SampleIndex, devcluster.HECNoAckToken, devcluster.AdminToken)
 	if s != nil {
@@ -141,6 +145,10 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	b.WriteString("  bin/quarry search 'index=sample error | top limit=5 host'\n")
 	fmt.Fprintf(&b, "  curl -s %s/v1/search -d '{\"query\":\"index=sample status>=500 | stats count\"}'\n", sh)
 	fmt.Fprintf(&b, "  bin/quarry ingest /var/log/syslog --hec http://%s --token %s\n", l.Peers[0].HTTPAddr, devcluster.HECToken)
+	if u := cl.BusURL(l.Sites[0]); u != "" {
+		fmt.Fprintf(&b, "  nats sub --server %s 'quarry.results.>'   # then: bin/quarry search 'index=sample | head 5' --publish demo\n",
+			strings.Replace(u, "nats://", "nats://"+devcluster.SubscriberUser+":"+devcluster.SubscriberPassword+"@", 1))
+	}
 	b.WriteString("\nCtrl-C stops the cluster.\n")
 	fmt.Fprint(w, b.String())
 }

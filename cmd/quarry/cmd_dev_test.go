@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/quarry-dev/quarry/devcluster"
+	"github.com/quarry-dev/quarry/searchhead"
 )
 
 // runDevInProcess runs `quarry dev args…` in process and returns once it
@@ -116,6 +119,7 @@ func TestDevReadyCountsAndResumes(t *testing.T) {
 		}
 	}
 	check("first run")
+	subscribeAsPrinted(t, lines, heads["sh1"])
 	rest, err := stop()
 	if err != nil {
 		t.Fatalf("first run: exit %v", err)
@@ -142,5 +146,64 @@ func TestDevReadyCountsAndResumes(t *testing.T) {
 	check("resumed")
 	if _, err := stop(); err != nil {
 		t.Fatalf("second run: exit %v", err)
+	}
+}
+
+var natsSubLine = regexp.MustCompile(`nats sub --server (nats://\S+) '(quarry\.results\.>)'`)
+
+// subscribeAsPrinted follows the ready block's `nats sub` line (issue 29):
+// its subscriber credentials connect to the printed bus URL, and a search
+// published as "demo" arrives there — its 5 rows, then the summary.
+func subscribeAsPrinted(t *testing.T, lines []string, head string) {
+	t.Helper()
+	var url, subject string
+	for _, l := range lines {
+		if m := natsSubLine.FindStringSubmatch(l); m != nil {
+			url, subject = m[1], m[2]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no nats sub line in the ready block:\n%s", strings.Join(lines, "\n"))
+	}
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("connect as printed (%s): %v", url, err)
+	}
+	defer nc.Close()
+	msgs := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(subject, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("quarry.results.forged", []byte("{}")); err == nil {
+		_ = nc.Flush() // a subscriber may not publish: the server refuses (async error), nothing arrives
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := searchhead.Client{URL: head}
+	if a, err := cl.Search(ctx, searchhead.Request{Query: "index=sample | head 5", Publish: "demo"}); err != nil || a.Status != 200 {
+		t.Fatalf("search published as demo: %v %+v", err, a)
+	}
+	rows := 0
+	for {
+		select {
+		case m := <-msgs:
+			if m.Subject != "quarry.results.demo" {
+				t.Fatalf("message on %s: %s", m.Subject, m.Data)
+			}
+			if strings.HasPrefix(string(m.Data), `{"summary"`) {
+				if rows != 5 {
+					t.Fatalf("summary after %d rows, want 5", rows)
+				}
+				return
+			}
+			rows += strings.Count(strings.TrimSpace(string(m.Data)), "\n") + 1
+		case <-ctx.Done():
+			t.Fatalf("published results did not arrive on %s (%d rows so far)", url, rows)
+		}
 	}
 }

@@ -128,3 +128,34 @@ var (
 	_ Request = BucketsRequest{}
 	_ Request = FixupTask{}
 )
+
+// TestKeyAnswerOrigins: a key answer's origins are GUIDs, at most
+// MaxKeyOrigins; an answer from a peer that predates them (no origins_v)
+// decodes with OriginsV 0 and no origins, and still validates.
+func TestKeyAnswerOrigins(t *testing.T) {
+	ok := KeyAnswer{V: WireVersion, Known: true, BodyHash: strings.Repeat("ab", 32), Total: 3, Spans: [][2]uint32{{0, 3}},
+		OriginsV: KeyOriginsVersion, Origins: []string{"0F1E2D3C-4B5A-4968-8776-A5B4C3D2E1F0"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid answer refused: %v", err)
+	}
+	bad := ok
+	bad.Origins = []string{"a/../b"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("an origin that is not a GUID was taken")
+	}
+	bad.Origins = []string{"g1", "g2", "g3", "g4", "g5"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("more than MaxKeyOrigins origins were taken")
+	}
+	var old KeyAnswer
+	if err := json.Unmarshal([]byte(`{"v":1,"known":true,"body_hash":"`+strings.Repeat("ab", 32)+`","total":3,"spans":[[0,3]]}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.OriginsV != 0 || old.Origins != nil || old.Validate() != nil {
+		t.Fatalf("an older peer's answer: %+v %v", old, old.Validate())
+	}
+	b, _ := json.Marshal(KeyAnswer{V: WireVersion})
+	if strings.Contains(string(b), "origins") {
+		t.Fatalf("an unknown key's answer carries origins: %s", b)
+	}
+}

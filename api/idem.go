@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quarry-dev/quarry/bus/wire"
+	"github.com/quarry-dev/quarry/fsm"
 )
 
 // Idempotency key lookups between peers (peer/DESIGN.md "Idempotent
@@ -53,7 +54,25 @@ type KeyAnswer struct {
 	// Pending: a request with the key is being stored on that peer now,
 	// or its events are not yet durable by the ack rule there.
 	Pending bool `json:"pending,omitempty"`
+	// OriginsV is the version of Origins: 0 (omitted) from a peer that
+	// predates it, whose answer says nothing of origins; 1 when Origins is
+	// what this peer holds (empty: it stores none of the key's events
+	// itself, it only heard of them).
+	OriginsV int `json:"origins_v,omitempty"`
+	// Origins are the GUIDs of the origin peers of the buckets whose
+	// blocks on the answering peer hold events of the key — its own GUID
+	// for a request it stored itself — at most MaxKeyOrigins, sorted
+	// (peer/DESIGN.md "Idempotent retries": a restarted origin drops an
+	// unreplicated block whose key another origin stored).
+	Origins []string `json:"origins,omitempty"`
 }
+
+// KeyOriginsVersion is the KeyAnswer.OriginsV this build writes.
+const KeyOriginsVersion = 1
+
+// MaxKeyOrigins bounds KeyAnswer.Origins: an asker only needs to know
+// whether an origin other than itself holds the key.
+const MaxKeyOrigins = 4
 
 // Validate checks an answer's version and fields.
 func (a KeyAnswer) Validate() error {
@@ -69,6 +88,14 @@ func (a KeyAnswer) Validate() error {
 	for _, s := range a.Spans {
 		if s[1] == 0 || uint64(s[0])+uint64(s[1]) > uint64(a.Total) {
 			return fmt.Errorf("key answer: span %v outside a request of %d events", s, a.Total)
+		}
+	}
+	if len(a.Origins) > MaxKeyOrigins {
+		return fmt.Errorf("key answer: %d origins (at most %d)", len(a.Origins), MaxKeyOrigins)
+	}
+	for _, o := range a.Origins {
+		if err := fsm.ValidGUID(o); err != nil {
+			return fmt.Errorf("key answer: origin: %w", err)
 		}
 	}
 	return nil

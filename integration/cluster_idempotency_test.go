@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer"
 )
 
@@ -253,4 +254,169 @@ func TestClusterIdempotencyOriginKilled(t *testing.T) {
 		t.Fatalf("retry to the restarted origin: %+v %v", a, err)
 	}
 	waitExact(t, c, heads, "idemkilled", 9)
+}
+
+// TestClusterIdempotencyOriginRestarted: the origin journals a keyed
+// request and dies before any replica holds its blocks (its replication is
+// held by peer.Config.BeforeReplicate), so it never answered; the retry to
+// another peer finds nobody who knows the key and is stored there. The
+// origin then comes back from its data dir — at once, or after the
+// managers declared it Down and sealed its bucket from the replicas — and
+// gives up its unreplicated blocks of the request, also when they are the
+// first blocks of a new bucket (its copy then ends with no block, and so
+// do the replicas that never got one). Once every copy of the bucket is
+// warm at one length, the request is counted exactly once on a site1, a
+// site2 and a site0 head, the events acknowledged before it are all
+// there, and a last retry, to the restarted origin, stores nothing.
+func TestClusterIdempotencyOriginRestarted(t *testing.T) {
+	const origin = "site1-p1"
+	var holding atomic.Bool
+	c := Start(t, Options{RoleUsers: true, TargetTimeout: 10 * time.Second, PeerTweak: func(id string, cfg *peer.Config) {
+		if id != origin {
+			return
+		}
+		cfg.BeforeReplicate = func(ctx context.Context, bucket string, first uint32) {
+			if holding.Load() {
+				<-ctx.Done() // held until the peer is killed
+			}
+		}
+	}})
+	heads := idemHeads(c)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, key, term, index string
+		warm                   int // events acknowledged in the bucket before the keyed request
+		afterSeal              bool
+	}{
+		{"restarted at once", "restart-1", "idemrestarted", "main", 6, false},
+		{"restarted after its bucket was sealed", "restart-2", "idemsealed", "main", 6, true},
+		{"the first blocks of a new bucket", "restart-3", "idemnewbucket", "web", 0, false},
+		{"the first blocks of a new bucket, sealed", "restart-4", "idemnewsealed", "web", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			guid := c.Peer(origin).GUID()
+			if tc.warm > 0 {
+				warm := c.NewHECClient(origin)
+				warm.Token, warm.Index = NoAckHECToken, tc.index
+				if a, err := warm.Post(ctx, idemRaws(tc.term+"warm", tc.warm)); err != nil || a.Status != 200 {
+					t.Fatalf("events before the keyed request: %+v %v", a, err)
+				}
+			}
+			holding.Store(true)
+			h := c.NewHECClient(origin)
+			h.Token, h.Key, h.Index = NoAckHECToken, tc.key, tc.index
+			raws := idemRaws(tc.term, 9)
+			answered := make(chan error, 1)
+			go func() {
+				a, err := h.Post(ctx, raws)
+				if err == nil {
+					err = fmt.Errorf("the dying peer answered %+v", a)
+				}
+				answered <- err
+			}()
+			var bucket string
+			c.WaitFor(30*time.Second, func() error { // journaled (fsynced) on the origin
+				var err error
+				bucket, err = hotOriginBucket(c, origin, guid, tc.index, uint32(tc.warm+9))
+				return err
+			})
+			c.KillPeer(origin)
+			holding.Store(false)
+			if err := <-answered; err == nil || strings.Contains(err.Error(), "answered") {
+				t.Fatalf("the first request: %v, want no answer", err)
+			}
+			for _, id := range c.PeerIDs() {
+				if ci, ok := c.Inventory(id)[bucket]; ok && ci.Events > uint32(tc.warm) {
+					t.Fatalf("peer %s holds %d events of %s: the keyed request was replicated", id, ci.Events, bucket)
+				}
+			}
+			r := c.NewHECClient("site2-p2")
+			r.Token, r.Key, r.Index = NoAckHECToken, tc.key, tc.index
+			if a, err := r.Post(ctx, raws); err != nil || a.Status != 200 || a.Code != 0 {
+				t.Fatalf("retry to site2-p2: %+v %v", a, err)
+			}
+			if tc.afterSeal {
+				waitSealedWithoutOrigin(c, bucket, origin)
+			}
+			c.StartPeer(origin)
+			c.WaitPeersUp(origin)
+			c.WaitFor(60*time.Second, func() error { return copiesAtOneLength(c, bucket) })
+			if got := c.Inventory(origin)[bucket].Events; got != uint32(tc.warm) {
+				t.Errorf("the restarted origin's copy of %s holds %d events, want the %d acknowledged before the keyed request", bucket, got, tc.warm)
+			}
+			if _, by := c.peerMetric(t, "quarry_peer_hec_idempotent_dropped_blocks_total"); by[origin] < 1 {
+				t.Errorf("quarry_peer_hec_idempotent_dropped_blocks_total on %s is %v, want at least 1", origin, by[origin])
+			}
+			waitExact(t, c, heads, tc.term, 9)
+			if tc.warm > 0 {
+				waitExact(t, c, heads, tc.term+"warm", tc.warm)
+			}
+			// The origin forgot the key with the blocks: a retry to it now
+			// finds the request stored by the other peer.
+			again := c.NewHECClient(origin)
+			again.Token, again.Key, again.Index = NoAckHECToken, tc.key, tc.index
+			if a, err := again.Post(ctx, raws); err != nil || a.Status != 200 || a.Code != 0 {
+				t.Fatalf("retry to the restarted origin: %+v %v", a, err)
+			}
+			waitExact(t, c, heads, tc.term, 9)
+		})
+	}
+}
+
+// hotOriginBucket is the one hot bucket of index that peer id originates
+// (its GUID guid), once it holds events durable events.
+func hotOriginBucket(c *Cluster, id, guid, index string, events uint32) (string, error) {
+	var found []string
+	for b, ci := range c.Inventory(id) {
+		if strings.HasSuffix(b, "~"+guid) && ci.Index == index && ci.State == "hot" {
+			found = append(found, fmt.Sprintf("%s (%d events)", b, ci.Events))
+			if ci.Events == events {
+				return b, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("peer %s originates hot buckets %v of %s, want one with %d durable events", id, found, index, events)
+}
+
+// waitSealedWithoutOrigin waits until the managers count origin Down and
+// have sealed its hot bucket from the copies they could reach.
+func waitSealedWithoutOrigin(c *Cluster, bucket, origin string) {
+	c.T.Helper()
+	c.WaitFor(45*time.Second, func() error {
+		var err error
+		c.State(func(s *fsm.State) {
+			p, _ := s.Peer(origin)
+			_, _, sealed := s.SealedLength(bucket)
+			if p.State != fsm.StateDown || !sealed {
+				err = fmt.Errorf("origin %s is %s, bucket %s sealed %v", origin, p.State, bucket, sealed)
+			}
+		})
+		return err
+	})
+}
+
+// copiesAtOneLength: the managers hold bucket warm, and every copy they
+// list is warm on its running peer with the same blocks as every other.
+func copiesAtOneLength(c *Cluster, bucket string) error {
+	var v fsm.BucketView
+	c.State(func(s *fsm.State) {
+		if vs := s.BucketViews([]string{bucket}); len(vs) == 1 {
+			v = vs[0]
+		}
+	})
+	if v.ID == "" || v.Hot || len(v.Copies) < 3 {
+		return fmt.Errorf("bucket %s: %+v, want warm with 3 copies", bucket, v)
+	}
+	hash := ""
+	for _, cp := range v.Copies {
+		ci, ok := c.Inventory(cp.Peer)[bucket]
+		if !ok || ci.State != "warm" {
+			return fmt.Errorf("copy of %s on %s: %+v", bucket, cp.Peer, ci)
+		}
+		if hash != "" && ci.ContentHash != hash {
+			return fmt.Errorf("copies of %s differ: %s holds %d blocks (%s)", bucket, cp.Peer, ci.Blocks, ci.ContentHash)
+		}
+		hash = ci.ContentHash
+	}
+	return nil
 }

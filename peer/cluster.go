@@ -134,6 +134,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 		cl.cp = NewNATSControlPlane(nc, subj, cfg.ID)
 	}
 	fail := func(err error) ([]hec.Token, error) {
+		for _, svc := range cl.keySvcs {
+			svc.Stop(context.Background())
+		}
 		nc.Close()
 		return nil, err
 	}
@@ -152,6 +155,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 			case <-time.After(300 * time.Millisecond):
 			}
 		}
+	}
+	if err := p.beforeRegister(ctx, cl, subj, retry); err != nil {
+		return fail(err)
 	}
 	if err := retry("register", func(c context.Context) error { return p.register(c, cl.cp) }); err != nil {
 		return fail(err)
@@ -216,8 +222,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 }
 
 // startServices serves what the managers and other processes ask of a
-// joined peer — fixup tasks, searches, idempotency key lookups — stopping
-// those it started when one fails.
+// joined peer — fixup tasks, searches — stopping those it started when one
+// fails (idempotency key lookups are served from before the registration,
+// joinCluster).
 func (p *Peer) startServices(cl *cluster, nc *nats.Conn, subj bus.Subjects) error {
 	// The fixup runner exists before the fixup subject is served: a task
 	// pushed at once goes straight to it.
@@ -229,11 +236,6 @@ func (p *Peer) startServices(cl *cluster, nc *nats.Conn, subj bus.Subjects) erro
 		return err
 	}
 	if cl.search, err = p.startSearch(nc, subj); err != nil {
-		cl.fixSvc.Stop(context.Background())
-		return err
-	}
-	if cl.keySvcs, err = p.serveKeys(nc, subj); err != nil {
-		cl.search.close(0)
 		cl.fixSvc.Stop(context.Background())
 		return err
 	}
@@ -506,6 +508,9 @@ func (p *Peer) finishRestartedBuckets() {
 						ok = false
 					}
 				}
+				if ok && v.Hot {
+					ok = p.reportEmptyRoll(v.ID)
+				}
 				if ok {
 					done[v.ID] = true
 					p.log.Info("restarted bucket rolled on its replicas", "bucket", v.ID)
@@ -526,6 +531,32 @@ func (p *Peer) finishRestartedBuckets() {
 			return
 		}
 	}
+}
+
+// reportEmptyRoll reports the roll of a restarted bucket the managers
+// still hold hot although this peer holds it warm: the restart check cut
+// it to no block (idemrestart.go), and a registration rolls a hot bucket
+// its origin holds warm only at a length (blocks > 0). It reports whether
+// the bucket is done (a refusal: the managers rolled or sealed it
+// meanwhile).
+func (p *Peer) reportEmptyRoll(id string) bool {
+	if n, _, ok := p.store.Blocks(id); !ok || n > 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := p.cl.cp.BucketEvent(ctx, api.BucketEvent{V: api.WireVersion, Kind: api.EventRolled, Bucket: id, Peer: p.cfg.ID})
+	var remote *bus.RemoteError
+	switch {
+	case err == nil:
+		p.log.Info("restarted bucket cut to no block reported rolled", "bucket", id)
+	case errors.As(err, &remote) && remote.Code != api.CodeNotLeader:
+		p.log.Warn("the managers refused the roll of a restarted bucket cut to no block", "bucket", id, "err", err)
+	default:
+		p.log.Warn("could not report the roll of a restarted bucket cut to no block", "bucket", id, "err", err)
+		return false
+	}
+	return true
 }
 
 // acceptFixup answers a pushed fixup task at once: a seal task with this

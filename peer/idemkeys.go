@@ -25,9 +25,10 @@ import (
 // answers other peers' lookups on <p>.idem.<site>.<peer>.* and asks them
 // (keyPeers) about a key it does not hold.
 
-// newKeyIndex builds the peer's key index with its window.
-func newKeyIndex(cfg Config) *idem.Index {
-	return idem.New(idem.Config{Window: cfg.IdempotencyWindow})
+// newKeyIndex builds the peer's key index with its window; guid is the
+// origin it records for the requests it stores.
+func newKeyIndex(cfg Config, guid string) *idem.Index {
+	return idem.New(idem.Config{Window: cfg.IdempotencyWindow, Self: guid})
 }
 
 // loadKeys rebuilds the key index from the key records of every copy on
@@ -80,7 +81,8 @@ func (p *Peer) answerKey(ctx context.Context, l api.KeyLookup) (api.KeyAnswer, e
 	if !ok {
 		return api.KeyAnswer{V: api.WireVersion}, nil
 	}
-	a := api.KeyAnswer{V: api.WireVersion, Known: true, BodyHash: hex.EncodeToString(e.BodyHash[:]), Total: e.Total, Pending: e.Pending}
+	a := api.KeyAnswer{V: api.WireVersion, Known: true, BodyHash: hex.EncodeToString(e.BodyHash[:]), Total: e.Total, Pending: e.Pending,
+		OriginsV: api.KeyOriginsVersion, Origins: e.Origins}
 	for _, s := range e.Spans {
 		a.Spans = append(a.Spans, [2]uint32{s.First, s.Count})
 	}
@@ -94,13 +96,20 @@ type keyPeers struct {
 	subj bus.Subjects
 }
 
+// downLookupWait bounds the question to a peer the managers count Down: a
+// dead one answers "no responders" at once, a restarted origin that has
+// not registered yet answers in milliseconds (it holds the keys of the
+// blocks it may drop, idemrestart.go), and a paused one costs this much.
+const downLookupWait = 250 * time.Millisecond
+
 // LookupKey asks every other live peer at once, each request bounded by
 // ctx; a peer that does not serve the subject (gone) is skipped at once.
-// The answers merge: any other body is a mismatch, any pending is
-// pending, the spans add up. An error says some peer did not answer; the
-// merged answers of the others come with it.
+// Peers the managers count Down are asked too, for at most downLookupWait,
+// and their silence is no error. The answers merge: any other body is a
+// mismatch, any pending is pending, the spans add up. An error says some
+// live peer did not answer; the merged answers of the others come with it.
 func (k *keyPeers) LookupKey(ctx context.Context, tok [32]byte, key string, body [32]byte) (hec.RemoteKey, error) {
-	peers := k.p.cl.repl.upPeers(k.p.cfg.ID)
+	live, down := k.p.cl.repl.lookupPeers(k.p.cfg.ID)
 	req := api.KeyLookup{V: api.WireVersion, Token: hex.EncodeToString(tok[:]), Key: key}
 	var (
 		mu   sync.Mutex
@@ -108,15 +117,22 @@ func (k *keyPeers) LookupKey(ctx context.Context, tok [32]byte, key string, body
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for _, pv := range peers {
+	for i, pv := range append(live, down...) {
 		subject, err := k.subj.Idem(pv.Site, pv.ID, k.p.cfg.ID)
 		if err != nil {
 			continue
 		}
+		isDown := i >= len(live)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := bus.Request[api.KeyLookup, api.KeyAnswer](ctx, k.nc, subject, req)
+			rctx := ctx
+			if isDown {
+				var cancel context.CancelFunc
+				rctx, cancel = context.WithTimeout(ctx, downLookupWait)
+				defer cancel()
+			}
+			a, err := bus.Request[api.KeyLookup, api.KeyAnswer](rctx, k.nc, subject, req)
 			if err == nil {
 				err = a.Validate()
 			}
@@ -124,6 +140,7 @@ func (k *keyPeers) LookupKey(ctx context.Context, tok [32]byte, key string, body
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, bus.ErrNoResponders):
+			case err != nil && isDown:
 			case err != nil:
 				errs = append(errs, fmt.Errorf("peer %s: %w", pv.ID, err))
 			case a.Known && a.BodyHash != hex.EncodeToString(body[:]):
@@ -140,23 +157,25 @@ func (k *keyPeers) LookupKey(ctx context.Context, tok [32]byte, key string, body
 	return out, errors.Join(errs...)
 }
 
-// upPeers lists the peers the managers last counted alive — Up, in
-// detention (which still holds and serves its copies), decommissioning or
-// restarting — but me. A Down peer is not asked: a paused one would cost
-// every keyed request the lookup timeout.
-func (r *replicator) upPeers(me string) []fsm.PeerView {
+// lookupPeers lists, but me, the peers the managers last counted alive —
+// Up, in detention (which still holds and serves its copies),
+// decommissioning or restarting — and the others but removed ones (Down,
+// pending, shut down). A peer of the second list is asked only briefly: a
+// paused one would cost every keyed request the lookup timeout.
+func (r *replicator) lookupPeers(me string) (live, others []fsm.PeerView) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []fsm.PeerView
 	for _, pv := range r.peers {
-		switch pv.State {
-		case fsm.StateUp, fsm.StateDetention, fsm.StateDecommissioning, fsm.StateRestarting:
-		default:
+		if pv.ID == me {
 			continue
 		}
-		if pv.ID != me {
-			out = append(out, pv)
+		switch pv.State {
+		case fsm.StateUp, fsm.StateDetention, fsm.StateDecommissioning, fsm.StateRestarting:
+			live = append(live, pv)
+		case fsm.StateRemoved:
+		default:
+			others = append(others, pv)
 		}
 	}
-	return out
+	return live, others
 }

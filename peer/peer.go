@@ -134,6 +134,12 @@ type Config struct {
 	// and before it is answered: a test hook (a peer that dies after
 	// replicating and before answering); never set by the CLI.
 	AfterHECDurable func(r *http.Request)
+	// BeforeReplicate, when set, is called by the replicator before it
+	// sends blocks of a hot bucket (from block first on) to a target; ctx
+	// ends when the replicator stops: a test hook (a peer that dies after
+	// journaling a request and before replicating it); never set by the
+	// CLI.
+	BeforeReplicate func(ctx context.Context, bucket string, first uint32)
 	// TLS: with a certificate the HTTP API (HEC included) serves HTTPS;
 	// with the CA the peer verifies the bus and the managers' HTTPS
 	// against it (tls.go).
@@ -144,6 +150,7 @@ type Config struct {
 type Peer struct {
 	cfg   Config
 	guid  string
+	born  int64 // when DATA/peer.json (the GUID) was written, unix ns
 	store *store.Store
 	hec   *hec.Handler
 	keys  *idem.Index // idempotency keys (idemkeys.go)
@@ -177,6 +184,9 @@ type Peer struct {
 	// sweepStop ends the HEC sweeper (idle channels, unread acks).
 	sweepStop     chan struct{}
 	sweepStopOnce sync.Once
+	// droppedBlocks counts the unacknowledged blocks of retried requests
+	// this peer dropped at restart (idemrestart.go).
+	droppedBlocks atomic.Int64
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -235,6 +245,17 @@ func loadOrCreateGUID(dir, id string) (string, error) {
 	return guid, d.Sync()
 }
 
+// identityBorn is when DATA/peer.json — written once, at the first start —
+// was written (unix ns; 0 when unreadable): when this peer's identity and
+// data directory began (idemrestart.go).
+func identityBorn(dir string) int64 {
+	st, err := os.Stat(filepath.Join(dir, "peer.json"))
+	if err != nil {
+		return 0
+	}
+	return st.ModTime().UnixNano()
+}
+
 // Start opens the store (recovering it), and serves HTTP on cfg.HTTPAddr.
 func Start(cfg Config) (*Peer, error) {
 	if cfg.ID == "" {
@@ -261,7 +282,7 @@ func Start(cfg Config) (*Peer, error) {
 		return nil, err
 	}
 	started := time.Now()
-	keys := newKeyIndex(cfg)
+	keys := newKeyIndex(cfg, guid)
 	st, err := store.Open(store.Options{
 		Dir: cfg.DataDir, GUID: guid, Searchable: cfg.Searchable,
 		MaxHotBytes: cfg.MaxHotBytes, MaxHotSpan: cfg.MaxHotSpan, MaxHotBuckets: cfg.MaxHotBuckets,
@@ -285,12 +306,12 @@ func Start(cfg Config) (*Peer, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(reg, st)
 	host, _ := os.Hostname()
-	p := &Peer{cfg: cfg, guid: guid, store: st, keys: keys, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
+	p := &Peer{cfg: cfg, guid: guid, born: identityBorn(cfg.DataDir), store: st, keys: keys, log: log, done: make(chan error, 1), offlineCh: make(chan struct{}), draining: make(chan struct{}),
 		loopback: loopbackOnly(cfg.HTTPAddr)}
 	p.httpSearchLimits()
 	registerSearchMetrics(reg, &p.searchStats)
 	p.registerSearchMetrics(reg)
-	reg.MustRegister(&replLagCollector{p: p})
+	reg.MustRegister(&replLagCollector{p: p}, droppedBlocksCounter(p))
 	if cfg.NATS != "" {
 		if p.cfg.JoinTimeout <= 0 {
 			p.cfg.JoinTimeout = time.Minute

@@ -62,7 +62,10 @@ type replicator struct {
 	// take (acks waited: reportShort).
 	shortUnreported atomic.Int64
 	stop            chan struct{}
-	wg              sync.WaitGroup
+	// stopCtx ends with stop (the BeforeReplicate test hook's context).
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 type hotRepl struct {
@@ -113,6 +116,7 @@ func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, t
 	r := &replicator{p: p, nc: nc, subj: subj, cp: cp, log: p.log,
 		hot: map[string]*hotRepl{}, failures: map[string]int{}, peers: map[string]fsm.PeerView{},
 		minCopies: minCopies, stop: make(chan struct{})}
+	r.stopCtx, r.cancelStop = context.WithCancel(context.Background())
 	r.timeout.Store(int64(timeout))
 	return r
 }
@@ -123,8 +127,14 @@ func (r *replicator) close() {
 	default:
 		close(r.stop)
 	}
+	r.cancelStop()
 	r.wg.Wait()
 }
+
+// AckCopies implements store.AckRule: a block is marked replicated only
+// once at least minCopies copies hold it, this one included (the store
+// records it in each new bucket's copy.json; idemrestart.go reads it).
+func (r *replicator) AckCopies() int { return r.minCopies }
 
 func (r *replicator) setMaintenance(on bool) {
 	if r.maintenance.Swap(on) != on {
@@ -638,6 +648,15 @@ func sendBudget(nc *nats.Conn) int {
 
 func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	defer r.wg.Done()
+	if h := r.p.cfg.BeforeReplicate; h != nil {
+		h(r.stopCtx, hb.id, from)
+		if r.stopCtx.Err() != nil { // stopping: nothing more is sent
+			r.mu.Lock()
+			t.inflight = false
+			r.mu.Unlock()
+			return
+		}
+	}
 	next, err := r.sendOnce(hb, t, from)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -805,9 +824,17 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 		// A roll makes a copy warm at its length; it never cuts one (a
 		// copy longer than the roll is cut only by a truncate task the
 		// managers confirm against committed state).
-		if n, _, ok := p.store.Blocks(req.Bucket); ok && n > req.Blocks {
+		n, _, ok := p.store.Blocks(req.Bucket)
+		if ok && n > req.Blocks {
 			return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n)}, bus.Errorf(bus.CodeBadRequest,
 				"roll of %s at %d blocks: the copy here holds %d: %v", req.Bucket, req.Blocks, n, ErrReplicaTruncate)
+		}
+		if !ok && req.Blocks == 0 {
+			// Rolled at no block (its restarted origin gave up every block
+			// no replica held, idemrestart.go): the copy here is empty too.
+			if err := p.store.EmptyReplica(req.Bucket, index, req.Searchable); err != nil {
+				return repl.Reply{}, err
+			}
 		}
 		if err := p.store.ReplicaRoll(req.Bucket, req.Blocks); err != nil {
 			return repl.Reply{}, err
@@ -827,9 +854,9 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 	case repl.OpLength:
 		n, st, ok := p.store.Blocks(req.Bucket)
 		if !ok {
-			return repl.Reply{Bucket: req.Bucket}, nil
+			return repl.Reply{Bucket: req.Bucket, Born: p.born}, nil
 		}
-		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st)}, nil
+		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st), Born: p.born}, nil
 	}
 	return repl.Reply{}, bus.Errorf(bus.CodeBadRequest, "unknown replication op %q", req.Op)
 }

@@ -37,6 +37,10 @@ type Config struct {
 	MaxPerToken int
 	MaxKeys     int
 	Now         func() time.Time
+	// Self is this peer's GUID: the origin recorded for the requests it
+	// stores itself (Claim.Commit), as the bucket's origin GUID is for the
+	// records it learns (store.KeyRecord.Origin).
+	Self string
 }
 
 // Span is a run of a request's event ordinals: [First, First+Count).
@@ -78,6 +82,12 @@ type Index struct {
 	tokens map[[32]byte]*tokenKeys
 	queue  fifo // every kept entry in the order it was added (≈ arrival)
 	n      int  // kept entries
+	// origins interns one-origin lists: most keys have one, shared here.
+	origins map[string][]string
+	// held are the entries Hold made pending until Release; holdDone is
+	// closed by Release (a Begin that found a held key waits on it).
+	held     []*entry
+	holdDone chan struct{}
 
 	// Evicted counts keys forgotten at a cap, Expired those forgotten
 	// past the window (metrics).
@@ -98,8 +108,12 @@ type entry struct {
 	spans   []Span     // stored ordinals, sorted, merged
 	ack     *store.Ack // the request this peer stored; nil when learned from blocks
 	claim   chan struct{}
+	// origins: the origin GUIDs of the blocks here that hold events of
+	// the key (at most MaxOrigins; often an interned list).
+	origins []string
 	queued  bool // in the queues (counted in n)
 	dead    bool
+	held    bool // pending until Release (Hold)
 }
 
 // fifo is a queue of entries with lazy removal (dead entries are skipped).
@@ -143,7 +157,7 @@ func New(cfg Config) *Index {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Index{cfg: cfg, tokens: map[[32]byte]*tokenKeys{}}
+	return &Index{cfg: cfg, tokens: map[[32]byte]*tokenKeys{}, origins: map[string][]string{}}
 }
 
 // Window is the key window.
@@ -260,6 +274,8 @@ func (x *Index) Begin(tok [32]byte, key string, body [32]byte, total uint32, arr
 		return Found{Kind: Mismatch}, nil
 	case e.claim != nil:
 		return Found{Kind: Busy, Wait: e.claim}, nil
+	case e.held:
+		return Found{Kind: Busy, Wait: x.holdDone}, nil
 	case covered(e.spans) >= int64(e.total):
 		return Found{Kind: Known, Ack: e.ack, Total: e.total}, nil
 	}
@@ -298,6 +314,9 @@ func (c *Claim) Commit(ack *store.Ack, stored []Span) {
 	c.end(func(e *entry) {
 		for _, s := range stored {
 			e.spans = addSpan(e.spans, s)
+		}
+		if len(stored) > 0 && c.x.cfg.Self != "" {
+			c.x.addOrigin(e, c.x.cfg.Self)
 		}
 		e.ack = e.ack.Join(ack)
 	})
@@ -353,9 +372,83 @@ func (x *Index) Learn(recs []store.KeyRecord) {
 			continue
 		}
 		e.spans = addSpan(e.spans, Span{First: r.First, Count: r.Count})
+		if r.Origin != "" {
+			x.addOrigin(e, r.Origin)
+		}
 		if e.claim == nil {
 			x.enqueue(e)
 		}
+	}
+}
+
+// MaxOrigins bounds the origins kept per key (api.MaxKeyOrigins): an asker
+// only needs to know whether one is not its own.
+const MaxOrigins = 4
+
+// addOrigin notes that blocks of origin hold events of e's key. x.mu held.
+func (x *Index) addOrigin(e *entry, origin string) {
+	if slices.Contains(e.origins, origin) || len(e.origins) >= MaxOrigins {
+		return
+	}
+	if len(e.origins) == 0 {
+		one := x.origins[origin]
+		if one == nil {
+			one = []string{origin}
+			x.origins[origin] = one
+		}
+		e.origins = one[:1:1] // shared: an append copies it
+		return
+	}
+	out := append(e.origins[:len(e.origins):len(e.origins)], origin)
+	slices.Sort(out)
+	e.origins = out
+}
+
+// Hold makes the keys of recs pending until Release: Lookup answers them
+// pending (another peer that takes a request with one of them answers 503
+// and the client retries) and Begin waits. A restarted origin holds the
+// keys of the blocks it may drop while it decides (peer/DESIGN.md
+// "Idempotent retries"), so no other peer treats them as stored meanwhile.
+func (x *Index) Hold(recs []store.KeyRecord) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range recs {
+		e := x.get(recs[i].Token, recs[i].Key)
+		if e == nil || e.held {
+			continue
+		}
+		if x.holdDone == nil {
+			x.holdDone = make(chan struct{})
+		}
+		e.held = true
+		x.held = append(x.held, e)
+	}
+}
+
+// Release ends Hold, first forgetting the events of dropped (records of
+// blocks this peer no longer holds): their ordinals leave their keys'
+// stored spans, and a key left with none is forgotten.
+func (x *Index) Release(dropped []store.KeyRecord) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range dropped {
+		r := &dropped[i]
+		e := x.get(r.Token, r.Key)
+		if e == nil || e.body != r.BodyHash || e.total != r.Total {
+			continue
+		}
+		e.spans = removeSpan(e.spans, Span{First: r.First, Count: r.Count})
+		if len(e.spans) == 0 && e.claim == nil {
+			x.kill(e)
+		}
+	}
+	for _, e := range x.held {
+		e.held = false
+	}
+	x.held = nil
+	if x.holdDone != nil {
+		close(x.holdDone)
+		x.holdDone = nil
 	}
 }
 
@@ -365,8 +458,12 @@ type Entry struct {
 	Total    uint32
 	Spans    []Span
 	// Pending: events of the request are stored here but not yet durable
-	// by the ack rule, or a request with the key is being stored here now.
+	// by the ack rule, or a request with the key is being stored here now,
+	// or it is held (Hold).
 	Pending bool
+	// Origins: the origin GUIDs of the blocks here that hold the key's
+	// events (this peer's own for a request it stored), sorted.
+	Origins []string
 }
 
 // Lookup tells what this peer holds of a key (false when nothing).
@@ -377,8 +474,8 @@ func (x *Index) Lookup(tok [32]byte, key string) (Entry, bool) {
 	if e == nil || (len(e.spans) == 0 && e.claim == nil) {
 		return Entry{}, false
 	}
-	return Entry{BodyHash: e.body, Total: e.total, Spans: slices.Clone(e.spans),
-		Pending: e.claim != nil || (e.ack != nil && !e.ack.Durable())}, true
+	return Entry{BodyHash: e.body, Total: e.total, Spans: slices.Clone(e.spans), Origins: slices.Clone(e.origins),
+		Pending: e.claim != nil || e.held || (e.ack != nil && !e.ack.Durable())}, true
 }
 
 // covered is how many ordinals sorted, merged spans hold.
@@ -408,6 +505,40 @@ func addSpan(spans []Span, s Span) []Span {
 	out = append(out, Span{First: uint32(lo), Count: uint32(hi - lo)})
 	slices.SortFunc(out, func(a, b Span) int { return int(int64(a.First) - int64(b.First)) })
 	return out
+}
+
+// removeSpan takes s out of sorted, disjoint spans.
+func removeSpan(spans []Span, s Span) []Span {
+	if s.Count == 0 {
+		return spans
+	}
+	lo, hi := uint64(s.First), uint64(s.First)+uint64(s.Count)
+	out := spans[:0:0]
+	for _, t := range spans {
+		tlo, thi := uint64(t.First), uint64(t.First)+uint64(t.Count)
+		if thi <= lo || tlo >= hi {
+			out = append(out, t)
+			continue
+		}
+		if tlo < lo {
+			out = append(out, Span{First: t.First, Count: uint32(lo - tlo)})
+		}
+		if thi > hi {
+			out = append(out, Span{First: uint32(hi), Count: uint32(thi - hi)})
+		}
+	}
+	return out
+}
+
+// Overlaps reports whether sorted, disjoint spans hold any ordinal of s.
+func Overlaps(spans []Span, s Span) bool {
+	lo, hi := uint64(s.First), uint64(s.First)+uint64(s.Count)
+	for _, t := range spans {
+		if uint64(t.First) < hi && lo < uint64(t.First)+uint64(t.Count) {
+			return true
+		}
+	}
+	return false
 }
 
 // Missing lists the ordinals of [0, total) that spans do not hold.

@@ -178,7 +178,7 @@ func TestMemoryPerKey(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for i := 0; i < n; i++ {
 		recs = append(recs, store.KeyRecord{Token: tokA, Key: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), BodyHash: bodyX,
-			Arrival: now.UnixNano(), Total: 100, First: 0, Count: 100})
+			Arrival: now.UnixNano(), Total: 100, First: 0, Count: 100, Origin: "0F1E2D3C-4B5A-4968-8776-A5B4C3D2E1F0"})
 		if len(recs) == cap(recs) {
 			x.Learn(recs)
 			recs = recs[:0]
@@ -195,4 +195,100 @@ func TestMemoryPerKey(t *testing.T) {
 		t.Fatalf("%.0f bytes per key: more than the 400 peer/DESIGN.md allows", per)
 	}
 	runtime.KeepAlive(x)
+}
+
+// TestOriginsAndHold: a key's origins are the bucket origins of the
+// records learned (the GUID in each) and this peer's own for a request it
+// stored, sorted, at most MaxOrigins; a held key answers pending and makes
+// Begin wait until Release, which forgets the ordinals of dropped records
+// (a key left with none is forgotten) and keeps the others.
+func TestOriginsAndHold(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)}
+	x := New(Config{Now: c.now, Self: "SELF"})
+	rec := func(key, origin string, first, count uint32) store.KeyRecord {
+		return store.KeyRecord{Token: tokA, Key: key, BodyHash: bodyX, Arrival: c.t.UnixNano(), Total: 10, First: first, Count: count, Origin: origin}
+	}
+	x.Learn([]store.KeyRecord{rec("k1", "G2", 0, 4), rec("k1", "G1", 4, 2), rec("k1", "G2", 6, 1)})
+	storeKey(t, x, c, tokA, "own", bodyX, 3)
+	if e, _ := x.Lookup(tokA, "k1"); !slices.Equal(e.Origins, []string{"G1", "G2"}) || e.Pending {
+		t.Fatalf("k1: %+v, want origins G1, G2 and not pending", e)
+	}
+	if e, _ := x.Lookup(tokA, "own"); !slices.Equal(e.Origins, []string{"SELF"}) {
+		t.Fatalf("own: origins %v, want this peer's", e.Origins)
+	}
+	for _, o := range []string{"G3", "G4", "G5"} {
+		x.Learn([]store.KeyRecord{rec("k1", o, 7, 1)})
+	}
+	if e, _ := x.Lookup(tokA, "k1"); len(e.Origins) != MaxOrigins {
+		t.Fatalf("k1: origins %v, want %d at most", e.Origins, MaxOrigins)
+	}
+	// An interned one-origin list is never changed under another key.
+	x.Learn([]store.KeyRecord{rec("k2", "G2", 0, 1), rec("k3", "G2", 0, 1), rec("k3", "G9", 1, 1)})
+	if e, _ := x.Lookup(tokA, "k2"); !slices.Equal(e.Origins, []string{"G2"}) {
+		t.Fatalf("k2: origins %v after k3 learned another, want G2 only", e.Origins)
+	}
+
+	held := []store.KeyRecord{rec("k2", "SELF", 1, 3), rec("k3", "SELF", 2, 1)}
+	x.Learn(held)
+	x.Hold(held)
+	if e, ok := x.Lookup(tokA, "k2"); !ok || !e.Pending {
+		t.Fatalf("held k2: %+v %v, want pending", e, ok)
+	}
+	f, cl := x.Begin(tokA, "k3", bodyX, 10, c.now())
+	if f.Kind != Busy || cl != nil {
+		t.Fatalf("Begin on a held key: %v, want Busy", f.Kind)
+	}
+	if e, _ := x.Lookup(tokA, "k1"); e.Pending {
+		t.Fatal("a key not held answers pending")
+	}
+	// k2 loses everything it held here but the ordinal of another origin;
+	// a key whose only record is dropped is forgotten.
+	x.Learn([]store.KeyRecord{rec("k4", "SELF", 0, 5)})
+	x.Hold([]store.KeyRecord{rec("k4", "SELF", 0, 5)})
+	x.Release([]store.KeyRecord{held[0], rec("k4", "SELF", 0, 5)})
+	select {
+	case <-f.Wait:
+	default:
+		t.Fatal("Release did not wake a waiting Begin")
+	}
+	if e, ok := x.Lookup(tokA, "k2"); !ok || e.Pending || !slices.Equal(e.Spans, []Span{{0, 1}}) {
+		t.Fatalf("k2 after release: %+v %v, want ordinal 0 only, not pending", e, ok)
+	}
+	if e, ok := x.Lookup(tokA, "k3"); !ok || e.Pending || !slices.Equal(e.Spans, []Span{{0, 3}}) {
+		t.Fatalf("k3 after release: %+v %v, want kept whole", e, ok)
+	}
+	if _, ok := x.Lookup(tokA, "k4"); ok {
+		t.Fatal("k4, whose every record was dropped, is still known")
+	}
+	if k := kindOf(x, c, tokA, "k4", bodyX); k != Unknown {
+		t.Fatalf("k4 after release: %v, want Unknown", k)
+	}
+}
+
+// TestSpanEdits: removeSpan and Overlaps on sorted, disjoint spans.
+func TestSpanEdits(t *testing.T) {
+	spans := []Span{{0, 5}, {8, 4}}
+	for _, tc := range []struct {
+		cut  Span
+		want []Span
+	}{
+		{Span{0, 5}, []Span{{8, 4}}},
+		{Span{2, 1}, []Span{{0, 2}, {3, 2}, {8, 4}}},
+		{Span{4, 6}, []Span{{0, 4}, {10, 2}}},
+		{Span{5, 3}, []Span{{0, 5}, {8, 4}}},
+		{Span{0, 20}, nil},
+		{Span{3, 0}, []Span{{0, 5}, {8, 4}}},
+	} {
+		if got := removeSpan(slices.Clone(spans), tc.cut); !slices.Equal(got, tc.want) {
+			t.Errorf("remove %v from %v: %v, want %v", tc.cut, spans, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		s    Span
+		want bool
+	}{{Span{4, 1}, true}, {Span{5, 3}, false}, {Span{7, 2}, true}, {Span{12, 9}, false}, {Span{0, 0}, false}} {
+		if got := Overlaps(spans, tc.s); got != tc.want {
+			t.Errorf("Overlaps(%v, %v) = %v, want %v", spans, tc.s, got, tc.want)
+		}
+	}
 }

@@ -54,4 +54,8 @@ type Reply struct {
 	Blocks uint32   `json:"blocks"`
 	State  string   `json:"state,omitempty"`
 	Frames [][]byte `json:"frames,omitempty"` // OpFetch
+	// Born (OpLength): when the answering peer's identity — its GUID and
+	// data directory — was created, unix ns; a copy it lost with an
+	// earlier disk cannot be younger. 0 from a peer that predates it.
+	Born int64 `json:"born,omitempty"`
 }

@@ -84,6 +84,7 @@ type Bucket struct {
 
 	replica    bool          // a hot replica written by ReplicaAppend (replica.go)
 	quarantine bool          // the index's quarantine bucket (placement.go); set at creation
+	ackCopies  int           // copy.json's ack_copies (0: not recorded); set at creation
 	rollRetry  time.Duration // roller only: the pause before retrying a roll short of descriptors
 
 	// writer side, owned by the writer goroutine

@@ -41,6 +41,12 @@ type copyInfo struct {
 	// Quarantine: the index's quarantine bucket (placement.go). Optional,
 	// so version 1 still reads and writes it.
 	Quarantine bool `json:"quarantine,omitempty"`
+	// AckCopies: on an origin's copy, how many copies (its own included)
+	// the ack rule required of a block of this bucket before any of its
+	// events was acknowledged (replica.go AckRule); 1 on a standalone
+	// peer. Optional: 0 (a replica, or a copy written before it existed)
+	// means not recorded.
+	AckCopies int `json:"ack_copies,omitempty"`
 }
 
 // metaInfo is meta.json, format version 1: a warm bucket's metadata. Its

@@ -53,6 +53,11 @@ type KeyRecord struct {
 	Total    uint32
 	First    uint32
 	Count    uint32
+	// Origin is the GUID of the origin of the bucket the block belongs to
+	// (the last part of its id). It is not encoded: a reader sets it from
+	// the copy it read the record from (KeyRecords, a replica append's
+	// Options.KeysLearned, BlockKeys); "" for a record not read from a copy.
+	Origin string
 }
 
 // RequestKey is what AppendKeyed records with a request's events.
@@ -204,9 +209,49 @@ func (s *Store) KeyRecords(since time.Time, fn func(KeyRecord)) {
 		if st, err := os.Stat(filepath.Join(b.dir, journalFile)); err != nil || st.ModTime().Before(since) {
 			continue
 		}
-		r.copy(b.id, rd, blocks)
+		r.copy(b.id, rd, blocks, func(_ int, recs []KeyRecord) {
+			for _, k := range recs {
+				if k.Arrival >= r.since.UnixNano() {
+					r.fn(k)
+				}
+			}
+		})
 		rd.dropIdle() // as recovery does: reading keys leaves no descriptor cached
 	}
+}
+
+// BlockKeys is the key records of one block of a copy.
+type BlockKeys struct {
+	Block  int         // the block's number
+	Events uint32      // events the block holds
+	Keys   []KeyRecord // none for a block without keyed events
+}
+
+// BlockKeys reads the key sections of the blocks of copy id from block
+// from on, one BlockKeys per block (Origin set from the id), in order. A
+// section that cannot be read or does not decode ends the list there with
+// the error: the caller learns what the blocks before it hold.
+func (s *Store) BlockKeys(id string, from int) ([]BlockKeys, error) {
+	b := s.bucket(id)
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	b.mu.RLock()
+	blocks, rd, state := b.blocks, b.rd, b.state
+	b.mu.RUnlock()
+	if rd == nil || state == StateRemoved || state == StateCorrupt {
+		return nil, fmt.Errorf("%w: %s is %s", ErrBucketState, id, state)
+	}
+	if from < 0 || from > len(blocks) {
+		return nil, fmt.Errorf("block keys of %s from %d: it holds %d blocks", id, from, len(blocks))
+	}
+	defer rd.dropIdle()
+	var out []BlockKeys
+	r := keyReader{s: s, hdr: make([]byte, frameHeaderLen), strict: true}
+	err := r.copy(id, rd, blocks[from:], func(i int, recs []KeyRecord) {
+		out = append(out, BlockKeys{Block: from + i, Events: blocks[from+i].events, Keys: recs})
+	})
+	return out, err
 }
 
 // keyReader reads key sections for KeyRecords, reusing its buffers.
@@ -215,17 +260,30 @@ type keyReader struct {
 	since    time.Time
 	fn       func(KeyRecord)
 	hdr, sec []byte
+	// strict: a block whose key section does not decode ends the read
+	// (BlockKeys), instead of being skipped (KeyRecords).
+	strict bool
 }
 
-// copy reads the key sections of one copy's blocks.
-func (r *keyReader) copy(id string, rd *cachedFile, blocks []blockInfo) {
-	for _, bl := range blocks {
+// copy reads the key sections of one copy's blocks and calls fn with each
+// block's records (the i-th of blocks; none for a version 1 frame), their
+// Origin set from the copy's id. A block whose header or section cannot be
+// read ends it with the error (logged); a section that does not decode is
+// logged and skipped, or, when fn must see every block in order (strict),
+// ends it too.
+func (r *keyReader) copy(id string, rd *cachedFile, blocks []blockInfo, fn func(i int, recs []KeyRecord)) error {
+	_, _, origin, _ := parseBucketDir(id)
+	for i, bl := range blocks {
 		if _, err := rd.ReadAt(r.hdr, bl.off); err != nil {
 			r.s.log.Warn("idempotency keys: read a block header", "bucket", id, "off", bl.off, "err", err)
-			return
+			return err
 		}
 		fh, err := parseFrameHeader(r.hdr)
 		if err != nil || fh.keysLen == 0 {
+			if err != nil && r.strict {
+				return fmt.Errorf("block %d of %s: %w", i, id, err)
+			}
+			fn(i, nil)
 			continue
 		}
 		if cap(r.sec) < int(fh.keysLen) {
@@ -234,17 +292,20 @@ func (r *keyReader) copy(id string, rd *cachedFile, blocks []blockInfo) {
 		r.sec = r.sec[:fh.keysLen]
 		if _, err := rd.ReadAt(r.sec, bl.off+frameHeaderLen); err != nil {
 			r.s.log.Warn("idempotency keys: read a key section", "bucket", id, "off", bl.off, "err", err)
-			return
+			return err
 		}
 		recs, err := decodeKeySection(r.sec, fh.events)
 		if err != nil {
 			r.s.log.Warn("idempotency keys: a key section does not decode; its keys are not known", "bucket", id, "block", fh.block, "err", err)
+			if r.strict {
+				return fmt.Errorf("block %d of %s: %w", fh.block, id, err)
+			}
 			continue
 		}
-		for _, k := range recs {
-			if k.Arrival >= r.since.UnixNano() {
-				r.fn(k)
-			}
+		for j := range recs {
+			recs[j].Origin = origin
 		}
+		fn(i, recs)
 	}
+	return nil
 }

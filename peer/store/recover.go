@@ -75,7 +75,7 @@ func (s *Store) recover() error {
 			continue
 		}
 		b := &Bucket{s: s, id: ci.ID, index: ci.Index, localID: ci.LocalID, dir: path, searchable: ci.Searchable,
-			quarantine: ci.Quarantine, journalClosed: make(chan struct{})}
+			quarantine: ci.Quarantine, ackCopies: ci.AckCopies, journalClosed: make(chan struct{})}
 		close(b.journalClosed)
 		if ci.Version != formatVersion {
 			b.id = name

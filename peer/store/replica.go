@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Replication support (SPEC §4). The store knows nothing of the network:
@@ -36,6 +37,55 @@ type ReplicationHook interface {
 	// JournalClosed: a rolled origin bucket has all its blocks durable and
 	// takes no more.
 	JournalClosed(bucket string, blocks int)
+}
+
+// AckRule is what a ReplicationHook may also tell the store: how many
+// copies, the origin's included, a block must be on before the hook marks
+// it replicated (min(2, RF) in a cluster). The store records it in every
+// new bucket's copy.json (ack_copies), so a restarted origin knows whether
+// a block no other copy holds can have been acknowledged (AckCopies).
+type AckRule interface {
+	AckCopies() int
+}
+
+// ackCopiesLocked is what a new origin bucket records as its ack_copies:
+// the hook's AckRule, 1 without a hook (a standalone peer acknowledges a
+// durable block alone), 0 (not recorded) for a hook that does not say.
+// s.mu held.
+func (s *Store) ackCopiesLocked() int {
+	switch h := s.repl.hook.(type) {
+	case nil:
+		return 1
+	case AckRule:
+		return h.AckCopies()
+	}
+	return 0
+}
+
+// CopyCreated is when copy id's copy.json was written: the copy's
+// creation (it is written once, before the first block).
+func (s *Store) CopyCreated(id string) (time.Time, error) {
+	b := s.bucket(id)
+	if b == nil {
+		return time.Time{}, fmt.Errorf("%w: %s", ErrNoBucket, id)
+	}
+	st, err := os.Stat(filepath.Join(b.dir, copyFile))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return st.ModTime(), nil
+}
+
+// AckCopies is the ack_copies recorded in copy id's copy.json: on an
+// origin's copy, the copies the ack rule required of its blocks (1:
+// the origin alone could acknowledge them); 0 when not recorded (a
+// replica, a copy written before the field existed, an unknown copy).
+func (s *Store) AckCopies(id string) int {
+	b := s.bucket(id)
+	if b == nil {
+		return 0
+	}
+	return b.ackCopies
 }
 
 type replState struct {
@@ -207,7 +257,7 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		return have, fmt.Errorf("replica %s: %w", id, err)
 	}
 	s.Stats.BlocksWritten.Add(int64(len(adds)))
-	s.learnKeys(adds)
+	s.learnKeys(id, adds)
 	if h != nil {
 		if err := indexReplicaBlocks(h, adds, scratch); err != nil {
 			return n, fmt.Errorf("index replica %s: %w", id, err)
@@ -313,14 +363,18 @@ type replicaBlock struct {
 
 // learnKeys hands the key records of blocks made durable here to
 // Options.KeysLearned.
-func (s *Store) learnKeys(adds []replicaBlock) {
+func (s *Store) learnKeys(id string, adds []replicaBlock) {
 	learn := s.opts.KeysLearned
 	if learn == nil {
 		return
 	}
+	_, _, origin, _ := parseBucketDir(id)
 	var recs []KeyRecord
 	for _, a := range adds {
 		r, _ := frameKeys(a.fr, a.fh) // checked by checkFrame
+		for i := range r {
+			r[i].Origin = origin
+		}
 		recs = append(recs, r...)
 	}
 	if len(recs) > 0 {
@@ -366,6 +420,34 @@ func frameRawLen(fr []byte) int {
 		return 0
 	}
 	return int(binary.LittleEndian.Uint32(fr[16:]))
+}
+
+// EmptyReplica makes copy id of index here a warm copy with no block: the
+// copy of a bucket its origin rolled at 0 blocks (a restarted origin that
+// gave up every block no replica held, peer/DESIGN.md "Idempotent
+// retries"). A copy already here is left as it is.
+func (s *Store) EmptyReplica(id, index string, searchable bool) error {
+	bi, localID, _, ok := parseBucketDir(id)
+	if !ok || bi != index || !ValidIndexName(index) {
+		return fmt.Errorf("empty replica %q of index %q: not a bucket id of that index", id, index)
+	}
+	s.repl.mu.Lock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || s.bucket(id) != nil {
+		s.repl.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	_, err := s.createReplica(id, index, localID, searchable)
+	s.repl.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.ReplicaRoll(id, 0)
 }
 
 func (s *Store) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {

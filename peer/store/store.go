@@ -604,7 +604,8 @@ func BucketID(index string, localID uint64, guid string) string {
 func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	id := BucketID(is.name, is.nextID, s.opts.GUID)
 	dir := filepath.Join(s.dir, id)
-	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID, Searchable: s.opts.Searchable, Quarantine: quarantine}
+	ci := copyInfo{Version: 1, ID: id, Index: is.name, LocalID: is.nextID, Searchable: s.opts.Searchable, Quarantine: quarantine,
+		AckCopies: s.ackCopiesLocked()}
 	jf, err := createBucketFiles(s.dir, dir, ci)
 	if err != nil {
 		// Nothing of it stays (copy.json first: a folder without it is
@@ -616,7 +617,7 @@ func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 	is.nextID++
 	b := &Bucket{
 		s: s, id: id, index: is.name, localID: ci.LocalID, dir: dir, searchable: ci.Searchable, quarantine: quarantine,
-		state: StateHot, open: newBlockBuilder(), jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(),
+		ackCopies: ci.AckCopies, state: StateHot, open: newBlockBuilder(), jf: jf, rd: s.files.handle(filepath.Join(dir, journalFile)), hash: sha256.New(),
 		journalClosed: make(chan struct{}), lastWrite: time.Now(),
 	}
 	if b.searchable {

@@ -432,3 +432,19 @@ func TestMarkCorrupt(t *testing.T) {
 		t.Fatal(st.Fixups[0].Reason)
 	}
 }
+
+// TestTokenDefaultsNeedTheirVersion: a config whose HEC tokens carry
+// host/source/sourcetype defaults is appended only by a group at
+// TokenDefaultsVersion (an older manager would refuse the field names when
+// it decodes the entry); a config without them by any group.
+func TestTokenDefaultsNeedTheirVersion(t *testing.T) {
+	c := DefaultConfig()
+	c.HECTokens = []HECToken{{Token: "t", Ack: true}}
+	if v := NeedsClusterVersion(&SetConfig{Config: c}); v != 1 {
+		t.Fatalf("a config without token defaults needs cluster version %d, want 1", v)
+	}
+	c.HECTokens[0].Sourcetype = "syslog"
+	if v := NeedsClusterVersion(&SetConfig{Config: c}); v != TokenDefaultsVersion {
+		t.Fatalf("a config with token defaults needs cluster version %d, want %d", v, TokenDefaultsVersion)
+	}
+}

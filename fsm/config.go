@@ -91,6 +91,37 @@ type HECToken struct {
 	Ack                  bool     `json:"use_ack"`
 	AllowQueryStringAuth bool     `json:"allow_query_string_auth,omitempty"`
 	Disabled             bool     `json:"disabled,omitempty"`
+	// Host, Source and Sourcetype are the token's defaults for events that
+	// name none (Splunk's inputs.conf host/source/sourcetype of an HEC
+	// token): a request's query parameters and an event's own values come
+	// first. Set only by a group at cluster version TokenDefaultsVersion.
+	Host       string `json:"host,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Sourcetype string `json:"sourcetype,omitempty"`
+}
+
+// TokenDefaultsVersion is the cluster version from which a HEC token may
+// carry host/source/sourcetype defaults (an older manager refuses the
+// field names when it decodes the config).
+const TokenDefaultsVersion = 5
+
+// hasTokenDefaults reports whether any HEC token carries defaults.
+func (c *Config) hasTokenDefaults() bool {
+	for _, t := range c.HECTokens {
+		if t.Host != "" || t.Source != "" || t.Sourcetype != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// bodyVersion: a config whose tokens carry defaults needs a group at
+// TokenDefaultsVersion (the body layout itself is unchanged).
+func (c *SetConfig) bodyVersion() (byte, int) {
+	if c.Config.hasTokenDefaults() {
+		return bodyVersion, TokenDefaultsVersion
+	}
+	return bodyVersion, 1
 }
 
 // DefaultConfig is the library default config: single site, RF 3, SF 2,

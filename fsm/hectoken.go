@@ -40,9 +40,24 @@ func ParseHECToken(s string) (HECToken, error) {
 		k, v, ok := strings.Cut(o, "=")
 		k = strings.ToLower(k)
 		if !ok || seen[k] {
-			return HECToken{}, fmt.Errorf("parse --hec-token %q: option %q: want useack=true|false or allowquerystringauth=true|false, each once", s, o)
+			return HECToken{}, fmt.Errorf("parse --hec-token %q: option %q: want useack=true|false, allowquerystringauth=true|false, host=H, source=S or sourcetype=T, each once", s, o)
 		}
 		seen[k] = true
+		switch k {
+		case "host", "source", "sourcetype":
+			if v == "" || len(v) > 1024 || strings.ContainsAny(v, "\n\r") {
+				return HECToken{}, fmt.Errorf("parse --hec-token %q: option %q: a default %s of 1 to 1024 bytes on one line", s, o, k)
+			}
+			switch k {
+			case "host":
+				t.Host = v
+			case "source":
+				t.Source = v
+			default:
+				t.Sourcetype = v
+			}
+			continue
+		}
 		var b bool
 		switch v {
 		case "true":
@@ -57,14 +72,15 @@ func ParseHECToken(s string) (HECToken, error) {
 		case "allowquerystringauth":
 			t.AllowQueryStringAuth = b
 		default:
-			return HECToken{}, fmt.Errorf("parse --hec-token %q: unknown option %q (known: useack, allowquerystringauth)", s, k)
+			return HECToken{}, fmt.Errorf("parse --hec-token %q: unknown option %q (known: useack, allowquerystringauth, host, source, sourcetype)", s, k)
 		}
 	}
 	return t, nil
 }
 
 // UnmarshalJSON reads a token of the cluster config: {"token", "indexes",
-// "default_index", "use_ack", "allow_query_string_auth", "disabled"}.
+// "default_index", "use_ack", "allow_query_string_auth", "disabled",
+// "host", "source", "sourcetype"}.
 // use_ack defaults to true when absent (Splunk's useACK as quarry ships
 // it); "ack", the name before use_ack, is still read so config committed by
 // an older manager keeps its meaning. An unknown field is refused (a typo

@@ -33,6 +33,11 @@ func TestParseHECToken(t *testing.T) {
 		{"abc:", HECToken{}, "want useack=true|false"},
 		{":useack=false", HECToken{}, "non-empty token"},
 		{"abc=web,,main", HECToken{}, "empty index name"},
+		{"abc=web:sourcetype=syslog:host=web-1:source=/var/log/x", HECToken{Token: "abc", Indexes: []string{"web"}, DefaultIndex: "web", Ack: true,
+			Sourcetype: "syslog", Host: "web-1", Source: "/var/log/x"}, ""},
+		{"abc:useack=false:sourcetype=app", HECToken{Token: "abc", Sourcetype: "app"}, ""},
+		{"abc:host=", HECToken{}, "a default host of 1 to 1024 bytes"},
+		{"abc:sourcetype=a:sourcetype=b", HECToken{}, "each once"},
 	} {
 		got, err := ParseHECToken(tc.in)
 		if tc.err != "" {

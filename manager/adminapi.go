@@ -91,6 +91,10 @@ type TokenView struct {
 	UseAck               *bool    `json:"use_ack,omitempty"`
 	AllowQueryStringAuth bool     `json:"allow_query_string_auth,omitempty"`
 	Disabled             bool     `json:"disabled,omitempty"`
+	// Host, Source, Sourcetype: a HEC token's event defaults.
+	Host       string `json:"host,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Sourcetype string `json:"sourcetype,omitempty"`
 }
 
 // TokenRequest is the body of POST /v1/tokens. Token empty: the manager
@@ -103,6 +107,12 @@ type TokenRequest struct {
 	DefaultIndex         string   `json:"default_index,omitempty"`
 	UseAck               *bool    `json:"use_ack,omitempty"`
 	AllowQueryStringAuth bool     `json:"allow_query_string_auth,omitempty"`
+	// Host, Source, Sourcetype (HEC only): defaults for events that name
+	// none (fsm.HECToken); taken once the group is at cluster version
+	// fsm.TokenDefaultsVersion (409 cluster_version before).
+	Host       string `json:"host,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Sourcetype string `json:"sourcetype,omitempty"`
 }
 
 // TokenID is a token's public id: the first 16 hex digits of its SHA-256.
@@ -396,7 +406,8 @@ func tokenViews(cfg fsm.Config) []TokenView {
 	for _, t := range cfg.HECTokens {
 		ack := t.Ack
 		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindHEC, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes,
-			DefaultIndex: t.DefaultIndex, UseAck: &ack, AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled}
+			DefaultIndex: t.DefaultIndex, UseAck: &ack, AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled,
+			Host: t.Host, Source: t.Source, Sourcetype: t.Sourcetype}
 		out = append(out, v)
 	}
 	for _, t := range cfg.SearchTokens {
@@ -445,9 +456,15 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(fmt.Errorf("%w: token kind %q: want hec or search", errBadRequest, req.Kind)))
 		return
 	}
-	if req.Kind == TokenKindSearch && (req.UseAck != nil || req.DefaultIndex != "" || req.AllowQueryStringAuth) {
-		writeError(w, toAPIError(fmt.Errorf("%w: use_ack, default_index and allow_query_string_auth are HEC token settings, not search token ones", errBadRequest)))
+	if req.Kind == TokenKindSearch && (req.UseAck != nil || req.DefaultIndex != "" || req.AllowQueryStringAuth || req.Host != "" || req.Source != "" || req.Sourcetype != "") {
+		writeError(w, toAPIError(fmt.Errorf("%w: use_ack, default_index, allow_query_string_auth, host, source and sourcetype are HEC token settings, not search token ones", errBadRequest)))
 		return
+	}
+	for name, v := range map[string]string{"host": req.Host, "source": req.Source, "sourcetype": req.Sourcetype} {
+		if len(v) > 1024 || strings.ContainsAny(v, "\n\r") {
+			writeError(w, toAPIError(fmt.Errorf("%w: %s: a default of at most 1024 bytes on one line", errBadRequest, name)))
+			return
+		}
 	}
 	if req.Token == "" {
 		var b [24]byte
@@ -488,7 +505,8 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 			cfg.SearchTokens = append(cfg.SearchTokens, fsm.SearchToken{Token: req.Token, Indexes: slices.Clone(req.Indexes)})
 			return nil
 		}
-		t := fsm.HECToken{Token: req.Token, Indexes: slices.Clone(req.Indexes), DefaultIndex: req.DefaultIndex, Ack: true, AllowQueryStringAuth: req.AllowQueryStringAuth}
+		t := fsm.HECToken{Token: req.Token, Indexes: slices.Clone(req.Indexes), DefaultIndex: req.DefaultIndex, Ack: true, AllowQueryStringAuth: req.AllowQueryStringAuth,
+			Host: req.Host, Source: req.Source, Sourcetype: req.Sourcetype}
 		if req.UseAck != nil {
 			t.Ack = *req.UseAck
 		}

@@ -32,12 +32,15 @@ func tokenCommand() *cli.Command {
 			{
 				Name:      "add",
 				Usage:     "add a HEC or search token; prints its secret once",
-				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--value SECRET | --value-file FILE]",
+				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--host H] [--source S] [--sourcetype T] [--value SECRET | --value-file FILE]",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "indexes", Usage: "comma list of the indexes the token may write (hec) or read (search); empty: every declared index", EnvVars: envVars("indexes")},
 					&cli.StringFlag{Name: "default-index", Usage: "hec: the index of events that name none (default: the first of --indexes, else main)", EnvVars: envVars("default-index")},
 					&cli.BoolFlag{Name: "useack", Value: true, Usage: "hec: acknowledge requests with ack ids on a channel (Splunk's useACK); --useack=false: the 200 is the acknowledgement", EnvVars: envVars("useack")},
 					&cli.BoolFlag{Name: "allow-query-string-auth", Usage: "hec: accept the token as ?token= (Splunk's allowQueryStringAuth)", EnvVars: envVars("allow-query-string-auth")},
+					&cli.StringFlag{Name: "host", Usage: "hec: the host of events that name none (before the request's ?host=)", EnvVars: envVars("token-host")},
+					&cli.StringFlag{Name: "source", Usage: "hec: the source of events that name none (before the request's ?source=)", EnvVars: envVars("token-source")},
+					&cli.StringFlag{Name: "sourcetype", Usage: "hec: the sourcetype of events that name none (before the request's ?sourcetype=)", EnvVars: envVars("token-sourcetype")},
 					&cli.StringFlag{Name: "value", Usage: "the secret to use (8 to 256 characters); default: the managers generate one", EnvVars: envVars("value")},
 					secretFileFlag("value", "the token's secret"),
 				),
@@ -98,7 +101,7 @@ func tokenRequest(c *cli.Context, kind string) (manager.TokenRequest, error) {
 		return manager.TokenRequest{}, fmt.Errorf("token add %s: %w", kind, err)
 	}
 	req := manager.TokenRequest{Kind: kind, Token: value, DefaultIndex: c.String("default-index"),
-		AllowQueryStringAuth: c.Bool("allow-query-string-auth")}
+		AllowQueryStringAuth: c.Bool("allow-query-string-auth"), Host: c.String("host"), Source: c.String("source"), Sourcetype: c.String("sourcetype")}
 	switch kind {
 	case manager.TokenKindHEC:
 		if c.IsSet("useack") {
@@ -106,7 +109,7 @@ func tokenRequest(c *cli.Context, kind string) (manager.TokenRequest, error) {
 			req.UseAck = &ack
 		}
 	case manager.TokenKindSearch:
-		for _, f := range []string{"default-index", "useack", "allow-query-string-auth"} {
+		for _, f := range []string{"default-index", "useack", "allow-query-string-auth", "host", "source", "sourcetype"} {
 			if c.IsSet(f) {
 				return req, fmt.Errorf("token add search: --%s is a HEC token setting", f)
 			}

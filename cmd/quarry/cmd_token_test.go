@@ -93,6 +93,12 @@ func TestIndexAndTokenCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &added); err != nil || added.Token.Token != "hec-token-0001" || added.Token.ID != manager.TokenID("hec-token-0001") {
 		t.Fatalf("token add json: %q %v", out, err)
 	}
+	// Per-token event defaults (issue 29 item 2).
+	out = run("token", "add", "hec", "--sourcetype", "app_json", "--host", "web-7", "--value", "hec-token-0002", "--output", "json")
+	if err := json.Unmarshal([]byte(out), &added); err != nil || added.Token.Sourcetype != "app_json" || added.Token.Host != "web-7" || added.Token.Source != "" {
+		t.Fatalf("token add hec with defaults: %q %v", out, err)
+	}
+	run("token", "revoke", manager.TokenID("hec-token-0002"))
 	out = run("token", "add", "search", "--indexes", "main,web")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "shown only now") || len(lines[1]) != 48 {

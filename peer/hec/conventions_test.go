@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -434,5 +435,38 @@ func TestSetTokensKeepsChannels(t *testing.T) {
 	}
 	if s, r := g.post(t, "/services/collector/event", "Splunk new", "", good); s != 200 || r.Code != 0 {
 		t.Fatalf("new token: %d %+v", s, r)
+	}
+}
+
+// TestTokenDefaults (issue 29 item 2): a token's host, source and
+// sourcetype default the events that name none, as an HEC token's
+// inputs.conf settings do in Splunk; the request's query parameters come
+// before them, and an event's own values before both.
+func TestTokenDefaults(t *testing.T) {
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.Tokens = append(c.Tokens, Token{Value: "dflt", Host: "web-7", Source: "/var/log/app.log", Sourcetype: "app_json"})
+	})
+	for _, r := range []struct{ path, body string }{
+		{"/services/collector/event", `{"event":"plain"}`},
+		{"/services/collector/event?sourcetype=from_query", `{"event":"query"}`},
+		{"/services/collector/event?host=qhost", `{"event":"own","host":"ehost","source":"esrc"}`},
+		{"/services/collector/raw", "raw line"},
+	} {
+		if code, rep := f.send(t, "POST", r.path, map[string]string{"Authorization": "Splunk dflt"}, r.body); code != 200 || rep.Code != 0 {
+			t.Fatalf("%s: %d %+v", r.path, code, rep)
+		}
+	}
+	got := map[string]string{}
+	for _, s := range f.stored(t) {
+		got[s.Raw] = s.Host + " " + s.Source + " " + s.Sourcetype
+	}
+	want := map[string]string{
+		"plain":    "web-7 /var/log/app.log app_json",
+		"query":    "web-7 /var/log/app.log from_query",
+		"own":      "ehost esrc app_json",
+		"raw line": "web-7 /var/log/app.log app_json",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored host source sourcetype:\n got %v\nwant %v", got, want)
 	}
 }

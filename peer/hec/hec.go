@@ -95,6 +95,9 @@ type Token struct {
 	// allowQueryStringAuth; off by default).
 	AllowQueryStringAuth bool
 	Disabled             bool
+	// Host, Source and Sourcetype default the events that name none,
+	// before the request's query parameters (fsm.HECToken).
+	Host, Source, Sourcetype string
 }
 
 func (t *Token) defaultIndex() string {
@@ -139,7 +142,7 @@ func ParseTokenFlag(s string) (Token, error) {
 // TokenFromConfig is the HEC token of a cluster-config token.
 func TokenFromConfig(t fsm.HECToken) Token {
 	return Token{Value: t.Token, Indexes: t.Indexes, DefaultIndex: t.DefaultIndex, Ack: t.Ack,
-		AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled}
+		AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled, Host: t.Host, Source: t.Source, Sourcetype: t.Sourcetype}
 }
 
 // Appender is what HEC needs of the store.
@@ -587,11 +590,22 @@ func channelOf(r *http.Request, required bool) (string, *Reply) {
 }
 
 // defaults are the request's metadata defaults: the token's default index,
+// host, source and sourcetype (else the peer's host, http:hec, httpevent),
 // then Splunk's query parameters host, source, sourcetype, index and time
-// (epoch seconds, decimals allowed; a bad one is code 6).
+// (epoch seconds, decimals allowed; a bad one is code 6). An event's own
+// values come before all of them.
 func (h *Handler) defaults(r *http.Request, t *tokenState, now int64) (Defaults, *Reply) {
 	q := r.URL.Query()
 	d := Defaults{Index: t.defaultIndex(), Host: h.cfg.DefaultHost, Source: "http:hec", Sourcetype: "httpevent", Now: now}
+	if t.Host != "" {
+		d.Host = t.Host
+	}
+	if t.Source != "" {
+		d.Source = t.Source
+	}
+	if t.Sourcetype != "" {
+		d.Sourcetype = t.Sourcetype
+	}
 	if v := q.Get("index"); v != "" {
 		d.Index = v
 	}

@@ -728,6 +728,15 @@ func (s *State) applyCopyShort(idx uint64, c *CopyShort) (any, error) {
 	if c.Peer == b.Origin {
 		return nil, fmt.Errorf("copy short %q on %s: the origin's copy is never short of its own blocks", c.Bucket, c.Peer)
 	}
+	if b.Sealed && c.Short && s.ClusterVersion() >= SealFinalVersion && !b.Provisional {
+		// The seal was answered by copies not known short, this one among
+		// them or its peers: it holds every block acknowledged so far. An
+		// origin told "short" now would acknowledge past it, on copies the
+		// seal leaves out, and the truncate would lose those events: it is
+		// refused, and the origin acknowledges nothing more without the
+		// target (peer reportShort).
+		return nil, fmt.Errorf("%w: copy short %q on %s: the bucket is sealed at %d blocks, final", ErrBucketNotHot, c.Bucket, c.Peer, b.Blocks)
+	}
 	if b.Sealed && (!c.Short || (cp.known() && cp.atSealed(b))) {
 		return nil, nil // the copy's length report decides (see CopyShort)
 	}

@@ -88,6 +88,10 @@ type hotRepl struct {
 	failed       []string
 	replacing    bool
 	replaceAfter time.Time
+	// sealedAway: the managers sealed the bucket (final) before they knew
+	// a target short; the blocks that target lacks may lie past the seal
+	// and be truncated, so nothing more is acknowledged (reportShort).
+	sealedAway bool
 }
 
 type replTarget struct {
@@ -201,7 +205,7 @@ func fsmParse(id string) (index, local, guid string, ok bool) {
 // advanceLocked marks every block that the whole current set holds, when
 // the set makes at least minCopies copies.
 func (r *replicator) advanceLocked(hb *hotRepl) {
-	if !hb.ready {
+	if !hb.ready || hb.sealedAway {
 		return
 	}
 	upTo := hb.durable
@@ -412,9 +416,9 @@ func (r *replicator) step(hb *hotRepl) bool {
 		r.replaceLocked(hb)
 	}
 	r.advanceLocked(hb)
-	done := hb.closedAt >= 0 && hb.base >= uint32(hb.closedAt)
+	done := hb.closedAt >= 0 && (hb.base >= uint32(hb.closedAt) || hb.sealedAway)
 	for _, t := range hb.targets {
-		if t.acked < uint32(max(hb.closedAt, 0)) {
+		if t.acked < uint32(max(hb.closedAt, 0)) && !hb.sealedAway {
 			done = false // a lagging target still lacks blocks
 		}
 	}
@@ -452,6 +456,16 @@ func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind api.BucketEven
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.reporting = false
+	if err != nil && bus.IsRemote(err, "bucket_not_hot") {
+		// The managers sealed the bucket, final, before they knew: the
+		// blocks the target lacks may be cut by the seal. They are never
+		// acknowledged; the seal and its fixups decide the copies.
+		hb.sealedAway = true
+		r.log.Warn("the managers sealed the bucket before they learnt a target was short: the blocks it lacks are not acknowledged",
+			"bucket", hb.id, "target", t.peer, "acked", hb.base, "durable", hb.durable)
+		hb.poke()
+		return
+	}
 	if err != nil {
 		r.shortUnreported.Add(1)
 		r.log.Warn("could not report a short replication target; acks wait for it until the managers know", "kind", kind, "bucket", hb.id, "target", t.peer, "err", err)

@@ -793,6 +793,13 @@ func (s *State) applyExtendSeal(idx uint64, c *ExtendSeal) (any, error) {
 		return nil, fmt.Errorf("extend %q from %s: %d blocks (checksum %q) from %d (checksum %q): a longer length and both checksums are required",
 			c.Bucket, c.Peer, c.Blocks, c.LastChecksum, c.From, c.FromChecksum)
 	}
+	if b.Blocks == c.Blocks && b.LastChecksum == c.LastChecksum {
+		// Another copy extended the seal to exactly this copy's length
+		// first: this copy is at the seal. Recorded as its length report
+		// (CopyLength), which may confirm a provisional seal at once
+		// rather than after one more fixup round.
+		return s.atExtendedSeal(idx, b, cp, c)
+	}
 	if b.Blocks != c.From || b.LastChecksum != c.FromChecksum {
 		return nil, fmt.Errorf("%w: extend %q from %d blocks (checksum %q): sealed at %d (checksum %q)",
 			ErrSealMoved, c.Bucket, c.From, c.FromChecksum, b.Blocks, b.LastChecksum)
@@ -823,6 +830,27 @@ func (s *State) applyExtendSeal(idx uint64, c *ExtendSeal) (any, error) {
 	// Searches may have used the bucket at the old length: a new
 	// generation, even where no primary had to move (rule 1, amended).
 	ch.moved = true
+	s.commit(ch)
+	return nil, nil
+}
+
+// atExtendedSeal records that copy cp, asking to extend the seal, is
+// already at it: its length, the seal confirmed when cp is not known short,
+// and its open fetch and truncate closed.
+func (s *State) atExtendedSeal(idx uint64, b *Bucket, cp *Copy, c *ExtendSeal) (any, error) {
+	ch := s.begin(idx)
+	s.mutateBucket(ch, b, func() {
+		if b.confirmSeal(cp, c.Blocks) {
+			s.bucketChanged(ch, b)
+		}
+		cp.setLength(c.Blocks, c.LastChecksum)
+		cp.Short = false
+	})
+	for _, id := range sortedTaskIDs(s.d.Tasks) {
+		if t := s.d.Tasks[id]; t.Bucket == b.ID && t.Target == c.Peer && (t.Kind == TaskFetch || t.Kind == TaskTruncate) {
+			delete(s.d.Tasks, id)
+		}
+	}
 	s.commit(ch)
 	return nil, nil
 }

@@ -368,8 +368,13 @@ func TestExtendSeal(t *testing.T) {
 	if p := h.primary(b, DefaultSite); p == "p2" || !bb.Copies[p].atSealed(bb) {
 		t.Fatalf("primary %q after the extension, want a copy at 7 blocks", p)
 	}
-	// A second longer copy verified against the old seal: refused.
-	h.refuse(ext("p3", 5, "c5", 7, "c7"), ErrSealMoved)
+	// A second longer copy verified against the old seal: refused, unless
+	// it is exactly at the new seal — then it is that copy's length report.
+	h.refuse(ext("p3", 5, "c5", 8, "c8"), ErrSealMoved)
+	h.must(ext("p3", 5, "c5", 7, "c7"))
+	if c := h.b(b).Copies["p3"]; !c.LengthKnown || c.Blocks != 7 || c.LastChecksum != "c7" || h.b(b).Blocks != 7 {
+		t.Fatalf("p3 at the extended seal: copy %+v, bucket at %d", c, h.b(b).Blocks)
+	}
 	// p3 is at the new length already; p2 fetches from p1 (checksum known).
 	h.wantPlan(in, "streaming fetch h p1->p2")
 	h.must(&CopyLength{Bucket: b, Peer: "p2", Blocks: 7, LastChecksum: "c7"})
@@ -469,6 +474,18 @@ func TestSealFinalOrProvisional(t *testing.T) {
 	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
 	h.must(ext(b, "p1"))
 	provisional(h, b, false) // the origin held every acknowledged block
+
+	// Provisional, extended by a short copy first: still provisional; the
+	// origin's own extension to the same length then confirms it.
+	h, b = start()
+	h.must(&CopyShort{Bucket: b, Peer: "p2", Short: true})
+	h.must(&CopyShort{Bucket: b, Peer: "p3", Short: true})
+	h.must(sealAt(b, lengths("p2", 5, "p3", 5)))
+	h.must(&ExtendSeal{Bucket: b, Peer: "p2", From: 5, FromChecksum: "c5", Blocks: 7, LastChecksum: "c7"})
+	provisional(h, b, true)
+	h.must(&RegisterPeer{ID: "p1", GUID: guid("p1"), At: h.now, Inventory: []CopyInfo{{Bucket: b, Searchable: true, Blocks: 7}}})
+	h.must(ext(b, "p1"))
+	provisional(h, b, false)
 
 	// Provisional, confirmed: the origin returns at the sealed length.
 	h, b = start()

@@ -91,7 +91,7 @@ func TestClusterRollLimitsLive(t *testing.T) {
 	c.AdminPost("/v1/config", string(b))
 	c.WaitFor(10*time.Second, func() error {
 		for _, id := range c.PeerIDs() {
-			if got, _, _ := c.Peer(id).Store().RollLimits(); got != limit {
+			if got, _, _ := c.Peer(id).Store().Limits().RollLimits(); got != limit {
 				return fmt.Errorf("peer %s rolls at %d bytes, want %d", id, got, limit)
 			}
 		}

@@ -44,17 +44,17 @@ func TestSearchRefusesACopyThatIsNotWhole(t *testing.T) {
 	if bucket == "" {
 		t.Fatal("no warm bucket of 2 blocks or more with a searchable replica")
 	}
-	frames, err := c.Peer(victim).Store().ReadFrames(bucket, 0, 1<<30)
+	frames, err := c.Peer(victim).Store().Replicas().ReadFrames(bucket, 0, 1<<30)
 	if err != nil || len(frames) < 2 {
 		t.Fatalf("frames of %s on %s: %d, %v", bucket, victim, len(frames), err)
 	}
 	// Behind the managers' back, as the race did: the copy goes, and a
 	// resend re-creates it searchable from its first block only.
 	st := c.Peer(victim).Store()
-	if err := st.RemoveCopy(bucket); err != nil {
+	if err := st.Replicas().RemoveCopy(bucket); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.ReplicaAppend(bucket, index, true, 0, frames[:1]); err != nil || n != 1 {
+	if n, err := st.Replicas().ReplicaAppend(bucket, index, true, 0, frames[:1]); err != nil || n != 1 {
 		t.Fatalf("re-create %s on %s: %d blocks, %v", bucket, victim, n, err)
 	}
 	// Asked first, by preference, the re-created copy must not count.
@@ -145,15 +145,15 @@ func TestSearchReadsALongerCopyAsItsSeal(t *testing.T) {
 	}
 	count := fmt.Sprint(want.Resp.Results[0]["count"])
 	st := c.Peer(victim).Store()
-	frames, err := st.ReadFrames(bucket, 0, 1<<30)
+	frames, err := st.Replicas().ReadFrames(bucket, 0, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra, err := c.Peer(victim).Store().ReadFrames(other, 0, 1<<30)
+	extra, err := c.Peer(victim).Store().Replicas().ReadFrames(other, 0, 1<<30)
 	if err != nil || len(extra) == 0 {
 		// the victim may hold no copy of other: take it where it is
 		for _, id := range c.PeerIDs() {
-			if extra, err = c.Peer(id).Store().ReadFrames(other, 0, 1<<30); err == nil && len(extra) > 0 {
+			if extra, err = c.Peer(id).Store().Replicas().ReadFrames(other, 0, 1<<30); err == nil && len(extra) > 0 {
 				break
 			}
 		}
@@ -163,17 +163,17 @@ func TestSearchReadsALongerCopyAsItsSeal(t *testing.T) {
 	}
 	// Behind the managers' back: the victim's copy becomes the sealed
 	// copy plus one more block, first as a hot replica, then warm.
-	if err := st.RemoveCopy(bucket); err != nil {
+	if err := st.Replicas().RemoveCopy(bucket); err != nil {
 		t.Fatal(err)
 	}
 	longer := append(append([][]byte(nil), frames...), renumberFrame(extra[0], uint32(len(frames))))
-	if n, err := st.ReplicaAppend(bucket, index, true, 0, longer); err != nil || int(n) != len(longer) {
+	if n, err := st.Replicas().ReplicaAppend(bucket, index, true, 0, longer); err != nil || int(n) != len(longer) {
 		t.Fatalf("re-create %s on %s longer: %d blocks, %v", bucket, victim, n, err)
 	}
 	only := map[string]any{"query": "* | stats count", "preference": "_buckets:" + bucket + "|_only_nodes:" + victim}
 	for _, state := range []string{"hot", "warm"} {
 		if state == "warm" {
-			if err := st.ReplicaRoll(bucket, len(longer)); err != nil {
+			if err := st.Replicas().ReplicaRoll(bucket, len(longer)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -63,7 +63,7 @@ func TestClusterHotCapRollsReachManagers(t *testing.T) {
 				return nil
 			})
 			want[name] += per
-			if n := p.Store().HotBuckets(); n > capHot {
+			if n := p.Store().Limits().HotBuckets(); n > capHot {
 				t.Fatalf("after writing %s in round %d: %d hot buckets on %s, cap %d", name, round, n, origin, capHot)
 			}
 		}

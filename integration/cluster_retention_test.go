@@ -392,10 +392,10 @@ func TestClusterMaxDataSize(t *testing.T) {
 	editConfig(t, c, func(cfg *fsm.Config) { setIndex(cfg, fsm.IndexConfig{Name: "web", MaxDataSize: size}) })
 	c.WaitFor(10*time.Second, func() error {
 		for _, id := range c.PeerIDs() {
-			if n := c.Peer(id).Store().MaxDataSize("web"); n != size {
+			if n := c.Peer(id).Store().Limits().MaxDataSize("web"); n != size {
 				return fmt.Errorf("peer %s rolls web at %d", id, n)
 			}
-			if n := c.Peer(id).Store().MaxDataSize("main"); n != c.Opts.MaxHotBytes {
+			if n := c.Peer(id).Store().Limits().MaxDataSize("main"); n != c.Opts.MaxHotBytes {
 				return fmt.Errorf("peer %s rolls main at %d", id, n)
 			}
 		}

@@ -242,7 +242,7 @@ const searchableReportWait = 10 * time.Second
 func (p *Peer) reportSearchable(bucket string, done chan<- error) {
 	cl := p.cl
 	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventSearchable, Bucket: bucket, Peer: p.cfg.ID, Searchable: true}
-	if n, _, ok := p.store.Blocks(bucket); ok {
+	if n, _, ok := p.store.Replicas().Blocks(bucket); ok {
 		ev.Blocks = int64(n)
 	}
 	backoff := 250 * time.Millisecond

@@ -100,7 +100,7 @@ func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
 		}
 		r.Inventory = append(r.Inventory, api.Copy{Bucket: c.ID, Index: c.Index, State: state, Searchable: c.Searchable,
 			Events: int64(c.Events), Blocks: int64(c.Blocks), Bytes: c.JournalBytes, Earliest: c.Earliest, Latest: c.Latest,
-			ContentHash: c.ContentHash, LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks), Corrupt: c.State == "corrupt"})
+			ContentHash: c.ContentHash, LastBlockChecksum: p.store.Replicas().LastChecksum(c.ID, c.Blocks), Corrupt: c.State == "corrupt"})
 	}
 	return cp.Register(ctx, r)
 }
@@ -177,7 +177,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	cl.repl.setTimeout(cl.cfg.TargetTimeout) // the managers' value wins when they push one
 	cl.repl.setPeers(peers)
 	cl.repl.setMaintenance(cl.cfg.Maintenance)
-	p.store.SetReplication(cl.repl)
+	p.store.Replicas().SetReplication(cl.repl)
 	subject, err := subj.ReplTo(p.site(), cfg.ID)
 	if err != nil {
 		return fail(err)
@@ -495,7 +495,7 @@ func (p *Peer) finishRestartedBuckets() {
 				if v.Origin != p.cfg.ID || !rolled[v.ID] || done[v.ID] {
 					continue
 				}
-				if _, state, ok := p.store.Blocks(v.ID); !ok || state != "warm" {
+				if _, state, ok := p.store.Replicas().Blocks(v.ID); !ok || state != "warm" {
 					continue
 				}
 				ok := true
@@ -540,7 +540,7 @@ func (p *Peer) finishRestartedBuckets() {
 // the bucket is done (a refusal: the managers rolled or sealed it
 // meanwhile).
 func (p *Peer) reportEmptyRoll(id string) bool {
-	if n, _, ok := p.store.Blocks(id); !ok || n > 0 {
+	if n, _, ok := p.store.Replicas().Blocks(id); !ok || n > 0 {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -579,7 +579,7 @@ func (p *Peer) acceptFixup(cl *cluster, t api.FixupTask) api.FixupAck {
 					cl.sealWatch[c.ID] = true
 					cl.sealMu.Unlock()
 				}
-				return api.FixupAck{Accepted: true, Blocks: int64(c.Blocks), LastBlockChecksum: p.store.LastChecksum(c.ID, c.Blocks),
+				return api.FixupAck{Accepted: true, Blocks: int64(c.Blocks), LastBlockChecksum: p.store.Replicas().LastChecksum(c.ID, c.Blocks),
 					Earliest: c.Earliest, Latest: c.Latest, Bytes: c.JournalBytes, Events: int64(c.Events)}
 			}
 		}
@@ -638,13 +638,13 @@ func (p *Peer) sealWatched(ctx context.Context) {
 		if hot[id] {
 			continue
 		}
-		n, state, ok := p.store.Blocks(id)
+		n, state, ok := p.store.Replicas().Blocks(id)
 		if ok && state == "hot" {
-			if err := p.store.ReplicaRoll(id, n); err != nil {
+			if err := p.store.Replicas().ReplicaRoll(id, n); err != nil {
 				p.log.Warn("could not make a sealed replica warm", "bucket", id, "err", err)
 				continue
 			}
-			cl.fix.reportLength(id, p.cfg.ID, n, p.store.LastChecksum(id, n))
+			cl.fix.reportLength(id, p.cfg.ID, n, p.store.Replicas().LastChecksum(id, n))
 			p.log.Info("sealed replica made warm", "bucket", id, "blocks", n)
 		}
 		cl.sealMu.Lock()

@@ -194,7 +194,7 @@ func verifyStore(t *testing.T, dir string, acked map[int]bool, childEvents uint3
 			t.Fatalf("copy %s is %s searchable=%v after recovery", c.ID, c.State, c.Searchable)
 		}
 		invEvents += c.Events
-		if err := s.Verify(c.ID); err != nil {
+		if err := s.Repairs().Verify(c.ID); err != nil {
 			t.Fatalf("copy %s does not verify after recovery (journal, index, columns): %v", c.ID, err)
 		}
 	}

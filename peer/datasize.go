@@ -18,7 +18,7 @@ func (p *Peer) applyDataSizes(cfg api.PeerConfig) {
 	if p.cl != nil && maps.Equal(p.cl.dataSizes, sizes) {
 		return
 	}
-	p.store.SetMaxDataSizes(sizes)
+	p.store.Limits().SetMaxDataSizes(sizes)
 	if p.cl != nil {
 		p.cl.dataSizes = sizes
 	}
@@ -32,12 +32,12 @@ func (p *Peer) applyDataSizes(cfg api.PeerConfig) {
 // within seconds, without a restart. A limit the config leaves at 0 keeps
 // the peer's own.
 func (p *Peer) applyRollLimits(cfg api.PeerConfig) {
-	b, sp, n := p.store.RollLimits()
+	b, sp, n := p.store.Limits().RollLimits()
 	if (cfg.MaxHotBytes <= 0 || cfg.MaxHotBytes == b) && (cfg.MaxHotSpan <= 0 || cfg.MaxHotSpan == sp) &&
 		(cfg.MaxHotBuckets <= 0 || cfg.MaxHotBuckets == n) {
 		return
 	}
-	p.store.SetRollLimits(cfg.MaxHotBytes, cfg.MaxHotSpan, cfg.MaxHotBuckets)
-	b, sp, n = p.store.RollLimits()
+	p.store.Limits().SetRollLimits(cfg.MaxHotBytes, cfg.MaxHotSpan, cfg.MaxHotBuckets)
+	b, sp, n = p.store.Limits().RollLimits()
 	p.log.Info("roll limits from the cluster config", "max_hot_bytes", b, "max_hot_span", sp, "max_hot_buckets", n)
 }

@@ -214,12 +214,12 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 	var err error
 	switch tk.Kind {
 	case fsm.TaskMakeSearchable:
-		if n, state, ok := st.Blocks(tk.Bucket); ok && state != store.StateWarm {
+		if n, state, ok := st.Replicas().Blocks(tk.Bucket); ok && state != store.StateWarm {
 			_ = n
 			err = fmt.Errorf("%w: %s is %s here", ErrNotReady, tk.Bucket, state)
 			break
 		}
-		err = st.MakeSearchable(tk.Bucket)
+		err = st.Repairs().MakeSearchable(tk.Bucket)
 	case fsm.TaskReplicate:
 		if tk.Source != f.p.cfg.ID {
 			return res, fmt.Errorf("%w: replication tasks run on their source", ErrNotReady)
@@ -240,7 +240,7 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 			break
 		}
 		if res.Bytes, err = f.fetch(tk, stop); err == nil {
-			f.reportLength(tk.Bucket, f.p.cfg.ID, int(tk.SealedBlocks), st.LastChecksum(tk.Bucket, int(tk.SealedBlocks)))
+			f.reportLength(tk.Bucket, f.p.cfg.ID, int(tk.SealedBlocks), st.Replicas().LastChecksum(tk.Bucket, int(tk.SealedBlocks)))
 		}
 	case fsm.TaskTruncate:
 		var c api.FixupTask
@@ -253,18 +253,18 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 			if extended, err = f.extendSeal(c); extended || err != nil {
 				break
 			}
-			err = st.ReplicaRoll(tk.Bucket, int(c.SealedBlocks))
+			err = st.Replicas().ReplicaRoll(tk.Bucket, int(c.SealedBlocks))
 			if errors.Is(err, store.ErrBucketState) {
 				// Our copy is warm, not a replica: cut it directly.
-				err = st.Truncate(tk.Bucket, int(c.SealedBlocks))
+				err = st.Repairs().Truncate(tk.Bucket, int(c.SealedBlocks))
 			}
 			if err == nil {
-				f.reportLength(tk.Bucket, f.p.cfg.ID, int(c.SealedBlocks), st.LastChecksum(tk.Bucket, int(c.SealedBlocks)))
+				f.reportLength(tk.Bucket, f.p.cfg.ID, int(c.SealedBlocks), st.Replicas().LastChecksum(tk.Bucket, int(c.SealedBlocks)))
 			}
 		}
 	case fsm.TaskRemoveCopy, fsm.TaskFreeze:
 		if _, err = f.confirm(tk); err == nil {
-			err = st.RemoveCopy(tk.Bucket)
+			err = st.Replicas().RemoveCopy(tk.Bucket)
 		}
 	case fsm.TaskSeal:
 		return res, fmt.Errorf("%w: the managers coordinate a seal", ErrNotReady)
@@ -272,7 +272,7 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 		// The origin rolls its hot bucket; the roll reaches the managers
 		// as every roll does (the replicator's roll event), which closes
 		// the task. A bucket already warm here is done.
-		if _, state, ok := st.Blocks(tk.Bucket); ok && state != store.StateHot {
+		if _, state, ok := st.Replicas().Blocks(tk.Bucket); ok && state != store.StateHot {
 			break
 		}
 		err = st.Roll(tk.Bucket)
@@ -286,7 +286,7 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 		res.OK, res.Reason = false, err.Error()
 		f.p.log.Warn("fixup task failed", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "err", err)
 	} else {
-		n, _, _ := st.Blocks(tk.Bucket)
+		n, _, _ := st.Replicas().Blocks(tk.Bucket)
 		f.p.log.Info("fixup task done", "task", tk.ID, "kind", tk.Kind, "bucket", tk.Bucket, "blocks", n, "bytes", res.Bytes)
 	}
 	return res, nil
@@ -305,10 +305,10 @@ func (f *fixupRunner) run(tk api.FixupTask, stop <-chan struct{}) (fixupOutcome,
 func (f *fixupRunner) extendSeal(tk api.FixupTask) (bool, error) {
 	st := f.p.store
 	sealed := int(tk.SealedBlocks)
-	if n, _, ok := st.Blocks(tk.Bucket); !ok || n <= sealed {
+	if n, _, ok := st.Replicas().Blocks(tk.Bucket); !ok || n <= sealed {
 		return false, nil
 	}
-	n, last, err := st.SealPrefix(tk.Bucket, sealed, tk.LastBlockChecksum)
+	n, last, err := st.Replicas().SealPrefix(tk.Bucket, sealed, tk.LastBlockChecksum)
 	if errors.Is(err, store.ErrSealDiverged) {
 		f.divergent.Add(1)
 		f.p.log.Warn("copy diverges from the sealed length: truncated", "bucket", tk.Bucket, "blocks", n,
@@ -391,7 +391,7 @@ func (f *fixupRunner) push(tk api.FixupTask, stop <-chan struct{}) (int64, error
 func (f *fixupRunner) pushCopy(task uint64, bucket, target string, searchable bool, limit int, sent *atomic.Int64, stop <-chan struct{}) (int64, error) {
 	tk := api.FixupTask{Bucket: bucket, Target: target, Searchable: searchable}
 	st := f.p.store
-	n, state, ok := st.Blocks(tk.Bucket)
+	n, state, ok := st.Replicas().Blocks(tk.Bucket)
 	if !ok {
 		return 0, fmt.Errorf("no copy of %s here to replicate", tk.Bucket)
 	}
@@ -431,7 +431,7 @@ func (f *fixupRunner) pushCopy(task uint64, bucket, target string, searchable bo
 			return moved, fmt.Errorf("%w: stopping", ErrNotReady)
 		default:
 		}
-		frames, err := st.ReadFrames(tk.Bucket, next, sendBudget(nc))
+		frames, err := st.Replicas().ReadFrames(tk.Bucket, next, sendBudget(nc))
 		if err != nil {
 			return moved, err
 		}
@@ -486,12 +486,12 @@ func (f *fixupRunner) fetch(tk api.FixupTask, stop <-chan struct{}) (int64, erro
 		return 0, err
 	}
 	// A copy sealed shorter than an extended seal takes the rest.
-	if err := st.ExtendTo(tk.Bucket, sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
+	if err := st.Replicas().ExtendTo(tk.Bucket, sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
 		return 0, err
 	}
 	var moved int64
 	for {
-		have, _, _ := st.Blocks(tk.Bucket)
+		have, _, _ := st.Replicas().Blocks(tk.Bucket)
 		if have >= sealed {
 			break
 		}
@@ -518,21 +518,21 @@ func (f *fixupRunner) fetch(tk api.FixupTask, stop <-chan struct{}) (int64, erro
 			size += len(fr)
 		}
 		moved += int64(size)
-		if _, err := st.ReplicaAppend(tk.Bucket, index, searchable, uint32(have), r.Frames); err != nil {
+		if _, err := st.Replicas().ReplicaAppend(tk.Bucket, index, searchable, uint32(have), r.Frames); err != nil {
 			return moved, err
 		}
 		f.throttle(size, stop)
 	}
 	if tk.LastBlockChecksum != "" {
-		if got := st.LastChecksum(tk.Bucket, sealed); got != tk.LastBlockChecksum {
+		if got := st.Replicas().LastChecksum(tk.Bucket, sealed); got != tk.LastBlockChecksum {
 			return moved, fmt.Errorf("%s: block %d checksum %s, the sealed length says %s", tk.Bucket, sealed-1, got, tk.LastBlockChecksum)
 		}
 	}
-	have, _, _ := st.Blocks(tk.Bucket)
+	have, _, _ := st.Replicas().Blocks(tk.Bucket)
 	if have > sealed {
 		return moved, fmt.Errorf("%w: %s holds %d blocks, more than the sealed %d: a truncate task's work", ErrNotReady, tk.Bucket, have, sealed)
 	}
-	return moved, st.ReplicaRoll(tk.Bucket, sealed)
+	return moved, st.Replicas().ReplicaRoll(tk.Bucket, sealed)
 }
 
 // DefaultReplicationRate throttles fixup replication (bytes/s) so ingest
@@ -554,15 +554,15 @@ func (f *fixupRunner) reportLength(bucket, peer string, blocks int, sum string) 
 // holds exactly the sealed length (the source of a fetch has at least it).
 func (f *fixupRunner) sealOwn(tk api.FixupTask) {
 	st := f.p.store
-	n, state, ok := st.Blocks(tk.Bucket)
+	n, state, ok := st.Replicas().Blocks(tk.Bucket)
 	if !ok || state != store.StateHot || n != int(tk.SealedBlocks) {
 		return
 	}
-	if err := st.ReplicaRoll(tk.Bucket, n); err != nil {
+	if err := st.Replicas().ReplicaRoll(tk.Bucket, n); err != nil {
 		f.p.log.Warn("could not seal the local copy", "bucket", tk.Bucket, "err", err)
 		return
 	}
-	f.reportLength(tk.Bucket, f.p.cfg.ID, n, st.LastChecksum(tk.Bucket, n))
+	f.reportLength(tk.Bucket, f.p.cfg.ID, n, st.Replicas().LastChecksum(tk.Bucket, n))
 }
 
 // Transfers reports, per "bucket>target", how many fixup transfers from this

@@ -259,8 +259,8 @@ func TestFixupTasksOnPeers(t *testing.T) {
 	origin, _ := copyOf(ps["p1"], bucket)
 
 	// Half a copy on p3 already (an interrupted transfer): the task resumes.
-	frames, _ := ps["p1"].Store().ReadFrames(bucket, 0, 1<<30)
-	if _, err := ps["p3"].Store().ReplicaAppend(bucket, "main", false, 0, frames[:len(frames)/2]); err != nil {
+	frames, _ := ps["p1"].Store().Replicas().ReadFrames(bucket, 0, 1<<30)
+	if _, err := ps["p3"].Store().Replicas().ReplicaAppend(bucket, "main", false, 0, frames[:len(frames)/2]); err != nil {
 		t.Fatal(err)
 	}
 	cp.addTask(t, api.FixupTask{ID: 101, Kind: fsm.TaskReplicate, Bucket: bucket, Source: "p1", Target: "p3", Searchable: false})
@@ -366,11 +366,11 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 	cp, ps := startFakeCluster(t, "p1", "p2", "p3")
 	bucket, frames := deadOrigin(t, 7)
 	for id, n := range map[string]int{"p1": 3, "p2": 5, "p3": 7} {
-		if _, err := ps[id].Store().ReplicaAppend(bucket, "main", true, 0, frames[:n]); err != nil {
+		if _, err := ps[id].Store().Replicas().ReplicaAppend(bucket, "main", true, 0, frames[:n]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sealedSum := ps["p2"].Store().LastChecksum(bucket, 5)
+	sealedSum := ps["p2"].Store().Replicas().LastChecksum(bucket, 5)
 	cp.addTask(t, api.FixupTask{ID: 201, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p2", Target: "p1", SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	cp.addTask(t, api.FixupTask{ID: 202, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p3", Destructive: true, SealedBlocks: 5, LastBlockChecksum: sealedSum})
 	cp.addTask(t, api.FixupTask{ID: 203, Kind: fsm.TaskFetch, Bucket: bucket, Source: "p3", Target: "p2", SealedBlocks: 5, LastBlockChecksum: sealedSum})
@@ -396,7 +396,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 		ext = evs[0]
 		return nil
 	})
-	fullSum := ps["p3"].Store().LastChecksum(bucket, 7)
+	fullSum := ps["p3"].Store().Replicas().LastChecksum(bucket, 7)
 	if ext.Bucket != bucket || ext.Peer != "p3" || ext.SealedBlocks != 5 || ext.SealedChecksum != sealedSum ||
 		ext.Blocks != 7 || ext.LastBlockChecksum != fullSum || ext.Events == 0 {
 		t.Fatalf("extend_seal %+v, want p3 from 5 (%s) to 7 (%s)", ext, sealedSum, fullSum)
@@ -433,7 +433,7 @@ func TestFixupSealAfterOriginDeath(t *testing.T) {
 		t.Fatalf("copies disagree after the extended seal: %v", hashes)
 	}
 	for _, id := range []string{"p1", "p2", "p3"} {
-		if err := ps[id].Store().Verify(bucket); err != nil {
+		if err := ps[id].Store().Repairs().Verify(bucket); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
@@ -459,21 +459,21 @@ func TestFixupTruncateDivergentCopy(t *testing.T) {
 	if err := alt.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	altFrames, _ := alt.ReadFrames(alt.Inventory()[0].ID, 0, 1<<30)
+	altFrames, _ := alt.Replicas().ReadFrames(alt.Inventory()[0].ID, 0, 1<<30)
 	if len(altFrames) < 7 {
 		t.Fatalf("%d blocks, want ≥ 7", len(altFrames))
 	}
-	if _, err := ps["p1"].Store().ReplicaAppend(bucket, "main", true, 0, frames[:5]); err != nil {
+	if _, err := ps["p1"].Store().Replicas().ReplicaAppend(bucket, "main", true, 0, frames[:5]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ps["p2"].Store().ReplicaAppend(bucket, "main", true, 0, frames[:4]); err != nil {
+	if _, err := ps["p2"].Store().Replicas().ReplicaAppend(bucket, "main", true, 0, frames[:4]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ps["p2"].Store().ReplicaAppend(bucket, "main", true, 4, altFrames[4:7]); err != nil {
+	if _, err := ps["p2"].Store().Replicas().ReplicaAppend(bucket, "main", true, 4, altFrames[4:7]); err != nil {
 		t.Fatal(err)
 	}
-	sealedSum := ps["p1"].Store().LastChecksum(bucket, 5)
-	if ps["p2"].Store().LastChecksum(bucket, 5) == sealedSum {
+	sealedSum := ps["p1"].Store().Replicas().LastChecksum(bucket, 5)
+	if ps["p2"].Store().Replicas().LastChecksum(bucket, 5) == sealedSum {
 		t.Fatal("the divergent copy's block 4 matches the seal")
 	}
 	cp.addTask(t, api.FixupTask{ID: 301, Kind: fsm.TaskTruncate, Bucket: bucket, Target: "p2", Destructive: true, SealedBlocks: 5, LastBlockChecksum: sealedSum})
@@ -511,7 +511,7 @@ func deadOrigin(t *testing.T, n int) (string, [][]byte) {
 		t.Fatal(err)
 	}
 	bucket := dead.Inventory()[0].ID
-	frames, _ := dead.ReadFrames(bucket, 0, 1<<30)
+	frames, _ := dead.Replicas().ReadFrames(bucket, 0, 1<<30)
 	if len(frames) < n {
 		t.Fatalf("%d blocks, want ≥ %d", len(frames), n)
 	}

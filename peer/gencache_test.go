@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/quarry-dev/quarry/fsm"
@@ -12,7 +13,7 @@ import (
 // leaves the table or is no longer sealed.
 func TestGenCacheKeepsSealedLengths(t *testing.T) {
 	c := newGenCache("p1", nil)
-	e := &genEntry{mine: map[string]bool{}, sealed: map[string]sealedLength{}, loaded: true}
+	e := &genEntry{table: c.newTable(), loaded: true}
 	c.apply(e, fsm.GenerationView{Version: 5, Full: true,
 		Primaries: map[string]string{"a": "p1", "b": "p1", "c": "p2"},
 		Buckets: map[string]fsm.BucketInfo{
@@ -20,10 +21,10 @@ func TestGenCacheKeepsSealedLengths(t *testing.T) {
 			"b": {Hot: true},
 			"c": {Sealed: true, Blocks: 3, Checksum: "0000000c"},
 		}})
-	if got := e.sealed["a"]; got != (sealedLength{8, "0000000a"}) {
+	if got, _ := e.table.Bucket("a"); got != (sealedLength{8, "0000000a"}) {
 		t.Fatalf("a: %+v", got)
 	}
-	if _, ok := e.sealed["b"]; ok {
+	if _, ok := e.table.Bucket("b"); ok {
 		t.Fatal("a hot bucket has no sealed length")
 	}
 	// Incremental: b rolls, a's seal is extended, c leaves the table.
@@ -35,10 +36,10 @@ func TestGenCacheKeepsSealedLengths(t *testing.T) {
 		},
 		Removed: []string{"c"}})
 	want := map[string]sealedLength{"a": {9, "0000009a"}, "b": {2, "0000000b"}}
-	if len(e.sealed) != len(want) || e.sealed["a"] != want["a"] || e.sealed["b"] != want["b"] {
-		t.Fatalf("after the incremental view: %+v, want %+v", e.sealed, want)
+	if got := maps.Collect(e.table.Buckets()); !maps.Equal(got, want) {
+		t.Fatalf("after the incremental view: %+v, want %+v", got, want)
 	}
-	if !e.mine["a"] || !e.mine["b"] || e.mine["c"] || e.version != 6 {
-		t.Fatalf("primaries %v version %d", e.mine, e.version)
+	if mine := maps.Collect(e.table.Primaries()); len(mine) != 2 || mine["a"] != "p1" || mine["b"] != "p1" || e.version != 6 {
+		t.Fatalf("primaries %v version %d", mine, e.version)
 	}
 }

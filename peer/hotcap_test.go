@@ -161,7 +161,7 @@ func TestHotCapOverManyIndexes(t *testing.T) {
 			if err := p.Store().WaitIdle(30 * time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if n := p.Store().HotBuckets(); n > capHot {
+			if n := p.Store().Limits().HotBuckets(); n > capHot {
 				t.Fatalf("after indexes %d–%d of round %d: %d hot buckets, cap %d", first, first+3, round, n, capHot)
 			}
 			fds := dataDescriptors(t, dir)
@@ -232,7 +232,7 @@ func TestHotCapRequestOverCap(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("a request widening a bucket: %d", resp.StatusCode)
 	}
-	if n, inv := p.Store().HotBuckets(), p.Store().Inventory(); n != 2 || len(inv) != 2 {
+	if n, inv := p.Store().Limits().HotBuckets(), p.Store().Inventory(); n != 2 || len(inv) != 2 {
 		t.Fatalf("%d hot buckets of %d, want the same 2", n, len(inv))
 	}
 	if m := scrape(t, url); m["quarry_peer_hot_cap_rolls_total"] != 0 {

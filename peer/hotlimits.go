@@ -40,7 +40,7 @@ func (p *Peer) declareIndexes(cfg api.PeerConfig) {
 			names = append(names, t.DefaultIndex)
 		}
 	}
-	p.store.SetDeclaredIndexes(names)
+	p.store.Limits().SetDeclaredIndexes(names)
 }
 
 // registerLimitMetrics exports the peer-wide limits: how many hot buckets
@@ -55,10 +55,10 @@ func registerLimitMetrics(reg prometheus.Registerer, st *store.Store) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
 	gauge("quarry_peer_hot_buckets", "Hot buckets this peer originates, over all indexes (quarantine buckets included, hot replicas not).",
-		func() float64 { return float64(st.HotBuckets()) })
+		func() float64 { return float64(st.Limits().HotBuckets()) })
 	gauge("quarry_peer_hot_buckets_limit", "The cap on hot buckets over all indexes (--max-hot-buckets-total).",
 		func() float64 { return float64(st.Options().MaxHotBucketsTotal) })
-	gauge("quarry_peer_indexes", "Indexes this peer holds a copy of.", func() float64 { return float64(st.IndexCount()) })
+	gauge("quarry_peer_indexes", "Indexes this peer holds a copy of.", func() float64 { return float64(st.Limits().IndexCount()) })
 	gauge("quarry_peer_indexes_limit", "The cap on indexes held that are not declared (--max-indexes; -1: no cap).",
 		func() float64 { return float64(st.Options().MaxIndexes) })
 	counter("quarry_peer_hot_cap_rolls_total", "Hot buckets rolled, least recently written first, to make room for a new one under --max-hot-buckets-total.",

@@ -35,7 +35,7 @@ func newKeyIndex(cfg Config, guid string) *idem.Index {
 // this peer within the window, oldest first (so the caps keep the newest).
 func loadKeys(st *store.Store, keys *idem.Index) int {
 	var recs []store.KeyRecord
-	st.KeyRecords(time.Now().Add(-keys.Window()), func(r store.KeyRecord) { recs = append(recs, r) })
+	st.Keys().KeyRecords(time.Now().Add(-keys.Window()), func(r store.KeyRecord) { recs = append(recs, r) })
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Arrival < recs[j].Arrival })
 	keys.Learn(recs)
 	return len(recs)

@@ -178,7 +178,7 @@ type peerBorn struct {
 // the key records of the blocks it dropped.
 func (tc *tailCheck) bucket(ctx context.Context, id string, held int) []store.KeyRecord {
 	st := tc.p.store
-	n, _, ok := st.Blocks(id)
+	n, _, ok := st.Replicas().Blocks(id)
 	if !ok || held >= n {
 		return nil
 	}
@@ -206,7 +206,7 @@ func (tc *tailCheck) bucket(ctx context.Context, id string, held int) []store.Ke
 			keys[hex.EncodeToString(r.Token[:])+"/"+r.Key] = true
 		}
 	}
-	if err := st.Truncate(id, cut); err != nil {
+	if err := st.Repairs().Truncate(id, cut); err != nil {
 		// The cut may still be finished at the next open (pending_truncate):
 		// the keys of those blocks are forgotten all the same, so this peer
 		// never answers for them (a retry may then be stored again, never

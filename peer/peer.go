@@ -334,7 +334,7 @@ func Start(cfg Config) (*Peer, error) {
 		registerReplicationMetrics(reg, p.cl.repl)
 	}
 	if p.cl == nil {
-		p.store.SetDeclaredIndexes(tokenIndexes(cfg.Tokens))
+		p.store.Limits().SetDeclaredIndexes(tokenIndexes(cfg.Tokens))
 	}
 	hc := hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg,
 		Keys: keys, AfterDurable: cfg.AfterHECDurable}
@@ -461,7 +461,7 @@ func (p *Peer) serveRoll(w http.ResponseWriter, r *http.Request) {
 
 func (p *Peer) serveMakeSearchable(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := p.store.MakeSearchable(id); err != nil {
+	if err := p.store.Repairs().MakeSearchable(id); err != nil {
 		status, code := http.StatusInternalServerError, "make_searchable_failed"
 		switch {
 		case errors.Is(err, store.ErrNoBucket):

@@ -705,7 +705,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 }
 
 func (r *replicator) sendOnce(hb *hotRepl, t *replTarget, from uint32) (uint32, error) {
-	frames, err := r.p.store.ReadFrames(hb.id, from, sendBudget(r.nc))
+	frames, err := r.p.store.Replicas().ReadFrames(hb.id, from, sendBudget(r.nc))
 	if err != nil {
 		return 0, err
 	}
@@ -748,7 +748,7 @@ func (r *replicator) finish(hb *hotRepl, targets []replTarget) {
 		}
 	}
 	ev := api.BucketEvent{V: api.WireVersion, Kind: api.EventRolled, Bucket: hb.id, Peer: r.p.cfg.ID, Blocks: int64(hb.closedAt),
-		LastBlockChecksum: r.p.store.LastChecksum(hb.id, hb.closedAt)}
+		LastBlockChecksum: r.p.store.Replicas().LastChecksum(hb.id, hb.closedAt)}
 	for _, c := range r.p.store.Inventory() {
 		if c.ID == hb.id {
 			ev.Events, ev.Bytes, ev.Earliest, ev.Latest = int64(c.Events), c.JournalBytes, c.Earliest, c.Latest
@@ -825,11 +825,11 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 		}
 		if req.Sealed > 0 {
 			// A fetch into a copy sealed shorter than an extended seal.
-			if err := p.store.ExtendTo(req.Bucket, req.Sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
+			if err := p.store.Replicas().ExtendTo(req.Bucket, req.Sealed); err != nil && !errors.Is(err, store.ErrNoBucket) {
 				return repl.Reply{Bucket: req.Bucket}, err
 			}
 		}
-		n, err := p.store.ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
+		n, err := p.store.Replicas().ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
 		if err != nil {
 			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err
 		}
@@ -838,7 +838,7 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 		// A roll makes a copy warm at its length; it never cuts one (a
 		// copy longer than the roll is cut only by a truncate task the
 		// managers confirm against committed state).
-		n, _, ok := p.store.Blocks(req.Bucket)
+		n, _, ok := p.store.Replicas().Blocks(req.Bucket)
 		if ok && n > req.Blocks {
 			return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n)}, bus.Errorf(bus.CodeBadRequest,
 				"roll of %s at %d blocks: the copy here holds %d: %v", req.Bucket, req.Blocks, n, ErrReplicaTruncate)
@@ -846,27 +846,27 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 		if !ok && req.Blocks == 0 {
 			// Rolled at no block (its restarted origin gave up every block
 			// no replica held, idemrestart.go): the copy here is empty too.
-			if err := p.store.EmptyReplica(req.Bucket, index, req.Searchable); err != nil {
+			if err := p.store.Replicas().EmptyReplica(req.Bucket, index, req.Searchable); err != nil {
 				return repl.Reply{}, err
 			}
 		}
-		if err := p.store.ReplicaRoll(req.Bucket, req.Blocks); err != nil {
+		if err := p.store.Replicas().ReplicaRoll(req.Bucket, req.Blocks); err != nil {
 			return repl.Reply{}, err
 		}
-		n, st, _ := p.store.Blocks(req.Bucket)
+		n, st, _ := p.store.Replicas().Blocks(req.Bucket)
 		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st)}, nil
 	case repl.OpFetch:
-		n, st, ok := p.store.Blocks(req.Bucket)
+		n, st, ok := p.store.Replicas().Blocks(req.Bucket)
 		if !ok {
 			return repl.Reply{}, bus.Errorf("no_bucket", "no copy of %s here", req.Bucket)
 		}
-		frames, err := p.store.ReadFrames(req.Bucket, req.First, sendBudget(cl.nc))
+		frames, err := p.store.Replicas().ReadFrames(req.Bucket, req.First, sendBudget(cl.nc))
 		if err != nil {
 			return repl.Reply{}, err
 		}
 		return repl.Reply{Bucket: req.Bucket, Blocks: uint32(n), State: string(st), Frames: frames}, nil
 	case repl.OpLength:
-		n, st, ok := p.store.Blocks(req.Bucket)
+		n, st, ok := p.store.Replicas().Blocks(req.Bucket)
 		if !ok {
 			return repl.Reply{Bucket: req.Bucket, Born: p.born}, nil
 		}

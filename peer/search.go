@@ -587,13 +587,17 @@ type genKey struct {
 }
 
 type genEntry struct {
-	mu      sync.Mutex // one fetch at a time per key
+	mu sync.Mutex // one fetch at a time per key
+	// version is the newest table version the entry was answered at: a
+	// whole table fetched for its generation may come from a manager
+	// behind the one that answered before, and the entry keeps the newer
+	// number.
 	version uint64
-	mine    map[string]bool
-	// sealed is the sealed length of every bucket the table fixed one
-	// for (fsm.BucketInfo Sealed/Blocks/Checksum): a longer copy is
-	// searched as its sealed prefix (store.SegmentPrefix).
-	sealed map[string]sealedLength
+	// table keeps, of the (site, generation) table, the buckets this peer
+	// is primary for and the sealed length of every bucket the table
+	// fixed one for (fsm.BucketInfo Sealed/Blocks/Checksum): a longer
+	// copy is searched as its sealed prefix (store.SegmentPrefix).
+	table  *fsm.GenerationTable[sealedLength]
 	loaded bool
 }
 
@@ -645,11 +649,11 @@ func (c *genCache) primaries(ctx context.Context, site string, gen, version uint
 			return nil, nil, 0, err
 		}
 	}
-	out := make([]string, 0, len(e.mine))
-	lengths := make(map[string]sealedLength, len(e.mine))
-	for b := range e.mine {
+	out := make([]string, 0, e.table.PrimaryCount())
+	lengths := make(map[string]sealedLength, e.table.PrimaryCount())
+	for b := range e.table.Primaries() {
 		out = append(out, b)
-		if l, ok := e.sealed[b]; ok {
+		if l, ok := e.table.Bucket(b); ok {
 			lengths[b] = l
 		}
 	}
@@ -678,33 +682,23 @@ func (c *genCache) refresh(ctx context.Context, site string, gen uint64, e *genE
 	if v.Generation != gen {
 		return bus.Errorf(api.CodeGeneration, "generation %d: the managers answered generation %d", gen, v.Generation)
 	}
-	e.mine, e.sealed, e.loaded = map[string]bool{}, map[string]sealedLength{}, true
+	e.table, e.loaded = c.newTable(), true
 	c.apply(e, v)
 	return nil
 }
 
+// newTable is an empty table that keeps this peer's primaries and the
+// sealed lengths.
+func (c *genCache) newTable() *fsm.GenerationTable[sealedLength] {
+	return fsm.NewGenerationTableOf(func(p string) bool { return p == c.me }, func(info fsm.BucketInfo) (sealedLength, bool) {
+		return sealedLength{info.Blocks, info.Checksum}, info.Sealed && info.Blocks > 0 && info.Checksum != ""
+	})
+}
+
+// apply applies a view to an entry's table (fsm.GenerationTable's delta
+// rule).
 func (c *genCache) apply(e *genEntry, v fsm.GenerationView) {
-	if v.Full {
-		e.mine, e.sealed = map[string]bool{}, map[string]sealedLength{}
-	}
-	for b, info := range v.Buckets {
-		if info.Sealed && info.Blocks > 0 && info.Checksum != "" {
-			e.sealed[b] = sealedLength{info.Blocks, info.Checksum}
-		} else {
-			delete(e.sealed, b)
-		}
-	}
-	for b, p := range v.Primaries {
-		if p == c.me {
-			e.mine[b] = true
-		} else {
-			delete(e.mine, b)
-		}
-	}
-	for _, b := range v.Removed {
-		delete(e.mine, b)
-		delete(e.sealed, b)
-	}
+	e.table.Apply(v)
 	e.version = max(e.version, v.Version)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -36,9 +37,11 @@ func newFixture(t *testing.T, q string, infos map[string]fsm.BucketInfo, chains 
 		log: log, adaptive: newAdaptive(), suspects: map[string]time.Time{}, metrics: newMetrics(prometheus.NewRegistry()),
 		tables: newTables(nil, "site1", log)}
 	h.tables.loaded = true
+	var peers []fsm.GenerationPeer
 	for _, p := range []string{"p1", "p2", "p3"} {
-		h.tables.peers[p] = fsm.GenerationPeer{ID: p, Site: "site1", State: fsm.StateUp}
+		peers = append(peers, fsm.GenerationPeer{ID: p, Site: "site1", State: fsm.StateUp})
 	}
+	h.tables.own().Apply(fsm.GenerationView{Peers: peers})
 	plan, err := query.Compile(query.Request{Query: q, Now: time.Unix(1_800_000_000, 0)})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +49,7 @@ func newFixture(t *testing.T, q string, infos map[string]fsm.BucketInfo, chains 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	r := &run{h: h, ctx: ctx, plan: plan, pref: &Preference{}, id: "test", site: "site1", tsite: "site1",
-		peers: h.tables.peers, buckets: map[string]*bucketRun{}, failed: map[string]bool{}, answered: map[string]bool{},
+		peers: maps.Collect(h.tables.own().Peers()), buckets: map[string]*bucketRun{}, failed: map[string]bool{}, answered: map[string]bool{},
 		scanned: map[string]int64{}, retries: map[string][]string{}}
 	f := &fixture{t: t, r: r, streams: map[string]*peerStream{}, merged: map[string]int{}}
 	r.onBucket = func(ps []*query.Partial) {

@@ -122,15 +122,16 @@ func (r *run) catchUp(v uint64, s *peerStream) {
 	t := r.h.tables
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	nv := t.versions[r.tsite]
+	own := t.own()
+	nv := t.version(r.tsite)
 	if nv <= r.version {
 		return
 	}
-	for id, p := range t.peers {
+	for id, p := range own.Peers() {
 		r.peers[id] = p
 	}
 	ids := make([]string, 0)
-	for id, info := range t.buckets {
+	for id, info := range own.Buckets() {
 		if _, ok := r.buckets[id]; !ok && r.allowedIndex(info.Index) && r.plan.TargetsIndex(info.Index) {
 			ids = append(ids, id)
 		}
@@ -139,7 +140,8 @@ func (r *run) catchUp(v uint64, s *peerStream) {
 	earliest, latest := r.plan.TimeRange()
 	rr := int(r.h.rr.Add(1))
 	for i, id := range ids {
-		br := &bucketRun{id: id, info: t.buckets[id]}
+		info, _ := own.Bucket(id)
+		br := &bucketRun{id: id, info: info}
 		r.buckets[id] = br
 		r.order = append(r.order, id)
 		if pruned(br.info, earliest, latest) {
@@ -151,7 +153,7 @@ func (r *run) catchUp(v uint64, s *peerStream) {
 			continue
 		}
 		br.next = 1
-		if s != nil && !s.finished && t.generation == r.generation && br.primary == s.peer {
+		if s != nil && !s.finished && own.Generation() == r.generation && br.primary == s.peer {
 			br.stream = s
 			s.buckets[id] = true
 			continue

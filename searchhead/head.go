@@ -205,12 +205,16 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		return nil, err
 	}
 	h.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quarry_searchhead_generation", Help: "Generation of the head's table."},
-		func() float64 { h.tables.mu.RLock(); defer h.tables.mu.RUnlock(); return float64(h.tables.generation) }))
+		func() float64 {
+			h.tables.mu.RLock()
+			defer h.tables.mu.RUnlock()
+			return float64(h.tables.own().Generation())
+		}))
 	h.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quarry_searchhead_table_buckets", Help: "Buckets in the head's table."},
 		func() float64 {
 			h.tables.mu.RLock()
 			defer h.tables.mu.RUnlock()
-			return float64(len(h.tables.buckets))
+			return float64(h.tables.own().BucketCount())
 		}))
 	// Wait (bounded by ctx) for a first table and config so the first
 	// searches are not refused; a head with no manager keeps trying.
@@ -488,7 +492,7 @@ func requestToken(r *http.Request) string {
 func (h *Head) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	loaded, stale, lastOK, lastErr := h.tables.status()
 	h.tables.mu.RLock()
-	gen := h.tables.generation
+	gen := h.tables.own().Generation()
 	h.tables.mu.RUnlock()
 	body := map[string]any{"status": "ok", "searchhead": h.cfg.ID, "site": h.cfg.Site, "generation": gen, "table_stale": stale}
 	if !lastOK.IsZero() {

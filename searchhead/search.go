@@ -165,21 +165,22 @@ func (r *run) planBuckets() error {
 	if !t.loaded {
 		return errNoTable
 	}
-	r.generation, r.version = t.generation, t.versions[r.tsite]
-	r.peers = maps.Clone(t.peers)
+	own := t.own()
+	r.generation, r.version = own.Generation(), t.version(r.tsite)
+	r.peers = maps.Collect(own.Peers())
 	var ids []string
 	if len(r.pref.Buckets) > 0 {
 		for _, b := range r.pref.Buckets {
-			if _, ok := t.buckets[b]; !ok {
-				return &RequestError{Status: 400, Code: "unknown_bucket", Msg: fmt.Sprintf("preference _buckets: no bucket [%s] in generation %d", b, t.generation)}
+			if _, ok := own.Bucket(b); !ok {
+				return &RequestError{Status: 400, Code: "unknown_bucket", Msg: fmt.Sprintf("preference _buckets: no bucket [%s] in generation %d", b, own.Generation())}
 			}
 			if !slices.Contains(ids, b) {
 				ids = append(ids, b)
 			}
 		}
 	} else {
-		ids = make([]string, 0, len(t.buckets))
-		for b := range t.buckets {
+		ids = make([]string, 0, own.BucketCount())
+		for b := range own.Buckets() {
 			ids = append(ids, b)
 		}
 		sort.Strings(ids)
@@ -196,7 +197,7 @@ func (r *run) planBuckets() error {
 	}}
 	rr := int(r.h.rr.Add(1))
 	for i, id := range ids {
-		info := t.buckets[id]
+		info, _ := own.Bucket(id)
 		if !r.allowedIndex(info.Index) || !r.plan.TargetsIndex(info.Index) {
 			continue
 		}
@@ -228,7 +229,7 @@ func (r *run) planChain(br *bucketRun, rr int, ord *orderer, pinfo map[string]pe
 		pinfo = peerInfos(t)
 	}
 	copies := searchableCopies(t, info)
-	site0 := t.primaries[fsm.Site0][id]
+	site0 := t.primary(fsm.Site0, id)
 	switch {
 	case r.req.Fresh && info.Hot && info.Origin != "":
 		// fresh: a hot bucket is read from its origin copy; when the
@@ -242,8 +243,8 @@ func (r *run) planChain(br *bucketRun, rr int, ord *orderer, pinfo map[string]pe
 		// A primary on a peer that is not Up, or that failed a recent
 		// search (suspect), is not waited for: its bucket goes to
 		// another copy by explicit list from the start.
-		prim := t.primaries[r.tsite][id]
-		if p, ok := t.peers[prim]; !ok || !servesSearches(p.State) || r.h.suspect(prim) {
+		prim := t.primary(r.tsite, id)
+		if p, ok := t.own().Peer(prim); !ok || !servesSearches(p.State) || r.h.suspect(prim) {
 			prim = ""
 		}
 		dflt := &orderer{pref: &Preference{}, site: r.site, peers: pinfo}
@@ -284,7 +285,7 @@ func (r *run) planChain(br *bucketRun, rr int, ord *orderer, pinfo map[string]pe
 // peerInfos is the table's peers as the orderer sees them.
 func peerInfos(t *tables) map[string]peerInfo {
 	pinfo := map[string]peerInfo{}
-	for id, p := range t.peers {
+	for id, p := range t.own().Peers() {
 		pinfo[id] = peerInfo{ID: id, Site: p.Site, Host: p.Attrs["host"], Attrs: p.Attrs}
 	}
 	return pinfo
@@ -302,7 +303,7 @@ func servesSearches(st fsm.PeerState) bool {
 func searchableCopies(t *tables, info fsm.BucketInfo) []string {
 	var copies []string
 	for _, c := range info.SearchableOn {
-		if p, ok := t.peers[c]; ok && servesSearches(p.State) {
+		if p, ok := t.own().Peer(c); ok && servesSearches(p.State) {
 			copies = append(copies, c)
 		}
 	}

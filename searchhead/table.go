@@ -30,16 +30,15 @@ type tables struct {
 	log   *slog.Logger
 	sites []string // table sites kept: the head's site first, then site0
 
-	mu         sync.RWMutex
-	loaded     bool
-	generation uint64
-	versions   map[string]uint64 // per table site
-	peers      map[string]fsm.GenerationPeer
-	primaries  map[string]map[string]string // table site → bucket → peer
-	buckets    map[string]fsm.BucketInfo
-	lastOK     time.Time
-	lastErr    error
-	stale      bool // the last refresh failed: searches use the last known table and say so
+	mu     sync.RWMutex
+	loaded bool
+	// bySite holds each table site's table: the head's own (sites[0])
+	// keeps the generation, the peers and the buckets searches plan
+	// from; site0's is read for its primaries only (apply).
+	bySite  map[string]*fsm.GenerationTable[fsm.BucketInfo]
+	lastOK  time.Time
+	lastErr error
+	stale   bool // the last refresh failed: searches use the last known table and say so
 
 	// refreshMu serialises refreshes: the loop's and a search's catch-up
 	// (refreshNow) never interleave their deltas.
@@ -56,16 +55,46 @@ type tables struct {
 }
 
 func newTables(mc *mgrclient.ManagerClient, site string, log *slog.Logger) *tables {
-	t := &tables{mc: mc, log: log, sites: []string{site}, versions: map[string]uint64{},
-		peers: map[string]fsm.GenerationPeer{}, primaries: map[string]map[string]string{}, buckets: map[string]fsm.BucketInfo{},
+	t := &tables{mc: mc, log: log, sites: []string{site}, bySite: map[string]*fsm.GenerationTable[fsm.BucketInfo]{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	if site != fsm.Site0 {
 		t.sites = append(t.sites, fsm.Site0)
 	}
 	for _, s := range t.sites {
-		t.primaries[s] = map[string]string{}
+		t.bySite[s] = t.newTable(s)
 	}
 	return t
+}
+
+// newTable is an empty table for a table site: the head's own site's
+// keeps every bucket entry, another site's only its primaries.
+func (t *tables) newTable(site string) *fsm.GenerationTable[fsm.BucketInfo] {
+	if site == t.sites[0] {
+		return fsm.NewGenerationTable()
+	}
+	return fsm.NewGenerationTableOf[fsm.BucketInfo](nil, nil)
+}
+
+// own is the head's own table site's table. t.mu held.
+func (t *tables) own() *fsm.GenerationTable[fsm.BucketInfo] { return t.bySite[t.sites[0]] }
+
+// version is the table version held for a table site (0: none). t.mu
+// held.
+func (t *tables) version(site string) uint64 {
+	if tb := t.bySite[site]; tb != nil {
+		return tb.Version()
+	}
+	return 0
+}
+
+// primary is a bucket's primary in a table site's table ("": none).
+// t.mu held.
+func (t *tables) primary(site, bucket string) string {
+	if tb := t.bySite[site]; tb != nil {
+		p, _ := tb.Primary(bucket)
+		return p
+	}
+	return ""
 }
 
 // start subscribes to notices and runs the refresh loop.
@@ -80,7 +109,7 @@ func (t *tables) start(nc *nats.Conn, subj bus.Subjects) error {
 			t.onNotice(n)
 		}
 		t.mu.RLock()
-		behind := !t.loaded || n.Generation != t.generation || n.TableVersion > t.minVersion()
+		behind := !t.loaded || n.Generation != t.own().Generation() || n.TableVersion > t.minVersion()
 		t.mu.RUnlock()
 		if behind {
 			t.refreshSoon()
@@ -112,8 +141,8 @@ func (t *tables) refreshSoon() {
 func (t *tables) minVersion() uint64 {
 	var v uint64
 	for i, s := range t.sites {
-		if i == 0 || t.versions[s] < v {
-			v = t.versions[s]
+		if i == 0 || t.version(s) < v {
+			v = t.version(s)
 		}
 	}
 	return v
@@ -159,7 +188,7 @@ func (t *tables) refresh(ctx context.Context) error {
 		site := t.sites[i]
 		t.mu.RUnlock()
 		t.mu.RLock()
-		since := t.versions[site]
+		since := t.version(site)
 		if !t.loaded {
 			since = 0
 		}
@@ -170,8 +199,7 @@ func (t *tables) refresh(ctx context.Context) error {
 			// head follows the cluster's only site (and says so once).
 			t.log.Warn("the cluster is single-site: this search head follows its default site's table", "configured_site", site)
 			t.mu.Lock()
-			t.sites[0] = fsm.DefaultSite
-			t.primaries[fsm.DefaultSite] = map[string]string{}
+			t.fallBack()
 			t.mu.Unlock()
 			site = fsm.DefaultSite
 			v, err = t.mc.FetchGeneration(ctx, site, 0, 0)
@@ -190,63 +218,40 @@ func (t *tables) refresh(ctx context.Context) error {
 	return nil
 }
 
-// apply takes one site's view. The generation, the peers and the bucket
-// entries come from the head's own table site only (sites[0]): its chain
-// of deltas is contiguous from its first whole table, so it alone keeps
-// them current, and mixing in another site's view — fetched at another
-// moment, perhaps from a lagging follower — could move them back. The
-// other view (site0) gives its primaries only. A view older than the one
-// held (a follower behind the manager answered before) is ignored.
+// fallBack makes the default site the head's own table site. Until its
+// table arrives the head keeps the generation, the peers and the buckets
+// it held, with no primaries and no version held. t.mu held.
+func (t *tables) fallBack() {
+	was := t.own()
+	t.sites[0] = fsm.DefaultSite
+	t.bySite[fsm.DefaultSite] = t.newTable(fsm.DefaultSite)
+	kept := fsm.GenerationView{Generation: was.Generation(), Full: true, Buckets: maps.Collect(was.Buckets())}
+	for _, p := range was.Peers() {
+		kept.Peers = append(kept.Peers, p)
+	}
+	t.bySite[fsm.DefaultSite].Apply(kept)
+}
+
+// apply takes one site's view (fsm.GenerationTable's delta rule). The
+// generation, the peers and the bucket entries come from the head's own
+// table site only (sites[0]): its chain of deltas is contiguous from its
+// first whole table, so it alone keeps them current, and mixing in another
+// site's view — fetched at another moment, perhaps from a lagging follower
+// — could move them back. The other view (site0) gives its primaries only.
+// Once the tables are loaded, a view older than the one held (a follower
+// behind the manager answered before) is ignored; until then every view
+// is a whole table (since 0) and replaces what is held.
 func (t *tables) apply(site string, v fsm.GenerationView) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if held, ok := t.versions[site]; ok && t.loaded && v.Version < held {
+	tb := t.bySite[site]
+	if !t.loaded {
+		tb = t.newTable(site)
+		t.bySite[site] = tb
+	}
+	if held := tb.Version(); !tb.Apply(v) {
 		t.log.Debug("generation table: ignoring a view older than the one held", "site", site, "view", v.Version, "held", held)
-		return
 	}
-	own := site == t.sites[0]
-	if own {
-		t.generation = v.Generation
-		peers := make(map[string]fsm.GenerationPeer, len(v.Peers))
-		for _, p := range v.Peers {
-			peers[p.ID] = p
-		}
-		t.peers = peers
-	}
-	prim := t.primaries[site]
-	if v.Full {
-		prim = maps.Clone(v.Primaries)
-		if prim == nil {
-			prim = map[string]string{}
-		}
-		t.primaries[site] = prim
-		if site == t.sites[0] {
-			t.buckets = maps.Clone(v.Buckets)
-			if t.buckets == nil {
-				t.buckets = map[string]fsm.BucketInfo{}
-			}
-		}
-	} else {
-		for b, p := range v.Primaries {
-			if p == "" {
-				delete(prim, b)
-			} else {
-				prim[b] = p
-			}
-		}
-		if own {
-			for b, info := range v.Buckets {
-				t.buckets[b] = info
-			}
-		}
-	}
-	for _, b := range v.Removed {
-		if own {
-			delete(t.buckets, b)
-		}
-		delete(t.primaries[site], b)
-	}
-	t.versions[site] = v.Version
 }
 
 // refreshNow refreshes the tables now, again until the head's own table
@@ -256,7 +261,7 @@ func (t *tables) refreshNow(ctx context.Context, atLeast uint64) error {
 	for {
 		err := t.refresh(ctx)
 		t.mu.RLock()
-		v := t.versions[t.sites[0]]
+		v := t.version(t.sites[0])
 		t.mu.RUnlock()
 		if err == nil && v >= atLeast {
 			return nil
@@ -279,7 +284,7 @@ func (t *tables) refreshNow(ctx context.Context, atLeast uint64) error {
 func (t *tables) peerServes(id string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	p, ok := t.peers[id]
+	p, ok := t.own().Peer(id)
 	return ok && servesSearches(p.State)
 }
 

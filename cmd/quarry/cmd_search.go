@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/query"
+	"github.com/quarry-dev/quarry/searchhead"
 	"github.com/urfave/cli/v2"
 )
 
@@ -81,43 +83,25 @@ func runSearch(c *cli.Context) error {
 	if !strings.Contains(target, "://") {
 		target = "http://" + target
 	}
-	body, _ := json.Marshal(query.Request{Query: q, Earliest: c.String("earliest"), Latest: c.String("latest"),
-		Preference: c.String("preference"), Publish: c.String("publish")})
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(target, "/")+"/v1/search", bytes.NewReader(body))
-	if err != nil {
+	base := strings.TrimRight(target, "/")
+	// A URL that does not parse is the flag's fault: said as such.
+	if _, err := url.Parse(base + "/v1/search"); err != nil {
 		return fmt.Errorf("search: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if t := token; t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	res, err := cliHTTPClient(c, 0).Do(req)
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	sc := searchhead.Client{URL: base, Token: token, HTTP: cliHTTPClient(c, 0), Role: api.RolePeer}
+	a, err := sc.Post(ctx, query.Request{Query: q, Earliest: c.String("earliest"), Latest: c.String("latest"),
+		Preference: c.String("preference"), Publish: c.String("publish")})
 	if err != nil {
-		return fmt.Errorf("search %s: %w", target, err)
+		return searchFailed(target, err)
 	}
-	defer res.Body.Close()
-	if err := answeredBy(res, api.RolePeer, target); err != nil {
-		return err
-	}
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return fmt.Errorf("search %s: read answer: %w", target, err)
-	}
-	if res.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return fmt.Errorf("search: %s (%s, HTTP %d)", e.Error, e.Code, res.StatusCode)
-		}
-		return fmt.Errorf("search %s: HTTP %d: %s", target, res.StatusCode, strings.TrimSpace(string(raw)))
+	if a.Status != http.StatusOK {
+		return searchRefused(target, a)
 	}
 	if out == "json" {
 		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		if err := json.Indent(&buf, a.Body, "", "  "); err != nil {
 			return fmt.Errorf("search %s: bad answer: %w", target, err)
 		}
 		buf.WriteByte('\n')
@@ -125,7 +109,7 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	var resp query.Response
-	d := json.NewDecoder(bytes.NewReader(raw))
+	d := json.NewDecoder(bytes.NewReader(a.Body))
 	d.UseNumber()
 	if err := d.Decode(&resp); err != nil {
 		return fmt.Errorf("search %s: bad answer: %w", target, err)
@@ -209,104 +193,42 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 	target = strings.TrimRight(target, "/")
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	do := func(method, path string, body []byte) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, method, target+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if t := token; t != "" {
-			req.Header.Set("Authorization", "Bearer "+t)
-		}
-		return cliHTTPClient(c, 0).Do(req)
-	}
+	sc := searchhead.Client{URL: target, Token: token, HTTP: cliHTTPClient(c, 0), Role: api.RoleSearchHead}
 	if site := c.String("site"); site != "" {
-		res, err := do(http.MethodGet, "/healthz", nil)
+		got, err := sc.Site(ctx)
 		if err != nil {
 			return fmt.Errorf("search %s: %w", target, err)
 		}
-		var hz struct {
-			Site string `json:"site"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&hz)
-		res.Body.Close()
-		if hz.Site != site {
-			return fmt.Errorf("search: the search head at %s serves site %q, not %q (--site): use that site's search head", target, hz.Site, site)
+		if got != site {
+			return fmt.Errorf("search: the search head at %s serves site %q, not %q (--site): use that site's search head", target, got, site)
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"query": q, "earliest": c.String("earliest"), "latest": c.String("latest"),
-		"preference": c.String("preference"), "publish": c.String("publish"), "fresh": c.Bool("fresh")})
+	req := map[string]any{"query": q, "earliest": c.String("earliest"), "latest": c.String("latest"),
+		"preference": c.String("preference"), "publish": c.String("publish"), "fresh": c.Bool("fresh")}
 	// An event search streams (rows print as buckets finish); a
 	// transforming search's table comes whole, with its columns.
-	path := "/v1/search"
-	if plan.Streamable() {
-		path += "?stream=true"
-	}
-	res, err := do(http.MethodPost, path, body)
-	if err != nil {
-		return fmt.Errorf("search %s: %w", target, err)
-	}
-	defer res.Body.Close()
-	if err := answeredBy(res, api.RoleSearchHead, target); err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		var e struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return fmt.Errorf("search: %s (%s, HTTP %d)", e.Error, e.Code, res.StatusCode)
-		}
-		return fmt.Errorf("search %s: HTTP %d: %s", target, res.StatusCode, strings.TrimSpace(string(raw)))
-	}
 	if !plan.Streamable() {
-		var resp query.Response
-		d := json.NewDecoder(res.Body)
-		d.UseNumber()
-		if err := d.Decode(&resp); err != nil {
-			return fmt.Errorf("search %s: bad answer: %w", target, err)
+		a, err := sc.Search(ctx, req)
+		if err != nil {
+			return searchFailed(target, err)
+		}
+		if a.Status != http.StatusOK {
+			return searchRefused(target, a)
 		}
 		if out == "json" {
-			for _, r := range resp.Results {
+			for _, r := range a.Resp.Results {
 				var line bytes.Buffer
-				_ = query.AppendRowJSON(&line, r, resp.Fields)
+				_ = query.AppendRowJSON(&line, r, a.Resp.Fields)
 				os.Stdout.Write(line.Bytes())
 			}
 		} else {
-			printResults(os.Stdout, &resp, out)
+			printResults(os.Stdout, &a.Resp, out)
 		}
-		return searchSummary(&resp.Summary)
+		return searchSummary(&a.Resp.Summary)
 	}
-	dec := json.NewDecoder(res.Body)
-	dec.UseNumber()
 	var rows []map[string]any
-	var sum *query.Summary
-	var fields []string
 	isEvent := func(r map[string]any) bool { _, ok := r["_raw"]; return ok }
-	for {
-		var line map[string]any
-		if err := dec.Decode(&line); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return fmt.Errorf("search %s: bad answer: %w", target, err)
-		}
-		if e, ok := line["error"].(string); ok && len(line) <= 2 {
-			return fmt.Errorf("search: %s", e)
-		}
-		if s, ok := line["summary"]; ok && len(line) <= 2 {
-			b, _ := json.Marshal(s)
-			sum = &query.Summary{}
-			_ = json.Unmarshal(b, sum)
-			if f, ok := line["fields"].([]any); ok {
-				for _, x := range f {
-					fields = append(fields, fmt.Sprint(x))
-				}
-			}
-			continue
-		}
+	a, err := sc.Stream(ctx, req, func(line map[string]any) {
 		switch {
 		case out == "json":
 			b, _ := json.Marshal(line)
@@ -318,14 +240,17 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 		default:
 			rows = append(rows, line)
 		}
+	})
+	if err != nil {
+		return searchFailed(target, err)
 	}
-	if sum == nil {
-		return fmt.Errorf("search %s: the answer ended without a summary", target)
+	if a.Status != http.StatusOK {
+		return searchRefused(target, a)
 	}
 	if len(rows) > 0 {
-		printResults(os.Stdout, &query.Response{Results: rows, Fields: fields}, out)
+		printResults(os.Stdout, &query.Response{Results: rows, Fields: a.Resp.Fields}, out)
 	}
-	return searchSummary(sum)
+	return searchSummary(&a.Resp.Summary)
 }
 
 // searchSummary prints a search head's summary line and warnings, and
@@ -342,18 +267,31 @@ func searchSummary(s *query.Summary) error {
 	return nil
 }
 
-// answeredBy checks that the process at target has the role the flag
-// naming it promised (api.RoleHeader): a peer's /v1/search searches only
-// that peer's copies, so a peer given as --searchhead would answer part
-// of the data as if it were all of it.
-func answeredBy(res *http.Response, want, target string) error {
-	got := res.Header.Get(api.RoleHeader)
+// searchFailed says why a search got no answer: the process at target
+// has another role than the flag naming it promised (api.RoleHeader) — a
+// peer's /v1/search searches only that peer's copies, so a peer given as
+// --searchhead would answer part of the data as if it were all of it —,
+// the search head's answer broke off with an error, or the transport or
+// the answer failed.
+func searchFailed(target string, err error) error {
+	var re *searchhead.RoleError
+	var se *searchhead.StreamError
 	switch {
-	case got == "" || got == want:
-		return nil
-	case want == api.RoleSearchHead:
-		return fmt.Errorf("search: %s is a %s, not a search head: its /v1/search searches only its own copies, not the cluster; give a search head's URL to --searchhead, or use --peer %s to search that one peer", target, got, target)
-	default:
-		return fmt.Errorf("search: %s is a %s, not a peer: use --searchhead %s to search the cluster through it", target, got, target)
+	case errors.As(err, &re) && re.Want == api.RoleSearchHead:
+		return fmt.Errorf("search: %s is a %s, not a search head: its /v1/search searches only its own copies, not the cluster; give a search head's URL to --searchhead, or use --peer %s to search that one peer", target, re.Got, target)
+	case errors.As(err, &re):
+		return fmt.Errorf("search: %s is a %s, not a peer: use --searchhead %s to search the cluster through it", target, re.Got, target)
+	case errors.As(err, &se):
+		return fmt.Errorf("search: %s", se.Msg)
 	}
+	return fmt.Errorf("search %s: %w", target, err)
+}
+
+// searchRefused says why a search was refused: the answer's error and
+// code, or its body when it carried none.
+func searchRefused(target string, a searchhead.Answer) error {
+	if !a.RawError {
+		return fmt.Errorf("search: %s (%s, HTTP %d)", a.Error, a.Code, a.Status)
+	}
+	return fmt.Errorf("search %s: HTTP %d: %s", target, a.Status, strings.TrimSpace(a.Error))
 }

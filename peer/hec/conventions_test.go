@@ -364,7 +364,7 @@ func (h *heldReplication) letGo() {
 func TestNoAckWaitsForTheAckRule(t *testing.T) {
 	f := newFixture(t, store.Options{BlockInterval: 5 * time.Millisecond})
 	hook := &heldReplication{seen: make(chan struct{}, 64)}
-	f.st.SetReplication(hook)
+	f.st.Replicas().SetReplication(hook)
 	_, r := f.post(t, "/services/collector/event", "Splunk ack", chanA, good)
 	if r.AckID == nil {
 		t.Fatalf("ack token: %+v", r)

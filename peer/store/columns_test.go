@@ -320,7 +320,7 @@ func TestColumnsCorruptionDetectedAndRebuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Verify(id); err != nil {
+	if err := s.Repairs().Verify(id); err != nil {
 		t.Fatal(err)
 	}
 	// flip a byte inside the first blob (after the 8-byte header) under
@@ -328,7 +328,7 @@ func TestColumnsCorruptionDetectedAndRebuilt(t *testing.T) {
 	bad := append([]byte(nil), good...)
 	bad[9] ^= 0x20
 	os.WriteFile(cp, bad, 0o644)
-	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {
+	if err := s.Repairs().Verify(id); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("verify of a flipped column byte: %v, want ErrCorrupt", err)
 	}
 	var cerr error

@@ -13,21 +13,24 @@ import (
 
 // SetMaxDataSizes replaces the per-index roll sizes (index → bytes; absent
 // or 0: MaxHotBytes alone). It takes effect at the next Append.
-func (s *Store) SetMaxDataSizes(sizes map[string]int64) {
+func (l Limits) SetMaxDataSizes(sizes map[string]int64) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dataSizes = maps.Clone(sizes)
 }
 
 // MaxDataSize is the size at which a hot bucket of index rolls.
-func (s *Store) MaxDataSize(index string) int64 {
+func (l Limits) MaxDataSize(index string) int64 {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rollBytes(index)
+	return l.rollBytes(index)
 }
 
 // rollBytes is MaxDataSize with s.mu held.
-func (s *Store) rollBytes(index string) int64 {
+func (l Limits) rollBytes(index string) int64 {
+	s := l.s
 	if n := s.dataSizes[index]; n > 0 && n < s.opts.MaxHotBytes {
 		return n
 	}
@@ -40,7 +43,8 @@ func (s *Store) rollBytes(index string) int64 {
 // most maxHotBuckets hot. A value ≤ 0 leaves that limit as it is. It
 // takes effect at the next Append; a bucket already past a lowered
 // maxHotBytes rolls then.
-func (s *Store) SetRollLimits(maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+func (l Limits) SetRollLimits(maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if maxHotBytes > 0 {
@@ -55,7 +59,8 @@ func (s *Store) SetRollLimits(maxHotBytes int64, maxHotSpan time.Duration, maxHo
 }
 
 // RollLimits are the roll limits in force.
-func (s *Store) RollLimits() (maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+func (l Limits) RollLimits() (maxHotBytes int64, maxHotSpan time.Duration, maxHotBuckets int) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.opts.MaxHotBytes, s.opts.MaxHotSpan, s.opts.MaxHotBuckets

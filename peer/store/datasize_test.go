@@ -16,9 +16,9 @@ func TestMaxDataSizeRolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.SetMaxDataSizes(map[string]int64{"small": 4096, "big": 4 << 20})
-	if st.MaxDataSize("small") != 4096 || st.MaxDataSize("big") != 1<<20 || st.MaxDataSize("main") != 1<<20 {
-		t.Fatalf("sizes small %d big %d main %d", st.MaxDataSize("small"), st.MaxDataSize("big"), st.MaxDataSize("main"))
+	st.Limits().SetMaxDataSizes(map[string]int64{"small": 4096, "big": 4 << 20})
+	if st.Limits().MaxDataSize("small") != 4096 || st.Limits().MaxDataSize("big") != 1<<20 || st.Limits().MaxDataSize("main") != 1<<20 {
+		t.Fatalf("sizes small %d big %d main %d", st.Limits().MaxDataSize("small"), st.Limits().MaxDataSize("big"), st.Limits().MaxDataSize("main"))
 	}
 	now := time.Now().UnixNano()
 	var evs []Event

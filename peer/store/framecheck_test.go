@@ -123,7 +123,7 @@ func TestReplicaRefusesZstdBombs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var n uint32
 			var err error
-			alloc := allocated(func() { n, err = s.ReplicaAppend(id, "main", true, 0, [][]byte{c.frame}) })
+			alloc := allocated(func() { n, err = s.Replicas().ReplicaAppend(id, "main", true, 0, [][]byte{c.frame}) })
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want ErrCorrupt with %q", err, c.want)
 			}
@@ -146,7 +146,7 @@ func TestReplicaRefusesZstdBombs(t *testing.T) {
 		}
 	}
 	// An honest frame still appends.
-	if n, err := s.ReplicaAppend(id, "main", true, 0, [][]byte{sampleFrames(1)}); err != nil || n != 1 {
+	if n, err := s.Replicas().ReplicaAppend(id, "main", true, 0, [][]byte{sampleFrames(1)}); err != nil || n != 1 {
 		t.Fatalf("honest frame: %d, %v", n, err)
 	}
 }
@@ -172,7 +172,7 @@ func TestReplicaAppendManyFramesReindexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := origin.Inventory()[0].ID
-	frames, err := origin.ReadFrames(id, 0, 1<<30)
+	frames, err := origin.Replicas().ReadFrames(id, 0, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestReplicaAppendManyFramesReindexed(t *testing.T) {
 	}
 	target := mustOpen(t, Options{Dir: t.TempDir(), GUID: "B0000000-0000-4000-8000-000000000000", Searchable: true})
 	defer target.Close()
-	n, err := target.ReplicaAppend(id, "main", true, 0, frames)
+	n, err := target.Replicas().ReplicaAppend(id, "main", true, 0, frames)
 	if err != nil || int(n) != len(frames) {
 		t.Fatalf("append %d frames: %d, %v", len(frames), n, err)
 	}

@@ -138,7 +138,7 @@ func FuzzReplicaAppend(f *testing.F) {
 		}
 		defer s.Close()
 		id := BucketID("main", 0, "F0000000-0000-4000-8000-000000000000")
-		n, err := s.ReplicaAppend(id, "main", true, 0, [][]byte{data})
+		n, err := s.Replicas().ReplicaAppend(id, "main", true, 0, [][]byte{data})
 		inv := s.Inventory()
 		if err != nil {
 			if n != 0 || len(inv) != 0 {
@@ -149,7 +149,7 @@ func FuzzReplicaAppend(f *testing.F) {
 		if n != 1 || len(inv) != 1 || inv[0].Blocks != 1 {
 			t.Fatalf("accepted frame: %d blocks, inventory %+v", n, inv)
 		}
-		if err := s.Verify(id); err != nil {
+		if err := s.Repairs().Verify(id); err != nil {
 			t.Fatalf("accepted frame does not verify: %v", err)
 		}
 	})

@@ -36,6 +36,14 @@ import (
 // Hot replicas (copies other origins write here) are not counted: this
 // peer cannot roll them, and each origin's own cap bounds them.
 
+// Limits are the store's limits and their enforcement: the roll limits
+// and per-index roll sizes (datasize.go), the hot-bucket cap over all
+// indexes, the cap on indexes held and the idle roll (here).
+type Limits struct{ s *Store }
+
+// Limits returns the store's limits.
+func (s *Store) Limits() Limits { return Limits{s} }
+
 // Errors of the peer-wide limits, wrapped in a *LimitError.
 var (
 	// ErrTooManyIndexes: the request names an index the peer holds no
@@ -83,7 +91,8 @@ const (
 
 // hotCountLocked is the number of hot buckets this peer originates. s.mu
 // held.
-func (s *Store) hotCountLocked() int {
+func (l Limits) hotCountLocked() int {
+	s := l.s
 	n := 0
 	for _, is := range s.indexes {
 		n += len(is.hot)
@@ -93,14 +102,16 @@ func (s *Store) hotCountLocked() int {
 
 // HotBuckets is the number of hot buckets this peer originates (all
 // indexes, quarantine buckets included; hot replicas not).
-func (s *Store) HotBuckets() int {
+func (l Limits) HotBuckets() int {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.hotCountLocked()
+	return l.hotCountLocked()
 }
 
 // IndexCount is the number of indexes this peer holds a copy of.
-func (s *Store) IndexCount() int {
+func (l Limits) IndexCount() int {
+	s := l.s
 	s.bmu.RLock()
 	defer s.bmu.RUnlock()
 	return len(s.indexCopies)
@@ -108,7 +119,8 @@ func (s *Store) IndexCount() int {
 
 // SetDeclaredIndexes replaces the indexes accepted whatever MaxIndexes
 // says (those the tokens or the cluster config name; main always).
-func (s *Store) SetDeclaredIndexes(names []string) {
+func (l Limits) SetDeclaredIndexes(names []string) {
+	s := l.s
 	d := map[string]bool{"main": true}
 	for _, n := range names {
 		d[n] = true
@@ -148,7 +160,8 @@ func (s *Store) dropBucket(id string) {
 
 // admitIndex checks MaxIndexes for the first event of index in a plan.
 // s.mu held.
-func (s *Store) admitIndex(pl *appendPlan, index string, ev int) error {
+func (l Limits) admitIndex(pl *appendPlan, index string, ev int) error {
+	s := l.s
 	if s.opts.MaxIndexes < 0 || s.declared[index] || pl.newIndexes[index] {
 		return nil
 	}
@@ -169,7 +182,8 @@ func (s *Store) admitIndex(pl *appendPlan, index string, ev int) error {
 // makeRoom makes room in the plan for one more hot bucket: free under
 // MaxHotBucketsTotal, or by rolling the least recently written hot bucket
 // the request does not write to. False when neither is possible.
-func (s *Store) makeRoom(pl *appendPlan) bool {
+func (l Limits) makeRoom(pl *appendPlan) bool {
+	s := l.s
 	if pl.live < s.opts.MaxHotBucketsTotal {
 		pl.live++
 		return true
@@ -203,7 +217,8 @@ func (s *Store) makeRoom(pl *appendPlan) bool {
 
 // rollForRoom rolls the buckets a plan evicted, once the buckets it
 // creates exist. s.mu held.
-func (s *Store) rollForRoom(pl *appendPlan) {
+func (l Limits) rollForRoom(pl *appendPlan) {
+	s := l.s
 	for _, b := range pl.rollBefore {
 		s.rollLocked(b)
 		s.Stats.HotCapRolls.Add(1)
@@ -222,7 +237,8 @@ func idleCheckEvery(idle time.Duration) time.Duration {
 
 // idleRoller rolls hot buckets that received no event for MaxHotIdle
 // (started by Open when it is positive; stopped by Close).
-func (s *Store) idleRoller(idle time.Duration) {
+func (l Limits) idleRoller(idle time.Duration) {
+	s := l.s
 	defer s.wg.Done()
 	t := time.NewTicker(idleCheckEvery(idle))
 	defer t.Stop()
@@ -231,14 +247,15 @@ func (s *Store) idleRoller(idle time.Duration) {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			s.rollIdle(now, idle)
+			l.rollIdle(now, idle)
 		}
 	}
 }
 
 // rollIdle rolls every hot bucket whose last event is idle or more before
 // now, through the ordinary roll path.
-func (s *Store) rollIdle(now time.Time, idle time.Duration) {
+func (l Limits) rollIdle(now time.Time, idle time.Duration) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -52,7 +52,7 @@ func TestHotCapRollsLeastRecentlyWritten(t *testing.T) {
 	if err := s.WaitIdle(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if hot = hotByIndex(s); len(hot) != 3 || hot["c"] != nil || s.HotBuckets() != 3 {
+	if hot = hotByIndex(s); len(hot) != 3 || hot["c"] != nil || s.Limits().HotBuckets() != 3 {
 		t.Fatalf("hot buckets %v, want a, b and d (c rolled)", hot)
 	}
 	if got := allEvents(t, s); len(got) != n {
@@ -80,7 +80,7 @@ func TestHotCapWidensWithinARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDurable(t, a)
-	if hot := hotByIndex(s); len(hot["a"]) != 2 || s.HotBuckets() != 2 {
+	if hot := hotByIndex(s); len(hot["a"]) != 2 || s.Limits().HotBuckets() != 2 {
 		t.Fatalf("hot buckets %v, want 2 for a", hot)
 	}
 	before := len(s.Inventory())
@@ -116,42 +116,42 @@ func TestIndexCapCountsHeldIndexes(t *testing.T) {
 	if !errors.As(err, &le) || !errors.Is(err, ErrTooManyIndexes) || le.Event != 1 || le.Index != "z" || le.Limit != 2 {
 		t.Fatalf("a third index: %v, want ErrTooManyIndexes at event 1 of z", err)
 	}
-	if s.IndexCount() != 2 || s.Stats.IndexCapRefused.Load() != 1 {
-		t.Fatalf("%d indexes held, %d refusals; want 2 and 1", s.IndexCount(), s.Stats.IndexCapRefused.Load())
+	if s.Limits().IndexCount() != 2 || s.Stats.IndexCapRefused.Load() != 1 {
+		t.Fatalf("%d indexes held, %d refusals; want 2 and 1", s.Limits().IndexCount(), s.Stats.IndexCapRefused.Load())
 	}
 	// A replica of index r from another origin.
 	origin := mustOpen(t, Options{Dir: t.TempDir(), GUID: "B0000000-0000-4000-8000-000000000000", Searchable: true})
 	defer origin.Close()
 	waitDurable(t, appendN(t, origin, "r", 0, 3))
 	rid := origin.Inventory()[0].ID
-	frames, err := origin.ReadFrames(rid, 0, 1<<20)
+	frames, err := origin.Replicas().ReadFrames(rid, 0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReplicaAppend(rid, "r", true, 0, frames); err != nil {
+	if _, err := s.Replicas().ReplicaAppend(rid, "r", true, 0, frames); err != nil {
 		t.Fatalf("a replica past the index cap: %v", err)
 	}
-	s.SetDeclaredIndexes([]string{"z"})
+	s.Limits().SetDeclaredIndexes([]string{"z"})
 	waitDurable(t, appendN(t, s, "z", 20, 1))
 	if _, err := s.Append([]Event{testEvent("w", 30)}); !errors.Is(err, ErrTooManyIndexes) {
 		t.Fatalf("an undeclared index: %v, want ErrTooManyIndexes", err)
 	}
-	if s.IndexCount() != 4 {
-		t.Fatalf("%d indexes held, want 4 (x, y, r, z)", s.IndexCount())
+	if s.Limits().IndexCount() != 4 {
+		t.Fatalf("%d indexes held, want 4 (x, y, r, z)", s.Limits().IndexCount())
 	}
-	if err := s.RemoveCopy(BucketID("x", 0, testGUID)); err != nil {
+	if err := s.Replicas().RemoveCopy(BucketID("x", 0, testGUID)); err != nil {
 		t.Fatal(err)
 	}
-	if s.IndexCount() != 3 {
-		t.Fatalf("%d indexes held after x's only copy went, want 3", s.IndexCount())
+	if s.Limits().IndexCount() != 3 {
+		t.Fatalf("%d indexes held after x's only copy went, want 3", s.Limits().IndexCount())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, Options{Dir: dir, Searchable: true, MaxIndexes: 4})
 	defer s.Close()
-	if s.IndexCount() != 3 {
-		t.Fatalf("%d indexes after reopening, want 3 (y, r, z)", s.IndexCount())
+	if s.Limits().IndexCount() != 3 {
+		t.Fatalf("%d indexes after reopening, want 3 (y, r, z)", s.Limits().IndexCount())
 	}
 	waitDurable(t, appendN(t, s, "w", 40, 1))
 	if _, err := s.Append([]Event{testEvent("v", 50)}); !errors.Is(err, ErrTooManyIndexes) {

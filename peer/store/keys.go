@@ -191,13 +191,20 @@ func frameKeys(frame []byte, fh frameHeader) ([]KeyRecord, error) {
 	return decodeKeySection(frame[frameHeaderLen:frameHeaderLen+int(fh.keysLen)], fh.events)
 }
 
+// Keys reads the idempotency key records of the copies on disk.
+type Keys struct{ s *Store }
+
+// Keys returns the store's reader of key records.
+func (s *Store) Keys() Keys { return Keys{s} }
+
 // KeyRecords calls fn with the key record of every block of every copy on
 // this peer — origin and replica, hot and warm — that arrived at or after
 // since. Only the key sections are read (a version 1 frame costs its
 // header), and a journal last written before since is skipped whole. A
 // section that fails its checksum is skipped and logged. A peer calls it
 // once, after Open, to rebuild its key index.
-func (s *Store) KeyRecords(since time.Time, fn func(KeyRecord)) {
+func (k Keys) KeyRecords(since time.Time, fn func(KeyRecord)) {
+	s := k.s
 	r := keyReader{s: s, since: since, fn: fn, hdr: make([]byte, frameHeaderLen)}
 	for _, b := range s.sortedBuckets() {
 		b.mu.RLock()

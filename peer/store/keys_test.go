@@ -40,7 +40,7 @@ func coverage(t *testing.T, recs []KeyRecord) map[string][]uint32 {
 
 func keyRecordsOf(s *Store) []KeyRecord {
 	var recs []KeyRecord
-	s.KeyRecords(time.Now().Add(-time.Hour), func(r KeyRecord) { recs = append(recs, r) })
+	s.Keys().KeyRecords(time.Now().Add(-time.Hour), func(r KeyRecord) { recs = append(recs, r) })
 	return recs
 }
 
@@ -54,7 +54,7 @@ func TestKeysRecordedWithTheirEvents(t *testing.T) {
 	dir := t.TempDir()
 	hook := &captureHook{}
 	s := mustOpen(t, Options{Dir: dir, Searchable: true, BlockBytes: 2 << 10})
-	s.SetReplication(hook)
+	s.Replicas().SetReplication(hook)
 	plain := appendN(t, s, "main", 0, 3) // no key: version 1 frames
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestKeysRecordedWithTheirEvents(t *testing.T) {
 	frames := map[string][][]byte{}
 	versions := map[byte]int{}
 	for _, ci := range s.Inventory() {
-		fr, err := s.ReadFrames(ci.ID, 0, 64<<20)
+		fr, err := s.Replicas().ReadFrames(ci.ID, 0, 64<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestKeysRecordedWithTheirEvents(t *testing.T) {
 	defer r.Close()
 	for id, fr := range frames {
 		index, _, _, _ := parseBucketDir(id)
-		if _, err := r.ReplicaAppend(id, index, true, 0, fr); err != nil {
+		if _, err := r.Replicas().ReplicaAppend(id, index, true, 0, fr); err != nil {
 			t.Fatalf("replica append %s: %v", id, err)
 		}
 	}
@@ -177,7 +177,7 @@ func badKeyFrameRefused(t *testing.T, frames map[string][][]byte) {
 	other := mustOpen(t, Options{Dir: t.TempDir(), GUID: "C0000000-0000-4000-8000-000000000000", Searchable: true})
 	defer other.Close()
 	index, _, _, _ := parseBucketDir(keyedID)
-	if _, err := other.ReplicaAppend(keyedID, index, true, 0, [][]byte{bad}); !errors.Is(err, ErrCorrupt) {
+	if _, err := other.Replicas().ReplicaAppend(keyedID, index, true, 0, [][]byte{bad}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a frame with a bad key record: %v, want ErrCorrupt", err)
 	}
 	if n := len(other.Inventory()); n != 0 {

@@ -106,12 +106,12 @@ func (s *Store) quarantined(now, t int64) bool {
 // *LimitError. s.mu is held; nothing is changed.
 func (s *Store) planAppend(evs []Event) (*appendPlan, error) {
 	pl := &appendPlan{slots: map[string][]*slot{}, target: make([]*slot, len(evs)), rollAfter: make([]bool, len(evs)),
-		live: s.hotCountLocked(), touched: map[*Bucket]bool{}, evicted: map[*Bucket]bool{}, newIndexes: map[string]bool{}}
+		live: s.Limits().hotCountLocked(), touched: map[*Bucket]bool{}, evicted: map[*Bucket]bool{}, newIndexes: map[string]bool{}}
 	now := s.opts.Now().UnixNano()
 	for i := range evs {
 		e := &evs[i]
 		if _, ok := pl.slots[e.Index]; !ok {
-			if err := s.admitIndex(pl, e.Index, i); err != nil {
+			if err := s.Limits().admitIndex(pl, e.Index, i); err != nil {
 				return nil, err
 			}
 			pl.slots[e.Index] = pl.existingSlots(s.indexes[e.Index])
@@ -133,7 +133,7 @@ func (s *Store) planAppend(evs []Event) (*appendPlan, error) {
 		sl.rawBytes += int64(e.size())
 		sl.lastUse = s.tick()
 		pl.target[i] = sl
-		if sl.rawBytes >= s.rollBytes(e.Index) {
+		if sl.rawBytes >= s.Limits().rollBytes(e.Index) {
 			pl.rollAfter[i] = true
 			pl.slots[e.Index] = removeSlot(pl.slots[e.Index], sl)
 			pl.live--
@@ -167,7 +167,7 @@ func (s *Store) placeEvent(pl *appendPlan, index string, t int64, quarantine boo
 	if sl.b != nil || containsSlot(slots, sl) {
 		return sl, nil
 	}
-	if !s.makeRoom(pl) {
+	if !s.Limits().makeRoom(pl) {
 		if least := widenLeast(slots, t); least != nil {
 			return least, nil
 		}

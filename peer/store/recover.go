@@ -38,7 +38,12 @@ func (r Report) Clean() bool {
 // LastRecovery returns what the last Open repaired.
 func (s *Store) LastRecovery() Report { return s.report }
 
-func (s *Store) recover() error {
+// recovery opens every copy on disk as Open starts, repairing what a crash
+// left (its findings go to Store.report).
+type recovery struct{ s *Store }
+
+func (rc recovery) recover() error {
+	s := rc.s
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return err
@@ -71,7 +76,7 @@ func (s *Store) recover() error {
 				s.report.Removed++
 				continue
 			}
-			s.addCorrupt(&Bucket{s: s, id: name, index: index, localID: localID, dir: path}, err)
+			rc.addCorrupt(&Bucket{s: s, id: name, index: index, localID: localID, dir: path}, err)
 			continue
 		}
 		b := &Bucket{s: s, id: ci.ID, index: ci.Index, localID: ci.LocalID, dir: path, searchable: ci.Searchable,
@@ -79,11 +84,11 @@ func (s *Store) recover() error {
 		close(b.journalClosed)
 		if ci.Version != formatVersion {
 			b.id = name
-			s.addCorrupt(b, fmt.Errorf("%w: copy.json format version %d (this peer reads %d)", ErrUnsupported, ci.Version, formatVersion))
+			rc.addCorrupt(b, fmt.Errorf("%w: copy.json format version %d (this peer reads %d)", ErrUnsupported, ci.Version, formatVersion))
 			continue
 		}
 		if b.id != name {
-			s.addCorrupt(b, fmt.Errorf("%w: copy.json names %q", ErrCorrupt, ci.ID))
+			rc.addCorrupt(b, fmt.Errorf("%w: copy.json names %q", ErrCorrupt, ci.ID))
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(path, journalFile)); err != nil {
@@ -101,16 +106,16 @@ func (s *Store) recover() error {
 		case merr == nil && m.Version != formatVersion:
 			err = fmt.Errorf("%w: meta.json format version %d (this peer reads %d)", ErrUnsupported, m.Version, formatVersion)
 		case merr == nil:
-			err = s.openWarm(b, m)
+			err = rc.openWarm(b, m)
 		case errors.Is(merr, fs.ErrNotExist):
-			err = s.recoverHot(b)
+			err = rc.recoverHot(b)
 		default:
 			s.log.Warn("metadata unreadable; rebuilding the bucket from its journal", "bucket", b.id, "err", merr)
-			err = s.recoverHot(b)
+			err = rc.recoverHot(b)
 		}
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupported) {
-				s.addCorrupt(b, err)
+				rc.addCorrupt(b, err)
 				continue
 			}
 			if isNoSpace(err) {
@@ -139,7 +144,8 @@ func removeTemps(dir string) {
 	}
 }
 
-func (s *Store) addCorrupt(b *Bucket, err error) {
+func (rc recovery) addCorrupt(b *Bucket, err error) {
+	s := rc.s
 	s.log.Error("bucket copy is corrupt; it is kept but not served", "bucket", b.id, "err", err)
 	b.state = StateCorrupt
 	b.problem = err.Error()
@@ -166,7 +172,8 @@ func sumEvents(blocks []blockInfo) uint32 {
 }
 
 // scanAndRepair scans a copy's journal and cuts a torn tail.
-func (s *Store) scanAndRepair(b *Bucket) (scanResult, error) {
+func (rc recovery) scanAndRepair(b *Bucket) (scanResult, error) {
+	s := rc.s
 	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
 		return scanResult{}, err
@@ -240,8 +247,9 @@ func wholeFrameAfter(f io.ReaderAt, from, size int64, damaged uint32) (int64, bo
 
 // recoverHot recovers a copy that was hot when the peer stopped: cut the
 // torn tail, then roll it (its index is rebuilt from the journal).
-func (s *Store) recoverHot(b *Bucket) error {
-	res, err := s.scanAndRepair(b)
+func (rc recovery) recoverHot(b *Bucket) error {
+	s := rc.s
+	res, err := rc.scanAndRepair(b)
 	if err != nil {
 		return err
 	}
@@ -259,9 +267,10 @@ func (s *Store) recoverHot(b *Bucket) error {
 
 // openWarm opens a warm copy, finishing an interrupted truncation and
 // rebuilding a missing or damaged index.
-func (s *Store) openWarm(b *Bucket, m metaInfo) error {
+func (rc recovery) openWarm(b *Bucket, m metaInfo) error {
+	s := rc.s
 	if m.PendingTruncate >= 0 {
-		return s.finishTruncate(b, m)
+		return s.Repairs().finishTruncate(b, m)
 	}
 	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
@@ -324,9 +333,17 @@ func (s *Store) openWarm(b *Bucket, m metaInfo) error {
 	return s.makeWarm(b, nil, res.blocks, m.Events, m.JournalBytes, m.ContentHash, true)
 }
 
+// Repairs are the repairs the managers' fixup tasks ask of a warm copy:
+// make it searchable, cut it to a sealed length, verify it whole.
+type Repairs struct{ s *Store }
+
+// Repairs returns the store's repairs of warm copies.
+func (s *Store) Repairs() Repairs { return Repairs{s} }
+
 // MakeSearchable turns a journal-only warm copy into a searchable one by
 // rebuilding its index from the journal (no network copy).
-func (s *Store) MakeSearchable(id string) error {
+func (rp Repairs) MakeSearchable(id string) error {
+	s := rp.s
 	b := s.bucket(id)
 	if b == nil {
 		return fmt.Errorf("%w: %s", ErrNoBucket, id)
@@ -347,7 +364,8 @@ func (s *Store) MakeSearchable(id string) error {
 // Truncate cuts a warm copy to its first n blocks (SPEC §4's
 // PendingTruncate), rebuilding its index and metadata. The decision is made
 // durable first, so a crash half-way is finished by the next Open.
-func (s *Store) Truncate(id string, n int) error {
+func (rp Repairs) Truncate(id string, n int) error {
+	s := rp.s
 	b := s.bucket(id)
 	if b == nil {
 		return fmt.Errorf("%w: %s", ErrNoBucket, id)
@@ -372,10 +390,11 @@ func (s *Store) Truncate(id string, n int) error {
 	if err := writeJSONAtomic(b.dir, metaFile, m, "meta"); err != nil {
 		return err
 	}
-	return s.finishTruncate(b, m)
+	return rp.finishTruncate(b, m)
 }
 
-func (s *Store) finishTruncate(b *Bucket, m metaInfo) error {
+func (rp Repairs) finishTruncate(b *Bucket, m metaInfo) error {
+	s := rp.s
 	st, err := os.Stat(filepath.Join(b.dir, journalFile)) // no descriptor needed
 	if err != nil {
 		return err
@@ -401,7 +420,8 @@ func (s *Store) finishTruncate(b *Bucket, m metaInfo) error {
 
 // Verify reads a copy whole and checks every checksum: each journal block
 // and, for a searchable copy, the index file. It reports the first problem.
-func (s *Store) Verify(id string) error {
+func (rp Repairs) Verify(id string) error {
+	s := rp.s
 	b := s.bucket(id)
 	if b == nil {
 		return fmt.Errorf("%w: %s", ErrNoBucket, id)

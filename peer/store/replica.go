@@ -93,15 +93,25 @@ type replState struct {
 	mu   sync.Mutex      // serialises replica writes
 }
 
+// Replicas is the store's replication side: the origin's hook, the frames
+// a copy sends on, a target's replica copies (append, roll, reopen), seal
+// extension, and the length and last checksum of any copy.
+type Replicas struct{ s *Store }
+
+// Replicas returns the store's replication side.
+func (s *Store) Replicas() Replicas { return Replicas{s} }
+
 // SetReplication installs the origin-side hook. Call it right after Open,
 // before any Append.
-func (s *Store) SetReplication(h ReplicationHook) {
+func (rs Replicas) SetReplication(h ReplicationHook) {
+	s := rs.s
 	s.mu.Lock()
 	s.repl.hook = h
 	s.mu.Unlock()
 }
 
-func (s *Store) replBlockDurable(sb *sealedBlock) {
+func (rs Replicas) replBlockDurable(sb *sealedBlock) {
+	s := rs.s
 	h := s.repl.hook
 	if h == nil || sb.b.replica {
 		return
@@ -110,7 +120,8 @@ func (s *Store) replBlockDurable(sb *sealedBlock) {
 	h.BlockDurable(sb.b.id, sb.b.index, sb.no, func() { tok.repl.Store(true); tok.settle() })
 }
 
-func (s *Store) replJournalClosed(b *Bucket) {
+func (rs Replicas) replJournalClosed(b *Bucket) {
+	s := rs.s
 	h := s.repl.hook
 	if h == nil || b.replica {
 		return
@@ -124,7 +135,8 @@ func (s *Store) replJournalClosed(b *Bucket) {
 // ReadFrames returns up to maxBytes (at least one frame) of whole journal
 // frames of a copy, starting at block from; fewer when the copy has fewer
 // durable blocks. Each frame carries its number and checksum.
-func (s *Store) ReadFrames(id string, from uint32, maxBytes int) ([][]byte, error) {
+func (rs Replicas) ReadFrames(id string, from uint32, maxBytes int) ([][]byte, error) {
+	s := rs.s
 	b := s.bucket(id)
 	if b == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoBucket, id)
@@ -152,7 +164,8 @@ func (s *Store) ReadFrames(id string, from uint32, maxBytes int) ([][]byte, erro
 }
 
 // Blocks reports how many durable blocks a copy has and whether it is hot.
-func (s *Store) Blocks(id string) (n int, state State, ok bool) {
+func (rs Replicas) Blocks(id string) (n int, state State, ok bool) {
+	s := rs.s
 	b := s.bucket(id)
 	if b == nil {
 		return 0, "", false
@@ -172,7 +185,8 @@ var ErrReplicaConflict = errors.New("replica block conflicts with the copy's blo
 // already holds are skipped when their checksum matches (idempotent
 // resend); a frame past the copy's end stops the append (the answer tells
 // the sender where to resume).
-func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, frames [][]byte) (uint32, error) {
+func (rs Replicas) ReplicaAppend(id, index string, searchable bool, first uint32, frames [][]byte) (uint32, error) {
+	s := rs.s
 	if !ValidIndexName(index) {
 		return 0, fmt.Errorf("%w: %q", ErrBadIndex, index)
 	}
@@ -201,14 +215,14 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 			return 0, nil // the sender resumes from 0
 		}
 		var err error
-		if b, err = s.createReplica(id, index, localID, searchable); err != nil {
+		if b, err = rs.createReplica(id, index, localID, searchable); err != nil {
 			if !isNoSpace(err) && !isFDError(err) {
 				s.fail(err)
 			}
 			return 0, err
 		}
 	}
-	if err := s.reopenReplica(b, first); err != nil {
+	if err := rs.reopenReplica(b, first); err != nil {
 		return 0, err
 	}
 	b.mu.RLock()
@@ -252,12 +266,12 @@ func (s *Store) ReplicaAppend(id, index string, searchable bool, first uint32, f
 		return have, nil
 	}
 	// Write and fsync, then publish (blocks, events, hash), then index.
-	n, h, err := s.writeReplicaBlocks(b, adds)
+	n, h, err := rs.writeReplicaBlocks(b, adds)
 	if err != nil {
 		return have, fmt.Errorf("replica %s: %w", id, err)
 	}
 	s.Stats.BlocksWritten.Add(int64(len(adds)))
-	s.learnKeys(id, adds)
+	rs.learnKeys(id, adds)
 	if h != nil {
 		if err := indexReplicaBlocks(h, adds, scratch); err != nil {
 			return n, fmt.Errorf("index replica %s: %w", id, err)
@@ -311,7 +325,8 @@ func verifyReplicaFrames(id string, first uint32, frames [][]byte) (payloads [][
 // writeReplicaBlocks writes a replica's new blocks, fsyncs them once and
 // publishes them (blocks, events, content hash); it returns the blocks the
 // copy holds and its hot index (nil when not searchable).
-func (s *Store) writeReplicaBlocks(b *Bucket, adds []replicaBlock) (uint32, *hotIndex, error) {
+func (rs Replicas) writeReplicaBlocks(b *Bucket, adds []replicaBlock) (uint32, *hotIndex, error) {
+	s := rs.s
 	off := b.jsize
 	var firstOrd uint32
 	b.mu.RLock()
@@ -363,7 +378,8 @@ type replicaBlock struct {
 
 // learnKeys hands the key records of blocks made durable here to
 // Options.KeysLearned.
-func (s *Store) learnKeys(id string, adds []replicaBlock) {
+func (rs Replicas) learnKeys(id string, adds []replicaBlock) {
+	s := rs.s
 	learn := s.opts.KeysLearned
 	if learn == nil {
 		return
@@ -426,7 +442,8 @@ func frameRawLen(fr []byte) int {
 // copy of a bucket its origin rolled at 0 blocks (a restarted origin that
 // gave up every block no replica held, peer/DESIGN.md "Idempotent
 // retries"). A copy already here is left as it is.
-func (s *Store) EmptyReplica(id, index string, searchable bool) error {
+func (rs Replicas) EmptyReplica(id, index string, searchable bool) error {
+	s := rs.s
 	bi, localID, _, ok := parseBucketDir(id)
 	if !ok || bi != index || !ValidIndexName(index) {
 		return fmt.Errorf("empty replica %q of index %q: not a bucket id of that index", id, index)
@@ -442,15 +459,16 @@ func (s *Store) EmptyReplica(id, index string, searchable bool) error {
 		}
 		return nil
 	}
-	_, err := s.createReplica(id, index, localID, searchable)
+	_, err := rs.createReplica(id, index, localID, searchable)
 	s.repl.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return s.ReplicaRoll(id, 0)
+	return rs.ReplicaRoll(id, 0)
 }
 
-func (s *Store) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {
+func (rs Replicas) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {
+	s := rs.s
 	dir := filepath.Join(s.dir, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -484,7 +502,8 @@ func (s *Store) createReplica(id, index string, localID uint64, searchable bool)
 // (searchable copies), its metadata made durable. A warm copy of that
 // length is left as it is (idempotent); a shorter copy is refused (it must
 // fetch the missing blocks first).
-func (s *Store) ReplicaRoll(id string, blocks int) error {
+func (rs Replicas) ReplicaRoll(id string, blocks int) error {
+	s := rs.s
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
 	b := s.bucket(id)
@@ -499,7 +518,7 @@ func (s *Store) ReplicaRoll(id string, blocks int) error {
 	}
 	if state == StateWarm {
 		if have > blocks {
-			return s.Truncate(id, blocks)
+			return s.Repairs().Truncate(id, blocks)
 		}
 		b.mu.Lock()
 		b.reopenable = false // at its final length: nothing may extend it
@@ -527,14 +546,15 @@ func (s *Store) ReplicaRoll(id string, blocks int) error {
 		return err
 	}
 	if have > blocks {
-		return s.Truncate(id, blocks)
+		return s.Repairs().Truncate(id, blocks)
 	}
 	return nil
 }
 
 // IsReplica reports whether this store holds id as a copy it did not
 // originate (hot or warm), judged by the GUID in the id.
-func (s *Store) IsReplica(id string) bool {
+func (rs Replicas) IsReplica(id string) bool {
+	s := rs.s
 	_, _, guid, ok := parseBucketDir(id)
 	return ok && guid != s.opts.GUID
 }
@@ -547,17 +567,18 @@ func (s *Store) IsReplica(id string) bool {
 // added), with no truncation pending, is reopened, and only for blocks past
 // its end. meta.json goes first (durably),
 // so on disk the copy is hot from then on and a crash recovers it as one.
-func (s *Store) reopenReplica(b *Bucket, first uint32) error {
+func (rs Replicas) reopenReplica(b *Bucket, first uint32) error {
+	s := rs.s
 	b.mu.RLock()
 	state, replica, nb, pending, reopenable := b.state, b.replica, uint32(len(b.blocks)), b.meta.PendingTruncate, b.reopenable
 	b.mu.RUnlock()
-	if state != StateWarm || replica || !reopenable || !s.IsReplica(b.id) || pending >= 0 || first+1 <= nb {
+	if state != StateWarm || replica || !reopenable || !rs.IsReplica(b.id) || pending >= 0 || first+1 <= nb {
 		return nil
 	}
 	if first > nb {
 		return nil // a gap: the answer says where to resume
 	}
-	if err := s.reopenHot(b); err != nil {
+	if err := rs.reopenHot(b); err != nil {
 		return err
 	}
 	s.log.Info("replica reopened to take the blocks it missed", "bucket", b.id, "blocks", nb)
@@ -568,7 +589,7 @@ func (s *Store) reopenReplica(b *Bucket, first uint32) error {
 // extends: meta.json goes first (durably), so on disk the copy is hot from
 // then on and a crash recovers it as one (rolled at open, at the blocks it
 // holds).
-func (s *Store) reopenHot(b *Bucket) error {
+func (rs Replicas) reopenHot(b *Bucket) error {
 	if err := os.Remove(filepath.Join(b.dir, metaFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -626,7 +647,8 @@ var ErrSealDiverged = errors.New("copy diverges from the sealed length")
 // (ErrBucketState: it rolls first); a mismatch or an unknown sealed
 // checksum is ErrSealDiverged, and the copy is left whole (truncating it is
 // the caller's decision).
-func (s *Store) SealPrefix(id string, sealed int, sum string) (int, string, error) {
+func (rs Replicas) SealPrefix(id string, sealed int, sum string) (int, string, error) {
+	s := rs.s
 	b := s.bucket(id)
 	if b == nil {
 		return 0, "", fmt.Errorf("%w: %s", ErrNoBucket, id)
@@ -639,15 +661,15 @@ func (s *Store) SealPrefix(id string, sealed int, sum string) (int, string, erro
 	}
 	b.mu.RUnlock()
 	if n <= sealed {
-		return n, s.LastChecksum(id, n), nil
+		return n, rs.LastChecksum(id, n), nil
 	}
 	if sealed <= 0 || sum == "" || got != sum {
-		return n, s.LastChecksum(id, n), fmt.Errorf("%w: %s block %d checksum %q, sealed at %d blocks with %q",
+		return n, rs.LastChecksum(id, n), fmt.Errorf("%w: %s block %d checksum %q, sealed at %d blocks with %q",
 			ErrSealDiverged, id, sealed-1, got, sealed, sum)
 	}
 	switch {
 	case state == StateHot && replica:
-		if err := s.ReplicaRoll(id, n); err != nil {
+		if err := rs.ReplicaRoll(id, n); err != nil {
 			return n, "", err
 		}
 	case state == StateWarm:
@@ -657,7 +679,7 @@ func (s *Store) SealPrefix(id string, sealed int, sum string) (int, string, erro
 	default:
 		return n, "", fmt.Errorf("%w: %s is %s here", ErrBucketState, id, state)
 	}
-	return n, s.LastChecksum(id, n), nil
+	return n, rs.LastChecksum(id, n), nil
 }
 
 // ExtendTo readies a warm copy shorter than its bucket's sealed length to
@@ -666,7 +688,8 @@ func (s *Store) SealPrefix(id string, sealed int, sum string) (int, string, erro
 // blocks, and ReplicaRoll(sealed) makes it warm at the new length. A hot
 // replica, or a copy already at least sealed blocks long, is left as it
 // is; a copy with a truncation pending is refused.
-func (s *Store) ExtendTo(id string, sealed int) error {
+func (rs Replicas) ExtendTo(id string, sealed int) error {
+	s := rs.s
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
 	b := s.bucket(id)
@@ -682,7 +705,7 @@ func (s *Store) ExtendTo(id string, sealed int) error {
 	if state != StateWarm || pending >= 0 {
 		return fmt.Errorf("%w: %s is %s (pending truncate %d); it cannot take blocks to %d", ErrBucketState, id, state, pending, sealed)
 	}
-	if err := s.reopenHot(b); err != nil {
+	if err := rs.reopenHot(b); err != nil {
 		return err
 	}
 	s.log.Info("copy reopened to take the blocks of an extended seal", "bucket", id, "blocks", n, "sealed", sealed)
@@ -692,7 +715,8 @@ func (s *Store) ExtendTo(id string, sealed int) error {
 // LastChecksum is the CRC-32C (hex, 8 digits) of block n-1 of a copy, the
 // form a sealed length's last checksum takes; "" when the copy has fewer
 // than n blocks or n is 0.
-func (s *Store) LastChecksum(id string, n int) string {
+func (rs Replicas) LastChecksum(id string, n int) string {
+	s := rs.s
 	b := s.bucket(id)
 	if b == nil || n <= 0 {
 		return ""
@@ -709,7 +733,8 @@ func (s *Store) LastChecksum(id string, n int) string {
 // caller against the managers' committed state): it leaves the inventory
 // and its folder is removed. Removing a copy that is not here is a no-op.
 // A hot copy this peer originates cannot be removed.
-func (s *Store) RemoveCopy(id string) error {
+func (rs Replicas) RemoveCopy(id string) error {
+	s := rs.s
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
 	b := s.bucket(id)

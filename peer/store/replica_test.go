@@ -56,7 +56,7 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 	hook := &captureHook{}
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
-	origin.SetReplication(hook)
+	origin.Replicas().SetReplication(hook)
 	target := mustOpen(t, Options{Dir: t.TempDir(), GUID: "B0000000-0000-4000-8000-000000000000", Searchable: true})
 	defer target.Close()
 
@@ -73,36 +73,36 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 		id = b
 	}
 	hook.mu.Unlock()
-	n, _, _ := origin.Blocks(id)
+	n, _, _ := origin.Replicas().Blocks(id)
 	if n < 3 {
 		t.Fatalf("want several blocks, got %d", n)
 	}
-	frames, err := origin.ReadFrames(id, 0, 1<<30)
+	frames, err := origin.Replicas().ReadFrames(id, 0, 1<<30)
 	if err != nil || len(frames) != n {
 		t.Fatalf("read frames: %d, %v", len(frames), err)
 	}
 	// A gap is not written: the answer says where to resume.
-	got, err := target.ReplicaAppend(id, "main", true, 1, frames[1:2])
+	got, err := target.Replicas().ReplicaAppend(id, "main", true, 1, frames[1:2])
 	if err != nil || got != 0 {
 		t.Fatalf("gap: got %d, %v; want 0, nil", got, err)
 	}
-	got, err = target.ReplicaAppend(id, "main", true, 0, frames[:2])
+	got, err = target.Replicas().ReplicaAppend(id, "main", true, 0, frames[:2])
 	if err != nil || got != 2 {
 		t.Fatalf("first two: got %d, %v", got, err)
 	}
 	// Resend overlapping: idempotent.
-	got, err = target.ReplicaAppend(id, "main", true, 0, frames)
+	got, err = target.Replicas().ReplicaAppend(id, "main", true, 0, frames)
 	if err != nil || int(got) != n {
 		t.Fatalf("all: got %d, %v; want %d", got, err, n)
 	}
-	got, err = target.ReplicaAppend(id, "main", true, 0, frames)
+	got, err = target.Replicas().ReplicaAppend(id, "main", true, 0, frames)
 	if err != nil || int(got) != n {
 		t.Fatalf("resend: got %d, %v", got, err)
 	}
 	// A damaged frame is refused and changes nothing.
 	bad := append([]byte(nil), frames[0]...)
 	bad[len(bad)-1] ^= 0xff
-	if _, err := target.ReplicaAppend(id, "main", true, 0, [][]byte{bad}); !errors.Is(err, ErrCorrupt) {
+	if _, err := target.Replicas().ReplicaAppend(id, "main", true, 0, [][]byte{bad}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged frame: %v, want ErrCorrupt", err)
 	}
 	if got := len(allEvents(t, target)); got != 2000 {
@@ -127,13 +127,13 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 		}
 		return nil
 	})
-	if err := target.ReplicaRoll(id, n+1); !errors.Is(err, ErrBucketState) {
+	if err := target.Replicas().ReplicaRoll(id, n+1); !errors.Is(err, ErrBucketState) {
 		t.Fatalf("roll past the replica's length: %v", err)
 	}
-	if err := target.ReplicaRoll(id, n); err != nil {
+	if err := target.Replicas().ReplicaRoll(id, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := target.ReplicaRoll(id, n); err != nil {
+	if err := target.Replicas().ReplicaRoll(id, n); err != nil {
 		t.Fatalf("second roll: %v", err)
 	}
 	if err := origin.WaitIdle(10 * time.Second); err != nil {
@@ -146,7 +146,7 @@ func TestReplicaFollowsOrigin(t *testing.T) {
 	if got := len(allEvents(t, target)); got != 2000 {
 		t.Fatalf("warm replica events: %d", got)
 	}
-	if _, err := target.ReplicaAppend(id, "main", true, uint32(n), frames[:1]); err == nil {
+	if _, err := target.Replicas().ReplicaAppend(id, "main", true, uint32(n), frames[:1]); err == nil {
 		t.Fatal("a warm replica took a block")
 	}
 }
@@ -157,7 +157,7 @@ func TestReplicaReopenedAfterRestart(t *testing.T) {
 	hook := &captureHook{}
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
-	origin.SetReplication(hook)
+	origin.Replicas().SetReplication(hook)
 	target, tdir, tguid, id, frames := hotReplica(t, origin)
 	target.Close()
 	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
@@ -169,8 +169,8 @@ func TestReplicaReopenedAfterRestart(t *testing.T) {
 	if err := origin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	all, _ := origin.ReadFrames(id, 0, 1<<30)
-	n, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):])
+	all, _ := origin.Replicas().ReadFrames(id, 0, 1<<30)
+	n, err := target.Replicas().ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):])
 	if err != nil || int(n) != len(all) {
 		t.Fatalf("missed blocks: %d, %v; want %d", n, err, len(all))
 	}
@@ -182,14 +182,14 @@ func TestReplicaReopenedAfterRestart(t *testing.T) {
 	if err := origin.WaitIdle(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := target.ReplicaRoll(id, len(all)); err != nil {
+	if err := target.Replicas().ReplicaRoll(id, len(all)); err != nil {
 		t.Fatal(err)
 	}
 	oi, ti := origin.Inventory()[0], target.Inventory()[0]
 	if oi.ContentHash != ti.ContentHash || oi.Events != ti.Events || ti.State != "warm" {
 		t.Fatalf("copies differ: origin %+v target %+v", oi, ti)
 	}
-	if err := target.Verify(id); err != nil {
+	if err := target.Repairs().Verify(id); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -202,7 +202,7 @@ func TestReplicaRefusesPathIDs(t *testing.T) {
 	hook := &captureHook{}
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
-	origin.SetReplication(hook)
+	origin.Replicas().SetReplication(hook)
 	appendN(t, origin, "main", 0, 200)
 	if err := origin.Flush(); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestReplicaRefusesPathIDs(t *testing.T) {
 		id = b
 	}
 	hook.mu.Unlock()
-	frames, err := origin.ReadFrames(id, 0, 1<<30)
+	frames, err := origin.Replicas().ReadFrames(id, 0, 1<<30)
 	if err != nil || len(frames) == 0 {
 		t.Fatalf("read frames: %d, %v", len(frames), err)
 	}
@@ -233,7 +233,7 @@ func TestReplicaRefusesPathIDs(t *testing.T) {
 		"main~7~",
 		"main~7",
 	} {
-		if _, err := target.ReplicaAppend(bad, "main", true, 0, frames); err == nil {
+		if _, err := target.Replicas().ReplicaAppend(bad, "main", true, 0, frames); err == nil {
 			t.Errorf("bucket id %q accepted", bad)
 		}
 	}
@@ -269,24 +269,24 @@ func TestSealedReplicaStaysSealedAcrossRestart(t *testing.T) {
 	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
 	defer origin.Close()
 	target, tdir, tguid, id, frames := hotReplica(t, origin)
-	if err := target.ReplicaRoll(id, len(frames)); err != nil {
+	if err := target.Replicas().ReplicaRoll(id, len(frames)); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, origin, "main", 1000, 1000)
 	if err := origin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	all, _ := origin.ReadFrames(id, 0, 1<<30)
+	all, _ := origin.Replicas().ReadFrames(id, 0, 1<<30)
 	if len(all) <= len(frames) {
 		t.Fatalf("origin holds %d blocks, want more than %d", len(all), len(frames))
 	}
-	if _, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
+	if _, err := target.Replicas().ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
 		t.Fatal("a sealed replica took blocks past its sealed length")
 	}
 	target.Close()
 	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
 	defer target.Close()
-	if _, err := target.ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
+	if _, err := target.Replicas().ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err == nil {
 		t.Fatal("a sealed replica took blocks past its sealed length after a restart")
 	}
 	if ci := target.Inventory()[0]; ci.Blocks != len(frames) || ci.State != "warm" {
@@ -306,8 +306,8 @@ func hotReplica(t *testing.T, origin *Store) (target *Store, dir, guid, id strin
 		t.Fatal(err)
 	}
 	id = origin.Inventory()[0].ID
-	frames, _ = origin.ReadFrames(id, 0, 1<<30)
-	if _, err := target.ReplicaAppend(id, "main", true, 0, frames); err != nil {
+	frames, _ = origin.Replicas().ReadFrames(id, 0, 1<<30)
+	if _, err := target.Replicas().ReplicaAppend(id, "main", true, 0, frames); err != nil {
 		t.Fatal(err)
 	}
 	return target, dir, guid, id, frames
@@ -332,56 +332,56 @@ func TestSealExtensionDoesNotTruncate(t *testing.T) {
 	sealed := n / 2
 	short := mustOpen(t, Options{Dir: t.TempDir(), GUID: "C0000000-0000-4000-8000-000000000000", Searchable: true})
 	defer short.Close()
-	if _, err := short.ReplicaAppend(id, "main", true, 0, frames[:sealed]); err != nil {
+	if _, err := short.Replicas().ReplicaAppend(id, "main", true, 0, frames[:sealed]); err != nil {
 		t.Fatal(err)
 	}
-	if err := short.ReplicaRoll(id, sealed); err != nil {
+	if err := short.Replicas().ReplicaRoll(id, sealed); err != nil {
 		t.Fatal(err)
 	}
-	sum := short.LastChecksum(id, sealed)
+	sum := short.Replicas().LastChecksum(id, sealed)
 	before := len(allEvents(t, long))
 
 	// Diverged (another checksum at the sealed length): refused, whole.
-	if _, _, err := long.SealPrefix(id, sealed, "00000000"); !errors.Is(err, ErrSealDiverged) {
+	if _, _, err := long.Replicas().SealPrefix(id, sealed, "00000000"); !errors.Is(err, ErrSealDiverged) {
 		t.Fatalf("mismatching prefix: %v, want ErrSealDiverged", err)
 	}
-	if _, _, err := long.SealPrefix(id, sealed, ""); !errors.Is(err, ErrSealDiverged) {
+	if _, _, err := long.Replicas().SealPrefix(id, sealed, ""); !errors.Is(err, ErrSealDiverged) {
 		t.Fatalf("unknown sealed checksum: %v, want ErrSealDiverged", err)
 	}
-	if got, state, _ := long.Blocks(id); got != n || state != StateHot {
+	if got, state, _ := long.Replicas().Blocks(id); got != n || state != StateHot {
 		t.Fatalf("after the refusals: %d blocks %s, want %d hot", got, state, n)
 	}
 	// Matching: the length the seal moves to, nothing cut, warm.
-	got, last, err := long.SealPrefix(id, sealed, sum)
-	if err != nil || got != n || last != long.LastChecksum(id, n) || last == "" {
+	got, last, err := long.Replicas().SealPrefix(id, sealed, sum)
+	if err != nil || got != n || last != long.Replicas().LastChecksum(id, n) || last == "" {
 		t.Fatalf("SealPrefix: %d %q %v; want %d blocks", got, last, err, n)
 	}
-	if b, state, _ := long.Blocks(id); b != n || state != StateWarm {
+	if b, state, _ := long.Replicas().Blocks(id); b != n || state != StateWarm {
 		t.Fatalf("extending copy: %d blocks %s, want %d warm", b, state, n)
 	}
 	if after := len(allEvents(t, long)); after != before || after != 1000 {
 		t.Fatalf("extending copy holds %d events, had %d", after, before)
 	}
 	// Again (a retried task): the same answer.
-	if got, _, err := long.SealPrefix(id, sealed, sum); err != nil || got != n {
+	if got, _, err := long.Replicas().SealPrefix(id, sealed, sum); err != nil || got != n {
 		t.Fatalf("second SealPrefix: %d, %v", got, err)
 	}
 	// At or under the seal: its length, nothing to check.
-	if got, _, err := short.SealPrefix(id, sealed, sum); err != nil || got != sealed {
+	if got, _, err := short.Replicas().SealPrefix(id, sealed, sum); err != nil || got != sealed {
 		t.Fatalf("SealPrefix at the seal: %d, %v", got, err)
 	}
 
 	// The sealed copy fills up to the extended length.
-	if _, err := short.ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err == nil {
+	if _, err := short.Replicas().ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err == nil {
 		t.Fatal("a sealed copy took blocks before ExtendTo")
 	}
-	if err := short.ExtendTo(id, n); err != nil {
+	if err := short.Replicas().ExtendTo(id, n); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := short.ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err != nil || int(got) != n {
+	if got, err := short.Replicas().ReplicaAppend(id, "main", true, uint32(sealed), frames[sealed:]); err != nil || int(got) != n {
 		t.Fatalf("append after ExtendTo: %d, %v", got, err)
 	}
-	if err := short.ReplicaRoll(id, n); err != nil {
+	if err := short.Replicas().ReplicaRoll(id, n); err != nil {
 		t.Fatal(err)
 	}
 	li, si := long.Inventory()[0], short.Inventory()[0]
@@ -392,7 +392,7 @@ func TestSealExtensionDoesNotTruncate(t *testing.T) {
 		t.Fatalf("extended copy: %d events searchable, want 1000", got)
 	}
 	// At its length now: ExtendTo is a no-op, the copy takes no more.
-	if err := short.ExtendTo(id, n); err != nil {
+	if err := short.Replicas().ExtendTo(id, n); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,7 +31,7 @@ func TestAckCopiesRecorded(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, Options{Dir: dir, Searchable: true})
 			if tc.hook != nil {
-				s.SetReplication(tc.hook)
+				s.Replicas().SetReplication(tc.hook)
 			}
 			appendN(t, s, "main", 0, 3)
 			if err := s.Flush(); err != nil {
@@ -41,7 +41,7 @@ func TestAckCopiesRecorded(t *testing.T) {
 			if got := s.AckCopies(id); got != tc.want {
 				t.Fatalf("ack copies %d, want %d", got, tc.want)
 			}
-			frames, err := s.ReadFrames(id, 0, 1<<20)
+			frames, err := s.Replicas().ReadFrames(id, 0, 1<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestAckCopiesRecorded(t *testing.T) {
 			}
 			replica := mustOpen(t, Options{Dir: t.TempDir(), GUID: "fedcba9876543210fedcba9876543210", Searchable: true})
 			defer replica.Close()
-			if _, err := replica.ReplicaAppend(id, "main", true, 0, frames); err != nil {
+			if _, err := replica.Replicas().ReplicaAppend(id, "main", true, 0, frames); err != nil {
 				t.Fatal(err)
 			}
 			if got := replica.AckCopies(id); got != 0 {
@@ -137,7 +137,7 @@ func TestTruncateToNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.Inventory()[0].ID
-	if err := s.Truncate(id, 0); err != nil {
+	if err := s.Repairs().Truncate(id, 0); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *Store) {

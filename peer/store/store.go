@@ -188,7 +188,9 @@ type Stats struct {
 	IndexCapRefused atomic.Int64
 }
 
-// Store is a peer's bucket storage.
+// Store is a peer's bucket storage. Its side concerns are small types that
+// borrow it: Replicas (replication), Repairs (fixups of warm copies),
+// Limits (roll limits and peer-wide caps) and Keys (key records on disk).
 type Store struct {
 	opts   Options
 	report Report
@@ -404,7 +406,7 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := s.recover(); err != nil {
+	if err := (recovery{s}).recover(); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -415,7 +417,7 @@ func Open(opts Options) (*Store, error) {
 	go s.sealer()
 	if opts.MaxHotIdle > 0 {
 		s.wg.Add(1)
-		go s.idleRoller(opts.MaxHotIdle)
+		go s.Limits().idleRoller(opts.MaxHotIdle)
 	}
 	return s, nil
 }
@@ -520,7 +522,7 @@ func (s *Store) AppendKeyed(evs []Event, release func(), key *RequestKey) (*Ack,
 		}
 		return nil, err
 	}
-	s.rollForRoom(pl)
+	s.Limits().rollForRoom(pl)
 	ack := &Ack{}
 	now := time.Now()
 	var cur *Bucket
@@ -814,7 +816,7 @@ func (s *Store) writer() {
 			if j.blk != nil {
 				j.blk.tok.markDone()
 				s.Stats.BlocksWritten.Add(1)
-				s.replBlockDurable(j.blk)
+				s.Replicas().replBlockDurable(j.blk)
 			}
 			if b := j.close; b != nil {
 				if err := b.jf.Close(); err != nil {
@@ -822,7 +824,7 @@ func (s *Store) writer() {
 				}
 				b.jf = nil
 				close(b.journalClosed)
-				s.replJournalClosed(b)
+				s.Replicas().replJournalClosed(b)
 			}
 		}
 	}

@@ -327,7 +327,7 @@ func TestTornTailRepaired(t *testing.T) {
 	if inv[0].Events != 100 || inv[0].Blocks != blocks || inv[0].JournalBytes != st.Size() {
 		t.Fatalf("after repair %+v, want 100 events in %d blocks, %d bytes", inv[0], blocks, st.Size())
 	}
-	if err := s.Verify(id); err != nil {
+	if err := s.Repairs().Verify(id); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -356,7 +356,7 @@ func TestTruncateToLength(t *testing.T) {
 	for _, bl := range b.blocks[:2] {
 		keep += bl.events
 	}
-	if err := s.Truncate(c.ID, 2); err != nil {
+	if err := s.Repairs().Truncate(c.ID, 2); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *Store) {
@@ -374,7 +374,7 @@ func TestTruncateToLength(t *testing.T) {
 		}
 	}
 	check(s)
-	if err := s.Truncate(c.ID, 5); err == nil {
+	if err := s.Repairs().Truncate(c.ID, 5); err == nil {
 		t.Fatal("truncating past the end succeeded")
 	}
 	s.Close()
@@ -414,7 +414,7 @@ func TestIndexCorruptionDetectedAndMissingIndexRebuilt(t *testing.T) {
 	id := s.Inventory()[0].ID
 	ip := filepath.Join(dir, "buckets", id, indexFile)
 	good, _ := os.ReadFile(ip)
-	if err := s.Verify(id); err != nil {
+	if err := s.Repairs().Verify(id); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -426,7 +426,7 @@ func TestIndexCorruptionDetectedAndMissingIndexRebuilt(t *testing.T) {
 	bad[off+ln/2] ^= 0x10
 	os.WriteFile(ip, bad, 0o644)
 	s = mustOpen(t, Options{Dir: dir})
-	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {
+	if err := s.Repairs().Verify(id); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("verify of a flipped index byte: %v, want ErrCorrupt", err)
 	}
 	// reading through the Segment API reports it too
@@ -475,7 +475,7 @@ func TestJournalOnlyCopyMadeSearchable(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dirB, "buckets", ib.ID, indexFile)); !os.IsNotExist(err) {
 		t.Fatalf("journal-only copy has an index file: %v", err)
 	}
-	if err := b.MakeSearchable(ib.ID); err != nil {
+	if err := b.Repairs().MakeSearchable(ib.ID); err != nil {
 		t.Fatal(err)
 	}
 	xa, _ := os.ReadFile(filepath.Join(dirA, "buckets", ia.ID, indexFile))
@@ -709,7 +709,7 @@ func TestMetadataFilesDamaged(t *testing.T) {
 	if fmt.Sprint(states) != "[warm corrupt]" || len(s.Segments()) != 1 {
 		t.Fatalf("states %v, %d segments; want the corrupt copy kept but not served", states, len(s.Segments()))
 	}
-	if err := s.Verify(inv[1].ID); !errors.Is(err, ErrCorrupt) {
+	if err := s.Repairs().Verify(inv[1].ID); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("verify: %v", err)
 	}
 }

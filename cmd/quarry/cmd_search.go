@@ -209,29 +209,10 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 	target = strings.TrimRight(target, "/")
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	do := func(method, path string, body []byte) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, method, target+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if t := token; t != "" {
-			req.Header.Set("Authorization", "Bearer "+t)
-		}
-		return cliHTTPClient(c, 0).Do(req)
-	}
+	h := &headClient{c: c, target: target, token: token}
 	if site := c.String("site"); site != "" {
-		res, err := do(http.MethodGet, "/healthz", nil)
-		if err != nil {
-			return fmt.Errorf("search %s: %w", target, err)
-		}
-		var hz struct {
-			Site string `json:"site"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&hz)
-		res.Body.Close()
-		if hz.Site != site {
-			return fmt.Errorf("search: the search head at %s serves site %q, not %q (--site): use that site's search head", target, hz.Site, site)
+		if err := h.checkSite(ctx, site); err != nil {
+			return err
 		}
 	}
 	body, _ := json.Marshal(map[string]any{"query": q, "earliest": c.String("earliest"), "latest": c.String("latest"),
@@ -242,7 +223,7 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 	if plan.Streamable() {
 		path += "?stream=true"
 	}
-	res, err := do(http.MethodPost, path, body)
+	res, err := h.do(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return fmt.Errorf("search %s: %w", target, err)
 	}
@@ -251,35 +232,94 @@ func searchHead(c *cli.Context, q, target, out, token string) error {
 		return err
 	}
 	if res.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		var e struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return fmt.Errorf("search: %s (%s, HTTP %d)", e.Error, e.Code, res.StatusCode)
-		}
-		return fmt.Errorf("search %s: HTTP %d: %s", target, res.StatusCode, strings.TrimSpace(string(raw)))
+		return headRefusal(res, target)
 	}
 	if !plan.Streamable() {
-		var resp query.Response
-		d := json.NewDecoder(res.Body)
-		d.UseNumber()
-		if err := d.Decode(&resp); err != nil {
-			return fmt.Errorf("search %s: bad answer: %w", target, err)
-		}
-		if out == "json" {
-			for _, r := range resp.Results {
-				var line bytes.Buffer
-				_ = query.AppendRowJSON(&line, r, resp.Fields)
-				os.Stdout.Write(line.Bytes())
-			}
-		} else {
-			printResults(os.Stdout, &resp, out)
-		}
-		return searchSummary(&resp.Summary)
+		return printHeadTable(res.Body, target, out)
 	}
-	dec := json.NewDecoder(res.Body)
+	return printHeadStream(res.Body, target, out)
+}
+
+// headClient sends the requests of one search to a search head (target,
+// its URL without a trailing slash) with the search's token.
+type headClient struct {
+	c      *cli.Context
+	target string
+	token  string
+}
+
+// do sends a request with a JSON body to path on the search head.
+func (h *headClient) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, h.target+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t := h.token; t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	return cliHTTPClient(h.c, 0).Do(req)
+}
+
+// checkSite refuses a search head that serves another site than the one
+// --site expects (its /healthz says which).
+func (h *headClient) checkSite(ctx context.Context, site string) error {
+	res, err := h.do(ctx, http.MethodGet, "/healthz", nil)
+	if err != nil {
+		return fmt.Errorf("search %s: %w", h.target, err)
+	}
+	var hz struct {
+		Site string `json:"site"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&hz)
+	res.Body.Close()
+	if hz.Site != site {
+		return fmt.Errorf("search: the search head at %s serves site %q, not %q (--site): use that site's search head", h.target, hz.Site, site)
+	}
+	return nil
+}
+
+// headRefusal is the error a search head's answer other than 200 OK
+// stands for: its JSON error and code when it has them, else its body.
+func headRefusal(res *http.Response, target string) error {
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+		return fmt.Errorf("search: %s (%s, HTTP %d)", e.Error, e.Code, res.StatusCode)
+	}
+	return fmt.Errorf("search %s: HTTP %d: %s", target, res.StatusCode, strings.TrimSpace(string(raw)))
+}
+
+// printHeadTable prints a transforming search's whole answer (one JSON
+// response): its rows as NDJSON for --output json, else as printResults
+// does, then the summary.
+func printHeadTable(body io.Reader, target, out string) error {
+	var resp query.Response
+	d := json.NewDecoder(body)
+	d.UseNumber()
+	if err := d.Decode(&resp); err != nil {
+		return fmt.Errorf("search %s: bad answer: %w", target, err)
+	}
+	if out == "json" {
+		for _, r := range resp.Results {
+			var line bytes.Buffer
+			_ = query.AppendRowJSON(&line, r, resp.Fields)
+			os.Stdout.Write(line.Bytes())
+		}
+	} else {
+		printResults(os.Stdout, &resp, out)
+	}
+	return searchSummary(&resp.Summary)
+}
+
+// printHeadStream prints a streamed answer (NDJSON) as it arrives: events
+// at once, other rows as a table once the summary line has named their
+// columns, then the summary.
+func printHeadStream(body io.Reader, target, out string) error {
+	dec := json.NewDecoder(body)
 	dec.UseNumber()
 	var rows []map[string]any
 	var sum *query.Summary

@@ -252,6 +252,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
+// start starts the bus, the managers (bootstrapping the first when the
+// cluster is new), the peers and the search heads, each kind waited for
+// before the next, and saves the layout with the addresses they got.
 func (c *Cluster) start(ctx context.Context) error {
 	l := &c.Layout
 	var err error
@@ -261,6 +264,39 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dev: start the bus: %w", err)
 	}
+	seed, err := seedConfig(l)
+	if err != nil {
+		return err
+	}
+	if err := c.startManagers(ctx, &seed); err != nil {
+		return err
+	}
+	if err := c.waitManagers(ctx); err != nil {
+		return err
+	}
+	if err := c.saveLayout(); err != nil { // the managers' addresses are now fixed in Raft
+		return fmt.Errorf("dev: %w", err)
+	}
+	var urls []string
+	for _, mem := range l.Managers {
+		urls = append(urls, "http://"+mem.HTTPAddr)
+	}
+	if err := c.startPeers(); err != nil {
+		return err
+	}
+	if err := c.WaitPeersUp(ctx); err != nil {
+		return err
+	}
+	if err := c.startHeads(ctx); err != nil {
+		return err
+	}
+	return c.saveLayout()
+}
+
+// seedConfig is the cluster config a new dev cluster bootstraps with:
+// site policies for several sites (plain factors for one), small hot
+// buckets, the dev HEC tokens and the sample index.
+func seedConfig(l *Layout) (fsm.Config, error) {
 	seed := fsm.DefaultConfig()
 	seed.Sites = l.Sites
 	if len(l.Sites) > 1 {
@@ -277,8 +313,16 @@ func (c *Cluster) start(ctx context.Context) error {
 		{Token: HECNoAckToken, Ack: false, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: SampleIndex})
 	if err := seed.Validate(); err != nil {
-		return fmt.Errorf("dev: cluster config: %w", err)
+		return seed, fmt.Errorf("dev: cluster config: %w", err)
 	}
+	return seed, nil
+}
+
+// startManagers starts the managers in layout order: on a new cluster the
+// first bootstraps with seed and is waited for as leader, the others join
+// it; a resumed cluster's managers find each other through Raft.
+func (c *Cluster) startManagers(ctx context.Context, seed *fsm.Config) error {
+	l := &c.Layout
 	for i := range l.Managers {
 		mem := &l.Managers[i]
 		busSite := mem.Site
@@ -293,7 +337,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if !c.Resumed {
 			if i == 0 {
 				cfg.Bootstrap = []manager.Server{{ID: mem.ID, RaftAddr: mem.RaftAddr}}
-				cfg.Seed = &seed
+				cfg.Seed = seed
 			} else {
 				cfg.Join = "http://" + l.Managers[0].HTTPAddr
 			}
@@ -317,6 +361,13 @@ func (c *Cluster) start(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+// waitManagers waits until every manager knows all the others and one of
+// them leads.
+func (c *Cluster) waitManagers(ctx context.Context) error {
+	l := &c.Layout
 	if err := testutil.Poll(ctx, pollEvery, func() error {
 		for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 			if n := len(c.Managers[id].Members()); n != len(l.Managers) {
@@ -330,13 +381,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
-	if err := c.saveLayout(); err != nil { // the managers' addresses are now fixed in Raft
-		return fmt.Errorf("dev: %w", err)
-	}
-	var urls []string
-	for _, mem := range l.Managers {
-		urls = append(urls, "http://"+mem.HTTPAddr)
-	}
+	return nil
+}
+
+// startPeers starts the peers, each on its site's bus node.
+func (c *Cluster) startPeers() error {
+	l := &c.Layout
 	for i := range l.Peers {
 		mem := &l.Peers[i]
 		p, err := peer.Start(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
@@ -351,9 +401,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.mu.Unlock()
 		mem.HTTPAddr = p.Addr()
 	}
-	if err := c.WaitPeersUp(ctx); err != nil {
-		return err
-	}
+	return nil
+}
+
+// startHeads starts the search heads, each on its site's bus node (one
+// whose site has none, sh0, on the first site's).
+func (c *Cluster) startHeads(ctx context.Context) error {
+	l := &c.Layout
 	for i := range l.Heads {
 		mem := &l.Heads[i]
 		busSite := mem.Site
@@ -375,7 +429,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.mu.Unlock()
 		mem.HTTPAddr = h.Addr()
 	}
-	return c.saveLayout()
+	return nil
 }
 
 // busUsers are the bus's users, one per process (SPEC §6, bus/DESIGN.md

@@ -120,13 +120,43 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 		return cands{}, false, nil
 	}
 	// First the directory alone: what each block's range says.
-	const (
-		skip = iota
-		whole
-		decode
-	)
 	verdict := make([]byte, len(br.Blocks))
-	full, decodes := true, 0
+	full, decodes := x.blockVerdicts(br, c, verdict)
+	var sure *roaring.Bitmap
+	if decodes > 0 {
+		if sure, err = x.fewValuesMatch(c); err != nil {
+			return cands{}, false, err
+		}
+	}
+	if sure == nil {
+		if sure, err = x.decodeVerdicts(nb, br, verdict, c); err != nil {
+			return cands{}, false, err
+		}
+	}
+	maybe := none()
+	if !full {
+		has, err := x.hasField(c.field)
+		if err != nil {
+			return cands{}, false, err
+		}
+		maybe = andNot(bset{all: true}, has, x.n)
+	}
+	return cands{sure: bset{b: sure}, maybe: maybe}, true, nil
+}
+
+// What a numeric block's range says of a comparison (blockVerdicts).
+const (
+	blockSkip   = iota // no event can match, or none is in the time range
+	blockWhole         // every event holds a value, and every value matches
+	blockDecode        // decode it to know
+)
+
+// blockVerdicts reads the blocks' ranges alone: it sets a verdict per
+// block (verdict is blockSkip for each when called), and reports full when
+// every event of the column holds a value, and how many blocks must be
+// decoded.
+func (x *segExec) blockVerdicts(br *BlockRanges, c *cnode, verdict []byte) (full bool, decodes int) {
+	full = true
 	for bi, b := range br.Blocks {
 		lo := uint32(bi) * br.Per
 		if lo >= x.n {
@@ -147,105 +177,105 @@ func (x *segExec) numericCands(nb NumericBlocks, c *cnode) (cands, bool, error) 
 				numBlockStats.skipped.Add(1)
 			case 1:
 				if b.Present == end-lo {
-					verdict[bi] = whole
+					verdict[bi] = blockWhole
 					break
 				}
 				fallthrough
 			default:
-				verdict[bi] = decode
+				verdict[bi] = blockDecode
 				decodes++
 			}
 		}
 	}
-	var sure *roaring.Bitmap
-	if decodes > 0 {
-		// A field of few values (status) is cheaper from its postings
-		// than from decoded blocks: they answer when the walk ends early.
-		var match []*roaring.Bitmap
-		seen := 0
-		var err error
-		if fc, ok := x.seg.(FieldCounter); ok {
-			// the values' names first, then the matching values' events
-			// alone (`status>=400`: 8 of 15 values, none of them 200)
-			var names []string
-			err = fc.FieldValueCounts(c.field, func(v string, _ uint64) bool {
-				if seen++; seen > fewValues {
-					return false
-				}
-				if c.fieldValueMatches(v) {
-					names = append(names, v)
-				}
-				return true
-			})
-			for _, v := range names {
-				if err != nil || seen > fewValues {
-					break
-				}
-				var b *roaring.Bitmap
-				if b, err = x.seg.FieldValue(c.field, v); b != nil {
-					match = append(match, b)
-				}
+	return full, decodes
+}
+
+// fewValuesMatch answers the comparison from the field's value postings
+// when it has at most fewValues distinct values, nil when it has more.
+func (x *segExec) fewValuesMatch(c *cnode) (*roaring.Bitmap, error) {
+	// A field of few values (status) is cheaper from its postings
+	// than from decoded blocks: they answer when the walk ends early.
+	var match []*roaring.Bitmap
+	seen := 0
+	var err error
+	if fc, ok := x.seg.(FieldCounter); ok {
+		// the values' names first, then the matching values' events
+		// alone (`status>=400`: 8 of 15 values, none of them 200)
+		var names []string
+		err = fc.FieldValueCounts(c.field, func(v string, _ uint64) bool {
+			if seen++; seen > fewValues {
+				return false
 			}
-		} else {
-			err = x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
-				if seen++; seen > fewValues {
-					return false
-				}
-				if c.fieldValueMatches(v) {
-					match = append(match, b)
-				}
-				return true
-			})
+			if c.fieldValueMatches(v) {
+				names = append(names, v)
+			}
+			return true
+		})
+		for _, v := range names {
+			if err != nil || seen > fewValues {
+				break
+			}
+			var b *roaring.Bitmap
+			if b, err = x.seg.FieldValue(c.field, v); b != nil {
+				match = append(match, b)
+			}
 		}
+	} else {
+		err = x.seg.FieldValues(c.field, func(v string, b *roaring.Bitmap) bool {
+			if seen++; seen > fewValues {
+				return false
+			}
+			if c.fieldValueMatches(v) {
+				match = append(match, b)
+			}
+			return true
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if seen <= fewValues {
+		numBlockStats.postings.Add(1)
+		return roaring.FastOr(match...), nil
+	}
+	return nil, nil
+}
+
+// decodeVerdicts gathers the matching events block by block: a whole
+// block's events in one range, a block to decode compared event by event,
+// nothing of a skipped one.
+func (x *segExec) decodeVerdicts(nb NumericBlocks, br *BlockRanges, verdict []byte, c *cnode) (*roaring.Bitmap, error) {
+	sure := roaring.New()
+	var buf []uint32
+	for bi, v := range verdict {
+		lo := uint32(bi) * br.Per
+		end := min(lo+br.Per, br.Events)
+		hi := min(end, x.n)
+		switch v {
+		case blockWhole:
+			sure.AddRange(uint64(lo), uint64(hi))
+			numBlockStats.whole.Add(1)
+			continue
+		case blockSkip:
+			continue
+		}
+		col, err := nb.NumericBlock(c.field, bi)
 		if err != nil {
-			return cands{}, false, err
+			return nil, fmt.Errorf("column %s block %d: %w", c.field, bi, err)
 		}
-		if seen <= fewValues {
-			numBlockStats.postings.Add(1)
-			sure = roaring.FastOr(match...)
+		if col == nil || !col.numeric() || col.Len() != int(end-lo) {
+			return nil, fmt.Errorf("column %s block %d: not a numeric block of %d events", c.field, bi, end-lo)
 		}
+		numBlockStats.decoded.Add(1)
+		buf = buf[:0]
+		for o := uint32(0); o < hi-lo; o++ {
+			if col.Present(o) && cmpNum(c.op, col.Num(o), c.num) {
+				buf = append(buf, lo+o)
+			}
+		}
+		sure.AddMany(buf)
 	}
-	if sure == nil {
-		sure = roaring.New()
-		var buf []uint32
-		for bi, v := range verdict {
-			lo := uint32(bi) * br.Per
-			end := min(lo+br.Per, br.Events)
-			hi := min(end, x.n)
-			switch v {
-			case whole:
-				sure.AddRange(uint64(lo), uint64(hi))
-				numBlockStats.whole.Add(1)
-				continue
-			case skip:
-				continue
-			}
-			col, err := nb.NumericBlock(c.field, bi)
-			if err != nil {
-				return cands{}, false, fmt.Errorf("column %s block %d: %w", c.field, bi, err)
-			}
-			if col == nil || !col.numeric() || col.Len() != int(end-lo) {
-				return cands{}, false, fmt.Errorf("column %s block %d: not a numeric block of %d events", c.field, bi, end-lo)
-			}
-			numBlockStats.decoded.Add(1)
-			buf = buf[:0]
-			for o := uint32(0); o < hi-lo; o++ {
-				if col.Present(o) && cmpNum(c.op, col.Num(o), c.num) {
-					buf = append(buf, lo+o)
-				}
-			}
-			sure.AddMany(buf)
-		}
-	}
-	maybe := none()
-	if !full {
-		has, err := x.hasField(c.field)
-		if err != nil {
-			return cands{}, false, err
-		}
-		maybe = andNot(bset{all: true}, has, x.n)
-	}
-	return cands{sure: bset{b: sure}, maybe: maybe}, true, nil
+	return sure, nil
 }
 
 // fewValues is the most distinct values of a field whose postings answer a

@@ -747,118 +747,149 @@ func (x *segExec) countFromPostings(agg *aggregator, sure bset) (bset, error) {
 	if covered.isEmpty() {
 		return rest, nil
 	}
-	key := make([]string, 0, len(keys))
+	w := &postingsCount{x: x, agg: agg, keys: keys, fkeys: fkeys, hasSpan: hasSpan, ts: ts}
+	w.key = make([]string, 0, len(keys))
 	if hasSpan {
-		key = append(key, "")
+		w.key = append(w.key, "")
 	}
-	base := len(key)
-	// leaf counts the events of b under key (with their time buckets).
-	leaf := func(b bset) {
-		if !hasSpan {
-			agg.addCount(key, int64(b.card(x.n)))
+	w.base = len(w.key)
+	if err := w.walk(0, covered); err != nil {
+		return bset{}, err
+	}
+	return rest, nil
+}
+
+// postingsCount is countFromPostings's walk down the key fields' value
+// postings: key is the group key so far (the time bucket first under a
+// span, then a value per field walked), base where the field values start.
+type postingsCount struct {
+	x       *segExec
+	agg     *aggregator
+	keys    []string // the aggregator's keys
+	fkeys   []string // the field keys (keys without the span)
+	hasSpan bool
+	ts      []int64 // the segment's times, under a span
+	key     []string
+	base    int
+}
+
+// leaf counts the events of b under key (with their time buckets).
+func (w *postingsCount) leaf(b bset) {
+	x, agg, key, ts := w.x, w.agg, w.key, w.ts
+	if !w.hasSpan {
+		agg.addCount(key, int64(b.card(x.n)))
+		return
+	}
+	counts := map[int64]int64{}
+	if b.all {
+		for _, t := range ts {
+			counts[floorSpan(t, agg.span)]++
+		}
+	} else {
+		it := b.b.Iterator()
+		for it.HasNext() {
+			counts[floorSpan(ts[it.Next()], agg.span)]++
+		}
+	}
+	for t, c := range counts {
+		key[0] = strconv.FormatInt(t, 10)
+		agg.addCount(key, c)
+	}
+}
+
+// walk counts the events of b by the values of key fields i on: the index
+// from the segment, a field's values from its postings, each intersected
+// with b before the next field; the last field's values are counted by
+// lastField.
+func (w *postingsCount) walk(i int, b bset) error {
+	if i == len(w.fkeys) {
+		w.leaf(b)
+		return nil
+	}
+	if w.fkeys[i] == "index" {
+		w.key = append(w.key, w.x.seg.Index())
+		err := w.walk(i+1, b)
+		w.key = w.key[:w.base+i]
+		return err
+	}
+	if i == len(w.fkeys)-1 && !w.hasSpan {
+		return w.lastField(i, b)
+	}
+	var werr error
+	err := w.x.seg.FieldValues(w.fkeys[i], func(v string, vb *roaring.Bitmap) bool {
+		nb := and(b, bset{b: vb})
+		if nb.isEmpty() {
+			return true
+		}
+		w.key = append(w.key, v)
+		werr = w.walk(i+1, nb)
+		w.key = w.key[:w.base+i]
+		return werr == nil
+	})
+	if err == nil {
+		err = werr
+	}
+	return err
+}
+
+// lastField counts the events of b by the values of the last key field
+// (i, with no span after it): from the segment's value counts when it
+// keeps them (for all events, or for b), else from the value postings. A
+// single key's counts go to the aggregator as one sorted run.
+func (w *postingsCount) lastField(i int, b bset) error {
+	x, agg := w.x, w.agg
+	var run []keyCount
+	single := len(w.keys) == 1
+	count := func(v string, c uint64) {
+		if c == 0 {
 			return
 		}
-		counts := map[int64]int64{}
-		if b.all {
-			for _, t := range ts {
-				counts[floorSpan(t, agg.span)]++
-			}
-		} else {
-			it := b.b.Iterator()
-			for it.HasNext() {
-				counts[floorSpan(ts[it.Next()], agg.span)]++
-			}
+		if single {
+			run = append(run, keyCount{v, int64(c)})
+			return
 		}
-		for t, c := range counts {
-			key[0] = strconv.FormatInt(t, 10)
-			agg.addCount(key, c)
-		}
+		w.key = append(w.key, v)
+		agg.addCount(w.key, int64(c))
+		w.key = w.key[:w.base+i]
 	}
-	var walk func(i int, b bset) error
-	walk = func(i int, b bset) error {
-		if i == len(fkeys) {
-			leaf(b)
-			return nil
-		}
-		if fkeys[i] == "index" {
-			key = append(key, x.seg.Index())
-			err := walk(i+1, b)
-			key = key[:base+i]
-			return err
-		}
-		last := i == len(fkeys)-1 && !hasSpan
-		// A single key's counts go to the aggregator as one sorted run.
-		var run []keyCount
-		single := last && len(keys) == 1
-		count := func(v string, c uint64) {
-			if c == 0 {
-				return
-			}
-			if single {
-				run = append(run, keyCount{v, int64(c)})
-				return
-			}
-			key = append(key, v)
-			agg.addCount(key, int64(c))
-			key = key[:base+i]
-		}
-		if fc, ok := x.seg.(FieldCounter); ok && last && b.all {
-			err := fc.FieldValueCounts(fkeys[i], func(v string, c uint64) bool {
-				count(v, c)
-				return true
-			})
-			if single && err == nil {
-				agg.addRun(run)
-			}
-			return err
-		}
-		if fc, ok := x.seg.(FieldCounterIn); ok && last && !b.all {
-			done, err := fc.FieldValueCountsIn(fkeys[i], b.b, func(v string, c uint64) bool {
-				count(v, c)
-				return true
-			})
-			if done {
-				if single && err == nil {
-					agg.addRun(run)
-				}
-				return err
-			}
-		}
-		var werr error
-		var dense denseSet
-		if last && !b.all {
-			dense = newDenseSet(b.b, x.n)
-		}
-		err := x.seg.FieldValues(fkeys[i], func(v string, vb *roaring.Bitmap) bool {
-			if last {
-				if b.all {
-					count(v, vb.GetCardinality())
-				} else {
-					count(v, dense.countIn(vb))
-				}
-				return true
-			}
-			nb := and(b, bset{b: vb})
-			if nb.isEmpty() {
-				return true
-			}
-			key = append(key, v)
-			werr = walk(i+1, nb)
-			key = key[:base+i]
-			return werr == nil
+	if fc, ok := x.seg.(FieldCounter); ok && b.all {
+		err := fc.FieldValueCounts(w.fkeys[i], func(v string, c uint64) bool {
+			count(v, c)
+			return true
 		})
-		if err == nil {
-			err = werr
-		}
 		if single && err == nil {
 			agg.addRun(run)
 		}
 		return err
 	}
-	if err := walk(0, covered); err != nil {
-		return bset{}, err
+	if fc, ok := x.seg.(FieldCounterIn); ok && !b.all {
+		done, err := fc.FieldValueCountsIn(w.fkeys[i], b.b, func(v string, c uint64) bool {
+			count(v, c)
+			return true
+		})
+		if done {
+			if single && err == nil {
+				agg.addRun(run)
+			}
+			return err
+		}
 	}
-	return rest, nil
+	var dense denseSet
+	if !b.all {
+		dense = newDenseSet(b.b, x.n)
+	}
+	err := x.seg.FieldValues(w.fkeys[i], func(v string, vb *roaring.Bitmap) bool {
+		if b.all {
+			count(v, vb.GetCardinality())
+		} else {
+			count(v, dense.countIn(vb))
+		}
+		return true
+	})
+	if single && err == nil {
+		agg.addRun(run)
+	}
+	return err
 }
 
 // denseSet is a bitset of ordinals: counting a value's events in it costs

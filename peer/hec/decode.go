@@ -286,139 +286,15 @@ func (d *decoder) decodeAll(body []byte, def Defaults, allowed indexAllowed, max
 		if err != nil {
 			return nil, replyInvalidFormat.at(n)
 		}
-		e := store.Event{Time: def.Now}
-		var bad Reply
-		bad.Code = -1
-		hasEvent := false
+		env := pendingEnvelope{e: store.Event{Time: def.Now}, n: n}
+		env.bad.Code = -1
 		fieldStart := len(d.fields)
-		vals := 1 // the values of this envelope, as the parser holds them
+		env.vals = 1 // the values of this envelope, as the parser holds them
 		o.Visit(func(key []byte, v *fastjson.Value) {
-			vals++
-			if bad.Code >= 0 {
-				return
-			}
-			switch string(key) {
-			case "event":
-				hasEvent = true
-				switch v.Type() {
-				case fastjson.TypeString:
-					s, _ := v.StringBytes()
-					if len(s) == 0 {
-						bad = replyEventBlank.at(n)
-						return
-					}
-					e.Raw = s
-				case fastjson.TypeNull:
-					bad = replyEventBlank.at(n)
-				default:
-					off := len(d.raws)
-					d.raws = v.MarshalTo(d.raws)
-					e.Raw = d.raws[off:len(d.raws):len(d.raws)]
-					vals += valuesBound(e.Raw) - 1
-				}
-			case "time":
-				t, ok := d.parseTime(v)
-				if !ok {
-					bad = replyInvalidFormat.at(n)
-					return
-				}
-				e.Time = t
-			case "host", "source", "sourcetype", "index":
-				if v.Type() == fastjson.TypeNull {
-					return
-				}
-				s, err := v.StringBytes()
-				if err != nil {
-					bad = replyInvalidFormat.at(n)
-					return
-				}
-				switch string(key) {
-				case "host":
-					e.Host = s
-				case "source":
-					e.Source = s
-				case "sourcetype":
-					e.Sourcetype = s
-				case "index":
-					e.Index = string(s)
-				}
-			case "fields":
-				if v.Type() == fastjson.TypeNull {
-					return
-				}
-				fo, err := v.Object()
-				if err != nil {
-					bad = replyBadFields.at(n)
-					return
-				}
-				fo.Visit(func(k []byte, fv *fastjson.Value) {
-					vals++
-					if bad.Code >= 0 {
-						return
-					}
-					if !validFieldName(k) {
-						bad = replyBadFields.at(n)
-						return
-					}
-					if fv.Type() == fastjson.TypeArray {
-						arr, _ := fv.Array()
-						vals += len(arr)
-						for _, el := range arr {
-							val, ok := d.fieldValue(el)
-							if !ok {
-								bad = replyBadFields.at(n)
-								return
-							}
-							d.fields = append(d.fields, store.Field{Name: k, Value: val})
-						}
-						return
-					}
-					val, ok := d.fieldValue(fv)
-					if !ok {
-						bad = replyBadFields.at(n)
-						return
-					}
-					d.fields = append(d.fields, store.Field{Name: k, Value: val})
-				})
-			default: // ignored, but held by the parser all the same
-				if t := v.Type(); t == fastjson.TypeObject || t == fastjson.TypeArray {
-					vals += countValues(v) - 1
-				}
-			}
+			d.envelopeKey(&env, key, v)
 		})
-		if bad.Code >= 0 {
-			return nil, bad
-		}
-		if !hasEvent {
-			return nil, replyEventRequired.at(n)
-		}
-		if e.Index == "" {
-			e.Index = def.Index
-		}
-		if e.Host == nil {
-			e.Host = []byte(def.Host)
-		}
-		if e.Source == nil {
-			e.Source = []byte(def.Source)
-		}
-		if e.Sourcetype == nil {
-			e.Sourcetype = []byte(def.Sourcetype)
-		}
-		if len(d.fields) > fieldStart {
-			e.Fields = d.fields[fieldStart:len(d.fields):len(d.fields)]
-		}
-		if eventSize(&e) > maxEvent {
-			return nil, replyInvalidFormat.at(n)
-		}
-		if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
-			return nil, replyIncorrectIdx.at(n)
-		}
-		d.evs = append(d.evs, e)
-		d.valuesCap = max(d.valuesCap, vals)
-		if d.charge != nil {
-			if rp := d.chargeGrowth(); rp != nil {
-				return nil, *rp
-			}
+		if rp, ok := d.addEvent(&env, fieldStart, def, allowed, maxEvent); !ok {
+			return nil, rp
 		}
 		n++
 	}
@@ -429,6 +305,168 @@ func (d *decoder) decodeAll(body []byte, def Defaults, allowed indexAllowed, max
 		return nil, replyNoData
 	}
 	return d.evs, replySuccess
+}
+
+// pendingEnvelope is one envelope being decoded: its event so far, the
+// reply that refuses it (Code -1 while none does), whether it has an
+// "event" key, the values the parser holds for it, and its number in the
+// body.
+type pendingEnvelope struct {
+	e        store.Event
+	bad      Reply
+	hasEvent bool
+	vals     int
+	n        int
+}
+
+// envelopeKey reads one key of an envelope into env (an unknown key is
+// ignored, its values counted all the same); after a refusal it only
+// counts values.
+func (d *decoder) envelopeKey(env *pendingEnvelope, key []byte, v *fastjson.Value) {
+	env.vals++
+	if env.bad.Code >= 0 {
+		return
+	}
+	n := env.n
+	switch string(key) {
+	case "event":
+		env.hasEvent = true
+		switch v.Type() {
+		case fastjson.TypeString:
+			s, _ := v.StringBytes()
+			if len(s) == 0 {
+				env.bad = replyEventBlank.at(n)
+				return
+			}
+			env.e.Raw = s
+		case fastjson.TypeNull:
+			env.bad = replyEventBlank.at(n)
+		default:
+			off := len(d.raws)
+			d.raws = v.MarshalTo(d.raws)
+			env.e.Raw = d.raws[off:len(d.raws):len(d.raws)]
+			env.vals += valuesBound(env.e.Raw) - 1
+		}
+	case "time":
+		t, ok := d.parseTime(v)
+		if !ok {
+			env.bad = replyInvalidFormat.at(n)
+			return
+		}
+		env.e.Time = t
+	case "host", "source", "sourcetype", "index":
+		if v.Type() == fastjson.TypeNull {
+			return
+		}
+		s, err := v.StringBytes()
+		if err != nil {
+			env.bad = replyInvalidFormat.at(n)
+			return
+		}
+		switch string(key) {
+		case "host":
+			env.e.Host = s
+		case "source":
+			env.e.Source = s
+		case "sourcetype":
+			env.e.Sourcetype = s
+		case "index":
+			env.e.Index = string(s)
+		}
+	case "fields":
+		d.envelopeFields(env, v)
+	default: // ignored, but held by the parser all the same
+		if t := v.Type(); t == fastjson.TypeObject || t == fastjson.TypeArray {
+			env.vals += countValues(v) - 1
+		}
+	}
+}
+
+// envelopeFields appends the indexed fields of an envelope's "fields"
+// object (null: none) to d.fields: each a string or a number, or an array
+// of them (one field per element).
+func (d *decoder) envelopeFields(env *pendingEnvelope, v *fastjson.Value) {
+	n := env.n
+	if v.Type() == fastjson.TypeNull {
+		return
+	}
+	fo, err := v.Object()
+	if err != nil {
+		env.bad = replyBadFields.at(n)
+		return
+	}
+	fo.Visit(func(k []byte, fv *fastjson.Value) {
+		env.vals++
+		if env.bad.Code >= 0 {
+			return
+		}
+		if !validFieldName(k) {
+			env.bad = replyBadFields.at(n)
+			return
+		}
+		if fv.Type() == fastjson.TypeArray {
+			arr, _ := fv.Array()
+			env.vals += len(arr)
+			for _, el := range arr {
+				val, ok := d.fieldValue(el)
+				if !ok {
+					env.bad = replyBadFields.at(n)
+					return
+				}
+				d.fields = append(d.fields, store.Field{Name: k, Value: val})
+			}
+			return
+		}
+		val, ok := d.fieldValue(fv)
+		if !ok {
+			env.bad = replyBadFields.at(n)
+			return
+		}
+		d.fields = append(d.fields, store.Field{Name: k, Value: val})
+	})
+}
+
+// addEvent checks a read envelope, fills what it left out from def, and
+// appends its event (with the fields from fieldStart on) to d.evs; it
+// returns the reply that refuses it, false, when it may not be stored.
+func (d *decoder) addEvent(env *pendingEnvelope, fieldStart int, def Defaults, allowed indexAllowed, maxEvent int) (Reply, bool) {
+	n := env.n
+	if env.bad.Code >= 0 {
+		return env.bad, false
+	}
+	if !env.hasEvent {
+		return replyEventRequired.at(n), false
+	}
+	e := &env.e
+	if e.Index == "" {
+		e.Index = def.Index
+	}
+	if e.Host == nil {
+		e.Host = []byte(def.Host)
+	}
+	if e.Source == nil {
+		e.Source = []byte(def.Source)
+	}
+	if e.Sourcetype == nil {
+		e.Sourcetype = []byte(def.Sourcetype)
+	}
+	if len(d.fields) > fieldStart {
+		e.Fields = d.fields[fieldStart:len(d.fields):len(d.fields)]
+	}
+	if eventSize(e) > maxEvent {
+		return replyInvalidFormat.at(n), false
+	}
+	if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
+		return replyIncorrectIdx.at(n), false
+	}
+	d.evs = append(d.evs, *e)
+	d.valuesCap = max(d.valuesCap, env.vals)
+	if d.charge != nil {
+		if rp := d.chargeGrowth(); rp != nil {
+			return *rp, false
+		}
+	}
+	return Reply{}, true
 }
 
 // validFieldName refuses empty names, NUL bytes, and names that would

@@ -561,110 +561,151 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 		return raw, err
 	}
 	d := uint64(len(c.Dict))
-	pr := &payloadReader{b: raw}
-	var bm []byte
-	if colSparse(m.kind) {
-		bm = pr.bytes(uint64(hi-lo+7) / 8)
-	}
-	prev := int64(0)
-	present := uint64(0)
-	if m.kind == colDict && len(raw) == int(hi-lo) {
-		// every rank under 128 (a field of few values): one byte an event
-		fast := true
-		for _, b := range raw {
-			if b >= 0x80 || uint64(b) > d {
-				fast = false
-				break
-			}
-		}
-		if fast {
-			if c.Small != nil {
-				c.Small = append(c.Small, raw...)
-				return raw, nil
-			}
-			if c.IDs16 != nil {
-				for _, b := range raw {
-					c.IDs16 = append(c.IDs16, uint16(b))
-				}
-				return raw, nil
-			}
-			for _, b := range raw {
-				c.IDs = append(c.IDs, uint32(b))
-			}
-			return raw, nil
-		}
+	if m.kind == colDict && len(raw) == int(hi-lo) && appendByteRanks(c, raw, d) {
+		return raw, nil
 	}
 	if m.kind == colIntFew {
-		few, err := r.fewInts(ra, m)
-		if err != nil {
-			return raw, err
-		}
-		if len(raw) != int(hi-lo) || uint64(hi-lo) != bl.present {
-			return raw, fmt.Errorf("%w: column block %d of %d bytes for %d events", ErrCorrupt, bi, len(raw), hi-lo)
-		}
-		for _, b := range raw {
-			if int(b) >= len(few) {
-				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, b, len(few))
-			}
-			v := few[b]
-			if v < bl.min || v > bl.max {
-				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
-			}
-			if c.Small != nil {
-				c.Small = append(c.Small, b+1) // b < len(few) ≤ 127
-				continue
-			}
-			c.Ints = append(c.Ints, v)
-		}
-		return raw, nil
+		return raw, r.decodeFewIntsBlock(ra, m, bi, &bl, c, raw, lo, hi)
 	}
 	if m.kind == colInt {
-		// every event holds a value: one tight loop
-		b := raw
-		for o := lo; o < hi; o++ {
-			d, k := binary.Varint(b)
-			if k <= 0 {
-				return raw, fmt.Errorf("%w: bad varint in column block %d", ErrCorrupt, bi)
-			}
-			b = b[k:]
-			v := prev + d
-			if v < bl.min || v > bl.max {
-				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
-			}
-			c.Ints = append(c.Ints, v)
-			prev = v
-		}
-		if len(b) != 0 {
-			return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
-		}
-		if uint64(hi-lo) != bl.present {
-			return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, hi-lo, bl.present)
-		}
-		return raw, nil
+		return raw, decodeIntBlock(raw, bi, &bl, c, lo, hi)
 	}
 	if m.kind == colDict && c.Small == nil {
-		// ids of a dictionary of many values (path, clientip): one tight
-		// loop, a one-byte id without a call
-		var b []byte
-		if c.IDs16 != nil {
-			c.IDs16, b, err = appendIDs(c.IDs16, raw, int(hi-lo), d)
-		} else {
-			c.IDs, b, err = appendIDs(c.IDs, raw, int(hi-lo), d)
-		}
-		if err != nil {
-			return raw, fmt.Errorf("%w in column block %d", err, bi)
-		}
-		if len(b) != 0 {
-			return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
-		}
-		return raw, nil
+		return raw, decodeDictIDsBlock(raw, bi, c, lo, hi, d)
 	}
+	pr := &payloadReader{b: raw}
+	present := uint64(0)
+	if colNumeric(m.kind) {
+		present, err = decodeNumericEvents(pr, &bl, c, m.kind, lo, hi, base)
+	} else {
+		err = decodeDictEvents(pr, c, m.kind, lo, hi, base, d)
+	}
+	if err != nil {
+		return raw, err
+	}
+	if pr.err != nil {
+		return raw, pr.err
+	}
+	if len(pr.b) != 0 {
+		return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+	}
+	if colNumeric(m.kind) && present != bl.present {
+		return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, present, bl.present)
+	}
+	return raw, nil
+}
+
+// appendByteRanks appends a kind 1 block of one byte an event to c when
+// every rank in raw is under 128 (a field of few values) and at most d, and
+// reports whether it did; it appends nothing when it does not.
+func appendByteRanks(c *query.Column, raw []byte, d uint64) bool {
+	for _, b := range raw {
+		if b >= 0x80 || uint64(b) > d {
+			return false
+		}
+	}
+	if c.Small != nil {
+		c.Small = append(c.Small, raw...)
+		return true
+	}
+	if c.IDs16 != nil {
+		for _, b := range raw {
+			c.IDs16 = append(c.IDs16, uint16(b))
+		}
+		return true
+	}
+	for _, b := range raw {
+		c.IDs = append(c.IDs, uint32(b))
+	}
+	return true
+}
+
+// decodeFewIntsBlock appends a kind 7 block's events [lo, hi) to c: each a
+// byte, the rank of its value, kept as it is for a column read whole as a
+// dictionary (c.Small), else looked up as an integer.
+func (r *colReader) decodeFewIntsBlock(ra io.ReaderAt, m *colMeta, bi int, bl *colBlock, c *query.Column, raw []byte, lo, hi uint32) error {
+	few, err := r.fewInts(ra, m)
+	if err != nil {
+		return err
+	}
+	if len(raw) != int(hi-lo) || uint64(hi-lo) != bl.present {
+		return fmt.Errorf("%w: column block %d of %d bytes for %d events", ErrCorrupt, bi, len(raw), hi-lo)
+	}
+	for _, b := range raw {
+		if int(b) >= len(few) {
+			return fmt.Errorf("%w: column value %d of %d", ErrCorrupt, b, len(few))
+		}
+		v := few[b]
+		if v < bl.min || v > bl.max {
+			return fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+		}
+		if c.Small != nil {
+			c.Small = append(c.Small, b+1) // b < len(few) ≤ 127
+			continue
+		}
+		c.Ints = append(c.Ints, v)
+	}
+	return nil
+}
+
+// decodeIntBlock appends a kind 3 block's events [lo, hi) to c: every
+// event holds a value, a zigzag varint relative to the one before, read in
+// one tight loop.
+func decodeIntBlock(raw []byte, bi int, bl *colBlock, c *query.Column, lo, hi uint32) error {
+	prev := int64(0)
+	b := raw
+	for o := lo; o < hi; o++ {
+		d, k := binary.Varint(b)
+		if k <= 0 {
+			return fmt.Errorf("%w: bad varint in column block %d", ErrCorrupt, bi)
+		}
+		b = b[k:]
+		v := prev + d
+		if v < bl.min || v > bl.max {
+			return fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+		}
+		c.Ints = append(c.Ints, v)
+		prev = v
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+	}
+	if uint64(hi-lo) != bl.present {
+		return fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, hi-lo, bl.present)
+	}
+	return nil
+}
+
+// decodeDictIDsBlock appends a kind 1 block's events [lo, hi) to c as two-
+// or four-byte ids (a dictionary of many values: path, clientip), each at
+// most d: one tight loop, a one-byte id without a call.
+func decodeDictIDsBlock(raw []byte, bi int, c *query.Column, lo, hi uint32, d uint64) error {
+	var b []byte
+	var err error
+	if c.IDs16 != nil {
+		c.IDs16, b, err = appendIDs(c.IDs16, raw, int(hi-lo), d)
+	} else {
+		c.IDs, b, err = appendIDs(c.IDs, raw, int(hi-lo), d)
+	}
+	if err != nil {
+		return fmt.Errorf("%w in column block %d", err, bi)
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+	}
+	return nil
+}
+
+// decodeDictEvents appends the events [lo, hi) of a dictionary block (kind
+// 1 into c.Small, or kind 2) read from pr to c, whose ordinal 0 is event
+// base; ids are at most d. A bad varint stops it with pr.err set.
+func decodeDictEvents(pr *payloadReader, c *query.Column, kind byte, lo, hi, base uint32, d uint64) error {
 	for o := lo; o < hi && pr.err == nil; o++ {
-		switch m.kind {
+		switch kind {
 		case colDict:
 			id := pr.uvarint()
 			if id > d {
-				return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+				return fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
 			}
 			if c.Small != nil {
 				c.Small = append(c.Small, uint8(id)) // d ≤ 255
@@ -678,12 +719,12 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 				continue
 			}
 			if k > uint64(len(pr.b)) {
-				return raw, fmt.Errorf("%w: %d values of one event", ErrCorrupt, k)
+				return fmt.Errorf("%w: %d values of one event", ErrCorrupt, k)
 			}
 			for j := uint64(0); j < k; j++ {
 				id := pr.uvarint()
 				if id >= d {
-					return raw, fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
+					return fmt.Errorf("%w: column value %d of %d", ErrCorrupt, id, d)
 				}
 				if j == 0 {
 					c.IDs = append(c.IDs, uint32(id)+1)
@@ -694,50 +735,56 @@ func (r *colReader) decodeBlock(ra io.ReaderAt, m *colMeta, bi int, c *query.Col
 				}
 				c.Multi[o-base] = append(c.Multi[o-base], uint32(id)+1)
 			}
-		default:
-			floats := colFloats(m.kind)
-			if bm != nil && bm[(o-lo)/8]>>((o-lo)%8)&1 == 0 {
-				if floats {
-					c.Floats = append(c.Floats, 0)
-				} else {
-					c.Ints = append(c.Ints, 0)
-				}
-				continue
-			}
-			if c.Has != nil {
-				c.Has[(o-base)>>6] |= 1 << ((o - base) & 63)
-			}
-			present++
-			if floats {
-				b := pr.bytes(8)
-				if pr.err != nil {
-					break
-				}
-				v := math.Float64frombits(binary.LittleEndian.Uint64(b))
-				if !(v >= bl.fmin && v <= bl.fmax) {
-					return raw, fmt.Errorf("%w: column value %v outside its block's [%v, %v]", ErrCorrupt, v, bl.fmin, bl.fmax)
-				}
-				c.Floats = append(c.Floats, v)
-				continue
-			}
-			v := prev + pr.varint()
-			if pr.err == nil && (v < bl.min || v > bl.max) {
-				return raw, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
-			}
-			c.Ints = append(c.Ints, v)
-			prev = v
 		}
 	}
-	if pr.err != nil {
-		return raw, pr.err
+	return nil
+}
+
+// decodeNumericEvents appends the events [lo, hi) of a block of sparse
+// integers or of floats (kinds 4, 5, 6) read from pr to c, whose ordinal 0
+// is event base, and returns how many hold a value. A bad varint or a
+// block cut short stops it with pr.err set.
+func decodeNumericEvents(pr *payloadReader, bl *colBlock, c *query.Column, kind byte, lo, hi, base uint32) (uint64, error) {
+	var bm []byte
+	if colSparse(kind) {
+		bm = pr.bytes(uint64(hi-lo+7) / 8)
 	}
-	if len(pr.b) != 0 {
-		return raw, fmt.Errorf("%w: stray bytes in column block %d", ErrCorrupt, bi)
+	prev := int64(0)
+	present := uint64(0)
+	floats := colFloats(kind)
+	for o := lo; o < hi && pr.err == nil; o++ {
+		if bm != nil && bm[(o-lo)/8]>>((o-lo)%8)&1 == 0 {
+			if floats {
+				c.Floats = append(c.Floats, 0)
+			} else {
+				c.Ints = append(c.Ints, 0)
+			}
+			continue
+		}
+		if c.Has != nil {
+			c.Has[(o-base)>>6] |= 1 << ((o - base) & 63)
+		}
+		present++
+		if floats {
+			b := pr.bytes(8)
+			if pr.err != nil {
+				break
+			}
+			v := math.Float64frombits(binary.LittleEndian.Uint64(b))
+			if !(v >= bl.fmin && v <= bl.fmax) {
+				return present, fmt.Errorf("%w: column value %v outside its block's [%v, %v]", ErrCorrupt, v, bl.fmin, bl.fmax)
+			}
+			c.Floats = append(c.Floats, v)
+			continue
+		}
+		v := prev + pr.varint()
+		if pr.err == nil && (v < bl.min || v > bl.max) {
+			return present, fmt.Errorf("%w: column value %d outside its block's [%d, %d]", ErrCorrupt, v, bl.min, bl.max)
+		}
+		c.Ints = append(c.Ints, v)
+		prev = v
 	}
-	if colNumeric(m.kind) && present != bl.present {
-		return raw, fmt.Errorf("%w: column block %d holds %d values, directory says %d", ErrCorrupt, bi, present, bl.present)
-	}
-	return raw, nil
+	return present, nil
 }
 
 // Column implements query.ColumnSource for a warm copy.

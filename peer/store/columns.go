@@ -157,246 +157,336 @@ func buildColumnsVersion(h *hotIndex, version byte) []byte {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := h.n
-	out := append([]byte(nil), colMagic[:4]...)
-	out = append(out, version)
-	out = append(out, 0, 0, 0)
-	var dir []byte
-	dir = binary.AppendUvarint(dir, colBlockEvents)
+	w := &colWriter{}
+	w.out = append([]byte(nil), colMagic[:4]...)
+	w.out = append(w.out, version)
+	w.out = append(w.out, 0, 0, 0)
+	w.dir = binary.AppendUvarint(w.dir, colBlockEvents)
 	var names []string
 	for _, name := range h.fieldNamesLocked() {
 		if len(h.fields[name].col) > 0 {
 			names = append(names, name)
 		}
 	}
-	dir = binary.AppendUvarint(dir, uint64(len(names)))
-	var raw []byte
-	blob := func(b []byte) {
-		o := len(out)
-		out = encoder().EncodeAll(b, out)
-		c := out[o:]
-		dir = binary.AppendUvarint(dir, uint64(o))
-		dir = binary.AppendUvarint(dir, uint64(len(c)))
-		dir = binary.AppendUvarint(dir, uint64(crc32.Checksum(c, castagnoli)))
-	}
+	w.dir = binary.AppendUvarint(w.dir, uint64(len(names)))
 	for _, name := range names {
-		ft := h.fields[name]
-		col := ft.col[:min(uint32(len(ft.col)), n)]
-		at := func(o uint32) uint32 { // table id + 1, 0 when missing
-			if o < uint32(len(col)) {
-				return col[o]
-			}
-			return 0
-		}
-		// the values this column uses, ranked in byte order
-		used := make([]bool, ft.len())
-		missing := false
-		for o := uint32(0); o < n; o++ {
-			if id := at(o); id > 0 {
-				used[id-1] = true
-			} else {
-				missing = true
-			}
-		}
-		multi := false
-		for o, m := range ft.colMulti {
-			if o < n {
-				multi = true
-				for _, id := range m {
-					used[id-1] = true
-				}
-			}
-		}
-		var keys []uint32
-		for _, e := range ft.sorted() {
-			if used[e.id] {
-				keys = append(keys, e.id)
-			}
-		}
-		rank := make([]uint32, ft.len())
-		ints := !multi
-		nums := make([]int64, 0, len(keys))
-		for r, id := range keys {
-			rank[id] = uint32(r)
-			if ints {
-				v, ok := query.CanonicalInt(string(ft.key(id)))
-				ints = ok
-				nums = append(nums, v)
-			}
-		}
-		floats := !multi && !ints && version >= 2
-		var fnums []float64
-		for _, id := range keys {
-			if !floats {
-				break
-			}
-			v, ok := query.CanonicalFloat(string(ft.key(id)))
-			floats = ok
-			fnums = append(fnums, v)
-		}
-		dir = binary.AppendUvarint(dir, uint64(len(name)))
-		dir = append(dir, name...)
-		kind := byte(colDict)
-		switch {
-		case ints && missing:
-			kind = colIntSparse
-		case ints && len(keys) <= colFewInts && version >= 3:
-			kind = colIntFew
-		case ints:
-			kind = colInt
-		case floats && missing:
-			kind = colFloatSparse
-		case floats:
-			kind = colFloat
-		case multi:
-			kind = colDictMulti
-		}
-		dir = append(dir, kind)
-		if !colNumeric(kind) {
-			// version 3: each value's event count after it, so that
-			// counts by value need no block decoded (`| top path`)
-			var counts []uint64
-			if version >= 3 {
-				counts = make([]uint64, len(keys))
-				for o := uint32(0); o < n; o++ {
-					id := at(o)
-					if id == 0 {
-						continue
-					}
-					counts[rank[id-1]]++
-					if more := ft.colMulti[o]; more != nil {
-						for j, m := range more {
-							if m == id || slices.Contains(more[:j], m) {
-								continue
-							}
-							counts[rank[m-1]]++
-						}
-					}
-				}
-			}
-			raw = raw[:0]
-			var prev []byte
-			for r, id := range keys {
-				k := ft.key(id)
-				p := 0
-				for p < len(k) && p < len(prev) && k[p] == prev[p] {
-					p++
-				}
-				raw = binary.AppendUvarint(raw, uint64(p))
-				raw = binary.AppendUvarint(raw, uint64(len(k)-p))
-				raw = append(raw, k[p:]...)
-				if counts != nil {
-					raw = binary.AppendUvarint(raw, counts[r])
-				}
-				prev = k
-			}
-			dir = binary.AppendUvarint(dir, uint64(len(keys)))
-			blob(raw)
-		}
-		if kind == colIntFew {
-			// the values in byte order of their text, zigzag varints
-			raw = raw[:0]
-			for _, v := range nums {
-				raw = binary.AppendVarint(raw, v)
-			}
-			dir = binary.AppendUvarint(dir, uint64(len(keys)))
-			blob(raw)
-		}
-		nb := (n + colBlockEvents - 1) / colBlockEvents
-		dir = binary.AppendUvarint(dir, uint64(nb))
-		for b := uint32(0); b < nb; b++ {
-			lo, hi := b*colBlockEvents, min((b+1)*colBlockEvents, n)
-			raw = raw[:0]
-			var mn, mx int64
-			var fmn, fmx float64
-			present := uint64(0)
-			if colSparse(kind) {
-				bm := make([]byte, (hi-lo+7)/8)
-				for o := lo; o < hi; o++ {
-					if at(o) > 0 {
-						bm[(o-lo)/8] |= 1 << ((o - lo) % 8)
-					}
-				}
-				raw = append(raw, bm...)
-			}
-			prev := int64(0)
-			for o := lo; o < hi; o++ {
-				id := at(o)
-				switch kind {
-				case colDict:
-					if id == 0 {
-						raw = append(raw, 0)
-					} else {
-						raw = binary.AppendUvarint(raw, uint64(rank[id-1])+1)
-					}
-				case colDictMulti:
-					if id == 0 {
-						raw = append(raw, 0)
-						continue
-					}
-					more := ft.colMulti[o]
-					raw = binary.AppendUvarint(raw, uint64(1+len(more)))
-					raw = binary.AppendUvarint(raw, uint64(rank[id-1]))
-					for _, m := range more {
-						raw = binary.AppendUvarint(raw, uint64(rank[m-1]))
-					}
-				case colIntFew:
-					v := nums[rank[id-1]]
-					if present == 0 || v < mn {
-						mn = v
-					}
-					if present == 0 || v > mx {
-						mx = v
-					}
-					present++
-					raw = append(raw, byte(rank[id-1]))
-				case colFloat, colFloatSparse:
-					if id == 0 {
-						continue
-					}
-					v := fnums[rank[id-1]]
-					if present == 0 || v < fmn {
-						fmn = v
-					}
-					if present == 0 || v > fmx {
-						fmx = v
-					}
-					present++
-					raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(v))
-				default:
-					if id == 0 {
-						continue
-					}
-					v := nums[rank[id-1]]
-					if present == 0 || v < mn {
-						mn = v
-					}
-					if present == 0 || v > mx {
-						mx = v
-					}
-					present++
-					raw = binary.AppendVarint(raw, v-prev)
-					prev = v
-				}
-			}
-			blob(raw)
-			switch {
-			case ints:
-				dir = binary.AppendVarint(dir, mn)
-				dir = binary.AppendVarint(dir, mx)
-				dir = binary.AppendUvarint(dir, present)
-			case floats:
-				dir = binary.LittleEndian.AppendUint64(dir, math.Float64bits(fmn))
-				dir = binary.LittleEndian.AppendUint64(dir, math.Float64bits(fmx))
-				dir = binary.AppendUvarint(dir, present)
-			}
-		}
+		w.writeColumn(name, h.fields[name], n, version)
 	}
+	out := w.out
 	dirOff := len(out)
-	out = append(out, dir...)
+	out = append(out, w.dir...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(dirOff))
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(dir)))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(w.dir)))
 	out = binary.LittleEndian.AppendUint32(out, n)
 	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
 	out = append(out, colFooterMagic[:]...)
 	return out
+}
+
+// colWriter accumulates a column file being written: out is the header
+// and the blobs so far, dir the directory, raw a blob's bytes before
+// compression (reused from blob to blob).
+type colWriter struct {
+	out, dir, raw []byte
+}
+
+// blob appends b's zstd frame to the file and its offset, length and
+// CRC-32C to the directory.
+func (w *colWriter) blob(b []byte) {
+	o := len(w.out)
+	w.out = encoder().EncodeAll(b, w.out)
+	c := w.out[o:]
+	w.dir = binary.AppendUvarint(w.dir, uint64(o))
+	w.dir = binary.AppendUvarint(w.dir, uint64(len(c)))
+	w.dir = binary.AppendUvarint(w.dir, uint64(crc32.Checksum(c, castagnoli)))
+}
+
+// colValues is one field's column as it is written: the values its first n
+// events use, ranked in byte order, and the kind they make it.
+type colValues struct {
+	ft    *fieldTable
+	col   []uint32 // per event, table id + 1 (0 when missing); may end before n
+	n     uint32
+	keys  []uint32 // table ids of the values used, in byte order
+	rank  []uint32 // table id -> rank in keys
+	nums  []int64  // integer kinds: the value of each rank
+	fnums []float64
+	ints  bool // every value a canonical integer (kinds 3, 4, 7)
+	// floats: every value a canonical float, not all integers (kinds 5, 6)
+	floats bool
+	kind   byte
+}
+
+// at is event o's table id + 1, 0 when it has no value.
+func (v *colValues) at(o uint32) uint32 {
+	if o < uint32(len(v.col)) {
+		return v.col[o]
+	}
+	return 0
+}
+
+// writeColumn writes the column of field name (table ft) over the first
+// n events: its directory entry, its dictionary or values blob, its
+// blocks. The values it uses are ranked in byte order and choose its kind
+// (version limits the kinds: 1 has no floats, 2 no kind 7).
+func (w *colWriter) writeColumn(name string, ft *fieldTable, n uint32, version byte) {
+	v := colValues{ft: ft, n: n, col: ft.col[:min(uint32(len(ft.col)), n)]}
+	// the values this column uses, ranked in byte order
+	used := make([]bool, ft.len())
+	missing, multi := v.markUsed(used)
+	var keys []uint32
+	for _, e := range ft.sorted() {
+		if used[e.id] {
+			keys = append(keys, e.id)
+		}
+	}
+	v.keys = keys
+	v.rank = make([]uint32, ft.len())
+	v.ints = !multi
+	v.nums = make([]int64, 0, len(v.keys))
+	for r, id := range v.keys {
+		v.rank[id] = uint32(r)
+		if v.ints {
+			x, ok := query.CanonicalInt(string(ft.key(id)))
+			v.ints = ok
+			v.nums = append(v.nums, x)
+		}
+	}
+	v.floats = !multi && !v.ints && version >= 2
+	var fnums []float64
+	for _, id := range v.keys {
+		if !v.floats {
+			break
+		}
+		x, ok := query.CanonicalFloat(string(ft.key(id)))
+		v.floats = ok
+		fnums = append(fnums, x)
+	}
+	v.fnums = fnums
+	v.kind = v.chooseKind(missing, multi, version)
+	w.dir = binary.AppendUvarint(w.dir, uint64(len(name)))
+	w.dir = append(w.dir, name...)
+	w.dir = append(w.dir, v.kind)
+	if !colNumeric(v.kind) {
+		// version 3: each value's event count after it, so that
+		// counts by value need no block decoded (`| top path`)
+		var counts []uint64
+		if version >= 3 {
+			counts = make([]uint64, len(v.keys))
+			v.countValues(counts)
+		}
+		w.writeDict(&v, counts)
+	}
+	if v.kind == colIntFew {
+		w.writeFewInts(&v)
+	}
+	w.writeBlocks(&v)
+}
+
+// markUsed marks in used the table ids of the values the column's events
+// hold, and reports whether an event holds none and whether one holds
+// several.
+func (v *colValues) markUsed(used []bool) (missing, multi bool) {
+	for o := uint32(0); o < v.n; o++ {
+		if id := v.at(o); id > 0 {
+			used[id-1] = true
+		} else {
+			missing = true
+		}
+	}
+	for o, m := range v.ft.colMulti {
+		if o < v.n {
+			multi = true
+			for _, id := range m {
+				used[id-1] = true
+			}
+		}
+	}
+	return missing, multi
+}
+
+// chooseKind is the column's kind, from what its values are (v.ints,
+// v.floats, how many) and whether an event holds none or several.
+func (v *colValues) chooseKind(missing, multi bool, version byte) byte {
+	kind := byte(colDict)
+	switch {
+	case v.ints && missing:
+		kind = colIntSparse
+	case v.ints && len(v.keys) <= colFewInts && version >= 3:
+		kind = colIntFew
+	case v.ints:
+		kind = colInt
+	case v.floats && missing:
+		kind = colFloatSparse
+	case v.floats:
+		kind = colFloat
+	case multi:
+		kind = colDictMulti
+	}
+	return kind
+}
+
+// countValues sets counts[r] to the number of events holding the value of
+// rank r (an event holding a value twice counts once).
+func (v *colValues) countValues(counts []uint64) {
+	for o := uint32(0); o < v.n; o++ {
+		id := v.at(o)
+		if id == 0 {
+			continue
+		}
+		counts[v.rank[id-1]]++
+		if more := v.ft.colMulti[o]; more != nil {
+			for j, m := range more {
+				if m == id || slices.Contains(more[:j], m) {
+					continue
+				}
+				counts[v.rank[m-1]]++
+			}
+		}
+	}
+}
+
+// writeDict writes a dictionary column's value count and its dictionary
+// blob: the values front-coded in byte order, each followed by its event
+// count when counts is not nil (version 3).
+func (w *colWriter) writeDict(v *colValues, counts []uint64) {
+	w.raw = w.raw[:0]
+	var prev []byte
+	for r, id := range v.keys {
+		k := v.ft.key(id)
+		p := 0
+		for p < len(k) && p < len(prev) && k[p] == prev[p] {
+			p++
+		}
+		w.raw = binary.AppendUvarint(w.raw, uint64(p))
+		w.raw = binary.AppendUvarint(w.raw, uint64(len(k)-p))
+		w.raw = append(w.raw, k[p:]...)
+		if counts != nil {
+			w.raw = binary.AppendUvarint(w.raw, counts[r])
+		}
+		prev = k
+	}
+	w.dir = binary.AppendUvarint(w.dir, uint64(len(v.keys)))
+	w.blob(w.raw)
+}
+
+// writeFewInts writes a kind 7 column's value count and its values blob:
+// the values in byte order of their text, zigzag varints.
+func (w *colWriter) writeFewInts(v *colValues) {
+	w.raw = w.raw[:0]
+	for _, x := range v.nums {
+		w.raw = binary.AppendVarint(w.raw, x)
+	}
+	w.dir = binary.AppendUvarint(w.dir, uint64(len(v.keys)))
+	w.blob(w.raw)
+}
+
+// colBlockStats is what the directory says of a numeric block: the range
+// of its values and how many events hold one.
+type colBlockStats struct {
+	mn, mx   int64
+	fmn, fmx float64
+	present  uint64
+}
+
+// writeBlocks writes the column's block count, then each block's blob and
+// directory entry.
+func (w *colWriter) writeBlocks(v *colValues) {
+	n := v.n
+	nb := (n + colBlockEvents - 1) / colBlockEvents
+	w.dir = binary.AppendUvarint(w.dir, uint64(nb))
+	for b := uint32(0); b < nb; b++ {
+		lo, hi := b*colBlockEvents, min((b+1)*colBlockEvents, n)
+		w.raw = w.raw[:0]
+		if colSparse(v.kind) {
+			bm := make([]byte, (hi-lo+7)/8)
+			for o := lo; o < hi; o++ {
+				if v.at(o) > 0 {
+					bm[(o-lo)/8] |= 1 << ((o - lo) % 8)
+				}
+			}
+			w.raw = append(w.raw, bm...)
+		}
+		var st colBlockStats
+		w.raw = appendBlockEvents(w.raw, v, lo, hi, &st)
+		w.blob(w.raw)
+		switch {
+		case v.ints:
+			w.dir = binary.AppendVarint(w.dir, st.mn)
+			w.dir = binary.AppendVarint(w.dir, st.mx)
+			w.dir = binary.AppendUvarint(w.dir, st.present)
+		case v.floats:
+			w.dir = binary.LittleEndian.AppendUint64(w.dir, math.Float64bits(st.fmn))
+			w.dir = binary.LittleEndian.AppendUint64(w.dir, math.Float64bits(st.fmx))
+			w.dir = binary.AppendUvarint(w.dir, st.present)
+		}
+	}
+}
+
+// appendBlockEvents appends to raw the values of events [lo, hi) in the
+// column's kind (after the presence bitmap of a sparse kind), and adds up
+// in st the block's numeric range and present count.
+func appendBlockEvents(raw []byte, v *colValues, lo, hi uint32, st *colBlockStats) []byte {
+	rank := v.rank
+	prev := int64(0)
+	for o := lo; o < hi; o++ {
+		id := v.at(o)
+		switch v.kind {
+		case colDict:
+			if id == 0 {
+				raw = append(raw, 0)
+			} else {
+				raw = binary.AppendUvarint(raw, uint64(rank[id-1])+1)
+			}
+		case colDictMulti:
+			if id == 0 {
+				raw = append(raw, 0)
+				continue
+			}
+			more := v.ft.colMulti[o]
+			raw = binary.AppendUvarint(raw, uint64(1+len(more)))
+			raw = binary.AppendUvarint(raw, uint64(rank[id-1]))
+			for _, m := range more {
+				raw = binary.AppendUvarint(raw, uint64(rank[m-1]))
+			}
+		case colIntFew:
+			x := v.nums[rank[id-1]]
+			if st.present == 0 || x < st.mn {
+				st.mn = x
+			}
+			if st.present == 0 || x > st.mx {
+				st.mx = x
+			}
+			st.present++
+			raw = append(raw, byte(rank[id-1]))
+		case colFloat, colFloatSparse:
+			if id == 0 {
+				continue
+			}
+			x := v.fnums[rank[id-1]]
+			if st.present == 0 || x < st.fmn {
+				st.fmn = x
+			}
+			if st.present == 0 || x > st.fmx {
+				st.fmx = x
+			}
+			st.present++
+			raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(x))
+		default:
+			if id == 0 {
+				continue
+			}
+			x := v.nums[rank[id-1]]
+			if st.present == 0 || x < st.mn {
+				st.mn = x
+			}
+			if st.present == 0 || x > st.mx {
+				st.mx = x
+			}
+			st.present++
+			raw = binary.AppendVarint(raw, x-prev)
+			prev = x
+		}
+	}
+	return raw
 }

@@ -198,15 +198,41 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 	defer h.mu.RUnlock()
 	n := h.n
 	var secs [numSections][]byte
-	// times
+	var earliest, latest int64
+	secs[secTimes], earliest, latest = timesSection(h.times[:n], version)
+	secs[secBlocks] = blocksSection(blocks)
+	var postings []byte
+	td := &dictWriter{postings: &postings, events: n, v1: version == 1}
+	bf, ords := termSections(h, td, nil)
+	secs[secTermDict], secs[secTermSparse] = td.out, td.sparse
+	fd := &dictWriter{postings: &postings, events: n, v1: version == 1}
+	usedNames := fieldSections(h, fd, ords, version)
+	secs[secFieldDict], secs[secFieldSparse] = fd.out, fd.sparse
+	secs[secPostings] = postings
+	bloomBytes, _ := bf.MarshalBinary()
+	secs[secBloom] = bloomBytes
+	var nb []byte
+	nb = binary.AppendUvarint(nb, uint64(len(usedNames)))
+	for _, name := range usedNames {
+		nb = binary.AppendUvarint(nb, uint64(len(name)))
+		nb = append(nb, name...)
+	}
+	secs[secFieldNames] = nb
+	return assembleIndex(&secs, version, n, earliest, latest)
+}
+
+// timesSection is the times section of events at times (zstd of the unit
+// and the deltas, version 1 with no unit), and the earliest and latest of
+// them (0 and -1 for none).
+func timesSection(times []int64, version byte) (sec []byte, earliest, latest int64) {
 	var tb []byte
-	var earliest, latest int64 = 0, -1
+	earliest, latest = 0, -1
 	// version 2: the deltas after the first in units of their greatest
 	// common divisor (times sent in ms are ns multiples of 1e6)
 	unit := uint64(0)
-	for i, t := range h.times[:n] {
+	for i, t := range times {
 		if i > 0 {
-			d := t - h.times[i-1]
+			d := t - times[i-1]
 			unit = gcd(unit, uint64(max(d, -d)))
 		}
 		if i == 0 || t < earliest {
@@ -223,7 +249,7 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		tb = binary.AppendUvarint(tb, unit)
 	}
 	prev := int64(0)
-	for i, t := range h.times[:n] {
+	for i, t := range times {
 		if i == 0 {
 			tb = binary.AppendVarint(tb, t)
 		} else {
@@ -231,8 +257,12 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		}
 		prev = t
 	}
-	secs[secTimes] = encoder().EncodeAll(tb, nil)
-	// blocks
+	return encoder().EncodeAll(tb, nil), earliest, latest
+}
+
+// blocksSection is the blocks section: each journal block's frame, events,
+// time range and CRC.
+func blocksSection(blocks []blockInfo) []byte {
 	var bb []byte
 	for _, b := range blocks {
 		bb = binary.AppendUvarint(bb, uint64(b.off))
@@ -242,10 +272,15 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		bb = binary.AppendVarint(bb, b.maxT)
 		bb = binary.AppendUvarint(bb, uint64(b.crc))
 	}
-	secs[secBlocks] = bb
-	var postings []byte
-	var ords []uint32
-	// terms + bloom
+	return bb
+}
+
+// termSections writes the _raw terms of the first h.n events (h.mu held)
+// into the term dictionary td (their long lists to its postings) and
+// returns the bloom filter of them. ords is a reusable buffer, returned
+// grown.
+func termSections(h *hotIndex, td *dictWriter, ords []uint32) (*bloom.BloomFilter, []uint32) {
+	n := h.n
 	terms := h.terms.sorted()
 	live := 0
 	for i := range terms {
@@ -254,7 +289,6 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		}
 	}
 	bf := bloom.NewWithEstimates(uint(max(live, 1)), bloomFP)
-	td := &dictWriter{postings: &postings, events: n, v1: version == 1}
 	for i := range terms {
 		ords = h.terms.postingsOf(&terms[i], n, ords[:0])
 		if len(ords) == 0 {
@@ -265,12 +299,17 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		bf.Add(kb)
 	}
 	td.flush()
-	secs[secTermDict], secs[secTermSparse] = td.out, td.sparse
-	// fields
+	return bf, ords
+}
+
+// fieldSections writes the indexed fields of the first h.n events (h.mu
+// held) that have no column (version 2; every field in version 1) into the
+// field dictionary fd (their long lists to its postings), and returns the
+// names of the fields any event holds, sorted. ords is a reusable buffer.
+func fieldSections(h *hotIndex, fd *dictWriter, ords []uint32, version byte) []string {
+	n := h.n
 	names := h.fieldNamesLocked()
-	fd := &dictWriter{postings: &postings, events: n, v1: version == 1}
 	var key []byte
-	var nb []byte
 	var usedNames []string
 	for _, name := range names {
 		ft := h.fields[name]
@@ -296,17 +335,13 @@ func buildIndexVersion(h *hotIndex, blocks []blockInfo, version byte) []byte {
 		}
 	}
 	fd.flush()
-	secs[secFieldDict], secs[secFieldSparse] = fd.out, fd.sparse
-	secs[secPostings] = postings
-	bloomBytes, _ := bf.MarshalBinary()
-	secs[secBloom] = bloomBytes
-	nb = binary.AppendUvarint(nb, uint64(len(usedNames)))
-	for _, name := range usedNames {
-		nb = binary.AppendUvarint(nb, uint64(len(name)))
-		nb = append(nb, name...)
-	}
-	secs[secFieldNames] = nb
+	return usedNames
+}
 
+// assembleIndex lays out an index file: the header, the sections in order,
+// and the footer of their offsets and lengths, the event count, the time
+// range and the CRC-32C.
+func assembleIndex(secs *[numSections][]byte, version byte, n uint32, earliest, latest int64) []byte {
 	size := 8 + footerLen
 	for _, s := range secs {
 		size += len(s)

@@ -277,10 +277,6 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.saveLayout(); err != nil { // the managers' addresses are now fixed in Raft
 		return fmt.Errorf("dev: %w", err)
 	}
-	var urls []string
-	for _, mem := range l.Managers {
-		urls = append(urls, "http://"+mem.HTTPAddr)
-	}
 	if err := c.startPeers(); err != nil {
 		return err
 	}

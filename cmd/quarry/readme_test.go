@@ -225,13 +225,20 @@ func TestReadmeSmallCluster(t *testing.T) {
 	syslog := filepath.Join(tmp, "syslog")
 	os.WriteFile(syslog, []byte(strings.Join(logLines, "\n")+"\n"), 0o644)
 	// Free ports for the README's fixed ones.
+	// Every listener stays open until all are chosen: closed one by one,
+	// the OS may hand the same port out twice (CI saw the head given the
+	// manager's Raft port).
 	ports := map[string]string{}
+	var held []net.Listener
 	for _, p := range []string{"7001", "8001", "4222", "8081", "8082", "8089"} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, ln)
 		ports[p] = strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range held {
 		ln.Close()
 	}
 	portRe := regexp.MustCompile(`127\.0\.0\.1:(7001|8001|4222|8081|8082|8089)\b`)

@@ -382,7 +382,7 @@ func hotOriginBucket(c *Cluster, id, guid, index string, events uint32) (string,
 // have sealed its hot bucket from the copies they could reach.
 func waitSealedWithoutOrigin(c *Cluster, bucket, origin string) {
 	c.T.Helper()
-	c.WaitFor(45*time.Second, func() error {
+	c.WaitFor(120*time.Second, func() error {
 		var err error
 		c.State(func(s *fsm.State) {
 			p, _ := s.Peer(origin)

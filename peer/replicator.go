@@ -126,11 +126,16 @@ func newReplicator(p *Peer, nc *nats.Conn, subj bus.Subjects, cp ControlPlane, t
 }
 
 func (r *replicator) close() {
+	// Under mu: BlockDurable, called from the store's writer (a goroutine
+	// wg does not count), checks stop and adds to wg under mu, so it never
+	// adds while Wait runs (the race detector caught that in CI).
+	r.mu.Lock()
 	select {
 	case <-r.stop:
 	default:
 		close(r.stop)
 	}
+	r.mu.Unlock()
 	r.cancelStop()
 	r.wg.Wait()
 }

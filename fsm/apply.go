@@ -508,7 +508,15 @@ func (s *State) applySealBucket(idx uint64, c *SealBucket) (any, error) {
 		}
 	}
 	if !b.Sealed {
-		b.Provisional = s.ClusterVersion() >= SealFinalVersion && !c.Final
+		// Judged on the state this entry applies to, not on c.Final (the
+		// manager's view when it proposed): a short report applied in
+		// between must make the seal provisional. A seal without lengths
+		// (an older body) names no holder and is not provisional.
+		holders := make([]string, 0, len(c.Lengths))
+		for _, l := range c.Lengths {
+			holders = append(holders, l.Peer)
+		}
+		b.Provisional = s.ClusterVersion() >= SealFinalVersion && len(holders) > 0 && !s.SealAnsweredWhole(b.ID, holders)
 	}
 	b.Hot = false
 	b.Sealed, b.Blocks, b.LastChecksum = true, c.Blocks, c.LastChecksum

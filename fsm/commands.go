@@ -362,10 +362,12 @@ type SealBucket struct {
 	Size         int64        `json:"size,omitempty"`
 	Events       int64        `json:"events,omitempty"`
 	Lengths      []PeerLength `json:"lengths,omitempty"`
-	// Final (body version 3, cluster version SealFinalVersion): a holder
-	// whose copy is not known short answered, so the seal holds every
-	// acknowledged block. Without it a group at SealFinalVersion records
-	// the seal Provisional.
+	// Final (body version 3, cluster version SealFinalVersion): the
+	// manager saw a holder whose copy is not known short answer, so the
+	// seal holds every acknowledged block. Informational: Apply judges it
+	// again on the state the entry applies to (State.SealAnsweredWhole
+	// over Lengths' peers) and records the seal Provisional when no such
+	// holder is left — a short report may have been applied in between.
 	Final bool `json:"final,omitempty"`
 }
 

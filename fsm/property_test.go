@@ -319,11 +319,16 @@ func TestProperties(t *testing.T) {
 					// Final only from a group that carries it, as the
 					// manager sends it (SealFinalVersion).
 					v := m.s.ClusterVersion()
-					c.Final = v >= SealFinalVersion && rapid.Bool().Draw(t, "final")
+					var holders []string
+					for _, l := range c.Lengths {
+						holders = append(holders, l.Peer)
+					}
+					whole := m.s.SealAnsweredWhole(b.ID, holders)
+					c.Final = v >= SealFinalVersion && whole
 					was := b.Sealed
 					if _, failed := m.apply(t, c).(error); !failed && !was {
 						nb := m.s.d.Buckets[b.ID]
-						if want := v >= SealFinalVersion && !c.Final; nb.Provisional != want {
+						if want := v >= SealFinalVersion && len(holders) > 0 && !whole; nb.Provisional != want {
 							t.Fatalf("seal %+v at cluster version %d: provisional %v, want %v", c, v, nb.Provisional, want)
 						}
 					}

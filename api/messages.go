@@ -399,6 +399,10 @@ const CodeGeneration = "unknown_generation"
 // final (fsm.ErrSealFinal): the peer truncates its longer copy instead.
 const CodeSealFinal = "seal_final"
 
+// CodeBucketNotHot: a bucket event for a bucket the managers no longer
+// hold hot (fsm.ErrBucketNotHot), such as a short report after a final seal.
+const CodeBucketNotHot = "bucket_not_hot"
+
 // ConfigRequest is <prefix>.mgr.config: the peer config now.
 type ConfigRequest struct {
 	V    int    `json:"v"`

@@ -231,7 +231,7 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrPeerNotUp, http.StatusConflict, "peer_not_up"},
 		{fsm.ErrGUIDInUse, http.StatusConflict, "guid_in_use"},
 		{fsm.ErrBadState, http.StatusConflict, "bad_state"},
-		{fsm.ErrBucketNotHot, http.StatusConflict, "bucket_not_hot"},
+		{fsm.ErrBucketNotHot, http.StatusConflict, api.CodeBucketNotHot},
 		{fsm.ErrNotOrigin, http.StatusForbidden, "not_origin"},
 		{fsm.ErrNotSealed, http.StatusConflict, "bucket_not_sealed"},
 		{fsm.ErrSealFinal, http.StatusConflict, api.CodeSealFinal},

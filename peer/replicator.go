@@ -461,7 +461,7 @@ func (r *replicator) reportShort(hb *hotRepl, t *replTarget, kind api.BucketEven
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.reporting = false
-	if err != nil && bus.IsRemote(err, "bucket_not_hot") {
+	if err != nil && bus.IsRemote(err, api.CodeBucketNotHot) {
 		// The managers sealed the bucket, final, before they knew: the
 		// blocks the target lacks may be cut by the seal. They are never
 		// acknowledged; the seal and its fixups decide the copies.

@@ -403,6 +403,11 @@ const CodeSealFinal = "seal_final"
 // hold hot (fsm.ErrBucketNotHot), such as a short report after a final seal.
 const CodeBucketNotHot = "bucket_not_hot"
 
+// CodeKeyDenied: a replica append refused for a moment because a key its
+// frames carry was just answered unknown to another peer's lookup
+// (peer/idem.ErrRecentlyDenied); the origin resends after its pause.
+const CodeKeyDenied = "key_recently_unknown"
+
 // ConfigRequest is <prefix>.mgr.config: the peer config now.
 type ConfigRequest struct {
 	V    int    `json:"v"`

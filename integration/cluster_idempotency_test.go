@@ -420,3 +420,93 @@ func copiesAtOneLength(c *Cluster, bucket string) error {
 	}
 	return nil
 }
+
+// TestClusterIdempotencyBlocksInFlight: the origin's blocks of a keyed
+// request are on their way to the replicas (each holds the append in
+// peer.Config.BeforeReplicaAppend) when the origin dies; the retry to
+// another peer asks the replicas before the blocks land, finds nobody who
+// knows the key, and stores it. When the held appends go on, the replicas
+// refuse them (the key was just answered unknown to another peer,
+// idem/arrive.go), so the restarted origin finds no replica holding its
+// tail and gives it up: the request is counted exactly once on every head.
+// Without the refusal the replicas hold the blocks, the origin keeps them,
+// and the request is counted twice. The test widens the refusal's hold
+// (KeyDenialHold) to a minute so that the order of its steps, not the
+// machine's speed, decides.
+func TestClusterIdempotencyBlocksInFlight(t *testing.T) {
+	const origin, index, term, key = "site1-p1", "main", "idemflight", "in-flight-1"
+	var guid atomic.Value
+	var holding atomic.Bool
+	entered := make(chan string, 16)
+	release := make(chan struct{})
+	c := Start(t, Options{RoleUsers: true, TargetTimeout: 10 * time.Second, PeerTweak: func(id string, cfg *peer.Config) {
+		if id == origin {
+			return
+		}
+		cfg.KeyDenialHold = time.Minute
+		cfg.BeforeReplicaAppend = func(bucket string) {
+			g, _ := guid.Load().(string)
+			if holding.Load() && g != "" && strings.HasSuffix(bucket, "~"+g) {
+				select {
+				case entered <- bucket:
+				default:
+				}
+				<-release
+			}
+		}
+	}})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the cluster stops (cleanups run last first)
+	heads := idemHeads(c)
+	ctx := context.Background()
+	guid.Store(c.Peer(origin).GUID())
+	warm := c.NewHECClient(origin)
+	warm.Token, warm.Index = NoAckHECToken, index
+	if a, err := warm.Post(ctx, idemRaws(term+"warm", 6)); err != nil || a.Status != 200 {
+		t.Fatalf("events before the keyed request: %+v %v", a, err)
+	}
+	holding.Store(true)
+	h := c.NewHECClient(origin)
+	h.Token, h.Key, h.Index = NoAckHECToken, key, index
+	raws := idemRaws(term, 9)
+	answered := make(chan error, 1)
+	go func() {
+		a, err := h.Post(ctx, raws)
+		if err == nil {
+			err = fmt.Errorf("the dying peer answered %+v", a)
+		}
+		answered <- err
+	}()
+	var bucket string
+	select {
+	case bucket = <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no replica received the keyed request's blocks within 60 s")
+	}
+	c.KillPeer(origin)
+	if err := <-answered; err == nil || strings.Contains(err.Error(), "answered") {
+		t.Fatalf("the first request: %v, want no answer", err)
+	}
+	r := c.NewHECClient("site2-p2")
+	r.Token, r.Key, r.Index = NoAckHECToken, key, index
+	if a, err := r.Post(ctx, raws); err != nil || a.Status != 200 || a.Code != 0 {
+		t.Fatalf("retry to site2-p2: %+v %v", a, err)
+	}
+	holding.Store(false)
+	unblock() // the held appends go on now, after the retry was stored
+	c.WaitFor(30*time.Second, func() error {
+		if sum, by := c.peerMetric(t, "quarry_peer_hec_idempotent_deferred_appends_total"); sum < 1 {
+			return fmt.Errorf("no replica refused the blocks in flight yet (%v)", by)
+		}
+		return nil
+	})
+	c.StartPeer(origin)
+	c.WaitPeersUp(origin)
+	c.WaitFor(60*time.Second, func() error { return copiesAtOneLength(c, bucket) })
+	if got := c.Inventory(origin)[bucket].Events; got != 6 {
+		t.Errorf("the restarted origin's copy of %s holds %d events, want the 6 acknowledged before the keyed request", bucket, got)
+	}
+	waitExact(t, c, heads, term, 9)
+	waitExact(t, c, heads, term+"warm", 6)
+}

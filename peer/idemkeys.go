@@ -28,7 +28,7 @@ import (
 // newKeyIndex builds the peer's key index with its window; guid is the
 // origin it records for the requests it stores.
 func newKeyIndex(cfg Config, guid string) *idem.Index {
-	return idem.New(idem.Config{Window: cfg.IdempotencyWindow, Self: guid})
+	return idem.New(idem.Config{Window: cfg.IdempotencyWindow, Self: guid, DenialHold: cfg.KeyDenialHold})
 }
 
 // loadKeys rebuilds the key index from the key records of every copy on
@@ -77,7 +77,7 @@ func (p *Peer) answerKey(ctx context.Context, l api.KeyLookup) (api.KeyAnswer, e
 	}
 	var tok [32]byte
 	hex.Decode(tok[:], []byte(l.Token)) // checked by Validate
-	e, ok := p.keys.Lookup(tok, l.Key)
+	e, ok := p.keys.LookupFrom(tok, l.Key, bus.SubjectSender(bus.RequestSubject(ctx)))
 	if !ok {
 		return api.KeyAnswer{V: api.WireVersion}, nil
 	}

@@ -48,6 +48,14 @@ func droppedBlocksCounter(p *Peer) prometheus.Collector {
 		func() float64 { return float64(p.droppedBlocks.Load()) })
 }
 
+// deferredAppendsCounter exports the replica appends refused for a key
+// just answered unknown (idem.ErrRecentlyDenied).
+func deferredAppendsCounter(p *Peer) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quarry_peer_hec_idempotent_deferred_appends_total",
+		Help: "Replica appends this peer refused for a moment because a key they carry was just answered unknown to another peer's lookup (peer/DESIGN.md \"Blocks in flight\")."},
+		func() float64 { return float64(p.deferredAppends.Load()) })
+}
+
 // ErrTailUnknown: some peer did not say how much of a bucket it holds, so
 // which blocks no replica holds is not known and nothing is dropped.
 var ErrTailUnknown = errors.New("a peer did not say which blocks of the bucket it holds")

@@ -109,6 +109,11 @@ type Config struct {
 	// before it appends an origin's blocks: a test hook (a slow target
 	// that stays Up); never set by the CLI.
 	BeforeReplicaAppend func(bucket string)
+	// KeyDenialHold, when set, replaces idem.DefaultDenialHold (how long a
+	// key answered unknown to another peer keeps a replica append of it
+	// out): a test hook (a test that holds blocks in flight longer than
+	// the production second); never set by the CLI.
+	KeyDenialHold time.Duration
 	// BeforeSearchBucket, when set, is called by the bus search service
 	// before it scans a bucket for a search head (ctx is that search's):
 	// a test hook (a peer still scanning when the head gives up); never
@@ -187,6 +192,9 @@ type Peer struct {
 	// droppedBlocks counts the unacknowledged blocks of retried requests
 	// this peer dropped at restart (idemrestart.go).
 	droppedBlocks atomic.Int64
+	// deferredAppends counts replica appends refused because a key they
+	// carry was just answered unknown to another peer (idem/arrive.go).
+	deferredAppends atomic.Int64
 }
 
 // identity is DATA/peer.json, written at first start.
@@ -311,7 +319,7 @@ func Start(cfg Config) (*Peer, error) {
 	p.httpSearchLimits()
 	registerSearchMetrics(reg, &p.searchStats)
 	p.registerSearchMetrics(reg)
-	reg.MustRegister(&replLagCollector{p: p}, droppedBlocksCounter(p))
+	reg.MustRegister(&replLagCollector{p: p}, droppedBlocksCounter(p), deferredAppendsCounter(p))
 	if cfg.NATS != "" {
 		if p.cfg.JoinTimeout <= 0 {
 			p.cfg.JoinTimeout = time.Minute

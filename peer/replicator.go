@@ -681,7 +681,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	defer r.mu.Unlock()
 	t.inflight = false
 	if err != nil {
-		if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) {
+		if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) || bus.IsRemote(err, api.CodeKeyDenied) {
 			r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
 		} else {
 			r.log.Warn("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
@@ -834,7 +834,18 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 				return repl.Reply{Bucket: req.Bucket}, err
 			}
 		}
+		// Keys carried by the frames are pending from now until learned,
+		// or the append is refused when one was just answered unknown to
+		// another peer (idem/arrive.go: a retry's lookup racing these
+		// blocks).
+		release, err := p.keys.Arrive(bus.SubjectSender(bus.RequestSubject(ctx)), store.FramesKeys(req.Frames))
+		if err != nil {
+			p.deferredAppends.Add(1)
+			p.log.Info("replica append deferred", "bucket", req.Bucket, "err", err)
+			return repl.Reply{Bucket: req.Bucket}, bus.Errorf(api.CodeKeyDenied, "replica append of %s: %v", req.Bucket, err)
+		}
 		n, err := p.store.Replicas().ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
+		release()
 		if err != nil {
 			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err
 		}

@@ -6,6 +6,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -170,10 +171,34 @@ func (h *hecClient) send(ctx context.Context, url string, r *request) (int64, er
 	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil {
 		return 0, fmt.Errorf("HEC answer (HTTP %d): %w", res.StatusCode, err)
 	}
+	if res.StatusCode == http.StatusServiceUnavailable {
+		return 0, fmt.Errorf("%w: code %d %q", errBusy, ans.Code, ans.Text)
+	}
 	if res.StatusCode != http.StatusOK || ans.AckID == nil {
 		return 0, fmt.Errorf("HEC answered HTTP %d code %d %q", res.StatusCode, ans.Code, ans.Text)
 	}
 	return *ans.AckID, nil
+}
+
+// errBusy is a HEC 503: the server asks the client to send again (code 9,
+// e.g. a key another peer is storing or holding).
+var errBusy = errors.New("HEC answered 503")
+
+// sendRetrying sends r as a shipper with a key does: a 503 answer is sent
+// again after 200 ms, until d passes.
+func (h *hecClient) sendRetrying(ctx context.Context, url string, r *request, d time.Duration) (int64, error) {
+	deadline := time.Now().Add(d)
+	for {
+		id, err := h.send(ctx, url, r)
+		if !errors.Is(err, errBusy) || time.Now().After(deadline) {
+			return id, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitAck polls the ack of id on url's channel until it is true, the
@@ -297,7 +322,7 @@ func (f *faulter) hecRetry(ctx context.Context, ft *fault) error {
 	r.Retried = true
 	f.led.mu.Unlock()
 	ft.Detail = fmt.Sprintf("%s killed %s after the send to it began (its answer: %v); retried to %s", r.ID, delay.Round(time.Millisecond), errOrOK(ferr), b.Name)
-	id, err := h.send(context.WithoutCancel(ctx), b.URL, r)
+	id, err := h.sendRetrying(context.WithoutCancel(ctx), b.URL, r, ackTimeout)
 	if err == nil {
 		err = h.waitAck(context.WithoutCancel(ctx), b.URL, id, ackTimeout)
 	}

@@ -37,6 +37,10 @@ type Config struct {
 	MaxPerToken int
 	MaxKeys     int
 	Now         func() time.Time
+	// DenialHold: how long a lookup answered unknown (or a request this
+	// peer took a claim for) keeps a replica append of that key from
+	// another origin out (arrive.go; default DefaultDenialHold).
+	DenialHold time.Duration
 	// Self is this peer's GUID: the origin recorded for the requests it
 	// stores itself (Claim.Commit), as the bucket's origin GUID is for the
 	// records it learns (store.KeyRecord.Origin).
@@ -88,6 +92,8 @@ type Index struct {
 	// closed by Release (a Begin that found a held key waits on it).
 	held     []*entry
 	holdDone chan struct{}
+	// denied remembers recent unknown answers to other peers (arrive.go).
+	denied denials
 
 	// Evicted counts keys forgotten at a cap, Expired those forgotten
 	// past the window (metrics).
@@ -114,6 +120,10 @@ type entry struct {
 	queued  bool // in the queues (counted in n)
 	dead    bool
 	held    bool // pending until Release (Hold)
+	// arriving counts replica appends writing blocks with the key now
+	// (Arrive); arrived is closed when the last ends.
+	arriving int
+	arrived  chan struct{}
 }
 
 // fifo is a queue of entries with lazy removal (dead entries are skipped).
@@ -156,6 +166,9 @@ func New(cfg Config) *Index {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.DenialHold <= 0 {
+		cfg.DenialHold = DefaultDenialHold
 	}
 	return &Index{cfg: cfg, tokens: map[[32]byte]*tokenKeys{}, origins: map[string][]string{}}
 }
@@ -267,6 +280,7 @@ func (x *Index) Begin(tok [32]byte, key string, body [32]byte, total uint32, arr
 	if e == nil {
 		e = &entry{token: tok, key: key, body: body, arrival: arrival.UnixNano(), total: total, claim: make(chan struct{})}
 		x.insert(e)
+		x.denied.note(denialKey{tok, key}, selfAsker, x.cfg.Now(), x.cfg.DenialHold)
 		return Found{Kind: Unknown, Total: total}, &Claim{x: x, e: e}
 	}
 	switch {
@@ -276,10 +290,13 @@ func (x *Index) Begin(tok [32]byte, key string, body [32]byte, total uint32, arr
 		return Found{Kind: Busy, Wait: e.claim}, nil
 	case e.held:
 		return Found{Kind: Busy, Wait: x.holdDone}, nil
+	case e.arriving > 0:
+		return Found{Kind: Busy, Wait: e.arrived}, nil
 	case covered(e.spans) >= int64(e.total):
 		return Found{Kind: Known, Ack: e.ack, Total: e.total}, nil
 	}
 	e.claim = make(chan struct{})
+	x.denied.note(denialKey{tok, key}, selfAsker, x.cfg.Now(), x.cfg.DenialHold)
 	return Found{Kind: Partial, Spans: slices.Clone(e.spans), Total: e.total}, &Claim{x: x, e: e}
 }
 
@@ -341,7 +358,9 @@ func (c *Claim) end(fn func(*entry)) {
 	close(e.claim)
 	e.claim = nil
 	if len(e.spans) == 0 {
-		x.kill(e)
+		if e.arriving == 0 { // else arrived decides once the append ends
+			x.kill(e)
+		}
 		return
 	}
 	if e.dead { // forgotten at a cap while claimed: kept again
@@ -438,7 +457,7 @@ func (x *Index) Release(dropped []store.KeyRecord) {
 			continue
 		}
 		e.spans = removeSpan(e.spans, Span{First: r.First, Count: r.Count})
-		if len(e.spans) == 0 && e.claim == nil {
+		if len(e.spans) == 0 && e.claim == nil && e.arriving == 0 {
 			x.kill(e)
 		}
 	}
@@ -471,11 +490,11 @@ func (x *Index) Lookup(tok [32]byte, key string) (Entry, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.get(tok, key)
-	if e == nil || (len(e.spans) == 0 && e.claim == nil) {
+	if e == nil || (len(e.spans) == 0 && e.claim == nil && e.arriving == 0) {
 		return Entry{}, false
 	}
 	return Entry{BodyHash: e.body, Total: e.total, Spans: slices.Clone(e.spans), Origins: slices.Clone(e.origins),
-		Pending: e.claim != nil || e.held || (e.ack != nil && !e.ack.Durable())}, true
+		Pending: e.claim != nil || e.held || e.arriving > 0 || (e.ack != nil && !e.ack.Durable())}, true
 }
 
 // covered is how many ordinals sorted, merged spans hold.

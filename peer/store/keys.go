@@ -191,6 +191,27 @@ func frameKeys(frame []byte, fh frameHeader) ([]KeyRecord, error) {
 	return decodeKeySection(frame[frameHeaderLen:frameHeaderLen+int(fh.keysLen)], fh.events)
 }
 
+// FramesKeys returns the key records of replication frames before they
+// are appended (idem.Index.Arrive marks them pending meanwhile). A frame
+// whose header or key section does not decode gives none: the append,
+// which verifies every frame whole, refuses it.
+func FramesKeys(frames [][]byte) []KeyRecord {
+	var out []KeyRecord
+	for _, fr := range frames {
+		if len(fr) < frameHeaderLen {
+			continue
+		}
+		fh, err := parseFrameHeader(fr)
+		if err != nil || fh.keysLen == 0 || len(fr) < frameHeaderLen+int(fh.keysLen) {
+			continue
+		}
+		if recs, err := frameKeys(fr, fh); err == nil {
+			out = append(out, recs...)
+		}
+	}
+	return out
+}
+
 // Keys reads the idempotency key records of the copies on disk.
 type Keys struct{ s *Store }
 

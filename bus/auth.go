@@ -166,21 +166,21 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 				return Permissions{}, err
 			}
 			pub = []string{s.join("mgr", "*", u.Peer), s.join("repl", "*", "*", u.Peer), s.join("idem", "*", "*", u.Peer), s.All("bundle"), pubInbox}
-			search, _ := s.Search(u.Site)
+			// Searches: its own subject only, never the site's or another
+			// peer's, so it never sees another peer's stream invite (M4).
 			searchPeer, _ := s.SearchPeer(u.Site, u.Peer)
 			repl, _ := s.ReplTo(u.Site, u.Peer)
 			fixup, _ := s.Fixup(u.Site, u.Peer)
 			idem, _ := s.IdemTo(u.Site, u.Peer)
-			sub = []string{s.Gen(), search, searchPeer, repl, idem, fixup, subInbox}
+			sub = []string{s.Gen(), searchPeer, repl, idem, fixup, subInbox}
 			if u.Site != replDefaultSite {
 				// The peer also subscribes the default site's replication,
 				// search and key lookup subjects (peer/cluster.go,
 				// peer/search.go, peer/idemkeys.go).
 				dflt, _ := s.ReplTo(replDefaultSite, u.Peer)
-				dsearch, _ := s.Search(replDefaultSite)
 				dsearchPeer, _ := s.SearchPeer(replDefaultSite, u.Peer)
 				didem, _ := s.IdemTo(replDefaultSite, u.Peer)
-				sub = append(sub, dflt, dsearch, dsearchPeer, didem)
+				sub = append(sub, dflt, dsearchPeer, didem)
 			}
 		}
 		return Permissions{

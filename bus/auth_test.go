@@ -183,6 +183,15 @@ func TestRolePermissionsTable(t *testing.T) {
 		_ = p1.nc.Flush()
 		testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
 	}
+	// Nor to a site's searches or another peer's: each search request, and
+	// the stream invite in it, reaches only its own peer (M4).
+	for _, sub := range []string{"quarry.search.site1", "quarry.search.site1.p2", "quarry.search.>", "quarry.search.*.*"} {
+		if _, err := p1.nc.Subscribe(sub, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		_ = p1.nc.Flush()
+		testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
+	}
 	// Nor to another peer's key lookups.
 	if _, err := p1.nc.Subscribe("quarry.idem.site1.p2.*", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
@@ -395,10 +404,9 @@ func TestNarrowedPeerHearsItsOwnSubjects(t *testing.T) {
 	p1 := mustConnect(t, s.ClientURL(), ConnectOptions{User: "p1", Password: "p1-secret", OnAsyncError: e.add})
 	var subjects []string
 	for _, site := range []string{"site1", replDefaultSite} {
-		all, _ := subj.Search(site)
 		one, _ := subj.SearchPeer(site, "p1")
 		repl, _ := subj.ReplTo(site, "p1")
-		subjects = append(subjects, all, one, repl)
+		subjects = append(subjects, one, repl)
 	}
 	fixup, _ := subj.Fixup("site1", "p1")
 	subjects = append(subjects, fixup, subj.Gen())

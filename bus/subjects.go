@@ -104,15 +104,11 @@ func SubjectSender(subject string) string {
 // Gen is the subject of generation / table change notices.
 func (s Subjects) Gen() string { return s.join("gen") }
 
-// Search is the subject of default-plan searches to the peers of site.
-func (s Subjects) Search(site string) (string, error) {
-	if err := ValidToken("site", site); err != nil {
-		return "", err
-	}
-	return s.join("search", site), nil
-}
-
-// SearchPeer is the subject of explicit-bucket searches to one peer.
+// SearchPeer is the subject of every search request to one peer — the
+// default plan and explicit bucket lists alike; only that peer subscribes
+// it, so only it learns the stream invite inside (SECURITY.md, M4). There
+// is no site-wide search subject: one request to every peer of a site
+// would show each peer the others' invites.
 func (s Subjects) SearchPeer(site, peer string) (string, error) {
 	if err := validTokens("site", site, "peer", peer); err != nil {
 		return "", err

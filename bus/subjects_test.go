@@ -21,7 +21,6 @@ func TestSubjects(t *testing.T) {
 		{must(s.MgrOpAny("register")), "quarry.mgr.register.*"},
 		{must(s.ReplTo("site2", "p4")), "quarry.repl.site2.p4.*"},
 		{s.Gen(), "quarry.gen"},
-		{must(s.Search("site1")), "quarry.search.site1"},
 		{must(s.SearchPeer("site1", "p1")), "quarry.search.site1.p1"},
 		{must(s.Repl("site2", "p-4_x", "p1")), "quarry.repl.site2.p-4_x.p1"},
 		{must(s.Fixup("site1", "p1")), "quarry.fixup.site1.p1"},
@@ -45,8 +44,8 @@ func TestSubjectsRejectBadTokens(t *testing.T) {
 		call func() (string, error)
 		want string
 	}{
-		{"empty site", func() (string, error) { return s.Search("") }, `site name is empty`},
-		{"dot in site", func() (string, error) { return s.Search("site.1") }, `site name "site.1" contains '.'`},
+		{"empty site", func() (string, error) { return s.SearchPeer("", "p1") }, `site name is empty`},
+		{"dot in site", func() (string, error) { return s.SearchPeer("site.1", "p1") }, `site name "site.1" contains '.'`},
 		{"star in peer", func() (string, error) { return s.Fixup("site1", "p*") }, `peer name "p*" contains '*'`},
 		{"gt in peer", func() (string, error) { return s.Repl("site1", ">", "p1") }, `peer name ">" contains '>'`},
 		{"space in peer", func() (string, error) { return s.SearchPeer("site1", "p 1") }, `peer name "p 1" contains whitespace`},

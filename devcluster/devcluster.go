@@ -20,13 +20,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
@@ -54,9 +51,6 @@ const (
 	SubscriberUser     = "dev-sub"
 	SubscriberPassword = "dev-sub"
 )
-
-// pollEvery is how often the start waits re-check the cluster.
-const pollEvery = 50 * time.Millisecond
 
 // Options shape a dev cluster.
 type Options struct {
@@ -106,17 +100,15 @@ type Sample struct {
 	Acked     bool      `json:"acked"`
 }
 
-// Cluster is a running dev cluster.
+// Cluster is a running dev cluster: its processes (Procs, whose Mu also
+// guards Layout's sample record) and its layout.
 type Cluster struct {
-	opts     Options
-	log      *slog.Logger
-	Layout   Layout
-	Resumed  bool
-	Bus      *bus.Sites
-	mu       sync.Mutex
-	Managers map[string]*manager.Manager
-	Peers    map[string]*peer.Peer
-	Heads    map[string]*searchhead.Head
+	*Procs
+	opts    Options
+	log     *slog.Logger
+	Layout  Layout
+	Resumed bool
+	Bus     *bus.Sites
 	// natsPass are the bus passwords of this start, by process id.
 	natsPass map[string]string
 }
@@ -137,8 +129,8 @@ func (c *Cluster) saveLayout() error {
 
 // SaveSample records a sample load in dev.json.
 func (c *Cluster) SaveSample(s Sample) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	c.Layout.Sample = &s
 	return c.saveLayout()
 }
@@ -222,8 +214,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("dev: data folder: %w", err)
 	}
-	c := &Cluster{opts: o, log: o.Logger, Managers: map[string]*manager.Manager{},
-		Peers: map[string]*peer.Peer{}, Heads: map[string]*searchhead.Head{}}
+	c := &Cluster{Procs: NewProcs(), opts: o, log: o.Logger}
 	b, err := os.ReadFile(layoutPath(o.DataDir))
 	switch {
 	case err == nil:
@@ -338,24 +329,11 @@ func (c *Cluster) startManagers(ctx context.Context, seed *fsm.Config) error {
 				cfg.Join = "http://" + l.Managers[0].HTTPAddr
 			}
 		}
-		m, err := manager.New(ctx, cfg)
+		m, err := c.StartManager(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("dev: start manager %s: %w", mem.ID, err)
+			return fmt.Errorf("dev: %w", err)
 		}
-		c.mu.Lock()
-		c.Managers[mem.ID] = m
-		c.mu.Unlock()
 		mem.HTTPAddr, mem.RaftAddr = m.HTTPAddr(), m.RaftAddr()
-		if !c.Resumed && i == 0 {
-			if err := testutil.Poll(ctx, pollEvery, func() error {
-				if !m.IsLeader() {
-					return errors.New("m1 is not the leader yet")
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("dev: %w", err)
-			}
-		}
 	}
 	return nil
 }
@@ -363,18 +341,7 @@ func (c *Cluster) startManagers(ctx context.Context, seed *fsm.Config) error {
 // waitManagers waits until every manager knows all the others and one of
 // them leads.
 func (c *Cluster) waitManagers(ctx context.Context) error {
-	l := &c.Layout
-	if err := testutil.Poll(ctx, pollEvery, func() error {
-		for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
-			if n := len(c.Managers[id].Members()); n != len(l.Managers) {
-				return fmt.Errorf("manager %s knows %d managers, want %d", id, n, len(l.Managers))
-			}
-		}
-		if c.Leader() == nil {
-			return errors.New("no manager leader")
-		}
-		return nil
-	}); err != nil {
+	if err := c.WaitManagers(ctx, len(c.Layout.Managers)); err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
 	return nil
@@ -385,16 +352,13 @@ func (c *Cluster) startPeers() error {
 	l := &c.Layout
 	for i := range l.Peers {
 		mem := &l.Peers[i]
-		p, err := peer.Start(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
+		p, err := c.StartPeer(peer.Config{ID: mem.ID, Site: mem.Site, DataDir: filepath.Join(c.opts.DataDir, mem.ID),
 			HTTPAddr: mem.HTTPAddr, Searchable: true, Logger: c.log.With("role", "peer"),
 			NATS: c.Bus.Server(mem.Site).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
 			MaxHotBytes: 4 << 20, JoinTimeout: 60 * time.Second})
 		if err != nil {
-			return fmt.Errorf("dev: start peer %s: %w", mem.ID, err)
+			return fmt.Errorf("dev: %w", err)
 		}
-		c.mu.Lock()
-		c.Peers[mem.ID] = p
-		c.mu.Unlock()
 		mem.HTTPAddr = p.Addr()
 	}
 	return nil
@@ -410,19 +374,12 @@ func (c *Cluster) startHeads(ctx context.Context) error {
 		if c.Bus.Server(busSite) == nil {
 			busSite = l.Sites[0]
 		}
-		h, err := searchhead.New(ctx, searchhead.Config{ID: mem.ID, Site: mem.Site, HTTPAddr: mem.HTTPAddr,
+		h, err := c.StartHead(ctx, searchhead.Config{ID: mem.ID, Site: mem.Site, HTTPAddr: mem.HTTPAddr,
 			NATS: c.Bus.Server(busSite).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
 			Logger: c.log.With("role", "searchhead")})
 		if err != nil {
-			return fmt.Errorf("dev: start search head %s: %w", mem.ID, err)
+			return fmt.Errorf("dev: %w", err)
 		}
-		if err := h.Start(); err != nil {
-			h.Close()
-			return fmt.Errorf("dev: start search head %s: %w", mem.ID, err)
-		}
-		c.mu.Lock()
-		c.Heads[mem.ID] = h
-		c.mu.Unlock()
 		mem.HTTPAddr = h.Addr()
 	}
 	return nil
@@ -472,18 +429,6 @@ func randomSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Leader is the manager that leads, or nil.
-func (c *Cluster) Leader() *manager.Manager {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
-		if c.Managers[id].IsLeader() {
-			return c.Managers[id]
-		}
-	}
-	return nil
-}
-
 // WaitPeersUp waits (bounded by ctx) until the leader counts every peer Up.
 func (c *Cluster) WaitPeersUp(ctx context.Context) error {
 	return testutil.Poll(ctx, pollEvery, func() error {
@@ -508,26 +453,8 @@ func (c *Cluster) WaitPeersUp(ctx context.Context) error {
 // Stop stops the search heads, peers, managers and the bus, in that order,
 // each cleanly. It is safe to call more than once.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	heads, peers, mgrs := c.Heads, c.Peers, c.Managers
-	c.Heads, c.Peers, c.Managers = map[string]*searchhead.Head{}, map[string]*peer.Peer{}, map[string]*manager.Manager{}
-	c.mu.Unlock()
-	for _, h := range heads {
-		h.Close()
-	}
-	var wg sync.WaitGroup
-	for _, p := range peers {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.Close() }()
-	}
-	wg.Wait()
-	for _, m := range mgrs {
-		m.Close()
-	}
-	if c.Bus != nil {
-		c.Bus.Shutdown()
-		c.Bus = nil
-	}
+	c.Procs.Stop(c.Bus)
+	c.Bus = nil
 }
 
 // HeadURLs are the search heads' URLs by id.

@@ -60,12 +60,12 @@ type clusterSnapshot struct {
 func takeSnapshot(t *testing.T, c *Cluster) clusterSnapshot {
 	t.Helper()
 	s := clusterSnapshot{hashes: map[string]manager.StateHash{}, files: map[string]map[string]string{}}
-	c.mu.Lock()
+	c.Mu.Lock()
 	mgrs := map[string]*manager.Manager{}
 	for id, m := range c.Managers {
 		mgrs[id] = m
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for id, m := range mgrs {
 		h, err := m.StateHash()
 		if err != nil {

@@ -57,12 +57,12 @@ func TestClusterPeerKillDetected(t *testing.T) {
 			return nil
 		})
 		// Every manager ends with the same verdict.
-		c.mu.Lock()
+		c.Mu.Lock()
 		mgrs := map[string]*manager.Manager{}
 		for id, m := range c.Managers {
 			mgrs[id] = m
 		}
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		c.WaitFor(30*time.Second, func() error {
 			for _, id := range slices.Sorted(maps.Keys(mgrs)) {
 				var p fsm.Peer

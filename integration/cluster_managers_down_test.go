@@ -56,9 +56,9 @@ func TestClusterManagersDownAcksContinue(t *testing.T) {
 	var before int
 	c.State(func(s *fsm.State) { before = len(s.BucketList("", "")) })
 
-	c.mu.Lock()
+	c.Mu.Lock()
 	ids := slices.Sorted(maps.Keys(c.Managers))
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for _, id := range ids {
 		c.KillManager(id)
 	}

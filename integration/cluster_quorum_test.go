@@ -91,9 +91,9 @@ func TestClusterQuorumLossRecover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a new manager joining the recovered one: %v", err)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.Managers["m2"] = nm
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	c.WaitFor(30*time.Second, func() error {
 		cf := m.Raft().GetConfiguration()
 		if err := cf.Error(); err != nil {

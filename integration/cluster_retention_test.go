@@ -156,12 +156,12 @@ func indexConfig(cfg fsm.Config, name string) fsm.IndexConfig {
 // gone reports nil once no manager lists bucket and no running peer holds
 // a copy of it.
 func gone(c *Cluster, bucket string) error {
-	c.mu.Lock()
+	c.Mu.Lock()
 	mgrs := make(map[string]interface{ Read(func(*fsm.State)) }, len(c.Managers))
 	for id, m := range c.Managers {
 		mgrs[id] = m
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for id, m := range mgrs {
 		var listed bool
 		m.Read(func(s *fsm.State) {

@@ -29,8 +29,8 @@ func TestClusterRollOnlyByOrigin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c.WaitFor(20*time.Second, func() error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		c.Mu.Lock()
+		defer c.Mu.Unlock()
 		for id, m := range c.Managers {
 			if v := m.ClusterVersion(); v < fsm.RollOriginVersion {
 				return fmt.Errorf("manager %s at cluster version %d", id, v)

@@ -143,9 +143,9 @@ func TestSearchHeadPeerKilledMidStream(t *testing.T) {
 			}
 		})
 		// Every peer's counter, the one about to die included.
-		c.mu.Lock()
+		c.Mu.Lock()
 		peers := maps.Clone(c.Peers)
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		scannedBy := func() map[string]int64 {
 			out := map[string]int64{}
 			for id, p := range peers {

@@ -211,9 +211,9 @@ func TestSearchFreshReadsTheOriginOfALaggingReplica(t *testing.T) {
 func TestClusterRaftStateMetric(t *testing.T) {
 	c := Start(t, Options{})
 	roles := func() (leaders, followers []string) {
-		c.mu.Lock()
+		c.Mu.Lock()
 		ms := maps.Clone(c.Managers)
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		for id, m := range ms {
 			text, _ := scrape(t, "http://"+m.HTTPAddr()+"/metrics")
 			if metricValue(text, `quarry_manager_raft_state{state="Leader"}`) == 1 {

@@ -3,8 +3,10 @@
 // bucket files, one NATS node per site joined by gateways — all under a
 // test's temporary folder — with faults: kill a peer abruptly and restart it
 // from its data dir, kill a manager, cut a site's gateway. The cluster
-// acceptance tests (cluster_*_test.go) and later search-head tests and
-// `quarry dev` build on it.
+// acceptance tests (cluster_*_test.go) build on it. Its processes are
+// started, tracked and stopped by devcluster.Procs, the in-process cluster
+// builder `quarry dev` uses too; the harness adds its layout, test configs
+// and faults.
 package integration
 
 import (
@@ -23,11 +25,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/devcluster"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
@@ -108,15 +110,16 @@ func roleUsers(o Options) []bus.User {
 }
 
 // Cluster is a running harness cluster.
+//
+// Its running processes are a devcluster.Procs, the one in-process cluster
+// builder it shares with `quarry dev`; Mu (Procs') also guards the configs
+// kept for restarts.
 type Cluster struct {
+	*devcluster.Procs
 	T        testing.TB
 	Opts     Options
 	Bus      *bus.Sites
-	mu       sync.Mutex
-	Managers map[string]*manager.Manager
 	mgrCfgs  map[string]manager.Config
-	Peers    map[string]*peer.Peer // running peers by id
-	Heads    map[string]*searchhead.Head
 	peerCfgs map[string]peer.Config
 	log      *slog.Logger
 	seed     fsm.Config             // the managers' bootstrap config
@@ -167,8 +170,8 @@ func Start(t testing.TB, o Options) *Cluster {
 			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		}
 	}
-	c := &Cluster{T: t, Opts: o, Managers: map[string]*manager.Manager{}, mgrCfgs: map[string]manager.Config{},
-		Peers: map[string]*peer.Peer{}, peerCfgs: map[string]peer.Config{}, log: log, Heads: map[string]*searchhead.Head{}}
+	c := &Cluster{Procs: devcluster.NewProcs(), T: t, Opts: o, mgrCfgs: map[string]manager.Config{},
+		peerCfgs: map[string]peer.Config{}, log: log}
 	// The data dirs' root is made before Stop is registered: cleanups run
 	// last-in first-out, so every node stops before its files are removed
 	// (a t.TempDir made later would be removed under running peers).
@@ -278,47 +281,34 @@ func (c *Cluster) startManagers(ctx context.Context) {
 		} else {
 			cfg.Join = o.TLS.Scheme() + "://" + c.Managers["m1"].HTTPAddr()
 		}
-		m, err := manager.New(ctx, cfg)
+		m, err := c.StartManager(ctx, cfg)
 		if err != nil {
-			t.Fatalf("start manager %s: %v", id, err)
+			t.Fatal(err)
 		}
 		cfg.RaftAddr, cfg.HTTPAddr = m.RaftAddr(), m.HTTPAddr()
 		cfg.Bootstrap, cfg.Join = nil, ""
-		c.mu.Lock()
-		c.Managers[id], c.mgrCfgs[id] = m, cfg
-		c.mu.Unlock()
-		if i == 0 {
-			c.WaitFor(20*time.Second, func() error {
-				if !m.IsLeader() {
-					return errors.New("m1 not leader yet")
-				}
-				return nil
-			})
-		}
+		c.Mu.Lock()
+		c.mgrCfgs[id] = cfg
+		c.Mu.Unlock()
 	}
-	c.WaitFor(30*time.Second, func() error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for id, m := range c.Managers {
-			if n := len(m.Members()); n != 3 {
-				return fmt.Errorf("%s knows %d managers", id, n)
-			}
-		}
-		return nil
-	})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.WaitManagers(wctx, 3); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ManagerDataDir is manager id's data directory.
 func (c *Cluster) ManagerDataDir(id string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.mgrCfgs[id].DataDir
 }
 
 // ManagerRaftAddr is manager id's Raft address (the port it bound first).
 func (c *Cluster) ManagerRaftAddr(id string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.mgrCfgs[id].RaftAddr
 }
 
@@ -326,18 +316,15 @@ func (c *Cluster) ManagerRaftAddr(id string) string {
 // with the config of its first start (no bootstrap, no join).
 func (c *Cluster) RestartManager(id string) *manager.Manager {
 	c.T.Helper()
-	c.mu.Lock()
+	c.Mu.Lock()
 	cfg := c.mgrCfgs[id]
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	m, err := manager.New(ctx, cfg)
+	m, err := c.StartManager(ctx, cfg)
 	if err != nil {
-		c.T.Fatalf("restart manager %s: %v", id, err)
+		c.T.Fatalf("restart: %v", err)
 	}
-	c.mu.Lock()
-	c.Managers[id] = m
-	c.mu.Unlock()
 	return m
 }
 
@@ -347,9 +334,9 @@ func (c *Cluster) RestartManager(id string) *manager.Manager {
 // peers keep running and re-register when the new leader asks them to.
 func (c *Cluster) ReplaceManagers() {
 	c.T.Helper()
-	c.mu.Lock()
+	c.Mu.Lock()
 	ids := slices.Sorted(maps.Keys(c.mgrCfgs))
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for _, id := range ids {
 		c.KillManager(id)
 		if err := os.RemoveAll(c.ManagerDataDir(id)); err != nil {
@@ -373,8 +360,8 @@ func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
 
 // ManagerURLs are the running managers' HTTP URLs.
 func (c *Cluster) ManagerURLs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(c.Managers)) {
 		out = append(out, c.Opts.TLS.Scheme()+"://"+c.Managers[id].HTTPAddr())
@@ -384,37 +371,34 @@ func (c *Cluster) ManagerURLs() []string {
 
 // PeerDataDir is peer id's data directory.
 func (c *Cluster) PeerDataDir(id string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.peerCfgs[id].DataDir
 }
 
 // PeerIDs lists every peer of the harness (running or not), sorted.
 func (c *Cluster) PeerIDs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return slices.Sorted(maps.Keys(c.peerCfgs))
 }
 
 // StartPeer starts (or restarts, from its data dir) peer id.
 func (c *Cluster) StartPeer(id string) *peer.Peer {
 	c.T.Helper()
-	c.mu.Lock()
+	c.Mu.Lock()
 	cfg := c.peerCfgs[id]
-	c.mu.Unlock()
-	p, err := peer.Start(cfg)
+	c.Mu.Unlock()
+	p, err := c.Procs.StartPeer(cfg)
 	if err != nil {
-		c.T.Fatalf("start peer %s: %v", id, err)
+		c.T.Fatal(err)
 	}
-	c.mu.Lock()
-	c.Peers[id] = p
-	c.mu.Unlock()
 	return p
 }
 
 // KillPeer stops peer id abruptly (no goodbye; its files stay).
 func (c *Cluster) KillPeer(id string) {
-	if p := c.takePeer(id); p != nil {
+	if p := c.TakePeer(id); p != nil {
 		p.Kill()
 	}
 }
@@ -422,27 +406,14 @@ func (c *Cluster) KillPeer(id string) {
 // StopPeer stops peer id gracefully, as SIGTERM does (peer.Close: HTTP
 // shut down, running searches drained, blocks flushed; its files stay).
 func (c *Cluster) StopPeer(id string) {
-	if p := c.takePeer(id); p != nil {
+	if p := c.TakePeer(id); p != nil {
 		p.Close()
 	}
 }
 
-// takePeer removes running peer id from the cluster and returns it.
-func (c *Cluster) takePeer(id string) *peer.Peer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.Peers[id]
-	delete(c.Peers, id)
-	return p
-}
-
 // KillManager stops manager id (its files stay).
 func (c *Cluster) KillManager(id string) {
-	c.mu.Lock()
-	m := c.Managers[id]
-	delete(c.Managers, id)
-	c.mu.Unlock()
-	if m != nil {
+	if m := c.TakeManager(id); m != nil {
 		m.Close()
 	}
 }
@@ -451,33 +422,8 @@ func (c *Cluster) KillManager(id string) {
 func (c *Cluster) CutSite(site string) error  { return c.Bus.Cut(site) }
 func (c *Cluster) HealSite(site string) error { return c.Bus.Heal(site) }
 
-// Stop stops everything (peers, managers, bus).
-func (c *Cluster) Stop() {
-	c.mu.Lock()
-	heads := c.Heads
-	c.Heads = map[string]*searchhead.Head{}
-	c.mu.Unlock()
-	for _, h := range heads {
-		h.Close()
-	}
-	c.mu.Lock()
-	peers := c.Peers
-	mgrs := c.Managers
-	c.Peers, c.Managers = map[string]*peer.Peer{}, map[string]*manager.Manager{}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range peers {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.Close() }()
-	}
-	wg.Wait()
-	for _, m := range mgrs {
-		m.Close()
-	}
-	if c.Bus != nil {
-		c.Bus.Shutdown()
-	}
-}
+// Stop stops everything (search heads, peers, managers, bus).
+func (c *Cluster) Stop() { c.Procs.Stop(c.Bus) }
 
 // WaitFor polls cond until it returns nil or d passes (then the test fails
 // with cond's last error).
@@ -491,15 +437,10 @@ func (c *Cluster) Leader() *manager.Manager {
 	c.T.Helper()
 	var l *manager.Manager
 	c.WaitFor(20*time.Second, func() error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, m := range c.Managers {
-			if m.IsLeader() {
-				l = m
-				return nil
-			}
+		if l = c.Procs.Leader(); l == nil {
+			return errors.New("no leader")
 		}
-		return errors.New("no leader")
+		return nil
 	})
 	return l
 }
@@ -527,9 +468,9 @@ func (c *Cluster) WaitPeersUp(ids ...string) {
 
 // Inventory is one peer's per-copy inventory, by bucket id.
 func (c *Cluster) Inventory(id string) map[string]store.CopyInfo {
-	c.mu.Lock()
+	c.Mu.Lock()
 	p := c.Peers[id]
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	out := map[string]store.CopyInfo{}
 	if p == nil {
 		return out
@@ -542,8 +483,8 @@ func (c *Cluster) Inventory(id string) map[string]store.CopyInfo {
 
 // Peer returns running peer id (nil when stopped).
 func (c *Cluster) Peer(id string) *peer.Peer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.Peers[id]
 }
 
@@ -797,17 +738,10 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := searchhead.New(ctx, cfg)
+	h, err := c.StartHead(ctx, cfg)
 	if err != nil {
-		c.T.Fatalf("start search head %s: %v", id, err)
+		c.T.Fatal(err)
 	}
-	if err := h.Start(); err != nil {
-		h.Close()
-		c.T.Fatalf("start search head %s: %v", id, err)
-	}
-	c.mu.Lock()
-	c.Heads[id] = h
-	c.mu.Unlock()
 	return h
 }
 

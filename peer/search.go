@@ -70,8 +70,8 @@ type searchService struct {
 	wg      sync.WaitGroup
 }
 
-// startSearch subscribes the search subjects of this peer's site (and of
-// the default site, as replication does, for single-site clusters).
+// startSearch subscribes this peer's search subject under its site (and
+// under the default site, as replication does, for single-site clusters).
 func (p *Peer) startSearch(nc *nats.Conn, subj bus.Subjects) (*searchService, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &searchService{p: p, nc: nc, mc: newManagerClient(nc, subj, p.cfg.ID), sem: make(chan struct{}, maxPeerSearches),
@@ -82,25 +82,21 @@ func (p *Peer) startSearch(nc *nats.Conn, subj bus.Subjects) (*searchService, er
 		sites = append(sites, fsm.DefaultSite)
 	}
 	for _, site := range sites {
-		all, err := subj.Search(site)
+		// Only this peer's own subject: a search head sends each peer its
+		// own request and invite (SECURITY.md, M4), so no peer sees the
+		// stream inboxes of another.
+		sb, err := subj.SearchPeer(site, p.cfg.ID)
 		if err != nil {
 			s.close(0)
 			return nil, err
 		}
-		one, err := subj.SearchPeer(site, p.cfg.ID)
+		sub, err := nc.Subscribe(sb, s.onRequest)
 		if err != nil {
 			s.close(0)
-			return nil, err
+			return nil, fmt.Errorf("peer: subscribe %s: %w", sb, err)
 		}
-		for _, sb := range []string{all, one} {
-			sub, err := nc.Subscribe(sb, s.onRequest)
-			if err != nil {
-				s.close(0)
-				return nil, fmt.Errorf("peer: subscribe %s: %w", sb, err)
-			}
-			_ = sub.SetPendingLimits(-1, 64<<20)
-			s.subs = append(s.subs, sub)
-		}
+		_ = sub.SetPendingLimits(-1, 64<<20)
+		s.subs = append(s.subs, sub)
 	}
 	if err := nc.Flush(); err != nil {
 		s.close(0)

@@ -325,8 +325,8 @@ func (r *run) allowedIndex(ix string) bool {
 	return r.indexes == nil || slices.Contains(r.indexes, ix)
 }
 
-// dispatchFirst sends the first requests: the default plan to every site's
-// subject (with an invite for each peer expected to answer), and explicit
+// dispatchFirst sends the first requests: the default plan to each peer
+// expected to answer (its own subject, its own invite), and explicit
 // lists for buckets without a primary, for fresh hot buckets and for every
 // bucket of a preferred search.
 func (r *run) dispatchFirst() error {
@@ -367,6 +367,24 @@ func (r *run) dispatchFirst() error {
 				return errs[i]
 			}
 		}
+		// Each peer gets its own invite on its own subject
+		// (search.<site>.<peer>, which only it may subscribe): the stream
+		// inbox in it is known to that peer alone, so no other peer can
+		// answer, forge or abort that peer's stream (SECURITY.md, M4).
+		subjs := make([]string, len(peers))
+		for i, p := range peers {
+			pv, ok := r.peers[p]
+			var err error
+			if ok {
+				subjs[i], err = r.h.subj.SearchPeer(pv.Site, p)
+			}
+			if !ok || err != nil {
+				for _, x := range rcvs {
+					x.Close(fmt.Errorf("peer %s: no search subject (in table %v): %v", p, ok, err))
+				}
+				return fmt.Errorf("default plan: peer %s: no search subject (in table %v): %v", p, ok, err)
+			}
+		}
 		for i, p := range peers {
 			s, err := r.openStream(p, expected[p], rcvs[i])
 			if err != nil {
@@ -375,18 +393,9 @@ func (r *run) dispatchFirst() error {
 			s.plan = true
 			invites[p] = s.rcv.Invite()
 		}
-		req := r.request(invites, nil)
-		sites := map[string]bool{}
-		for _, p := range r.peers {
-			sites[p.Site] = true
-		}
-		for _, site := range slices.Sorted(maps.Keys(sites)) {
-			subj, err := r.h.subj.Search(site)
-			if err != nil {
-				return err
-			}
-			if err := bus.Publish(r.h.nc, subj, req); err != nil {
-				return fmt.Errorf("publish search to %s: %w", subj, err)
+		for i, p := range peers {
+			if err := bus.Publish(r.h.nc, subjs[i], r.request(map[string]bus.Invite{p: invites[p]}, nil)); err != nil {
+				return fmt.Errorf("publish search to %s: %w", subjs[i], err)
 			}
 		}
 	}

@@ -204,6 +204,23 @@ type identity struct {
 	ID      string `json:"id"`
 }
 
+// closeToOthers takes every permission of others off the data folder (one
+// made by an older build was 0755): with it closed, nothing below it can be
+// read by other local users, whatever the older files' own modes say. The
+// owner's and the group's bits stay as the operator set them.
+func closeToOthers(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o007 != 0 {
+		if err := os.Chmod(dir, m&^0o007); err != nil {
+			return fmt.Errorf("peer: close %s to other users: %w", dir, err)
+		}
+	}
+	return nil
+}
+
 // loadOrCreateGUID returns the peer's GUID, generating and persisting it
 // (atomically) at first start.
 func loadOrCreateGUID(dir, id string) (string, error) {
@@ -229,7 +246,7 @@ func loadOrCreateGUID(dir, id string) (string, error) {
 	guid := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 	out, _ := json.MarshalIndent(identity{Version: 1, GUID: guid, ID: id}, "", "  ")
 	tmp := p + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, store.FilePerm)
 	if err != nil {
 		return "", err
 	}
@@ -282,7 +299,10 @@ func Start(cfg Config) (*Peer, error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger.With("peer", cfg.ID, "site", cfg.Site)
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, store.DirPerm); err != nil {
+		return nil, err
+	}
+	if err := closeToOthers(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	guid, err := loadOrCreateGUID(cfg.DataDir, cfg.ID)

@@ -73,11 +73,20 @@ type metaInfo struct {
 	PendingTruncate int `json:"pending_truncate"`
 }
 
+// DirPerm and FilePerm are the modes of a peer's folders and files: the
+// owner reads and writes, its group reads (backups, log shippers run as a
+// group), others nothing — a peer's files hold every event (review L9;
+// managers keep 0750/0600).
+const (
+	DirPerm  os.FileMode = 0o750
+	FilePerm os.FileMode = 0o640
+)
+
 // writeFileAtomic writes data to dir/name so that after a crash the file is
 // either absent/old or whole: temp file, fsync, rename, directory fsync.
 func writeFileAtomic(dir, name string, data []byte, crashName string) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, FilePerm)
 	if err != nil {
 		return err
 	}

@@ -470,7 +470,7 @@ func (rs Replicas) EmptyReplica(id, index string, searchable bool) error {
 func (rs Replicas) createReplica(id, index string, localID uint64, searchable bool) (*Bucket, error) {
 	s := rs.s
 	dir := filepath.Join(s.dir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirPerm); err != nil {
 		return nil, err
 	}
 	if err := syncDir(s.dir); err != nil {
@@ -480,7 +480,7 @@ func (rs Replicas) createReplica(id, index string, localID uint64, searchable bo
 	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
 		return nil, err
 	}
-	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -598,7 +598,7 @@ func (rs Replicas) reopenHot(b *Bucket) error {
 	if err := syncDir(b.dir); err != nil {
 		return err
 	}
-	jf, err := os.OpenFile(filepath.Join(b.dir, journalFile), os.O_WRONLY, 0o644)
+	jf, err := os.OpenFile(filepath.Join(b.dir, journalFile), os.O_WRONLY, FilePerm)
 	if err != nil {
 		return err
 	}

@@ -403,7 +403,7 @@ func Open(opts Options) (*Store, error) {
 		failedCh:    make(chan struct{}),
 	}
 	s.files = newFileCache(opts.MaxOpenFiles, &s.Stats.Files)
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.dir, DirPerm); err != nil {
 		return nil, err
 	}
 	if err := (recovery{s}).recover(); err != nil {
@@ -632,7 +632,7 @@ func (s *Store) createBucket(is *indexState, quarantine bool) (*Bucket, error) {
 // createBucketFiles makes a bucket folder durable with its copy.json and an
 // empty journal, and returns the journal open for writing.
 func createBucketFiles(parent, dir string, ci copyInfo) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirPerm); err != nil {
 		return nil, err
 	}
 	if err := syncDir(parent); err != nil {
@@ -641,7 +641,7 @@ func createBucketFiles(parent, dir string, ci copyInfo) (*os.File, error) {
 	if err := writeJSONAtomic(dir, copyFile, ci, "copy"); err != nil {
 		return nil, err
 	}
-	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY, 0o644)
+	jf, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY, FilePerm)
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,9 @@ type Config struct {
 	// TLS: with a certificate the head serves HTTPS; with the CA it
 	// verifies the bus against it.
 	TLS tlsconfig.Files
+	// BodyReadTimeout bounds how long a request body may take to arrive
+	// (default DefaultBodyReadTimeout; bodydeadline.go).
+	BodyReadTimeout time.Duration
 }
 
 // Head is a running search head.
@@ -141,6 +144,9 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	}
 	if cfg.PeerTimeout <= 0 {
 		cfg.PeerTimeout = DefaultPeerTimeout
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.SearchTimeout <= 0 {
 		cfg.SearchTimeout = DefaultSearchTimeout
@@ -306,7 +312,7 @@ func (h *Head) Start() error {
 	}
 	h.ln = ln
 	mux := h.mux()
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.srv = &http.Server{Handler: withBodyDeadline(h.cfg.BodyReadTimeout, mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

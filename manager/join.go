@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -184,10 +185,14 @@ func (m *Manager) registerSelf() {
 }
 
 // redirectClient is an HTTP client with a timeout that follows a manager's
-// 307 redirects to the leader and re-sends the Authorization header (Go drops
-// it when the host changes; the redirect comes from a manager we trust with
-// the token already). At most 3 redirects. tlsCfg (nil: Go's defaults)
-// verifies HTTPS managers.
+// 307 redirects to the leader (at most 3). Go drops the Authorization header
+// when the host changes; it is sent again only to a manager of the group:
+// the host the request was first sent to, or one that the manager which
+// redirected lists in its member table (GET /v1/managers, asked of that
+// manager, which already had the token). A redirect anywhere else, or from
+// HTTPS to HTTP, is refused with an error and nothing is sent there
+// (security review L5). tlsCfg (nil: Go's defaults) verifies HTTPS
+// managers.
 func redirectClient(timeout time.Duration, tlsCfg *tls.Config) *http.Client {
 	var tr http.RoundTripper = http.DefaultTransport
 	if tlsCfg != nil {
@@ -195,6 +200,8 @@ func redirectClient(timeout time.Duration, tlsCfg *tls.Config) *http.Client {
 		t.TLSClientConfig = tlsCfg
 		tr = t
 	}
+	plain := &http.Client{Timeout: timeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &http.Client{
 		Timeout:   timeout,
 		Transport: tr,
@@ -202,12 +209,51 @@ func redirectClient(timeout time.Duration, tlsCfg *tls.Config) *http.Client {
 			if len(via) > 3 {
 				return errors.New("more than 3 redirects")
 			}
-			if a := via[0].Header.Get("Authorization"); a != "" {
-				req.Header.Set("Authorization", a)
+			first, prev := via[0], via[len(via)-1]
+			if first.URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect from %s to %s: refusing to leave HTTPS", first.URL.Host, req.URL)
 			}
+			a := first.Header.Get("Authorization")
+			if a == "" {
+				return nil
+			}
+			if req.URL.Host != first.URL.Host {
+				if err := isGroupMember(req.Context(), plain, prev.URL, req.URL.Host); err != nil {
+					return fmt.Errorf("redirect to %s: %w; the token is not sent there", req.URL.Host, err)
+				}
+			}
+			req.Header.Set("Authorization", a)
 			return nil
 		},
 	}
+}
+
+// isGroupMember asks the manager at by (GET /v1/managers, a read that needs
+// no token) whether host is the HTTP address of a manager of its group.
+func isGroupMember(ctx context.Context, c *http.Client, by *url.URL, host string) error {
+	u := url.URL{Scheme: by.Scheme, Host: by.Host, Path: "/v1/managers"}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask %s for its managers: %w", by.Host, err)
+	}
+	defer res.Body.Close()
+	var mv ManagersView
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("ask %s for its managers: HTTP %d", by.Host, res.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&mv); err != nil {
+		return fmt.Errorf("ask %s for its managers: %w", by.Host, err)
+	}
+	for _, m := range mv.Managers {
+		if m.HTTPAddr == host {
+			return nil
+		}
+	}
+	return fmt.Errorf("not a manager of the group %s belongs to", by.Host)
 }
 
 // timeoutOf turns a context's deadline into a duration for hashicorp/raft.

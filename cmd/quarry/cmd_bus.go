@@ -19,7 +19,9 @@ import (
 // Beyond SPEC §8 it takes --gateway-advertise (the address other sites
 // dial, for containers), --tls-cert/--tls-key/--tls-ca (SPEC §11: TLS on
 // clients, monitoring, routes and gateways), --http-listen (nats-server
-// monitoring, with /healthz for `quarry health`), --role-user (per-role users, SPEC §11) and
+// monitoring, with /healthz for `quarry health`), --role-user (per-role users, SPEC §11;
+// --password and --role-user also from files: --password-file,
+// --role-user-file, secrets.go) and
 // --subject-prefix (the prefix the role permissions are written for), and
 // --print-auth-config, which prints those users and permissions as a
 // nats-server authorization block for deployments on an external NATS.
@@ -38,7 +40,9 @@ func busCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "gateways", Usage: "other sites' gateways, site=nats://host:port (repeat for more)", EnvVars: envVars("gateways")},
 			&cli.StringFlag{Name: "user", Usage: "admin user: turns on authentication; routes and gateways use it too (with --role-user, routes and gateways need it or mutual TLS)", EnvVars: envVars("user")},
 			&cli.StringFlag{Name: "password", Usage: "admin password", EnvVars: envVars("password")},
+			secretFileFlag("password", "the admin password"),
 			&cli.StringSliceFlag{Name: "role-user", Usage: "per-role user ROLE=NAME:PASSWORD, ROLE one of manager, peer, searchhead, subscriber (may only subscribe to results and generation notices, e.g. nats sub), admin, or peer/SITE/PEER for one peer and searchhead/HEAD for one search head (each then sends only under its own id, SPEC §6; repeat)", EnvVars: envVars("role-user")},
+			secretListFileFlag("role-user", "the per-role users"),
 			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: every connection must use TLS — clients, monitoring (HTTPS), and routes and gateways (mutual TLS, needs --tls-ca)", EnvVars: envVars("tls-cert")},
 			tlsKeyFlag(), tlsCAFlag(),
 			&cli.StringFlag{Name: "http-listen", Usage: "monitoring address host:port (/healthz, /varz, /connz, /routez, /gatewayz)", EnvVars: envVars("http-listen")},
@@ -60,8 +64,16 @@ func runBus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	password, err := secretValue(c, "password")
+	if err != nil {
+		return err
+	}
+	roleUsers, err := secretValues(c, "role-user", c.StringSlice("role-user"))
+	if err != nil {
+		return err
+	}
 	var users []bus.User
-	for _, v := range c.StringSlice("role-user") {
+	for _, v := range roleUsers {
 		u, err := bus.ParseRoleUser(v)
 		if err != nil {
 			return err
@@ -69,7 +81,7 @@ func runBus(c *cli.Context) error {
 		users = append(users, u)
 	}
 	if c.Bool("print-auth-config") {
-		conf, err := bus.AuthorizationConfig(subjects, c.String("user"), c.String("password"), users)
+		conf, err := bus.AuthorizationConfig(subjects, c.String("user"), password, users)
 		if err != nil {
 			return err
 		}
@@ -90,7 +102,7 @@ func runBus(c *cli.Context) error {
 		TLSKey:           c.String("tls-key"),
 		TLSCA:            c.String("tls-ca"),
 		User:             c.String("user"),
-		Password:         c.String("password"),
+		Password:         password,
 		Users:            users,
 		Subjects:         subjects,
 		Logger:           log,

@@ -230,3 +230,56 @@ func TestTokenFileAdminAndSearchCLI(t *testing.T) {
 		t.Fatalf("requests %q, want the maintenance write and the search with Bearer from-file", seen)
 	}
 }
+
+// TestSecretFilesBus (security review L7): `quarry bus` takes its admin
+// password from --password-file and its role users from --role-user-file
+// (one ROLE=NAME:PASSWORD per line), so neither shows in ps; a flag with its
+// file twin is refused. --print-auth-config shows what the node would run
+// with.
+func TestSecretFilesBus(t *testing.T) {
+	for _, v := range []string{"password", "role-user"} {
+		for _, e := range []string{envVars(v)[0], envVars(v + "-file")[0]} {
+			t.Setenv(e, "")
+			os.Unsetenv(e)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		app := &cli.App{Commands: []*cli.Command{busCommand()}, ExitErrHandler: func(*cli.Context, error) {}}
+		old := os.Stdout
+		r, w, _ := os.Pipe()
+		os.Stdout = w
+		done := make(chan string)
+		go func() {
+			var b strings.Builder
+			buf := make([]byte, 4096)
+			for {
+				n, err := r.Read(buf)
+				b.Write(buf[:n])
+				if err != nil {
+					break
+				}
+			}
+			done <- b.String()
+		}()
+		err := app.Run(append([]string{"quarry", "bus", "--name", "n1", "--site", "site1", "--user", "admin", "--print-auth-config"}, args...))
+		w.Close()
+		os.Stdout = old
+		return <-done, err
+	}
+	out, err := run("--password-file", secretFile(t, "pw", "bus-admin-pw\n"),
+		"--role-user-file", secretFile(t, "users", "peer/site1/p1=p1:p1-secret\n\nsearchhead/sh1=sh1:sh1-secret\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bus-admin-pw", "p1-secret", "sh1-secret"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("auth config lacks %q read from the files:\n%s", want, out)
+		}
+	}
+	if _, err := run("--password", "x", "--password-file", secretFile(t, "pw2", "y\n")); err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Fatalf("--password with --password-file: %v, want refused", err)
+	}
+	if _, err := run("--role-user", "manager=m1:a", "--role-user-file", secretFile(t, "u2", "manager=m2:b\n")); err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Fatalf("--role-user with --role-user-file: %v, want refused", err)
+	}
+}

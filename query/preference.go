@@ -49,9 +49,59 @@ func badPreference(format string, a ...any) error {
 	return &PreferenceError{Msg: fmt.Sprintf(format, a...)}
 }
 
+// Preference limits (security review L4): a value's length, the node ids
+// or specs of _prefer_nodes/_only_nodes, one id or spec's length, and the
+// bucket ids of _buckets. The head matches every spec against every copy
+// of every bucket, so the product is what is bounded. An error message
+// shows at most previewBytes of the value.
+const (
+	MaxPreferenceBytes   = 64 << 10
+	MaxPreferenceNodes   = 64
+	MaxPreferenceItem    = 256
+	MaxPreferenceBuckets = 10000
+	previewBytes         = 200
+)
+
+// PreferencePreview is a preference value as an error message shows it:
+// cut to its first 200 bytes.
+func PreferencePreview(s string) string { return preview(s) }
+
+// preview is s cut to previewBytes for an error message.
+func preview(s string) string {
+	if len(s) <= previewBytes {
+		return s
+	}
+	return s[:previewBytes] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
 // ParsePreference parses a preference value. An unknown `_…` value is
 // `no preference for [_xyz]`, as Elasticsearch answers.
 func ParsePreference(s string) (*Preference, error) {
+	if len(s) > MaxPreferenceBytes {
+		return nil, badPreference("preference [%s]: longer than %d bytes", preview(s), MaxPreferenceBytes)
+	}
+	p, err := parsePreference(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range []struct {
+		what  string
+		items []string
+		max   int
+	}{{"node ids", p.Nodes, MaxPreferenceNodes}, {"node specs", p.Specs, MaxPreferenceNodes}, {"bucket ids", p.Buckets, MaxPreferenceBuckets}} {
+		if len(l.items) > l.max {
+			return nil, badPreference("preference [%s]: %d %s, more than the %d allowed", preview(s), len(l.items), l.what, l.max)
+		}
+		for _, it := range l.items {
+			if len(it) > MaxPreferenceItem {
+				return nil, badPreference("preference [%s]: one of its %s is %d bytes, more than %d", preview(s), l.what, len(it), MaxPreferenceItem)
+			}
+		}
+	}
+	return p, nil
+}
+
+func parsePreference(s string) (*Preference, error) {
 	p := &Preference{Raw: s}
 	if s == "" {
 		return p, nil
@@ -73,38 +123,38 @@ func ParsePreference(s string) (*Preference, error) {
 	switch name {
 	case PrefLocal, PrefOnlyLocal, PrefPrimary, PrefPrimaryFirst, PrefReplica, PrefReplicaFirst, PrefAdaptive:
 		if hasArg {
-			return nil, badPreference("no preference for [%s]", s)
+			return nil, badPreference("no preference for [%s]", preview(s))
 		}
 		p.Kind = name
 	case PrefPreferNodes:
 		p.Kind, p.Nodes = name, list()
 		if len(p.Nodes) == 0 {
-			return nil, badPreference("preference [%s]: _prefer_nodes needs at least one node id", s)
+			return nil, badPreference("preference [%s]: _prefer_nodes needs at least one node id", preview(s))
 		}
 	case PrefOnlyNodes:
 		p.Kind, p.Specs = name, list()
 		if len(p.Specs) == 0 {
-			return nil, badPreference("preference [%s]: _only_nodes needs at least one node spec", s)
+			return nil, badPreference("preference [%s]: _only_nodes needs at least one node spec", preview(s))
 		}
 	case "_buckets":
 		ids, rest, _ := strings.Cut(arg, "|")
 		arg = ids
 		p.Buckets = list()
 		if len(p.Buckets) == 0 {
-			return nil, badPreference("preference [%s]: _buckets needs at least one bucket id", s)
+			return nil, badPreference("preference [%s]: _buckets needs at least one bucket id", preview(s))
 		}
-		r, err := ParsePreference(rest)
+		r, err := parsePreference(rest)
 		if err != nil {
 			return nil, err
 		}
 		if len(r.Buckets) > 0 {
-			return nil, badPreference("preference [%s]: _buckets cannot be nested", s)
+			return nil, badPreference("preference [%s]: _buckets cannot be nested", preview(s))
 		}
 		p.Kind = r.Kind
 		p.Nodes, p.Specs, p.Rest = r.Nodes, r.Specs, r
 		p.Raw = s
 	default:
-		return nil, badPreference("no preference for [%s]", s)
+		return nil, badPreference("no preference for [%s]", preview(s))
 	}
 	return p, nil
 }

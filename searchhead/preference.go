@@ -165,7 +165,7 @@ func (o *orderer) order(in orderInput) ([]string, error) {
 	case PrefCustom:
 		return rotate(in.Copies, int(hashOf(p.CustomKey(), in.Bucket)%uint64(max(1, len(in.Copies))))), nil
 	}
-	return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: fmt.Sprintf("no preference for [%s]", p.Raw)}
+	return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: fmt.Sprintf("no preference for [%s]", query.PreferencePreview(p.Raw))}
 }
 
 // matchesAny reports whether a peer matches any _only_nodes spec: an exact

@@ -2,6 +2,8 @@ package searchhead
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"slices"
 	"testing"
 )
@@ -88,6 +90,31 @@ func TestPreferenceErrors(t *testing.T) {
 		if !errors.As(err, &re) || re.Status != 400 || re.Msg != want {
 			t.Errorf("%q: %v, want 400 %q", pref, err, want)
 		}
+	}
+	// Bounded (security review L4): counts, item and value lengths, and
+	// the message shows at most the value's first 200 bytes.
+	many := func(prefix string, n int, item string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("%s%d", item, i)
+		}
+		return prefix + strings.Join(parts, ",")
+	}
+	for pref, want := range map[string]string{
+		many("_only_nodes:", 65, "site1-p"):          "65 node specs, more than the 64 allowed",
+		many("_prefer_nodes:", 65, "p"):              "65 node ids, more than the 64 allowed",
+		"_only_nodes:" + strings.Repeat("x", 257):    "one of its node specs is 257 bytes, more than 256",
+		many("_buckets:", 10001, "b") + "|_local":    "10001 bucket ids, more than the 10000 allowed",
+		"_only_nodes:" + strings.Repeat("a,", 40000): "longer than 65536 bytes",
+	} {
+		_, err := ParsePreference(pref)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Status != 400 || !strings.Contains(re.Msg, want) || len(re.Msg) > 400 {
+			t.Errorf("a preference of %d bytes: %v, want 400 with %q in a message under 400 bytes", len(pref), err, want)
+		}
+	}
+	if _, err := ParsePreference(many("_only_nodes:", 64, "site1-p")); err != nil {
+		t.Errorf("64 node specs: %v, want allowed", err)
 	}
 	_, err := orderFor(t, "_only_nodes:site9-*", "site1", orderInput{Bucket: "main~1~G", Copies: []string{"site1-p1"}})
 	var re *RequestError

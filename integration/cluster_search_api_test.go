@@ -254,6 +254,31 @@ func TestSearchHeadAPIRules(t *testing.T) {
 			t.Fatalf("published row %d out of order", i)
 		}
 	}
+	// A row larger than a bus message cannot be published: the answer says
+	// so in its warnings, and so does the summary subscribers get — never a
+	// complete-looking cut (security review L2).
+	wide := post(sh1.URL(), "all", map[string]any{"publish": "nightly",
+		"query": `* | head 1 | eval a=replace(_raw, ".", "` + strings.Repeat("x", 16000) + `") | eval b=a | table a b`})
+	if wide.Status != 200 || len(wide.Resp.Results) != 1 {
+		t.Fatalf("a search with a row wider than a bus message: %d, %d rows (%s)", wide.Status, len(wide.Resp.Results), wide.Error)
+	}
+	if w := strings.Join(wide.Resp.Summary.Warnings, " "); !strings.Contains(w, "publishing to quarry.results.nightly failed after 0 rows") {
+		t.Fatalf("warnings %q, want the failed publish said", wide.Resp.Summary.Warnings)
+	}
+	for done := false; !done; {
+		select {
+		case m := <-msgs:
+			if !bytes.HasPrefix(m.Data, []byte(`{"summary"`)) {
+				t.Fatalf("a row message got through: %d bytes", len(m.Data))
+			}
+			if !bytes.Contains(m.Data, []byte("subscribers got an incomplete answer")) {
+				t.Fatalf("the published summary does not say the rows are missing: %.300s", m.Data)
+			}
+			done = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("no summary published for the wide search")
+		}
+	}
 
 	// The 17th concurrent search on a head capped at 16 gets 429: 16
 	// searches are held open (the hook blocks their first message).

@@ -630,6 +630,9 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	if limitHit {
 		sum.Warnings = append(sum.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", h.cfg.MaxResults))
 	}
+	if w := pub.warning(); w != "" {
+		sum.Warnings = append(sum.Warnings, w)
+	}
 	sum.TookMS = float64(time.Since(start).Microseconds()) / 1000
 	resp.Summary = sum
 	pub.summary(sum)

@@ -3,6 +3,7 @@ package searchhead
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/quarry-dev/quarry/query"
 )
@@ -19,6 +20,8 @@ type publisher struct {
 	subject string
 	buf     bytes.Buffer
 	err     error
+	sent    int // rows in messages published
+	pending int // rows in buf
 }
 
 func (h *Head) publisher(name string) *publisher {
@@ -43,6 +46,7 @@ func (p *publisher) rows(rows []map[string]any) {
 		}
 		p.buf.Write(line)
 		p.buf.WriteByte('\n')
+		p.pending++
 	}
 }
 
@@ -53,8 +57,26 @@ func (p *publisher) flush() {
 	if err := p.h.nc.Publish(p.subject, append([]byte(nil), p.buf.Bytes()...)); err != nil {
 		p.err = err
 		p.h.log.Warn("publish results", "subject", p.subject, "err", err)
+	} else {
+		p.sent += p.pending
 	}
 	p.buf.Reset()
+	p.pending = 0
+}
+
+// warning is the summary warning of a publish that failed (nil: none):
+// the rows after the failure were not published, and the subscribers must
+// not take what they got for the whole answer (security review L2: it
+// used to be dropped silently under a complete-looking summary).
+func (p *publisher) warning() string {
+	if p.subject == "" {
+		return ""
+	}
+	p.flush()
+	if p.err == nil {
+		return ""
+	}
+	return fmt.Sprintf("publishing to %s failed after %d rows (%v): subscribers got an incomplete answer; the HTTP answer is whole", p.subject, p.sent, p.err)
 }
 
 func (p *publisher) summary(s query.Summary) {

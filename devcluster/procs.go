@@ -107,21 +107,17 @@ func (ps *Procs) StartHead(ctx context.Context, cfg searchhead.Config) (*searchh
 
 // TakePeer removes running peer id from the set and returns it (nil when
 // it is not running); the caller stops it.
-func (ps *Procs) TakePeer(id string) *peer.Peer {
-	ps.Mu.Lock()
-	defer ps.Mu.Unlock()
-	p := ps.Peers[id]
-	delete(ps.Peers, id)
-	return p
-}
+func (ps *Procs) TakePeer(id string) *peer.Peer { return take(&ps.Mu, ps.Peers, id) }
 
 // TakeManager is TakePeer for a manager.
-func (ps *Procs) TakeManager(id string) *manager.Manager {
-	ps.Mu.Lock()
-	defer ps.Mu.Unlock()
-	m := ps.Managers[id]
-	delete(ps.Managers, id)
-	return m
+func (ps *Procs) TakeManager(id string) *manager.Manager { return take(&ps.Mu, ps.Managers, id) }
+
+func take[T any](mu *sync.Mutex, m map[string]T, id string) T {
+	mu.Lock()
+	defer mu.Unlock()
+	v := m[id]
+	delete(m, id)
+	return v
 }
 
 // Leader is the running manager that leads, or nil.

@@ -303,17 +303,8 @@ func TestClusterIdempotencyOriginRestarted(t *testing.T) {
 				}
 			}
 			holding.Store(true)
-			h := c.NewHECClient(origin)
-			h.Token, h.Key, h.Index = NoAckHECToken, tc.key, tc.index
 			raws := idemRaws(tc.term, 9)
-			answered := make(chan error, 1)
-			go func() {
-				a, err := h.Post(ctx, raws)
-				if err == nil {
-					err = fmt.Errorf("the dying peer answered %+v", a)
-				}
-				answered <- err
-			}()
+			answered := postToDying(ctx, c, origin, tc.key, tc.index, raws)
 			var bucket string
 			c.WaitFor(30*time.Second, func() error { // journaled (fsynced) on the origin
 				var err error
@@ -467,17 +458,8 @@ func TestClusterIdempotencyBlocksInFlight(t *testing.T) {
 		t.Fatalf("events before the keyed request: %+v %v", a, err)
 	}
 	holding.Store(true)
-	h := c.NewHECClient(origin)
-	h.Token, h.Key, h.Index = NoAckHECToken, key, index
 	raws := idemRaws(term, 9)
-	answered := make(chan error, 1)
-	go func() {
-		a, err := h.Post(ctx, raws)
-		if err == nil {
-			err = fmt.Errorf("the dying peer answered %+v", a)
-		}
-		answered <- err
-	}()
+	answered := postToDying(ctx, c, origin, key, index, raws)
 	var bucket string
 	select {
 	case bucket = <-entered:
@@ -509,4 +491,21 @@ func TestClusterIdempotencyBlocksInFlight(t *testing.T) {
 	}
 	waitExact(t, c, heads, term, 9)
 	waitExact(t, c, heads, term+"warm", 6)
+}
+
+// postToDying sends a keyed no-ack request to a peer that the test kills
+// before it answers; the channel gets the request's error (or an error
+// saying the peer answered after all).
+func postToDying(ctx context.Context, c *Cluster, id, key, index string, raws []string) <-chan error {
+	h := c.NewHECClient(id)
+	h.Token, h.Key, h.Index = NoAckHECToken, key, index
+	answered := make(chan error, 1)
+	go func() {
+		a, err := h.Post(ctx, raws)
+		if err == nil {
+			err = fmt.Errorf("the dying peer answered %+v", a)
+		}
+		answered <- err
+	}()
+	return answered
 }

@@ -46,7 +46,13 @@ func fakePeer(t *testing.T) *httptest.Server {
 
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	app := &cli.App{Commands: []*cli.Command{searchCommand()}, ExitErrHandler: func(*cli.Context, error) {}}
+	return runCommand(searchCommand(), args...)
+}
+
+// runCommand runs one command of the CLI with args and returns what it
+// wrote to stdout.
+func runCommand(cmd *cli.Command, args ...string) (string, error) {
+	app := &cli.App{Commands: []*cli.Command{cmd}, ExitErrHandler: func(*cli.Context, error) {}}
 	old := os.Stdout
 	r, w, _ := os.Pipe()
 	os.Stdout = w
@@ -55,7 +61,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 		b, _ := io.ReadAll(r)
 		done <- string(b)
 	}()
-	err := app.Run(append([]string{"quarry", "search"}, args...))
+	err := app.Run(append([]string{"quarry", cmd.Name}, args...))
 	w.Close()
 	os.Stdout = old
 	return <-done, err

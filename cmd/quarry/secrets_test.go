@@ -244,27 +244,7 @@ func TestSecretFilesBus(t *testing.T) {
 		}
 	}
 	run := func(args ...string) (string, error) {
-		app := &cli.App{Commands: []*cli.Command{busCommand()}, ExitErrHandler: func(*cli.Context, error) {}}
-		old := os.Stdout
-		r, w, _ := os.Pipe()
-		os.Stdout = w
-		done := make(chan string)
-		go func() {
-			var b strings.Builder
-			buf := make([]byte, 4096)
-			for {
-				n, err := r.Read(buf)
-				b.Write(buf[:n])
-				if err != nil {
-					break
-				}
-			}
-			done <- b.String()
-		}()
-		err := app.Run(append([]string{"quarry", "bus", "--name", "n1", "--site", "site1", "--user", "admin", "--print-auth-config"}, args...))
-		w.Close()
-		os.Stdout = old
-		return <-done, err
+		return runCommand(busCommand(), append([]string{"--name", "n1", "--site", "site1", "--user", "admin", "--print-auth-config"}, args...)...)
 	}
 	out, err := run("--password-file", secretFile(t, "pw", "bus-admin-pw\n"),
 		"--role-user-file", secretFile(t, "users", "peer/site1/p1=p1:p1-secret\n\nsearchhead/sh1=sh1:sh1-secret\n"))

@@ -147,12 +147,8 @@ func (x *Index) Arrive(origin string, recs []store.KeyRecord) (release func(), e
 		if r.Arrival < floor {
 			continue
 		}
-		e := x.get(r.Token, r.Key)
+		e := x.recordEntry(r)
 		if e == nil {
-			e = &entry{token: r.Token, key: r.Key, body: r.BodyHash, arrival: r.Arrival, total: r.Total}
-			x.insert(e)
-		}
-		if e.body != r.BodyHash || e.total != r.Total {
 			continue
 		}
 		if e.arriving == 0 {

@@ -382,12 +382,8 @@ func (x *Index) Learn(recs []store.KeyRecord) {
 		if r.Arrival < floor {
 			continue
 		}
-		e := x.get(r.Token, r.Key)
+		e := x.recordEntry(r)
 		if e == nil {
-			e = &entry{token: r.Token, key: r.Key, body: r.BodyHash, arrival: r.Arrival, total: r.Total}
-			x.insert(e)
-		}
-		if e.body != r.BodyHash || e.total != r.Total {
 			continue
 		}
 		e.spans = addSpan(e.spans, Span{First: r.First, Count: r.Count})
@@ -398,6 +394,21 @@ func (x *Index) Learn(recs []store.KeyRecord) {
 			x.enqueue(e)
 		}
 	}
+}
+
+// recordEntry is the entry a key record from a copy's blocks belongs to,
+// made when the key is new; nil when the key is known with another body
+// or total (the first stays). x.mu held.
+func (x *Index) recordEntry(r *store.KeyRecord) *entry {
+	e := x.get(r.Token, r.Key)
+	if e == nil {
+		e = &entry{token: r.Token, key: r.Key, body: r.BodyHash, arrival: r.Arrival, total: r.Total}
+		x.insert(e)
+	}
+	if e.body != r.BodyHash || e.total != r.Total {
+		return nil
+	}
+	return e
 }
 
 // MaxOrigins bounds the origins kept per key (api.MaxKeyOrigins): an asker

@@ -143,11 +143,7 @@ func (x *Index) Arrive(origin string, recs []store.KeyRecord) (release func(), e
 	floor := now.Add(-x.cfg.Window).UnixNano()
 	var marked []*entry
 	for i := range recs {
-		r := &recs[i]
-		if r.Arrival < floor {
-			continue
-		}
-		e := x.recordEntry(r)
+		e := x.recordEntry(&recs[i], floor)
 		if e == nil {
 			continue
 		}

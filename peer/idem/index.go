@@ -379,10 +379,7 @@ func (x *Index) Learn(recs []store.KeyRecord) {
 	floor := x.cfg.Now().Add(-x.cfg.Window).UnixNano()
 	for i := range recs {
 		r := &recs[i]
-		if r.Arrival < floor {
-			continue
-		}
-		e := x.recordEntry(r)
+		e := x.recordEntry(r, floor)
 		if e == nil {
 			continue
 		}
@@ -397,9 +394,13 @@ func (x *Index) Learn(recs []store.KeyRecord) {
 }
 
 // recordEntry is the entry a key record from a copy's blocks belongs to,
-// made when the key is new; nil when the key is known with another body
-// or total (the first stays). x.mu held.
-func (x *Index) recordEntry(r *store.KeyRecord) *entry {
+// made when the key is new; nil when the record arrived before floor (past
+// the window) or the key is known with another body or total (the first
+// stays). x.mu held.
+func (x *Index) recordEntry(r *store.KeyRecord, floor int64) *entry {
+	if r.Arrival < floor {
+		return nil
+	}
 	e := x.get(r.Token, r.Key)
 	if e == nil {
 		e = &entry{token: r.Token, key: r.Key, body: r.BodyHash, arrival: r.Arrival, total: r.Total}

@@ -408,6 +408,11 @@ const CodeBucketNotHot = "bucket_not_hot"
 // (peer/idem.ErrRecentlyDenied); the origin resends after its pause.
 const CodeKeyDenied = "key_recently_unknown"
 
+// CodeSealHold: a replica append from the origin's stream refused because
+// the copy answered the managers' seal task (store.ErrSealHold); the
+// origin's blocks past it wait, and it reports the target short.
+const CodeSealHold = "seal_hold"
+
 // ConfigRequest is <prefix>.mgr.config: the peer config now.
 type ConfigRequest struct {
 	V    int    `json:"v"`

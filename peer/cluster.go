@@ -570,6 +570,11 @@ func (p *Peer) acceptFixup(cl *cluster, t api.FixupTask) api.FixupAck {
 		return api.FixupAck{Reason: err.Error()}
 	}
 	if t.Kind == fsm.TaskSeal {
+		// Hold the copy first: it takes no more blocks from its origin,
+		// so the length read below is the length it keeps until the seal
+		// lands (store.HoldForSeal: a block landing after the answer could
+		// be acknowledged and then cut by a final seal).
+		p.store.Replicas().HoldForSeal(t.Bucket)
 		for _, c := range p.store.Inventory() {
 			if c.ID == t.Bucket && c.State != string(store.StateCorrupt) {
 				// (A corrupt copy answers as none: the seal is taken from

@@ -681,7 +681,7 @@ func (r *replicator) send(hb *hotRepl, t *replTarget, from uint32) {
 	defer r.mu.Unlock()
 	t.inflight = false
 	if err != nil {
-		if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) || bus.IsRemote(err, api.CodeKeyDenied) {
+		if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) || bus.IsRemote(err, api.CodeKeyDenied) || bus.IsRemote(err, api.CodeSealHold) {
 			r.log.Debug("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
 		} else {
 			r.log.Warn("replication send failed", "bucket", hb.id, "target", t.peer, "err", err)
@@ -844,8 +844,15 @@ func (p *Peer) serveRepl(ctx context.Context, cl *cluster, req repl.Request) (re
 			p.log.Info("replica append deferred", "bucket", req.Bucket, "err", err)
 			return repl.Reply{Bucket: req.Bucket}, bus.Errorf(api.CodeKeyDenied, "replica append of %s: %v", req.Bucket, err)
 		}
-		n, err := p.store.Replicas().ReplicaAppend(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
+		appendBlocks := p.store.Replicas().ReplicaAppend
+		if req.Task == 0 { // the origin's stream: refused once this copy answered a seal
+			appendBlocks = p.store.Replicas().OriginAppend
+		}
+		n, err := appendBlocks(req.Bucket, req.Index, req.Searchable, req.First, req.Frames)
 		release()
+		if errors.Is(err, store.ErrSealHold) {
+			return repl.Reply{Bucket: req.Bucket, Blocks: n}, bus.Errorf(api.CodeSealHold, "replica append of %s: %v", req.Bucket, err)
+		}
 		if err != nil {
 			return repl.Reply{Bucket: req.Bucket, Blocks: n}, err
 		}

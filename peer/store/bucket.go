@@ -83,6 +83,7 @@ type Bucket struct {
 	lastWrite    time.Time // when the last event was appended (MaxHotIdle)
 
 	replica    bool          // a hot replica written by ReplicaAppend (replica.go)
+	sealHold   bool          // answered a seal task: no more origin blocks while hot (HoldForSeal); b.mu
 	quarantine bool          // the index's quarantine bucket (placement.go); set at creation
 	ackCopies  int           // copy.json's ack_copies (0: not recorded); set at creation
 	rollRetry  time.Duration // roller only: the pause before retrying a roll short of descriptors

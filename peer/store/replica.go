@@ -186,6 +186,50 @@ var ErrReplicaConflict = errors.New("replica block conflicts with the copy's blo
 // resend); a frame past the copy's end stops the append (the answer tells
 // the sender where to resume).
 func (rs Replicas) ReplicaAppend(id, index string, searchable bool, first uint32, frames [][]byte) (uint32, error) {
+	return rs.replicaAppend(id, index, searchable, first, frames, false)
+}
+
+// ErrSealHold: the managers are sealing the bucket at the lengths its
+// holders reported, and this replica reported its own (HoldForSeal): it
+// takes no more blocks from its origin's stream.
+var ErrSealHold = errors.New("the managers are sealing this bucket at the length this copy reported; it takes no more blocks from its origin")
+
+// OriginAppend is ReplicaAppend for the blocks an origin streams to its
+// targets: refused with ErrSealHold once the copy answered a seal
+// (HoldForSeal) while it is hot. Fetches and pushes of a fixup task use
+// ReplicaAppend.
+func (rs Replicas) OriginAppend(id, index string, searchable bool, first uint32, frames [][]byte) (uint32, error) {
+	return rs.replicaAppend(id, index, searchable, first, frames, true)
+}
+
+// HoldForSeal answers a seal task (peer/CLUSTER.md "Sealing"): from now on
+// the hot replica id takes no more blocks from its origin's stream
+// (OriginAppend refuses them), and its length is read after any append in
+// progress ended — so no block lands on it after it answered. Without the
+// hold a block in flight could land after the answer and be acknowledged
+// by the origin (this copy was a target the managers did not know short),
+// and then cut by a final seal at the reported length: an acknowledged
+// event lost (issue 24's chaos suite, a cut between the sites). The hold
+// lasts while the copy is hot (a roll or the seal makes it warm); a
+// restart forgets it (the copy is then rolled at open). ok is false when
+// there is no copy.
+func (rs Replicas) HoldForSeal(id string) (ok bool) {
+	s := rs.s
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	b := s.bucket(id)
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	if b.state == StateHot && b.replica {
+		b.sealHold = true
+	}
+	b.mu.Unlock()
+	return true
+}
+
+func (rs Replicas) replicaAppend(id, index string, searchable bool, first uint32, frames [][]byte, fromOrigin bool) (uint32, error) {
 	s := rs.s
 	if !ValidIndexName(index) {
 		return 0, fmt.Errorf("%w: %q", ErrBadIndex, index)
@@ -228,6 +272,7 @@ func (rs Replicas) ReplicaAppend(id, index string, searchable bool, first uint32
 	b.mu.RLock()
 	have := uint32(len(b.blocks))
 	state := b.state
+	held := b.sealHold && state == StateHot
 	crcs := make([]uint32, 0, len(frames))
 	for i := range frames {
 		no := first + uint32(i)
@@ -258,6 +303,9 @@ func (rs Replicas) ReplicaAppend(id, index string, searchable bool, first uint32
 		}
 		if state != StateHot || !b.replica {
 			return have, fmt.Errorf("%w: %s is %s here; it takes no more blocks", ErrBucketState, id, state)
+		}
+		if held && fromOrigin {
+			return have, fmt.Errorf("%w: %s at %d blocks", ErrSealHold, id, have)
 		}
 		adds = append(adds, replicaBlock{fh: fh, fr: fr, p: payloads[i]})
 		next++

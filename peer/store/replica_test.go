@@ -396,3 +396,41 @@ func TestSealExtensionDoesNotTruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSealHoldStopsTheOriginStream: once a hot replica answered a seal task
+// (HoldForSeal), the origin's stream adds nothing to it — a block in flight
+// cannot land after the length it reported — while a fixup fetch
+// (ReplicaAppend) still can; a copy that is not there answers false.
+func TestSealHoldStopsTheOriginStream(t *testing.T) {
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	target, _, _, id, frames := hotReplica(t, origin)
+	defer target.Close()
+	if target.Replicas().HoldForSeal("main~9~B0000000-0000-4000-8000-000000000009") {
+		t.Fatal("a seal hold of a bucket with no copy here answered true")
+	}
+	if !target.Replicas().HoldForSeal(id) {
+		t.Fatal("no copy to hold")
+	}
+	held := target.Inventory()[0].Blocks
+	appendN(t, origin, "main", 1000, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := origin.Replicas().ReadFrames(id, 0, 1<<30)
+	n, err := target.Replicas().OriginAppend(id, "main", true, uint32(len(frames)), all[len(frames):])
+	if !errors.Is(err, ErrSealHold) || int(n) != held {
+		t.Fatalf("the origin's next blocks after the seal answer: %d blocks, %v; want %d and ErrSealHold", n, err, held)
+	}
+	if got := target.Inventory()[0].Blocks; got != held {
+		t.Fatalf("the held copy grew to %d blocks from %d", got, held)
+	}
+	// Resent blocks it already holds are still answered (idempotent).
+	if n, err := target.Replicas().OriginAppend(id, "main", true, 0, frames); err != nil || int(n) != held {
+		t.Fatalf("a resend of held blocks: %d, %v", n, err)
+	}
+	// A fetch under a fixup task (an extended seal) is not the stream.
+	if n, err := target.Replicas().ReplicaAppend(id, "main", true, uint32(len(frames)), all[len(frames):]); err != nil || int(n) != len(all) {
+		t.Fatalf("a fetch into the held copy: %d, %v; want %d", n, err, len(all))
+	}
+}

@@ -2,6 +2,7 @@ package searchhead
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"maps"
@@ -229,5 +230,68 @@ func TestCoordinatorDoneWithoutBucketAndRounds(t *testing.T) {
 	sum := f.r.summary()
 	if !sum.Partial || sum.Buckets.Failed != 1 {
 		t.Fatalf("summary %+v: want partial with b1 failed", sum)
+	}
+}
+
+// TestCoordinatorConfirmsHotReplicas: a hot bucket taken from a replica on
+// the table's word counts only once the managers confirm that word after
+// the search began (confirmHotReplicas): a replica they count short now, a
+// seal past what it held, or managers that cannot be reached make the
+// bucket failed and the search partial; an unchanged table keeps it; an
+// answer from the origin needs no confirmation.
+func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
+	hot := fsm.BucketInfo{Index: "main", Hot: true, Origin: "p1", SearchableOn: []string{"p1", "p2"}}
+	shortNow := hot
+	shortNow.SearchableOn = []string{"p1"}
+	sealedPast := fsm.BucketInfo{Index: "main", Sealed: true, Blocks: 5, Checksum: "00005555", Origin: "p1", SearchableOn: []string{"p1", "p2"}}
+	for _, tc := range []struct {
+		name    string
+		from    string
+		answer  *fsm.BucketInfo // the managers' entry now; nil: unchanged
+		err     error
+		ok      bool
+		fetched bool
+		why     string
+	}{
+		{"origin: no confirmation", "p1", nil, nil, true, false, ""},
+		{"replica, table unchanged", "p2", nil, nil, true, true, ""},
+		{"replica, counted short now", "p2", &shortNow, nil, false, true, "count short now"},
+		{"replica, sealed past it", "p2", &sealedPast, nil, false, true, "sealed at 5 blocks meanwhile"},
+		{"replica, managers unreachable", "p2", nil, errors.New("no responders"), false, true, "could not confirm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": hot}, map[string][]string{"b1": {tc.from, "p3"}})
+			f.r.begun = time.Now()
+			f.r.h.tables.own().Apply(fsm.GenerationView{Version: 7, Full: true, Peers: slices.Collect(maps.Values(f.r.peers)), Buckets: map[string]fsm.BucketInfo{"b1": hot}})
+			fetched := 0
+			f.r.h.tables.fetchGen = func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
+				fetched++
+				if tc.err != nil {
+					return fsm.GenerationView{}, tc.err
+				}
+				v := fsm.GenerationView{Version: since, Since: since}
+				if tc.answer != nil {
+					v.Version = since + 1
+					v.Buckets = map[string]fsm.BucketInfo{"b1": *tc.answer}
+				}
+				return v, nil
+			}
+			f.send(tc.from, api.SearchMsg{Kind: api.SearchBatch, Bucket: "b1"})
+			f.send(tc.from, api.SearchMsg{Kind: api.SearchMarker, Bucket: "b1", Outcome: api.MarkerSearched, Length: length(3, "00003333")})
+			f.r.confirmHotReplicas()
+			if (fetched > 0) != tc.fetched {
+				t.Fatalf("the managers were asked %d times, want asked %v", fetched, tc.fetched)
+			}
+			sum := f.r.summary()
+			if tc.ok {
+				if f.state("b1") != bSearched || sum.Partial {
+					t.Fatalf("state %d, partial %v: want searched and complete", f.state("b1"), sum.Partial)
+				}
+				return
+			}
+			if f.state("b1") != bFailed || !sum.Partial || !strings.Contains(strings.Join(sum.Warnings, " "), tc.why) {
+				t.Fatalf("state %d, partial %v, warnings %q: want failed, partial, a reason with %q", f.state("b1"), sum.Partial, sum.Warnings, tc.why)
+			}
+		})
 	}
 }

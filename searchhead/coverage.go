@@ -3,12 +3,14 @@ package searchhead
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/query"
 )
 
 // Coverage rules of a search beyond the first plan (SPEC §5 step 3–4 and
@@ -71,6 +73,9 @@ func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label
 			return fmt.Sprintf("the hot copy of bucket %s on peer %s holds %d blocks, fewer than the %d the managers know",
 				br.id, peer, l.Blocks, info.Blocks), unprovenShort
 		}
+		if peer != info.Origin {
+			br.hotFrom, br.hotBlocks = peer, l.Blocks
+		}
 		if r.req.Fresh && peer != info.Origin {
 			r.warn(fmt.Sprintf("fresh: hot bucket %s was read from replica %s, which holds every acknowledged event (its origin %s could not serve)", br.id, peer, info.Origin))
 		}
@@ -81,6 +86,84 @@ func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label
 	// searchable set is taken as it reports (chaos: refusing them made
 	// searches partial with nothing known to be short).
 	return "", ""
+}
+
+// hotConfirmWait bounds the table confirmation at a search's end: long
+// enough to outlast an election (a leader killed or paused: Raft's 1 s
+// heartbeat and election timeouts, a new leader in 1–3 s), so those
+// searches come back complete, a few seconds late; a head cut off from
+// the managers for longer answers partial. hotConfirmTry bounds one
+// attempt, so a paused leader's silence does not use up the whole wait.
+const (
+	hotConfirmWait = 5 * time.Second
+	hotConfirmTry  = time.Second
+)
+
+// confirmHotReplicas checks again, at the search's end, the word of the
+// table that made each hot replica's answer whole. A replica leaves a hot
+// bucket's searchable set the moment the managers learn it is short — and
+// only then does its origin acknowledge without it — but a head that cannot
+// hear the managers (a cut between the sites, issue 24's chaos suite: 49
+// searches short yet complete) plans on a table from before that, with
+// nothing to tell it is stale until its next poll fails. So a search that
+// took any hot bucket from a replica needs the table confirmed by the
+// managers after it began (tables.confirmSince: one refresh, shared by the
+// searches that wait for it; none when another refresh already succeeded
+// since). With the confirmed table a replica no longer in the searchable
+// set, or holding fewer blocks than a seal made meanwhile, fails its
+// bucket; when the managers cannot be reached every such bucket fails. The
+// search is then partial, naming them — never short and complete. The
+// origin's own copy needs no confirmation: it holds every acknowledged
+// block.
+func (r *run) confirmHotReplicas() {
+	var ids []string
+	for _, id := range r.order {
+		if br := r.buckets[id]; br.hotFrom != "" && (br.state == bSearched || br.state == bSkipped) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, hotConfirmWait)
+	var err error
+	for {
+		// Retried within hotConfirmWait: an election (a leader killed or
+		// paused) answers "no responders" or times out for a second or two.
+		try, stop := context.WithTimeout(ctx, hotConfirmTry)
+		err = r.h.tables.confirmSince(try, r.begun)
+		stop()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cancel()
+	for _, id := range ids {
+		br := r.buckets[id]
+		why := ""
+		info, known := r.h.tables.bucket(id)
+		switch {
+		case err != nil:
+			why = fmt.Sprintf("hot bucket %s was read from replica %s, and the managers could not confirm that copy holds every acknowledged event (%v)", id, br.hotFrom, err)
+		case !known:
+			// Gone from the table (frozen, removed): nothing to miss.
+		case info.Hot && !slices.Contains(info.SearchableOn, br.hotFrom):
+			why = fmt.Sprintf("hot bucket %s was read from replica %s, which the managers count short now: it may lack acknowledged events", id, br.hotFrom)
+		case info.Sealed && (info.Provisional || br.hotBlocks < info.Blocks):
+			why = fmt.Sprintf("hot bucket %s was read from replica %s at %d blocks; it was sealed at %d blocks meanwhile", id, br.hotFrom, br.hotBlocks, info.Blocks)
+		}
+		if why == "" {
+			continue
+		}
+		r.h.metrics.unproven.WithLabelValues(unprovenShort).Inc()
+		r.h.log.Warn("search: a hot replica's answer could not be confirmed whole", "search", r.id, "bucket", id, "peer", br.hotFrom, "reason", why)
+		br.state = bFailed
+		br.failures = append(br.failures, query.Failure{Bucket: id, Peer: br.hotFrom, Reason: why})
+	}
 }
 
 // freshChain is a fresh search's chain for a hot bucket: its origin copy,

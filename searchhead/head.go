@@ -609,6 +609,7 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 		h.metrics.cancelled.Inc()
 		return nil, h.runError(ctx, err)
 	}
+	rn.confirmHotReplicas()
 	sum := rn.summary()
 	h.metrics.observeSummary(sum)
 	h.log.Debug("search finished", "search", rn.id, "generation", rn.generation, "table_version", rn.version,
@@ -678,7 +679,7 @@ func (h *Head) newRun(ctx context.Context, plan *query.Plan, req Request, pref *
 	return &run{h: h, ctx: ctx, plan: plan, req: req, pref: pref, id: h.cfg.ID + "-" + hex.EncodeToString(idb[:]),
 		nowNS: now.UnixNano(), indexes: indexes, site: h.tables.tableSite(), tsite: h.tables.tableSite(),
 		buckets: map[string]*bucketRun{}, events: make(chan streamEvent, 256), failed: map[string]bool{},
-		answered: map[string]bool{}, scanned: map[string]int64{}, retries: map[string][]string{}}
+		answered: map[string]bool{}, scanned: map[string]int64{}, retries: map[string][]string{}, begun: time.Now()}
 }
 
 // staleTableWarning says, when the head's generation table is stale, that

@@ -3,8 +3,8 @@ package searchhead
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 )
 

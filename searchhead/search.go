@@ -69,6 +69,11 @@ type bucketRun struct {
 	// unknown: a bucket a peer answered that no table the head could
 	// fetch knows (adoptNewer): it cannot be proven whole.
 	unknown bool
+	// hotFrom and hotBlocks: a hot bucket answered by a replica (not its
+	// origin) on the table's word that the replica is whole, and the
+	// blocks it held; confirmHotReplicas checks that word again at the end.
+	hotFrom   string
+	hotBlocks int64
 }
 
 // combo is one combined batch of a stream (api.SearchMsg.Buckets): merged
@@ -146,6 +151,7 @@ type run struct {
 	retries  map[string][]string // peer → buckets to send explicitly (flushed per loop)
 	later    []delayed           // buckets waiting for their next round (retryRound)
 	catchUps int                 // table refreshes this search made (catchUp)
+	begun    time.Time           // when the search started (confirmHotReplicas)
 
 	// onBucket is called with a bucket's partials once its marker arrived
 	// (streaming output); nil when the output is built at the end.

@@ -52,6 +52,17 @@ type tables struct {
 	hold func() bool
 	// onNotice is called for every notice (config changes).
 	onNotice func(api.Notice)
+	// fetchGen, when set, replaces the managers' generation request (a
+	// test's scripted managers); fetch uses it.
+	fetchGen func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error)
+}
+
+// fetch asks the managers what changed in site's table since version since.
+func (t *tables) fetch(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
+	if t.fetchGen != nil {
+		return t.fetchGen(ctx, site, since)
+	}
+	return t.mc.FetchGeneration(ctx, site, since, 0)
 }
 
 func newTables(mc *mgrclient.ManagerClient, site string, log *slog.Logger) *tables {
@@ -183,6 +194,33 @@ func (t *tables) loop() {
 func (t *tables) refresh(ctx context.Context) error {
 	t.refreshMu.Lock()
 	defer t.refreshMu.Unlock()
+	return t.refreshLocked(ctx)
+}
+
+// confirmSince makes sure the tables were refreshed from the managers
+// after since: nothing to do when a refresh succeeded after it (another
+// search's, the poll's), else one refresh now. Refreshes are serialised,
+// so searches that wait here together share the first one that succeeds.
+func (t *tables) confirmSince(ctx context.Context, since time.Time) error {
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
+	t.mu.RLock()
+	ok := t.lastOK.After(since)
+	t.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	return t.refreshLocked(ctx)
+}
+
+// bucket is the head's own table's entry of a bucket.
+func (t *tables) bucket(id string) (fsm.BucketInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.own().Bucket(id)
+}
+
+func (t *tables) refreshLocked(ctx context.Context) error {
 	for i := range t.sites {
 		t.mu.RLock()
 		site := t.sites[i]
@@ -193,7 +231,7 @@ func (t *tables) refresh(ctx context.Context) error {
 			since = 0
 		}
 		t.mu.RUnlock()
-		v, err := t.mc.FetchGeneration(ctx, site, since, 0)
+		v, err := t.fetch(ctx, site, since)
 		if err != nil && bus.IsRemote(err, "bad_site") && site == t.sites[0] && site != fsm.DefaultSite && site != fsm.Site0 {
 			// A single-site cluster has no table for the head's site: the
 			// head follows the cluster's only site (and says so once).
@@ -202,7 +240,7 @@ func (t *tables) refresh(ctx context.Context) error {
 			t.fallBack()
 			t.mu.Unlock()
 			site = fsm.DefaultSite
-			v, err = t.mc.FetchGeneration(ctx, site, 0, 0)
+			v, err = t.fetch(ctx, site, 0)
 		}
 		if err != nil {
 			t.mu.Lock()

@@ -676,20 +676,27 @@ func (h *Handler) waitNotBusy(ctx context.Context) bool {
 	}
 }
 
-func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
+// begin is the prelude every ingest endpoint shares: the token and channel
+// checks, the Idempotency-Key, and the body read under the in-flight
+// budget. On a refusal it has replied and ok is false.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request) (t *tokenState, ch string, key *keyedRequest, b *body, ok bool) {
 	t, ch, rp := h.precheck(r)
-	if rp != nil {
-		h.reply(w, *rp)
-		return
+	if rp == nil {
+		key, rp = requestKey(r)
 	}
-	key, rp := requestKey(r)
-	if rp != nil {
-		h.reply(w, *rp)
-		return
+	if rp == nil {
+		b, rp = h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	}
-	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
 	if rp != nil {
 		h.reply(w, *rp)
+		return nil, "", nil, nil, false
+	}
+	return t, ch, key, b, true
+}
+
+func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
+	t, ch, key, b, ok := h.begin(w, r)
+	if !ok {
 		return
 	}
 	if len(bytes.TrimSpace(b.data)) == 0 {
@@ -845,19 +852,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c *channel, ack
 }
 
 func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
-	t, ch, rp := h.precheck(r)
-	if rp != nil {
-		h.reply(w, *rp)
-		return
-	}
-	key, rp := requestKey(r)
-	if rp != nil {
-		h.reply(w, *rp)
-		return
-	}
-	b, rp := h.readBody(w, r, t, h.cfg.MaxBodyBytes)
-	if rp != nil {
-		h.reply(w, *rp)
+	t, ch, key, b, ok := h.begin(w, r)
+	if !ok {
 		return
 	}
 	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())

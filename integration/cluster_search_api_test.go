@@ -374,7 +374,8 @@ func TestSearchCancelAndUnknownGeneration(t *testing.T) {
 	})
 	req := api.SearchRequest{V: api.WireVersion, ID: "t1", Head: "test", Query: "*", NowNS: time.Now().UnixNano(),
 		Generation: gen + 1000, TableVersion: 1, TableSite: "site1", Invites: map[string]bus.Invite{prim: rcv.Invite()}, TimeoutMs: 10000}
-	if err := bus.Publish(nc, "quarry.search.site1", req); err != nil {
+	// Each peer takes search requests on its own subject only (SECURITY.md, M4).
+	if err := bus.Publish(nc, "quarry.search.site1."+prim, req); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

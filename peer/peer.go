@@ -204,6 +204,15 @@ type identity struct {
 	ID      string `json:"id"`
 }
 
+// makeDataDir makes the data folder (store.DirPerm) and closes it to
+// other users.
+func makeDataDir(dir string) error {
+	if err := os.MkdirAll(dir, store.DirPerm); err != nil {
+		return err
+	}
+	return closeToOthers(dir)
+}
+
 // closeToOthers takes every permission of others off the data folder (one
 // made by an older build was 0755): with it closed, nothing below it can be
 // read by other local users, whatever the older files' own modes say. The
@@ -299,10 +308,7 @@ func Start(cfg Config) (*Peer, error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger.With("peer", cfg.ID, "site", cfg.Site)
-	if err := os.MkdirAll(cfg.DataDir, store.DirPerm); err != nil {
-		return nil, err
-	}
-	if err := closeToOthers(cfg.DataDir); err != nil {
+	if err := makeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	guid, err := loadOrCreateGUID(cfg.DataDir, cfg.ID)

@@ -108,13 +108,15 @@ func (d *denials) pop() {
 }
 
 // LookupFrom is Lookup for another peer's question: an unknown answer is
-// remembered for Config.DenialHold with the asker (a peer id).
+// remembered for Config.DenialHold with the asker (a peer id), under the
+// same lock as the lookup, so no Arrive slips in between the answer and
+// its record.
 func (x *Index) LookupFrom(tok [32]byte, key, asker string) (Entry, bool) {
-	e, ok := x.Lookup(tok, key)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.lookupLocked(tok, key)
 	if !ok && asker != "" {
-		x.mu.Lock()
 		x.denied.note(denialKey{tok, key}, asker, x.cfg.Now(), x.cfg.DenialHold)
-		x.mu.Unlock()
 	}
 	return e, ok
 }

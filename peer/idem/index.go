@@ -501,6 +501,10 @@ type Entry struct {
 func (x *Index) Lookup(tok [32]byte, key string) (Entry, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.lookupLocked(tok, key)
+}
+
+func (x *Index) lookupLocked(tok [32]byte, key string) (Entry, bool) {
 	e := x.get(tok, key)
 	if e == nil || (len(e.spans) == 0 && e.claim == nil && e.arriving == 0) {
 		return Entry{}, false

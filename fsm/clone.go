@@ -39,6 +39,7 @@ func (s *State) Clone() *State {
 			cb.Copies[p] = &cs[len(cs)-1]
 		}
 		cb.Primary = maps.Clone(b.Primary)
+		cb.LeftAt = maps.Clone(b.LeftAt)
 		d.Buckets[k] = cb
 	}
 	d.History = slices.Clone(s.d.History)

@@ -30,6 +30,7 @@ type GenerationTable[B any] struct {
 	held       bool // a view was applied
 	generation uint64
 	version    uint64
+	leftAtFrom uint64
 	peers      map[string]GenerationPeer
 	primaries  map[string]string // bucket → primary peer
 	buckets    map[string]B
@@ -56,7 +57,7 @@ func (t *GenerationTable[B]) Apply(v GenerationView) bool {
 	if t.held && v.Version < t.version {
 		return false
 	}
-	t.held, t.generation, t.version = true, v.Generation, v.Version
+	t.held, t.generation, t.version, t.leftAtFrom = true, v.Generation, v.Version, v.LeftAtFrom
 	peers := make(map[string]GenerationPeer, len(v.Peers))
 	for _, p := range v.Peers {
 		peers[p.ID] = p
@@ -93,6 +94,10 @@ func (t *GenerationTable[B]) Generation() uint64 { return t.generation }
 
 // Version is the table version of the last view applied (0 before one).
 func (t *GenerationTable[B]) Version() uint64 { return t.version }
+
+// LeftAtFrom is the table version from which bucket entries carry LeftAt
+// (GenerationView.LeftAtFrom; 0: not recorded).
+func (t *GenerationTable[B]) LeftAtFrom() uint64 { return t.leftAtFrom }
 
 // Peer is a peer of the table.
 func (t *GenerationTable[B]) Peer(id string) (GenerationPeer, bool) {

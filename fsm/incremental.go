@@ -86,6 +86,7 @@ func (b *Bucket) clone() *Bucket {
 		cb.Copies[p] = &cc
 	}
 	cb.Primary = maps.Clone(b.Primary)
+	cb.LeftAt = maps.Clone(b.LeftAt)
 	return &cb
 }
 

@@ -4,6 +4,7 @@ package fsm
 // each bucket per generation table, and which copies may serve.
 
 import (
+	"maps"
 	"slices"
 	"sort"
 )
@@ -226,12 +227,35 @@ func searchableSet(b *Bucket) []string {
 // mutateBucket runs fn on a bucket and then records a table change if its
 // searchable set changed, and recomputes its primaries.
 func (s *State) mutateBucket(ch *change, b *Bucket, fn func()) {
-	before := searchableSet(b)
+	before, hot := searchableSet(b), b.Hot
 	fn()
-	if !slices.Equal(before, searchableSet(b)) {
+	if after := searchableSet(b); !slices.Equal(before, after) {
+		if hot && b.Hot && s.ClusterVersion() >= LeftAtVersion {
+			b.recordLeft(before, after, ch.idx)
+		}
 		s.bucketChanged(ch, b)
 	}
 	s.reassign(ch, b)
+}
+
+// recordLeft sets LeftAt for each peer of before that is not in after (both
+// sorted). The map is replaced, never written in place: a bucket's clone
+// may share it.
+func (b *Bucket) recordLeft(before, after []string, idx uint64) {
+	var left map[string]uint64
+	for _, p := range before {
+		if _, in := slices.BinarySearch(after, p); in {
+			continue
+		}
+		if left == nil {
+			left = make(map[string]uint64, len(b.LeftAt)+1)
+			maps.Copy(left, b.LeftAt)
+		}
+		left[p] = idx
+	}
+	if left != nil {
+		b.LeftAt = left
+	}
 }
 
 // rebalance evens out primaries per peer within each site's table (site0:

@@ -46,7 +46,7 @@ const (
 // gains a field this codec does not write.
 var (
 	bucketFields = []string{"ID", "Index", "Origin", "OriginSite", "Hot", "Earliest", "Latest", "Size", "Events",
-		"Sealed", "Blocks", "LastChecksum", "Provisional", "Degraded", "Created", "Version", "Copies", "Primary"}
+		"Sealed", "Blocks", "LastChecksum", "Provisional", "Degraded", "Created", "Version", "LeftAt", "Copies", "Primary"}
 	copyFields  = []string{"Peer", "Searchable", "Blocks", "LastChecksum", "LengthKnown", "Corrupt", "Short"}
 	deltaFields = []string{"Version", "Generation", "Site", "Bucket", "Peer", "Old", "Removed"}
 )
@@ -158,6 +158,10 @@ const (
 	bSealed
 	bDegraded
 	bProvisional
+	// bLeftAt: the record ends with LeftAt (a count, then peer and index
+	// pairs); set only from cluster version LeftAtVersion, so a version 5
+	// reader never meets it.
+	bLeftAt
 )
 
 const (
@@ -184,6 +188,9 @@ func appendBucket(b []byte, x *Bucket) []byte {
 	}
 	if x.Provisional {
 		f |= bProvisional
+	}
+	if x.LeftAt != nil {
+		f |= bLeftAt
 	}
 	b = append(b, f)
 	b = binary.AppendVarint(b, x.Earliest)
@@ -221,6 +228,13 @@ func appendBucket(b []byte, x *Bucket) []byte {
 	for _, site := range smallSorted(kb[:0], x.Primary) {
 		b = appendStr(b, site)
 		b = appendStr(b, x.Primary[site])
+	}
+	if x.LeftAt != nil {
+		b = binary.AppendUvarint(b, uint64(len(x.LeftAt)))
+		for _, p := range smallSorted(kb[:0], x.LeftAt) {
+			b = appendStr(b, p)
+			b = binary.AppendUvarint(b, x.LeftAt[p])
+		}
 	}
 	return b
 }
@@ -392,6 +406,14 @@ func (r *snapReader) bucket() *Bucket {
 	for i := 0; i < np && r.err == nil; i++ {
 		site := r.str()
 		x.Primary[site] = r.str()
+	}
+	if f&bLeftAt != 0 {
+		nl := r.count(2)
+		x.LeftAt = make(map[string]uint64, nl)
+		for i := 0; i < nl && r.err == nil; i++ {
+			p := r.str()
+			x.LeftAt[p] = r.uvarint()
+		}
 	}
 	return x
 }

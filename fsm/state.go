@@ -228,6 +228,16 @@ type Bucket struct {
 	// searchable copies).
 	Created uint64 `json:"created"`
 	Version uint64 `json:"version"`
+	// LeftAt is, per peer, the Raft index at which its copy last left the
+	// bucket's searchable set while the bucket stayed hot (marked short or
+	// corrupt, or dropped; recorded from cluster version LeftAtVersion).
+	// It outlives the copy's return to the set and the copy itself, so a
+	// search head that read a hot replica can tell, after the bucket was
+	// sealed longer than the read, whether the replica was whole the whole
+	// time since the table it planned with (searchhead confirmHotReplicas):
+	// the ack rule acknowledges a block without a replica only after the
+	// managers marked it short. Nil when no copy ever left.
+	LeftAt map[string]uint64 `json:"left_at,omitempty"`
 	// Copies by peer id.
 	Copies map[string]*Copy `json:"copies"`
 	// Primary by site name (and Site0): the peer id.
@@ -436,6 +446,11 @@ type stateData struct {
 	// ClusterVersion is the command-set version the group agreed
 	// (SetClusterVersion); 0 in snapshots from before it, read as 1.
 	ClusterVersion int `json:"cluster_version,omitempty"`
+	// LeftAtFrom is the Raft index from which Bucket.LeftAt is recorded:
+	// the SetClusterVersion that raised the cluster version to
+	// LeftAtVersion or beyond (0: not recorded yet). A search head trusts
+	// the absence of a LeftAt entry only for tables from then on.
+	LeftAtFrom uint64 `json:"left_at_from,omitempty"`
 	// Marks are the fixup delivery marks of open tasks, by task id
 	// (MarkFixup, version.go); a closed task's marks go with it.
 	Marks map[uint64]*TaskMarks `json:"marks,omitempty"`

@@ -15,9 +15,15 @@ import (
 // read; version 4 adds no command but RollBucket's Origin (body version 2,
 // RollOriginVersion), which a version 3 build cannot read; version 5 adds no
 // command but SealBucket's Final (body version 3, SealFinalVersion) and
-// the rule that only a provisional seal is extended. A build that adds a
+// the rule that only a provisional seal is extended; version 6 adds no
+// command but Bucket.LeftAt (LeftAtVersion), which a version 5 build does
+// not record, so its state would differ. A build that adds a
 // command type raises Version and lists the type in clusterVersions.
-const Version = 5
+const Version = 6
+
+// LeftAtVersion is the cluster version from which the FSM records when a
+// copy leaves a hot bucket's searchable set (Bucket.LeftAt).
+const LeftAtVersion = 6
 
 // clusterVersions is the cluster version that may carry each command type
 // added after version 1: the leader never appends a command of such a type
@@ -119,6 +125,9 @@ func (s *State) applySetClusterVersion(idx uint64, c *SetClusterVersion) (any, e
 	}
 	if c.Version < s.ClusterVersion() {
 		return nil, fmt.Errorf("%w: %d is below the agreed %d", ErrClusterVersion, c.Version, s.ClusterVersion())
+	}
+	if s.ClusterVersion() < LeftAtVersion && c.Version >= LeftAtVersion {
+		s.d.LeftAtFrom = idx
 	}
 	s.d.ClusterVersion = c.Version
 	return nil, nil

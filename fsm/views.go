@@ -69,6 +69,9 @@ type GenerationView struct {
 	Since      uint64                `json:"since,omitempty"`
 	Full       bool                  `json:"full"`
 	Removed    []string              `json:"removed,omitempty"`
+	// LeftAtFrom is the table version from which buckets carry LeftAt
+	// (stateData.LeftAtFrom; 0: not yet). An addition to SPEC §7's shape.
+	LeftAtFrom uint64 `json:"left_at_from,omitempty"`
 }
 
 // GenerationPeer is a peer in the generation table.
@@ -106,6 +109,11 @@ type BucketInfo struct {
 	// a search head cannot prove the bucket complete. An addition to
 	// SPEC §7's shape.
 	Provisional bool `json:"provisional,omitempty"`
+	// LeftAt is, per peer, the table version at which its copy last left
+	// the searchable set while the bucket was hot (Bucket.LeftAt): a
+	// search head that read a hot replica proves it whole with it
+	// (searchhead confirmHotReplicas). An addition to SPEC §7's shape.
+	LeftAt map[string]uint64 `json:"left_at,omitempty"`
 }
 
 // PeerView is one peer in GET /v1/peers.
@@ -289,7 +297,8 @@ func (s *State) bucketInfo(b *Bucket) BucketInfo {
 	if on == nil {
 		on = []string{}
 	}
-	info := BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin}
+	info := BucketInfo{Index: b.Index, Earliest: b.Earliest, Latest: b.Latest, Hot: b.Hot, SearchableOn: on, Origin: b.Origin,
+		LeftAt: maps.Clone(b.LeftAt)}
 	if b.Sealed {
 		info.Sealed, info.Blocks, info.Checksum, info.Provisional = true, b.Blocks, b.LastChecksum, b.Provisional
 	}
@@ -328,7 +337,8 @@ func (s *State) Generation(site string, since uint64) (GenerationView, error) {
 		return GenerationView{}, err
 	}
 	v := GenerationView{Generation: s.d.Generation, Version: s.d.TableVersion, Site: site,
-		Peers: s.generationPeers(), Primaries: map[string]string{}, Buckets: map[string]BucketInfo{}, Since: since}
+		Peers: s.generationPeers(), Primaries: map[string]string{}, Buckets: map[string]BucketInfo{}, Since: since,
+		LeftAtFrom: s.d.LeftAtFrom}
 	if since == 0 || since < s.d.HistoryFloor {
 		v.Full = true
 		for _, id := range s.bucketIDs() {
@@ -367,7 +377,7 @@ func (s *State) Generation(site string, since uint64) (GenerationView, error) {
 // and buckets: generation, table version, site and the peer list.
 func (s *State) GenerationPeers(site string) GenerationView {
 	return GenerationView{Generation: s.d.Generation, Version: s.d.TableVersion, Site: site,
-		Peers: s.generationPeers(), Primaries: map[string]string{}, Buckets: map[string]BucketInfo{}}
+		Peers: s.generationPeers(), Primaries: map[string]string{}, Buckets: map[string]BucketInfo{}, LeftAtFrom: s.d.LeftAtFrom}
 }
 
 // PrimariesAt reconstructs a site's primary table as it was in an earlier

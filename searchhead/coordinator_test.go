@@ -244,32 +244,47 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 	shortNow := hot
 	shortNow.SearchableOn = []string{"p1"}
 	sealedPast := fsm.BucketInfo{Index: "main", Sealed: true, Blocks: 5, Checksum: "00005555", Origin: "p1", SearchableOn: []string{"p1", "p2"}}
+	// With LeftAt (fsm.LeftAtVersion): the replica left the set at table
+	// version 8, after the plan's 7 (and came back: hot and listed again),
+	// or at 6, before the plan's table, which already listed it whole again.
+	leftAfter, leftBefore, hotBack := sealedPast, sealedPast, hot
+	leftAfter.LeftAt = map[string]uint64{"p2": 8}
+	leftBefore.LeftAt = map[string]uint64{"p2": 6}
+	hotBack.LeftAt = map[string]uint64{"p2": 8}
 	for _, tc := range []struct {
 		name    string
 		from    string
 		answer  *fsm.BucketInfo // the managers' entry now; nil: unchanged
+		leftAt  uint64          // LeftAtFrom of the tables (0: not recorded)
 		err     error
 		ok      bool
 		fetched bool
 		why     string
 	}{
-		{"origin: no confirmation", "p1", nil, nil, true, false, ""},
-		{"replica, table unchanged", "p2", nil, nil, true, true, ""},
-		{"replica, counted short now", "p2", &shortNow, nil, false, true, "count short now"},
-		{"replica, sealed past it", "p2", &sealedPast, nil, false, true, "sealed at 5 blocks meanwhile"},
-		{"replica, managers unreachable", "p2", nil, errors.New("no responders"), false, true, "could not confirm"},
+		{"origin: no confirmation", "p1", nil, 0, nil, true, false, ""},
+		{"replica, table unchanged", "p2", nil, 0, nil, true, true, ""},
+		{"replica, counted short now", "p2", &shortNow, 0, nil, false, true, "count short now"},
+		{"replica, sealed past it, no LeftAt", "p2", &sealedPast, 0, nil, false, true, "sealed at 5 blocks meanwhile"},
+		{"replica, managers unreachable", "p2", nil, 0, errors.New("no responders"), false, true, "could not confirm"},
+		{"replica, sealed past it, never left", "p2", &sealedPast, 5, nil, true, true, ""},
+		{"replica, sealed past it, left after the plan", "p2", &leftAfter, 5, nil, false, true, "left the bucket's searchable set at table version 8"},
+		{"replica, sealed past it, left before the plan", "p2", &leftBefore, 5, nil, true, true, ""},
+		{"replica, hot, left after the plan and back", "p2", &hotBack, 5, nil, false, true, "left the bucket's searchable set at table version 8"},
+		{"replica, sealed past it, LeftAt recorded only after the plan", "p2", &sealedPast, 9, nil, false, true, "keep no record"},
+		{"replica, counted short now, LeftAt not after the plan", "p2", &shortNow, 5, nil, false, true, "count short now"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": hot}, map[string][]string{"b1": {tc.from, "p3"}})
 			f.r.begun = time.Now()
-			f.r.h.tables.own().Apply(fsm.GenerationView{Version: 7, Full: true, Peers: slices.Collect(maps.Values(f.r.peers)), Buckets: map[string]fsm.BucketInfo{"b1": hot}})
+			f.r.h.tables.own().Apply(fsm.GenerationView{Version: 7, Full: true, Peers: slices.Collect(maps.Values(f.r.peers)), Buckets: map[string]fsm.BucketInfo{"b1": hot}, LeftAtFrom: tc.leftAt})
+			f.r.buckets["b1"].tver = 7
 			fetched := 0
 			f.r.h.tables.fetchGen = func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
 				fetched++
 				if tc.err != nil {
 					return fsm.GenerationView{}, tc.err
 				}
-				v := fsm.GenerationView{Version: since, Since: since}
+				v := fsm.GenerationView{Version: since, Since: since, LeftAtFrom: tc.leftAt}
 				if tc.answer != nil {
 					v.Version = since + 1
 					v.Buckets = map[string]fsm.BucketInfo{"b1": *tc.answer}

@@ -109,12 +109,27 @@ const (
 // took any hot bucket from a replica needs the table confirmed by the
 // managers after it began (tables.confirmSince: one refresh, shared by the
 // searches that wait for it; none when another refresh already succeeded
-// since). With the confirmed table a replica no longer in the searchable
-// set, or holding fewer blocks than a seal made meanwhile, fails its
-// bucket; when the managers cannot be reached every such bucket fails. The
-// search is then partial, naming them — never short and complete. The
-// origin's own copy needs no confirmation: it holds every acknowledged
-// block.
+// since). Then, per bucket:
+//
+//   - the managers could not be reached: the bucket fails;
+//   - the replica left the searchable set (marked short or corrupt, or
+//     dropped) at a table version after the one the plan took it from
+//     (fsm.BucketInfo.LeftAt): it fails — it may have missed blocks
+//     acknowledged without it before it answered (a leave after its answer
+//     fails it too: the head cannot tell the two apart);
+//   - the bucket is still hot and the replica is not in its searchable set
+//     now: it fails (the rule for tables without LeftAt);
+//   - the bucket was sealed meanwhile past the blocks the replica held:
+//     with LeftAt recorded since the plan's table (LeftAtFrom) and no leave
+//     after it, the replica held every block acknowledged before it
+//     answered (the ack rule), so the blocks past it were acknowledged
+//     after the search began, or never — the answer is whole; without
+//     LeftAt (a cluster below fsm.LeftAtVersion) the head cannot tell, and
+//     the bucket fails.
+//
+// A failed bucket makes the search partial, naming it — never short and
+// complete. The origin's own copy needs no confirmation: it holds every
+// acknowledged block.
 func (r *run) confirmHotReplicas() {
 	var ids []string
 	for _, id := range r.order {
@@ -125,37 +140,11 @@ func (r *run) confirmHotReplicas() {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, hotConfirmWait)
-	var err error
-	for {
-		// Retried within hotConfirmWait: an election (a leader killed or
-		// paused) answers "no responders" or times out for a second or two.
-		try, stop := context.WithTimeout(ctx, hotConfirmTry)
-		err = r.h.tables.confirmSince(try, r.begun)
-		stop()
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	cancel()
+	err := r.confirmTable()
 	for _, id := range ids {
 		br := r.buckets[id]
-		why := ""
-		info, known := r.h.tables.bucket(id)
-		switch {
-		case err != nil:
-			why = fmt.Sprintf("hot bucket %s was read from replica %s, and the managers could not confirm that copy holds every acknowledged event (%v)", id, br.hotFrom, err)
-		case !known:
-			// Gone from the table (frozen, removed): nothing to miss.
-		case info.Hot && !slices.Contains(info.SearchableOn, br.hotFrom):
-			why = fmt.Sprintf("hot bucket %s was read from replica %s, which the managers count short now: it may lack acknowledged events", id, br.hotFrom)
-		case info.Sealed && (info.Provisional || br.hotBlocks < info.Blocks):
-			why = fmt.Sprintf("hot bucket %s was read from replica %s at %d blocks; it was sealed at %d blocks meanwhile", id, br.hotFrom, br.hotBlocks, info.Blocks)
-		}
+		info, known, from := r.h.tables.bucketSince(id)
+		why := hotReplicaDoubt(br, info, known, from, err)
 		if why == "" {
 			continue
 		}
@@ -164,6 +153,49 @@ func (r *run) confirmHotReplicas() {
 		br.state = bFailed
 		br.failures = append(br.failures, query.Failure{Bucket: id, Peer: br.hotFrom, Reason: why})
 	}
+}
+
+// confirmTable has the managers confirm the head's tables after the search
+// began, retried within hotConfirmWait: an election (a leader killed or
+// paused) answers "no responders" or times out for a second or two.
+func (r *run) confirmTable() error {
+	ctx, cancel := context.WithTimeout(r.ctx, hotConfirmWait)
+	defer cancel()
+	for {
+		try, stop := context.WithTimeout(ctx, hotConfirmTry)
+		err := r.h.tables.confirmSince(try, r.begun)
+		stop()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// hotReplicaDoubt is why a hot bucket read from replica br.hotFrom cannot
+// be counted whole by the confirmed table (info, known; LeftAt recorded
+// from table version from), or "" when it can (confirmHotReplicas).
+func hotReplicaDoubt(br *bucketRun, info fsm.BucketInfo, known bool, from uint64, err error) string {
+	id, peer := br.id, br.hotFrom
+	tracked := from != 0 && from <= br.tver
+	switch {
+	case err != nil:
+		return fmt.Sprintf("hot bucket %s was read from replica %s, and the managers could not confirm that copy holds every acknowledged event (%v)", id, peer, err)
+	case !known:
+		return "" // gone from the table (frozen, removed): nothing to miss
+	case tracked && info.LeftAt[peer] > br.tver:
+		return fmt.Sprintf("hot bucket %s was read from replica %s, which left the bucket's searchable set at table version %d, after the version %d this search planned with: it may lack acknowledged events",
+			id, peer, info.LeftAt[peer], br.tver)
+	case info.Hot && !slices.Contains(info.SearchableOn, peer):
+		return fmt.Sprintf("hot bucket %s was read from replica %s, which the managers count short now: it may lack acknowledged events", id, peer)
+	case info.Sealed && !tracked && (info.Provisional || br.hotBlocks < info.Blocks):
+		return fmt.Sprintf("hot bucket %s was read from replica %s at %d blocks; it was sealed at %d blocks meanwhile, and the managers keep no record of whether that copy stayed whole (cluster version below %d)",
+			id, peer, br.hotBlocks, info.Blocks, fsm.LeftAtVersion)
+	}
+	return ""
 }
 
 // freshChain is a fresh search's chain for a hot bucket: its origin copy,
@@ -224,7 +256,7 @@ func (r *run) catchUp(v uint64, s *peerStream) {
 	rr := int(r.h.rr.Add(1))
 	for i, id := range ids {
 		info, _ := own.Bucket(id)
-		br := &bucketRun{id: id, info: info}
+		br := &bucketRun{id: id, info: info, tver: nv}
 		r.buckets[id] = br
 		r.order = append(r.order, id)
 		if pruned(br.info, earliest, latest) {

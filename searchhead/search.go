@@ -74,6 +74,9 @@ type bucketRun struct {
 	// blocks it held; confirmHotReplicas checks that word again at the end.
 	hotFrom   string
 	hotBlocks int64
+	// tver is the table version info came from: the copies the plan took
+	// as whole were whole in it (confirmHotReplicas).
+	tver uint64
 }
 
 // combo is one combined batch of a stream (api.SearchMsg.Buckets): merged
@@ -207,7 +210,7 @@ func (r *run) planBuckets() error {
 		if !r.allowedIndex(info.Index) || !r.plan.TargetsIndex(info.Index) {
 			continue
 		}
-		br := &bucketRun{id: id, info: info}
+		br := &bucketRun{id: id, info: info, tver: r.version}
 		r.buckets[id] = br
 		r.order = append(r.order, id)
 		// Time-range pruning before fan-out; a hot bucket's range is

@@ -213,11 +213,13 @@ func (t *tables) confirmSince(ctx context.Context, since time.Time) error {
 	return t.refreshLocked(ctx)
 }
 
-// bucket is the head's own table's entry of a bucket.
-func (t *tables) bucket(id string) (fsm.BucketInfo, bool) {
+// bucketSince is the head's own table's entry of a bucket, with the table version from which the entries
+// carry LeftAt (fsm.GenerationView.LeftAtFrom).
+func (t *tables) bucketSince(id string) (info fsm.BucketInfo, known bool, leftAtFrom uint64) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.own().Bucket(id)
+	info, known = t.own().Bucket(id)
+	return info, known, t.own().LeftAtFrom()
 }
 
 func (t *tables) refreshLocked(ctx context.Context) error {

@@ -50,6 +50,12 @@ type Config struct {
 	// not in the FSM config, because only peers read it.
 	TargetTimeout time.Duration
 	AdminToken    string // bearer token every write must carry
+	// ReadToken, when set, guards the reads of the HTTP API (the layout:
+	// status, generation, peers, buckets, indexes, fixups, managers, state
+	// hash, /metrics): each needs it or the admin token. /healthz and the
+	// cluster page's own files stay open (the page asks for a token). Empty:
+	// reads are open, as SPEC §7 has them (review L8; SECURITY.md).
+	ReadToken string
 	// TLS: with a certificate the HTTP API serves HTTPS and the Raft
 	// transport is mutual TLS (both need the CA); with the CA, the
 	// manager verifies the bus, and the other managers it joins through,
@@ -213,6 +219,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdminToken == "" {
 		return bad("--admin-token is required (writes need it)")
+	}
+	if c.ReadToken != "" && c.ReadToken == c.AdminToken {
+		return bad("--read-token equals --admin-token: a read token is given to those who may only read; make it another secret")
 	}
 	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
 		return bad("--raft-addr %q: %v", c.RaftAddr, err)

@@ -65,8 +65,8 @@ func (a *httpAPI) routes() http.Handler {
 	mux.HandleFunc("/v1/maintenance", a.write(a.handleMaintenance))
 	mux.HandleFunc("/v1/rebalance", a.write(a.handleRebalance))
 	mux.HandleFunc("/v1/rebuild", a.write(a.handleRebuild)) // rebuild.go, after every manager's data was lost
-	mux.Handle("/metrics", a.metricsHandler())
-	mux.HandleFunc("/healthz", a.read(a.handleHealthz))
+	mux.Handle("/metrics", a.reader(a.metricsHandler().ServeHTTP))
+	mux.HandleFunc("/healthz", a.open(a.handleHealthz))
 	// Additions (named in DESIGN.md): fixup task records, the manager group,
 	// joining it, and the peer-facing calls until the NATS transport lands.
 	ed := &configEditor{m: a.m, h: a} // adminapi.go: indexes and tokens
@@ -88,8 +88,8 @@ func (a *httpAPI) routes() http.Handler {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
 	mux.HandleFunc("/v1/generations", a.read(a.handleGenerations))
-	mux.HandleFunc("/{$}", a.read(a.handlePage))
-	mux.HandleFunc("/ui/{name}", a.read(a.handleAsset))
+	mux.HandleFunc("/{$}", a.open(a.handlePage))
+	mux.HandleFunc("/ui/{name}", a.open(a.handleAsset))
 	notHEC := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: "not_a_peer", Message: fmt.Sprintf("%s is manager %s: HEC (%s) goes to a peer (indexer), which stores and replicates events", r.Host, a.m.cfg.ID, r.URL.Path)})
 	}
@@ -105,12 +105,30 @@ func (a *httpAPI) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(a.m.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil})
 }
 
-// read wraps a read handler: GET or HEAD only, answered locally.
-func (a *httpAPI) read(h http.HandlerFunc) http.HandlerFunc {
+// read wraps a read handler: GET or HEAD only, answered locally, with the
+// read token when one is configured (reader).
+func (a *httpAPI) read(h http.HandlerFunc) http.HandlerFunc { return a.open(a.reader(h)) }
+
+// open wraps a read that needs no token even with a read token configured
+// (/healthz, the cluster page's files): GET or HEAD only, answered locally.
+func (a *httpAPI) open(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: only GET", r.Method, r.URL.Path)})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// reader checks the read token (Config.ReadToken, review L8): with one
+// configured, a read needs it or the admin token; without, reads are open.
+func (a *httpAPI) reader(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if rt := a.m.cfg.ReadToken; rt != "" && !a.authorized(r) && !bearerIs(r, rt) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="quarry-manager"`)
+			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("%s %s: missing or wrong read token (Authorization: Bearer <token>; the read token or the admin token)", r.Method, r.URL.Path)})
 			return
 		}
 		h(w, r)
@@ -156,12 +174,16 @@ func (a *httpAPI) admin(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (a *httpAPI) authorized(r *http.Request) bool {
+// authorized reports whether r carries the admin token.
+func (a *httpAPI) authorized(r *http.Request) bool { return bearerIs(r, a.m.cfg.AdminToken) }
+
+// bearerIs reports whether r's bearer token is want (constant time).
+func bearerIs(r *http.Request, want string) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	if !ok || want == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(a.m.cfg.AdminToken)) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(want)) == 1
 }
 
 // redirectToLeader answers 307 to the same path on the leader, or 503 when

@@ -466,6 +466,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"no id", func(c *Config) { c.ID = "" }, "--id is required"},
 		{"no token", func(c *Config) { c.AdminToken = "" }, "--admin-token is required"},
+		{"read token equals admin token", func(c *Config) { c.ReadToken = c.AdminToken }, "--read-token equals --admin-token"},
 		{"bootstrap and join", func(c *Config) {
 			c.Bootstrap = []Server{{ID: "m1", RaftAddr: "127.0.0.1:1"}}
 			c.Join = "http://x:1"

@@ -54,6 +54,8 @@ fresh managers, let the peers re-register, then 'quarry manager rebuild'.`,
 			&cli.StringFlag{Name: "nats", Usage: "NATS `URL[,URL…]` of the bus; while leader the manager serves the peers' protocol there (registration, heartbeats, targets, bucket events, fixup delivery). Empty: HTTP API only (or the embedded node of --nats-listen)", EnvVars: envVars("nats")},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token every write to the manager API, and GET /v1/config, must carry", EnvVars: envVars("admin-token")},
 			secretFileFlag("admin-token", "the admin token"),
+			&cli.StringFlag{Name: "read-token", Usage: "bearer token every read of the manager API (status, generation, peers, buckets, indexes, fixups, managers, /metrics) must carry, or the admin token; /healthz and the cluster page's files stay open. Empty: reads are open (SPEC §7)", EnvVars: envVars("read-token")},
+			secretFileFlag("read-token", "the read token"),
 			&cli.StringFlag{Name: "bootstrap", Usage: "initial members `m1=host:port,m2=…` (Raft addresses); used only when the data dir has no state", EnvVars: envVars("bootstrap")},
 			&cli.StringFlag{Name: "join", Usage: "HTTP `URL` of any running manager to join through; used only when the data dir has no state", EnvVars: envVars("join")},
 			&cli.StringFlag{Name: "sites", Usage: "multisite: the sites, `site1,site2`; empty means single-site", EnvVars: envVars("sites")},
@@ -111,6 +113,10 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 	if err != nil {
 		return manager.Config{}, err
 	}
+	readToken, err := secretValue(c, "read-token")
+	if err != nil {
+		return manager.Config{}, err
+	}
 	natsPassword, err := secretValue(c, "nats-password")
 	if err != nil {
 		return manager.Config{}, err
@@ -137,7 +143,7 @@ func managerConfig(c *cli.Context, hecTokens []string) (manager.Config, error) {
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, NATSPrefix: c.String("subject-prefix"),
 		NATSConnectTimeout: c.Duration("nats-connect-timeout"), TargetTimeout: c.Duration("target-timeout"),
 		DetentionFreeBytes: c.Int64("detention-free-bytes"), DetentionHysteresisBytes: c.Int64("detention-hysteresis-bytes"),
-		AdminToken: adminToken, Bootstrap: bootstrap, Join: c.String("join"),
+		AdminToken: adminToken, ReadToken: readToken, Bootstrap: bootstrap, Join: c.String("join"),
 		Seed:              seedPtr,
 		SnapshotThreshold: th, TrailingLogs: th,
 		SnapshotInterval: c.Duration("raft-snapshot-interval"),

@@ -21,7 +21,7 @@ import (
 // test, so the caller's environment does not leak in.
 func clearSecretEnv(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{"token", "admin-token", "hec-token", "search-token", "nats-password"} {
+	for _, name := range []string{"token", "admin-token", "read-token", "hec-token", "search-token", "nats-password"} {
 		for _, v := range []string{envVars(name)[0], envVars(name + "-file")[0]} {
 			if old, ok := os.LookupEnv(v); ok {
 				os.Unsetenv(v)
@@ -122,14 +122,15 @@ func TestSecretFilesManagerAndSearchHead(t *testing.T) {
 	t.Setenv("QUARRY_INDEX", "")
 	cfg, err := runManagerFlags(t, "--id", "m1", "--data-dir", "/d",
 		"--admin-token-file", secretFile(t, "admin", "madmin\n"),
+		"--read-token-file", secretFile(t, "read", "mread\n"),
 		"--hec-token-file", secretFile(t, "hec", "t1=main\nt2:useack=false\n"),
 		"--search-token-file", secretFile(t, "search", "st=main\n"),
 		"--nats-password-file", secretFile(t, "nats", "npw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.AdminToken != "madmin" || cfg.NATSPassword != "npw" {
-		t.Fatalf("admin token %q, nats password %q", cfg.AdminToken, cfg.NATSPassword)
+	if cfg.AdminToken != "madmin" || cfg.ReadToken != "mread" || cfg.NATSPassword != "npw" {
+		t.Fatalf("admin token %q, read token %q, nats password %q", cfg.AdminToken, cfg.ReadToken, cfg.NATSPassword)
 	}
 	var toks []string
 	for _, tk := range cfg.Seed.HECTokens {

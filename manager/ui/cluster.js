@@ -38,8 +38,12 @@
     for (const r of rows) tbody.append(r);
   }
 
+  // Reads carry the token typed below when there is one: a manager started
+  // with --read-token answers reads only with it or the admin token.
   async function getJSON(path) {
-    const r = await fetch(path, { cache: "no-store" });
+    const token = ($("token").value || "").trim();
+    const r = await fetch(path, { cache: "no-store", headers: token ? { "Authorization": "Bearer " + token } : {} });
+    if (r.status === 401) throw new Error(path + ": this manager needs a token for reads: type its read token or the admin token below");
     if (!r.ok) throw new Error(path + ": HTTP " + r.status);
     return r.json();
   }

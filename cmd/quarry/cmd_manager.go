@@ -74,6 +74,8 @@ fresh managers, let the peers re-register, then 'quarry manager rebuild'.`,
 			&cli.StringFlag{Name: "nats-password", Usage: "password of --nats-user", EnvVars: envVars("nats-password")},
 			secretFileFlag("nats-password", "the NATS password"),
 			&cli.StringFlag{Name: "nats-listen", Usage: "embed one NATS node (single node, site --site) listening on `host:port` and connect to it when --nats is empty; --nats-user/--nats-password become its admin credentials", EnvVars: envVars("nats-listen")},
+			&cli.StringSliceFlag{Name: "role-user", Usage: "with --nats-listen: a per-role user of the embedded node, ROLE=NAME:PASSWORD as `quarry bus --role-user` takes it (peers, search heads and subscribers then connect each as its own user; needs --nats-user; repeat)", EnvVars: envVars("role-user")},
+			secretListFileFlag("role-user", "the embedded node's per-role users"),
 			&cli.StringFlag{Name: "subject-prefix", Value: bus.DefaultPrefix, Usage: "first token of every quarry subject", EnvVars: envVars("subject-prefix")},
 			&cli.DurationFlag{Name: "nats-connect-timeout", Value: bus.DefaultConnectTimeout, Usage: "how long the first connection to --nats may take before the start fails", EnvVars: envVars("nats-connect-timeout")},
 			&cli.DurationFlag{Name: "target-timeout", Value: manager.DefaultTargetTimeout, Usage: "pushed to peers: a replication target that has not acked within it leaves the set", EnvVars: envVars("target-timeout")},
@@ -92,7 +94,11 @@ fresh managers, let the peers re-register, then 'quarry manager rebuild'.`,
 			if err != nil {
 				return err
 			}
-			return runManager(cfg, c.String("nats-listen"))
+			users, err := embeddedBusUsers(c, cfg)
+			if err != nil {
+				return err
+			}
+			return runManager(cfg, c.String("nats-listen"), users)
 		},
 	}
 }
@@ -227,25 +233,61 @@ func hasIndex(list []fsm.IndexConfig, name string) bool {
 }
 
 // runManager runs a manager until SIGTERM or SIGINT, then closes it.
-func runManager(cfg manager.Config, natsListen string) error {
+// embeddedBusUsers reads --role-user (and its file) for the node of
+// --nats-listen: refused without --nats-listen (it would configure
+// nothing) and without --nats-user (the manager needs a user of its own on
+// a node with users).
+func embeddedBusUsers(c *cli.Context, cfg manager.Config) ([]bus.User, error) {
+	vals, err := secretValues(c, "role-user", c.StringSlice("role-user"))
+	if err != nil || len(vals) == 0 {
+		return nil, err
+	}
+	if c.String("nats-listen") == "" {
+		return nil, errors.New("manager: --role-user sets the users of the embedded NATS node: it needs --nats-listen")
+	}
+	if cfg.NATSUser == "" {
+		return nil, errors.New("manager: --role-user needs --nats-user/--nats-password: the manager's own user of the embedded node (its admin)")
+	}
+	users := make([]bus.User, 0, len(vals))
+	for _, v := range vals {
+		u, err := bus.ParseRoleUser(v)
+		if err != nil {
+			return nil, fmt.Errorf("manager: --role-user: %w", err)
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// startEmbeddedBus starts the NATS node of --nats-listen: site --site,
+// --nats-user/--nats-password as its admin, users as its role users.
+func startEmbeddedBus(ctx context.Context, cfg manager.Config, listen string, users []bus.User) (*bus.Server, error) {
+	subjects, err := bus.NewSubjects(cfg.NATSPrefix)
+	if err != nil {
+		return nil, err
+	}
+	site := cfg.Site
+	if site == "" {
+		site = "site1"
+	}
+	sctx, cancel := context.WithTimeout(ctx, bus.DefaultReadyTimeout)
+	defer cancel()
+	srv, err := bus.StartServer(sctx, bus.ServerConfig{Name: "manager-" + cfg.ID, Site: site, Listen: listen,
+		User: cfg.NATSUser, Password: cfg.NATSPassword, Users: users, Subjects: subjects, Logger: cfg.Logger.With("role", "bus"),
+		TLSCert: cfg.TLS.Cert, TLSKey: cfg.TLS.Key, TLSCA: cfg.TLS.CA})
+	if err != nil {
+		return nil, fmt.Errorf("manager: embedded NATS on %s: %w", listen, err)
+	}
+	return srv, nil
+}
+
+func runManager(cfg manager.Config, natsListen string, users []bus.User) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if natsListen != "" {
-		subjects, err := bus.NewSubjects(cfg.NATSPrefix)
+		srv, err := startEmbeddedBus(ctx, cfg, natsListen, users)
 		if err != nil {
 			return err
-		}
-		site := cfg.Site
-		if site == "" {
-			site = "site1"
-		}
-		sctx, cancel := context.WithTimeout(ctx, bus.DefaultReadyTimeout)
-		srv, err := bus.StartServer(sctx, bus.ServerConfig{Name: "manager-" + cfg.ID, Site: site, Listen: natsListen,
-			User: cfg.NATSUser, Password: cfg.NATSPassword, Subjects: subjects, Logger: cfg.Logger.With("role", "bus"),
-			TLSCert: cfg.TLS.Cert, TLSKey: cfg.TLS.Key, TLSCA: cfg.TLS.CA})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("manager: embedded NATS on %s: %w", natsListen, err)
 		}
 		// Stopped after the manager (deferred first, runs last).
 		defer srv.Shutdown()

@@ -251,6 +251,8 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 	leftAfter.LeftAt = map[string]uint64{"p2": 8}
 	leftBefore.LeftAt = map[string]uint64{"p2": 6}
 	hotBack.LeftAt = map[string]uint64{"p2": 8}
+	hotLater := shortNow
+	hotLater.LeftAt = map[string]uint64{"p2": 9}
 	for _, tc := range []struct {
 		name    string
 		from    string
@@ -271,7 +273,7 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 		{"replica, sealed past it, left before the plan", "p2", &leftBefore, 5, nil, true, true, ""},
 		{"replica, hot, left after the plan and back", "p2", &hotBack, 5, nil, false, true, "left the bucket's searchable set at table version 8"},
 		{"replica, sealed past it, LeftAt recorded only after the plan", "p2", &sealedPast, 9, nil, false, true, "keep no record"},
-		{"replica, counted short now, LeftAt not after the plan", "p2", &shortNow, 5, nil, false, true, "count short now"},
+		{"replica, hot, left after the search's barrier", "p2", nil, 5, nil, true, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": hot}, map[string][]string{"b1": {tc.from, "p3"}})
@@ -293,6 +295,16 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 			}
 			f.send(tc.from, api.SearchMsg{Kind: api.SearchBatch, Bucket: "b1"})
 			f.send(tc.from, api.SearchMsg{Kind: api.SearchMarker, Bucket: "b1", Outcome: api.MarkerSearched, Length: length(3, "00003333")})
+			if strings.Contains(tc.name, "after the search's barrier") {
+				// The barrier answers version 7 (nothing changed); the leave
+				// is committed later, at 9, and reaches the table before the
+				// search's end: every block acknowledged without the replica
+				// was acknowledged after the search began.
+				v, err := f.r.barrierAfterBegin()
+				f.r.barrier = make(chan barrierResult, 1)
+				f.r.barrier <- barrierResult{v, err}
+				f.r.h.tables.own().Apply(fsm.GenerationView{Version: 9, Since: 7, LeftAtFrom: tc.leftAt, Buckets: map[string]fsm.BucketInfo{"b1": hotLater}})
+			}
 			f.r.confirmHotReplicas()
 			if (fetched > 0) != tc.fetched {
 				t.Fatalf("the managers were asked %d times, want asked %v", fetched, tc.fetched)

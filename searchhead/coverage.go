@@ -106,26 +106,24 @@ const (
 // hear the managers (a cut between the sites, issue 24's chaos suite: 49
 // searches short yet complete) plans on a table from before that, with
 // nothing to tell it is stale until its next poll fails. So a search that
-// took any hot bucket from a replica needs the table confirmed by the
-// managers after it began (tables.confirmSince: one refresh, shared by the
-// searches that wait for it; none when another refresh already succeeded
-// since). Then, per bucket:
+// took any hot bucket from a replica needs a barrier: the table version
+// the managers' leader held at some moment after the search began
+// (tables.barrierSince; started with the search when its plan reads a hot
+// bucket from a replica, startBarrier, else taken at the end). Then, per
+// bucket:
 //
 //   - the managers could not be reached: the bucket fails;
-//   - the replica left the searchable set (marked short or corrupt, or
-//     dropped) at a table version after the one the plan took it from
-//     (fsm.BucketInfo.LeftAt): it fails — it may have missed blocks
-//     acknowledged without it before it answered (a leave after its answer
-//     fails it too: the head cannot tell the two apart);
-//   - the bucket is still hot and the replica is not in its searchable set
-//     now: it fails (the rule for tables without LeftAt);
-//   - the bucket was sealed meanwhile past the blocks the replica held:
-//     with LeftAt recorded since the plan's table (LeftAtFrom) and no leave
-//     after it, the replica held every block acknowledged before it
-//     answered (the ack rule), so the blocks past it were acknowledged
-//     after the search began, or never — the answer is whole; without
-//     LeftAt (a cluster below fsm.LeftAtVersion) the head cannot tell, and
-//     the bucket fails.
+//   - with LeftAt recorded (fsm.BucketInfo.LeftAt, cluster version 6): the
+//     replica fails only if it left the bucket's searchable set after the
+//     table the plan took it from and no later than the barrier. A leave
+//     after the barrier was committed after the search began, so every
+//     block acknowledged without the replica was acknowledged after the
+//     search began too — events a search need not hold — and it held every
+//     block acknowledged before (the ack rule). This holds whether the
+//     bucket is still hot or was sealed meanwhile past what it held;
+//   - without LeftAt (below cluster version 6): the replica fails when it
+//     is not in the hot bucket's searchable set now, or when the bucket was
+//     sealed meanwhile past the blocks it held.
 //
 // A failed bucket makes the search partial, naming it — never short and
 // complete. The origin's own copy needs no confirmation: it holds every
@@ -140,11 +138,14 @@ func (r *run) confirmHotReplicas() {
 	if len(ids) == 0 {
 		return
 	}
-	err := r.confirmTable()
+	if r.barrier == nil {
+		r.startBarrier()
+	}
+	b := <-r.barrier
 	for _, id := range ids {
 		br := r.buckets[id]
 		info, known, from := r.h.tables.bucketSince(id)
-		why := hotReplicaDoubt(br, info, known, from, err)
+		why := hotReplicaDoubt(br, info, known, from, b)
 		if why == "" {
 			continue
 		}
@@ -155,18 +156,49 @@ func (r *run) confirmHotReplicas() {
 	}
 }
 
-// confirmTable has the managers confirm the head's tables after the search
-// began, retried within hotConfirmWait: an election (a leader killed or
-// paused) answers "no responders" or times out for a second or two.
-func (r *run) confirmTable() error {
+// barrierResult is a search's barrier: the managers' table version after
+// the search began, or why it could not be had.
+type barrierResult struct {
+	version uint64
+	err     error
+}
+
+// startBarrier fetches the search's barrier in the background (the run
+// reads r.barrier once, in confirmHotReplicas). The goroutine ends within
+// hotConfirmWait, sooner when the search's context ends.
+func (r *run) startBarrier() {
+	ch := make(chan barrierResult, 1)
+	r.barrier = ch
+	go func() {
+		v, err := r.barrierAfterBegin()
+		ch <- barrierResult{v, err}
+	}()
+}
+
+// readsHotReplica reports whether the first plan reads a hot bucket from a
+// replica (the barrier is then started with the search).
+func (r *run) readsHotReplica() bool {
+	for _, id := range r.order {
+		if br := r.buckets[id]; br.state == bPending && br.info.Hot && len(br.chain) > 0 && br.chain[0] != br.info.Origin {
+			return true
+		}
+	}
+	return false
+}
+
+// barrierAfterBegin has the managers answer a table refresh begun after the
+// search began, retried within hotConfirmWait: an election (a leader
+// killed or paused) answers "no responders" or times out for a second or
+// two.
+func (r *run) barrierAfterBegin() (uint64, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, hotConfirmWait)
 	defer cancel()
 	for {
 		try, stop := context.WithTimeout(ctx, hotConfirmTry)
-		err := r.h.tables.confirmSince(try, r.begun)
+		v, err := r.h.tables.barrierSince(try, r.begun)
 		stop()
 		if err == nil || ctx.Err() != nil {
-			return err
+			return v, err
 		}
 		select {
 		case <-ctx.Done():
@@ -176,22 +208,26 @@ func (r *run) confirmTable() error {
 }
 
 // hotReplicaDoubt is why a hot bucket read from replica br.hotFrom cannot
-// be counted whole by the confirmed table (info, known; LeftAt recorded
-// from table version from), or "" when it can (confirmHotReplicas).
-func hotReplicaDoubt(br *bucketRun, info fsm.BucketInfo, known bool, from uint64, err error) string {
+// be counted whole by the table held after the barrier b (info, known;
+// LeftAt recorded from table version from), or "" when it can
+// (confirmHotReplicas).
+func hotReplicaDoubt(br *bucketRun, info fsm.BucketInfo, known bool, from uint64, b barrierResult) string {
 	id, peer := br.id, br.hotFrom
 	tracked := from != 0 && from <= br.tver
+	left := info.LeftAt[peer]
 	switch {
-	case err != nil:
-		return fmt.Sprintf("hot bucket %s was read from replica %s, and the managers could not confirm that copy holds every acknowledged event (%v)", id, peer, err)
+	case b.err != nil:
+		return fmt.Sprintf("hot bucket %s was read from replica %s, and the managers could not confirm that copy holds every acknowledged event (%v)", id, peer, b.err)
 	case !known:
 		return "" // gone from the table (frozen, removed): nothing to miss
-	case tracked && info.LeftAt[peer] > br.tver:
-		return fmt.Sprintf("hot bucket %s was read from replica %s, which left the bucket's searchable set at table version %d, after the version %d this search planned with: it may lack acknowledged events",
-			id, peer, info.LeftAt[peer], br.tver)
+	case tracked && left > br.tver && left <= b.version:
+		return fmt.Sprintf("hot bucket %s was read from replica %s, which left the bucket's searchable set at table version %d, after the version %d this search planned with and before the search's barrier %d: it may lack acknowledged events",
+			id, peer, left, br.tver, b.version)
+	case tracked:
+		return ""
 	case info.Hot && !slices.Contains(info.SearchableOn, peer):
 		return fmt.Sprintf("hot bucket %s was read from replica %s, which the managers count short now: it may lack acknowledged events", id, peer)
-	case info.Sealed && !tracked && (info.Provisional || br.hotBlocks < info.Blocks):
+	case info.Sealed && (info.Provisional || br.hotBlocks < info.Blocks):
 		return fmt.Sprintf("hot bucket %s was read from replica %s at %d blocks; it was sealed at %d blocks meanwhile, and the managers keep no record of whether that copy stayed whole (cluster version below %d)",
 			id, peer, br.hotBlocks, info.Blocks, fsm.LeftAtVersion)
 	}

@@ -548,6 +548,9 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	if err := rn.planBuckets(); err != nil {
 		return nil, err
 	}
+	if rn.readsHotReplica() {
+		rn.startBarrier() // confirmHotReplicas: asked while the search runs
+	}
 	if len(rn.warnings) > 0 {
 		rn.warnings[0] += fmt.Sprintf(" (generation %d)", rn.generation)
 	}

@@ -37,6 +37,11 @@ type tables struct {
 	// from; site0's is read for its primaries only (apply).
 	bySite  map[string]*fsm.GenerationTable[fsm.BucketInfo]
 	lastOK  time.Time
+	// okStart is when the last successful refresh began, okVersion the own
+	// table's version it left: a refresh that began after a moment is a
+	// barrier for it (barrierSince).
+	okStart   time.Time
+	okVersion uint64
 	lastErr error
 	stale   bool // the last refresh failed: searches use the last known table and say so
 
@@ -197,20 +202,29 @@ func (t *tables) refresh(ctx context.Context) error {
 	return t.refreshLocked(ctx)
 }
 
-// confirmSince makes sure the tables were refreshed from the managers
-// after since: nothing to do when a refresh succeeded after it (another
-// search's, the poll's), else one refresh now. Refreshes are serialised,
-// so searches that wait here together share the first one that succeeds.
-func (t *tables) confirmSince(ctx context.Context, since time.Time) error {
+// barrierSince returns the head's own table version as a refresh that
+// began after since left it: the table as the managers' leader held it at
+// some moment after since. A refresh that began before since does not
+// count, even if it ended after it (the leader may have answered before
+// since). Nothing is fetched when a refresh that began after since already
+// succeeded (another search's, the poll's); else one refresh now.
+// Refreshes are serialised, so searches that wait here together share the
+// first one that succeeds.
+func (t *tables) barrierSince(ctx context.Context, since time.Time) (uint64, error) {
 	t.refreshMu.Lock()
 	defer t.refreshMu.Unlock()
 	t.mu.RLock()
-	ok := t.lastOK.After(since)
+	ok, v := t.okStart.After(since), t.okVersion
 	t.mu.RUnlock()
 	if ok {
-		return nil
+		return v, nil
 	}
-	return t.refreshLocked(ctx)
+	if err := t.refreshLocked(ctx); err != nil {
+		return 0, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.okVersion, nil
 }
 
 // bucketSince is the head's own table's entry of a bucket, with the table version from which the entries
@@ -223,6 +237,7 @@ func (t *tables) bucketSince(id string) (info fsm.BucketInfo, known bool, leftAt
 }
 
 func (t *tables) refreshLocked(ctx context.Context) error {
+	start := time.Now()
 	for i := range t.sites {
 		t.mu.RLock()
 		site := t.sites[i]
@@ -254,6 +269,7 @@ func (t *tables) refreshLocked(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	t.loaded, t.stale, t.lastErr, t.lastOK = true, false, nil, time.Now()
+	t.okStart, t.okVersion = start, t.version(t.sites[0])
 	t.mu.Unlock()
 	return nil
 }

@@ -1,9 +1,11 @@
 package searchhead
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
 )
@@ -46,5 +48,46 @@ func TestTablesApply(t *testing.T) {
 	tb.apply(fsm.DefaultSite, view(3, 2, "p5"))
 	if tb.own().Generation() != 3 || tb.primary(fsm.DefaultSite, "a") != "p5" {
 		t.Fatalf("the default site's table was not taken: generation %d", tb.own().Generation())
+	}
+}
+
+// TestBarrierSince: a refresh is a search's barrier only when it began
+// after the search did — one that began before and answered after does not
+// count (the leader may have answered before the search began) — and a
+// refresh that began after is shared, not repeated.
+func TestBarrierSince(t *testing.T) {
+	tb := newTables(nil, "site1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tb.sites = []string{"site1"}
+	var (
+		fetched int
+		version uint64 = 4
+		inFetch func()
+	)
+	tb.fetchGen = func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
+		fetched++
+		if inFetch != nil {
+			inFetch()
+		}
+		version++
+		return fsm.GenerationView{Version: version, Full: true}, nil
+	}
+	// A refresh begins, then the search begins while it is under way.
+	var begun time.Time
+	inFetch = func() { begun = time.Now() }
+	if err := tb.refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inFetch = nil
+	v, err := tb.barrierSince(context.Background(), begun)
+	if err != nil || fetched != 2 || v != 6 {
+		t.Fatalf("barrier after a refresh that began before the search: version %d, %d fetches, %v; want a new refresh (version 6, 2 fetches)", v, fetched, err)
+	}
+	// Another search that began before that refresh shares it.
+	v, err = tb.barrierSince(context.Background(), begun)
+	if err != nil || fetched != 2 || v != 6 {
+		t.Fatalf("a second barrier: version %d, %d fetches, %v; want the same refresh (version 6, 2 fetches)", v, fetched, err)
+	}
+	if _, err := tb.barrierSince(context.Background(), time.Now()); err != nil || fetched != 3 {
+		t.Fatalf("a barrier for a search begun after every refresh: %d fetches, %v; want 3", fetched, err)
 	}
 }

@@ -35,15 +35,15 @@ type tables struct {
 	// bySite holds each table site's table: the head's own (sites[0])
 	// keeps the generation, the peers and the buckets searches plan
 	// from; site0's is read for its primaries only (apply).
-	bySite  map[string]*fsm.GenerationTable[fsm.BucketInfo]
-	lastOK  time.Time
+	bySite map[string]*fsm.GenerationTable[fsm.BucketInfo]
+	lastOK time.Time
 	// okStart is when the last successful refresh began, okVersion the own
 	// table's version it left: a refresh that began after a moment is a
 	// barrier for it (barrierSince).
 	okStart   time.Time
 	okVersion uint64
-	lastErr error
-	stale   bool // the last refresh failed: searches use the last known table and say so
+	lastErr   error
+	stale     bool // the last refresh failed: searches use the last known table and say so
 
 	// refreshMu serialises refreshes: the loop's and a search's catch-up
 	// (refreshNow) never interleave their deltas.

@@ -85,7 +85,7 @@ func hold(ctx context.Context, d time.Duration) {
 
 // uncovered reads the bucket table and returns the buckets that have no
 // searchable copy for which reachable is true.
-func (f *faulter) uncovered(ctx context.Context, reachable func(fsm.CopyView) bool) ([]string, error) {
+func (f *faulter) uncovered(ctx context.Context, reachable func(fsm.BucketView, fsm.CopyView) bool) ([]string, error) {
 	mc, err := f.cl.ManagerClient(5 * time.Second)
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (f *faulter) uncovered(ctx context.Context, reachable func(fsm.CopyView) bo
 	for _, b := range bs {
 		ok := false
 		for _, c := range b.Copies {
-			if c.Searchable && !c.Short && !c.Corrupt && reachable(c) {
+			if c.Searchable && !c.Short && !c.Corrupt && reachable(b, c) {
 				ok = true
 				break
 			}
@@ -114,6 +114,11 @@ func (f *faulter) uncovered(ctx context.Context, reachable func(fsm.CopyView) bo
 // failed read counts as uncovered: the suite then excuses rather than
 // accuses).
 func (f *faulter) cover(ctx context.Context, ft *fault, reachable func(fsm.CopyView) bool) {
+	f.coverWith(ctx, ft, func(_ fsm.BucketView, c fsm.CopyView) bool { return reachable(c) })
+}
+
+// coverWith is cover with a rule that sees the bucket too.
+func (f *faulter) coverWith(ctx context.Context, ft *fault, reachable func(fsm.BucketView, fsm.CopyView) bool) {
 	u, err := f.uncovered(ctx, reachable)
 	if err != nil {
 		f.log.Warn("bucket table unreadable; the fault's window excuses partials", "fault", ft.String(), "err", err)
@@ -205,7 +210,12 @@ func headFault(kill bool) func(*faulter, context.Context, *fault) error {
 // seconds, in reset or blackhole mode. Every process keeps running; each
 // site's processes still reach their own node. Buckets without a
 // searchable copy on every site are uncovered (the head of the site that
-// lacks one cannot reach it).
+// lacks one cannot reach it). A hot bucket counts as covered on a site
+// only by its origin's copy there: a hot replica is whole only on the
+// managers' word after the search began (searchhead confirmHotReplicas),
+// and the side of the cut without the managers' leader cannot have it —
+// its head answers partial, as it must (the origin may acknowledge
+// without that replica meanwhile).
 func (f *faulter) linkCut(ctx context.Context, ft *fault) error {
 	if len(f.cl.Links) == 0 {
 		return errors.New("the cluster runs without cuttable gateways")
@@ -217,7 +227,7 @@ func (f *faulter) linkCut(ctx context.Context, ft *fault) error {
 	sites := f.cl.Opts.Sites
 	check := func() {
 		for _, s := range sites {
-			f.cover(ctx, ft, func(c fsm.CopyView) bool { return c.Site == s })
+			f.coverWith(ctx, ft, func(b fsm.BucketView, c fsm.CopyView) bool { return c.Site == s && (!b.Hot || c.Peer == b.Origin) })
 		}
 	}
 	check()

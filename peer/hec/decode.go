@@ -453,11 +453,17 @@ func (d *decoder) addEvent(env *pendingEnvelope, fieldStart int, def Defaults, a
 	if len(d.fields) > fieldStart {
 		e.Fields = d.fields[fieldStart:len(d.fields):len(d.fields)]
 	}
-	if eventSize(e) > maxEvent {
-		return replyInvalidFormat.at(n), false
-	}
 	if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
 		return replyIncorrectIdx.at(n), false
+	}
+	if isMetric(e) {
+		return d.addMetric(env, maxEvent) // metric.go
+	}
+	if hasValueField(e.Fields) {
+		return replyBadFields.at(n), false // _value names a metric's measure
+	}
+	if eventSize(e) > maxEvent {
+		return replyInvalidFormat.at(n), false
 	}
 	d.evs = append(d.evs, *e)
 	d.valuesCap = max(d.valuesCap, env.vals)
@@ -471,9 +477,10 @@ func (d *decoder) addEvent(env *pendingEnvelope, fieldStart int, def Defaults, a
 
 // validFieldName refuses empty names, NUL bytes, and names that would
 // shadow the event's own metadata in the field postings (host, source,
-// sourcetype, index, and Splunk's internal _ names such as _time, _raw).
+// sourcetype, index, and Splunk's internal _ names such as _time, _raw),
+// but for _value, a metric's measure (metric.go; refused on other events).
 func validFieldName(k []byte) bool {
-	if len(k) == 0 || k[0] == '_' || bytes.IndexByte(k, 0) >= 0 {
+	if len(k) == 0 || (k[0] == '_' && !bytes.Equal(k, valueField)) || bytes.IndexByte(k, 0) >= 0 {
 		return false
 	}
 	switch string(k) {

@@ -424,6 +424,8 @@ func FuzzDecodeEnvelopes(f *testing.F) {
 	f.Add([]byte(`{"event":{"a":[1,2]},"fields":{"x":["a",1]}}`))
 	f.Add([]byte(`{"event":"x","time":"1.5"}`))
 	f.Add([]byte(`[`))
+	f.Add([]byte(`{"event":"metric","fields":{"metric_name":"cpu","_value":1.5,"dc":"a"}}`))
+	f.Add([]byte(`{"event":"metric","fields":{"metric_name:a":1,"metric_name:b":"2"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var d decoder
 		evs, r := d.decodeEnvelopes(body, Defaults{Index: "main"}, func(string) bool { return true }, 1000)

@@ -217,7 +217,16 @@ type PeerStats struct {
 	// ReplicationLag is, per replication target peer, the blocks of this
 	// peer's hot buckets durable here that the target has not acknowledged.
 	ReplicationLag map[string]int64 `json:"replication_lag_blocks,omitempty"`
+	// HotEvents is, per hot bucket this peer is the origin of, the events
+	// it holds (at most MaxHotEventsReported buckets): the managers' FSM
+	// learns a bucket's count only when it rolls, so the leader shows these
+	// live on GET /v1/buckets and the cluster page.
+	HotEvents map[string]int64 `json:"hot_events,omitempty"`
 }
+
+// MaxHotEventsReported bounds PeerStats.HotEvents (a peer's hot buckets
+// are capped too, --max-hot-buckets-total).
+const MaxHotEventsReported = 1024
 
 // HeartbeatReply answers Heartbeat. Reregister is set when the manager does
 // not know the peer as running (unknown, Down, Removed, GracefulShutdown)

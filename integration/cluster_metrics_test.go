@@ -3,11 +3,15 @@ package integration
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
+	"github.com/quarry-dev/quarry/manager"
 )
 
 // peerMetric sums one series over every running peer's /metrics.
@@ -71,4 +75,37 @@ func TestClusterIngestMetrics(t *testing.T) {
 	if again, _ := c.peerMetric(t, events); again != after {
 		t.Fatalf("a refused request moved the event counters: %v → %v", after, again)
 	}
+}
+
+// TestClusterHotBucketLiveEvents: a hot bucket's event count on the
+// leader's GET /v1/buckets (and so the cluster page) is its origin's live
+// count from the heartbeats, not the 0 the FSM holds until the roll
+// (issue 29).
+func TestClusterHotBucketLiveEvents(t *testing.T) {
+	c := Start(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, un, err := c.IngestAcked(ctx, "site1-p2", Batches("livecount", 700, 100), 30*time.Second); err != nil || len(un) > 0 {
+		t.Fatalf("ingest: %v, %d unacknowledged", err, len(un))
+	}
+	cl, err := manager.NewClient([]string{"http://" + c.Leader().HTTPAddr()}, AdminToken, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		buckets, err := cl.Buckets(ctx, "main", "")
+		if err != nil {
+			return err
+		}
+		hot := int64(0)
+		for _, b := range buckets {
+			if b.Hot && b.Origin == "site1-p2" {
+				hot += b.Events
+			}
+		}
+		if hot != 700 {
+			return fmt.Errorf("site1-p2's hot buckets show %d events on the leader, want 700", hot)
+		}
+		return nil
+	})
 }

@@ -101,6 +101,24 @@ func (m *Manager) recordPeerStats(peer string, s api.PeerStats, at time.Time) {
 	m.hbMu.Unlock()
 }
 
+// liveHotEvents sets each hot bucket's event count from its origin's last
+// heartbeat (api.PeerStats.HotEvents): the FSM learns a bucket's count only
+// when it rolls. Only the leader hears heartbeats; a follower's hot buckets
+// keep the FSM's count (0).
+func (m *Manager) liveHotEvents(buckets []fsm.BucketView) {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	for i := range buckets {
+		b := &buckets[i]
+		if !b.Hot {
+			continue
+		}
+		if n, ok := m.peerStats[b.Origin].HotEvents[b.ID]; ok && n > b.Events {
+			b.Events = n
+		}
+	}
+}
+
 // generationLogSize is how many generation changes a manager remembers for
 // GET /v1/generations.
 const generationLogSize = 32

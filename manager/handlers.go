@@ -73,6 +73,7 @@ func (a *httpAPI) handleBuckets(w http.ResponseWriter, r *http.Request) {
 	if buckets == nil {
 		buckets = []fsm.BucketView{}
 	}
+	a.m.liveHotEvents(buckets)
 	writeJSON(w, http.StatusOK, map[string]any{"buckets": buckets})
 }
 

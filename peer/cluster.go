@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -695,15 +696,23 @@ func (p *Peer) offline(state fsm.PeerState) bool {
 
 // heartbeatStats are the light statistics a heartbeat carries: the bytes of
 // this peer's copies, the free space of its data directory's file system,
-// its hot buckets and the replication lag per target.
+// its hot buckets (with the events of those it is the origin of) and the
+// replication lag per target.
 func (p *Peer) heartbeatStats() api.PeerStats {
 	inv := p.store.Inventory()
 	st := api.PeerStats{Copies: len(inv)}
 	st.DiskFree, st.DiskTotal = p.diskSpace()
 	for _, c := range inv {
 		st.Bytes += c.JournalBytes + c.IndexBytes
-		if c.State == string(store.StateHot) {
-			st.HotBuckets++
+		if c.State != string(store.StateHot) {
+			continue
+		}
+		st.HotBuckets++
+		if strings.HasSuffix(c.ID, "~"+p.guid) && len(st.HotEvents) < api.MaxHotEventsReported {
+			if st.HotEvents == nil {
+				st.HotEvents = map[string]int64{}
+			}
+			st.HotEvents[c.ID] = int64(c.Events)
 		}
 	}
 	if p.cl != nil && p.cl.repl != nil {

@@ -322,3 +322,45 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleBarrierPlansAgain: a search that plans to read a hot bucket
+// from a replica takes the barrier first and plans again on the table it
+// brought: the replica that left the bucket's searchable set meanwhile is
+// not read, and the plan's table is at least the barrier's (so no leave
+// can fall between the two).
+func TestSettleBarrierPlansAgain(t *testing.T) {
+	f := newFixture(t, "*", nil, nil)
+	r := f.r
+	peers := []fsm.GenerationPeer{{ID: "p9", Site: "site2", State: fsm.StateUp}}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		peers = append(peers, fsm.GenerationPeer{ID: p, Site: "site1", State: fsm.StateUp})
+	}
+	before := fsm.BucketInfo{Index: "main", Hot: true, Origin: "p9", SearchableOn: []string{"p2", "p3", "p9"}}
+	after := before
+	after.SearchableOn, after.LeftAt = []string{"p3", "p9"}, map[string]uint64{"p2": 8}
+	r.h.tables.own().Apply(fsm.GenerationView{Version: 7, Full: true, Peers: peers, LeftAtFrom: 2,
+		Buckets: map[string]fsm.BucketInfo{"b1": before}, Primaries: map[string]string{"b1": "p2"}})
+	r.h.tables.fetchGen = func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
+		return fsm.GenerationView{Version: 8, Since: since, Peers: peers, LeftAtFrom: 2,
+			Buckets: map[string]fsm.BucketInfo{"b1": after}, Primaries: map[string]string{"b1": "p3"}}, nil
+	}
+	r.begun = time.Now()
+	r.buckets, r.order = map[string]*bucketRun{}, nil
+	if err := r.planBuckets(); err != nil {
+		t.Fatal(err)
+	}
+	if br := r.buckets["b1"]; br.chain[0] != "p2" || !r.readsHotReplica() {
+		t.Fatalf("first plan: chain %v, want p2 first (a hot replica)", br.chain)
+	}
+	if err := r.settleBarrier(); err != nil {
+		t.Fatal(err)
+	}
+	br := r.buckets["b1"]
+	if br.chain[0] != "p3" || slices.Contains(br.chain, "p2") || br.tver != 8 || r.version != 8 {
+		t.Fatalf("after the barrier: chain %v, table version %d (run %d); want p3 first, no p2, version 8", br.chain, br.tver, r.version)
+	}
+	br.hotFrom, br.state = "p3", bSearched
+	if why := hotReplicaDoubt(br, after, true, 2, <-r.barrier); why != "" {
+		t.Fatalf("a replica planned from the barrier's table is doubted: %s", why)
+	}
+}

@@ -108,9 +108,9 @@ const (
 // nothing to tell it is stale until its next poll fails. So a search that
 // took any hot bucket from a replica needs a barrier: the table version
 // the managers' leader held at some moment after the search began
-// (tables.barrierSince; started with the search when its plan reads a hot
-// bucket from a replica, startBarrier, else taken at the end). Then, per
-// bucket:
+// (tables.barrierSince; taken before the search is sent when its plan
+// reads a hot bucket from a replica, settleBarrier, which plans again on
+// the newer table; else taken at the end). Then, per bucket:
 //
 //   - the managers could not be reached: the bucket fails;
 //   - with LeftAt recorded (fsm.BucketInfo.LeftAt, cluster version 6): the
@@ -173,6 +173,29 @@ func (r *run) startBarrier() {
 		v, err := r.barrierAfterBegin()
 		ch <- barrierResult{v, err}
 	}()
+}
+
+// settleBarrier takes the barrier before a search that plans to read a hot
+// bucket from a replica is sent, and plans again when it moved the table
+// on: every copy the plan then takes as whole was whole in a table at
+// least as new as the barrier, so no leave can fall between the plan and
+// the barrier — a leave after it was committed after the search began
+// (confirmHotReplicas) — and such a search is complete whenever the
+// managers answer. It costs one round trip to the managers' leader before
+// the search (shared by the searches waiting for it, none when a refresh
+// begun after the search already succeeded). When the managers cannot be
+// reached the first plan stays and the barrier's error fails the hot
+// replicas' buckets at the end, as before.
+func (r *run) settleBarrier() error {
+	v, err := r.barrierAfterBegin()
+	ch := make(chan barrierResult, 1)
+	ch <- barrierResult{v, err}
+	r.barrier = ch
+	if err != nil || v <= r.version {
+		return nil
+	}
+	r.buckets, r.order = map[string]*bucketRun{}, nil
+	return r.planBuckets()
 }
 
 // readsHotReplica reports whether the first plan reads a hot bucket from a

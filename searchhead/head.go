@@ -549,7 +549,9 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 		return nil, err
 	}
 	if rn.readsHotReplica() {
-		rn.startBarrier() // confirmHotReplicas: asked while the search runs
+		if err := rn.settleBarrier(); err != nil { // coverage.go
+			return nil, err
+		}
 	}
 	if len(rn.warnings) > 0 {
 		rn.warnings[0] += fmt.Sprintf(" (generation %d)", rn.generation)

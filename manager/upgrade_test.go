@@ -193,32 +193,7 @@ func TestRollingUpgrade(t *testing.T) {
 	b := fsm.BucketID("main", "1", "gp1")
 	g.apply(&fsm.AddBucket{ID: b, Index: "main", Origin: "p1", Targets: []fsm.CopySpec{{Peer: "p2"}}})
 	g.apply(&fsm.RollBucket{Bucket: b, Latest: 1, Blocks: 1, LastChecksum: "c"})
-	// The leader's planner may open the same task first (p2's copy is
-	// not searchable): either one is the task to mark.
-	var task uint64
-	testutil.WaitFor(t, 15*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		r, err := g.leader().Apply(ctx, &fsm.CreateFixup{Kind: fsm.TaskMakeSearchable, Level: fsm.LevelSearch, Bucket: b, Target: "p2", Reason: "test", At: at})
-		if err == nil {
-			task = r.(fsm.Result).Index
-			return nil
-		}
-		if !errors.Is(err, fsm.ErrTaskExists) {
-			return err
-		}
-		g.leader().Read(func(s *fsm.State) {
-			for _, tk := range s.Tasks() {
-				if tk.Bucket == b && tk.Kind == fsm.TaskMakeSearchable && tk.Target == "p2" {
-					task = tk.ID
-				}
-			}
-		})
-		if task == 0 {
-			return fmt.Errorf("the task exists but was not found")
-		}
-		return nil
-	})
+	task := makeSearchableTask(t, g, b, "p2", at)
 
 	// markOn marks task for peer through the leader's mark path and waits
 	// until every manager holds it.
@@ -421,4 +396,36 @@ func TestJoinOlderLeader(t *testing.T) {
 	if len(got) != 1 || got[0].ID != "m2" {
 		t.Fatalf("older leader recorded %+v", got)
 	}
+}
+
+// makeSearchableTask opens a make_searchable task for bucket b on target
+// through the leader and returns its id; the leader's planner may open the
+// same task first (the copy is not searchable), and then that is the task.
+func makeSearchableTask(t *testing.T, g *group, b, target string, at time.Time) uint64 {
+	t.Helper()
+	var task uint64
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := g.leader().Apply(ctx, &fsm.CreateFixup{Kind: fsm.TaskMakeSearchable, Level: fsm.LevelSearch, Bucket: b, Target: target, Reason: "test", At: at})
+		if err == nil {
+			task = r.(fsm.Result).Index
+			return nil
+		}
+		if !errors.Is(err, fsm.ErrTaskExists) {
+			return err
+		}
+		g.leader().Read(func(s *fsm.State) {
+			for _, tk := range s.Tasks() {
+				if tk.Bucket == b && tk.Kind == fsm.TaskMakeSearchable && tk.Target == target {
+					task = tk.ID
+				}
+			}
+		})
+		if task == 0 {
+			return fmt.Errorf("the task exists but was not found")
+		}
+		return nil
+	})
+	return task
 }

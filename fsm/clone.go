@@ -84,6 +84,7 @@ func (c Config) clone() Config {
 	out.SearchTokens = slices.Clone(c.SearchTokens)
 	for i := range out.SearchTokens {
 		out.SearchTokens[i].Indexes = slices.Clone(c.SearchTokens[i].Indexes)
+		out.SearchTokens[i].Publish = slices.Clone(c.SearchTokens[i].Publish)
 	}
 	return out
 }

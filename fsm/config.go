@@ -115,9 +115,23 @@ func (c *Config) hasTokenDefaults() bool {
 	return false
 }
 
+// hasPublishScopes reports whether any search token carries Publish.
+func (c *Config) hasPublishScopes() bool {
+	for _, t := range c.SearchTokens {
+		if t.Publish != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // bodyVersion: a config whose tokens carry defaults needs a group at
-// TokenDefaultsVersion (the body layout itself is unchanged).
+// TokenDefaultsVersion, one whose search tokens carry publish names at
+// PublishScopeVersion (the body layout itself is unchanged).
 func (c *SetConfig) bodyVersion() (byte, int) {
+	if c.Config.hasPublishScopes() {
+		return bodyVersion, PublishScopeVersion
+	}
 	if c.Config.hasTokenDefaults() {
 		return bodyVersion, TokenDefaultsVersion
 	}
@@ -280,6 +294,14 @@ func (c Config) Validate() error {
 		}
 		idx[ic.Name] = true
 	}
+	return c.checkTokens(idx)
+}
+
+// checkTokens validates the HEC tokens (non-empty, listed once, scoped to
+// declared indexes unless indexes are created on demand, a default index
+// among their own) and the search tokens' publish patterns; idx holds the
+// declared indexes.
+func (c Config) checkTokens(idx map[string]bool) error {
 	toks := map[string]bool{}
 	for _, t := range c.HECTokens {
 		if t.Token == "" {
@@ -301,6 +323,16 @@ func (c Config) Validate() error {
 		}
 		if t.DefaultIndex != "" && len(t.Indexes) > 0 && !slices.Contains(t.Indexes, t.DefaultIndex) {
 			return badConfig("hec token %s: default index %q is not among its indexes %v", redact(t.Token), t.DefaultIndex, t.Indexes)
+		}
+	}
+	for _, t := range c.SearchTokens {
+		if len(t.Publish) > MaxPublishPatterns {
+			return badConfig("search token %s: %d publish patterns, at most %d", redact(t.Token), len(t.Publish), MaxPublishPatterns)
+		}
+		for _, p := range t.Publish {
+			if err := validPublishPattern(p); err != nil {
+				return badConfig("search token %s: %v", redact(t.Token), err)
+			}
 		}
 	}
 	return nil

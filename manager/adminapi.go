@@ -95,6 +95,8 @@ type TokenView struct {
 	Host       string `json:"host,omitempty"`
 	Source     string `json:"source,omitempty"`
 	Sourcetype string `json:"sourcetype,omitempty"`
+	// Publish: a search token's result names (fsm.SearchToken.Publish).
+	Publish []string `json:"publish,omitempty"`
 }
 
 // TokenRequest is the body of POST /v1/tokens. Token empty: the manager
@@ -113,6 +115,11 @@ type TokenRequest struct {
 	Host       string `json:"host,omitempty"`
 	Source     string `json:"source,omitempty"`
 	Sourcetype string `json:"sourcetype,omitempty"`
+	// Publish (search only): the result names its searches may publish
+	// to (fsm.SearchToken.Publish; absent: any); taken once the group is
+	// at cluster version fsm.PublishScopeVersion (409 cluster_version
+	// before).
+	Publish []string `json:"publish,omitempty"`
 }
 
 // TokenID is a token's public id: the first 16 hex digits of its SHA-256.
@@ -411,7 +418,7 @@ func tokenViews(cfg fsm.Config) []TokenView {
 		out = append(out, v)
 	}
 	for _, t := range cfg.SearchTokens {
-		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindSearch, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes}
+		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindSearch, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes, Publish: t.Publish}
 		out = append(out, v)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -454,6 +461,10 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Kind != TokenKindHEC && req.Kind != TokenKindSearch {
 		writeError(w, toAPIError(fmt.Errorf("%w: token kind %q: want hec or search", errBadRequest, req.Kind)))
+		return
+	}
+	if req.Kind == TokenKindHEC && req.Publish != nil {
+		writeError(w, toAPIError(fmt.Errorf("%w: publish is a search token setting, not a HEC token one", errBadRequest)))
 		return
 	}
 	if req.Kind == TokenKindSearch && (req.UseAck != nil || req.DefaultIndex != "" || req.AllowQueryStringAuth || req.Host != "" || req.Source != "" || req.Sourcetype != "") {
@@ -502,7 +513,7 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if req.Kind == TokenKindSearch {
-			cfg.SearchTokens = append(cfg.SearchTokens, fsm.SearchToken{Token: req.Token, Indexes: slices.Clone(req.Indexes)})
+			cfg.SearchTokens = append(cfg.SearchTokens, fsm.SearchToken{Token: req.Token, Indexes: slices.Clone(req.Indexes), Publish: slices.Clone(req.Publish)})
 			return nil
 		}
 		t := fsm.HECToken{Token: req.Token, Indexes: slices.Clone(req.Indexes), DefaultIndex: req.DefaultIndex, Ack: true, AllowQueryStringAuth: req.AllowQueryStringAuth,

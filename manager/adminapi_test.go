@@ -273,3 +273,39 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 		t.Fatalf("%d indexes after 16 concurrent adds to main, want 17", n)
 	}
 }
+
+// TestAdminAPISearchTokenPublish: POST /v1/tokens takes a search token's
+// publish names once the group is at fsm.PublishScopeVersion, lists them,
+// and refuses them on a HEC token and malformed ones (nothing added).
+func TestAdminAPISearchTokenPublish(t *testing.T) {
+	g := newGroup(t, 1, nil)
+	cl, err := NewClient([]string{"http://" + g.leader().HTTPAddr()}, testToken, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if v := g.leader().ClusterVersion(); v < fsm.PublishScopeVersion {
+			return fmt.Errorf("cluster version %d", v)
+		}
+		return nil
+	})
+	v, err := cl.AddToken(ctx, TokenRequest{Kind: TokenKindSearch, Publish: []string{"nightly", "team-a.*"}})
+	if err != nil || strings.Join(v.Publish, ",") != "nightly,team-a.*" {
+		t.Fatalf("search token with publish names: %+v, %v", v, err)
+	}
+	for _, req := range []TokenRequest{
+		{Kind: TokenKindHEC, Publish: []string{"nightly"}},
+		{Kind: TokenKindSearch, Publish: []string{"bad name"}},
+	} {
+		var ae *APIError
+		if _, err := cl.AddToken(ctx, req); !errors.As(err, &ae) || ae.Status != 400 {
+			t.Fatalf("%+v: %v, want 400", req, err)
+		}
+	}
+	toks, err := cl.Tokens(ctx)
+	if err != nil || len(toks) != 1 || strings.Join(toks[0].Publish, ",") != "nightly,team-a.*" {
+		t.Fatalf("tokens %+v, %v: want the one search token with its publish names", toks, err)
+	}
+}

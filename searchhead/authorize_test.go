@@ -3,6 +3,8 @@ package searchhead
 import (
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/quarry-dev/quarry/fsm"
@@ -29,17 +31,56 @@ func TestAuthorizeWithoutTokens(t *testing.T) {
 		return r
 	}
 	loop := &Head{ln: listen("127.0.0.1:0")}
-	if _, err := loop.authorize(req("")); err != nil {
+	if _, err := loop.identify(req("")); err != nil {
 		t.Fatalf("loopback head without tokens: %v", err)
 	}
 	wide := &Head{ln: listen("0.0.0.0:0"), tokens: []fsm.SearchToken{{Token: "search-1"}}}
-	if _, err := wide.authorize(req("search-1")); err != nil {
+	if _, err := wide.identify(req("search-1")); err != nil {
 		t.Fatalf("token on a wide head: %v", err)
 	}
 	wide.tokens = nil // the last search token revoked
 	for _, tok := range []string{"search-1", ""} {
-		if _, err := wide.authorize(req(tok)); err == nil {
+		if _, err := wide.identify(req(tok)); err == nil {
 			t.Fatalf("wide head with no tokens left served token %q", tok)
 		}
+	}
+}
+
+// TestPublishNamesPerToken: a search token with a publish list may publish
+// only under those names (a prefix ending in * covers its names); one
+// without may publish anywhere, as may the admin token; a refused request
+// is 403 publish_not_allowed before anything is searched (review L2).
+func TestPublishNamesPerToken(t *testing.T) {
+	h := &Head{cfg: Config{AdminToken: "admin-1"}, tokens: []fsm.SearchToken{
+		{Token: fsm.TokenDigest("scoped-1"), Publish: []string{"nightly", "team-a.*"}},
+		{Token: "open-1"},
+		{Token: "none-1", Publish: []string{}},
+	}}
+	for _, tc := range []struct {
+		tok, name string
+		ok        bool
+	}{
+		{"scoped-1", "nightly", true},
+		{"scoped-1", "team-a.errors", true},
+		{"scoped-1", "team-b.errors", false},
+		{"scoped-1", "nightly2", false},
+		{"open-1", "anything.at.all", true},
+		{"none-1", "nightly", false},
+		{"admin-1", "team-b.errors", true},
+	} {
+		c, err := h.identifyToken(tc.tok)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tok, err)
+		}
+		if got := c.mayPublish(tc.name); got != tc.ok {
+			t.Errorf("token %s publishing %q: %v, want %v", tc.tok, tc.name, got, tc.ok)
+		}
+	}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/v1/search", strings.NewReader(`{"query":"*","publish":"team-b.errors"}`))
+	r.Header.Set("Authorization", "Bearer scoped-1")
+	h.serveSearch(w, r)
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "publish_not_allowed") {
+		t.Fatalf("a publish outside the token's names: %d %s, want 403 publish_not_allowed", w.Code, w.Body)
 	}
 }

@@ -417,19 +417,21 @@ func (h *Head) markSuspect(p string) {
 	h.susMu.Unlock()
 }
 
-// authorize returns the indexes the request's token may search (nil: all).
-func (h *Head) authorize(r *http.Request) ([]string, error) {
-	c, err := h.identify(r)
-	return c.indexes, err
-}
-
 // caller is who sent a request: the key that owns its jobs (the digest of
 // its token, never the secret; "" in token-less loopback mode), a label
 // for it (the token's id) and the indexes it may search (nil: all).
 type caller struct {
 	owner, label string
 	indexes      []string
+	// publish: the result names the caller may publish to (nil: any;
+	// fsm.SearchToken.Publish), the token itself holding the rule.
+	publish *fsm.SearchToken
 }
+
+// mayPublish reports whether the caller may publish results under name:
+// the admin token and token-less loopback may; a search token as its
+// publish list says (review L2).
+func (c caller) mayPublish(name string) bool { return c.publish == nil || c.publish.MayPublish(name) }
 
 // identify checks the request's token (requestToken): the admin token, a
 // search token of the cluster config, or none while the head serves
@@ -465,7 +467,9 @@ func (h *Head) identifyToken(tok string) (caller, error) {
 			if len(t.Indexes) > 0 {
 				ix = append([]string{}, t.Indexes...)
 			}
-			return tokenCaller(tok, ix), nil
+			c := tokenCaller(tok, ix)
+			c.publish = &t
+			return c, nil
 		}
 	}
 	return caller{}, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
@@ -788,15 +792,20 @@ func firstReason(sum query.Summary) string {
 
 func (h *Head) serveSearch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(api.RoleHeader, api.RoleSearchHead)
-	indexes, err := h.authorize(r)
+	who, err := h.identify(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	indexes := who.indexes
 	var req Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err := dec.Decode(&req); err != nil {
 		writeError(w, 400, "bad_request", fmt.Sprintf("decode search request: %v", err))
+		return
+	}
+	if req.Publish != "" && !who.mayPublish(req.Publish) {
+		writeError(w, 403, "publish_not_allowed", fmt.Sprintf("this search token may not publish results as %q (its publish names: %v); nothing was searched", req.Publish, who.publish.Publish))
 		return
 	}
 	stream := r.URL.Query().Get("stream") == "true"

@@ -32,7 +32,7 @@ func tokenCommand() *cli.Command {
 			{
 				Name:      "add",
 				Usage:     "add a HEC or search token; prints its secret once",
-				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--host H] [--source S] [--sourcetype T] [--value SECRET | --value-file FILE]",
+				ArgsUsage: "hec|search [--indexes web,app] [--default-index web] [--useack=false] [--host H] [--source S] [--sourcetype T] [--publish nightly,team-a.*] [--value SECRET | --value-file FILE]",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "indexes", Usage: "comma list of the indexes the token may write (hec) or read (search); empty: every declared index", EnvVars: envVars("indexes")},
 					&cli.StringFlag{Name: "default-index", Usage: "hec: the index of events that name none (default: the first of --indexes, else main)", EnvVars: envVars("default-index")},
@@ -41,6 +41,7 @@ func tokenCommand() *cli.Command {
 					&cli.StringFlag{Name: "host", Usage: "hec: the host of events that name none (before the request's ?host=)", EnvVars: envVars("token-host")},
 					&cli.StringFlag{Name: "source", Usage: "hec: the source of events that name none (before the request's ?source=)", EnvVars: envVars("token-source")},
 					&cli.StringFlag{Name: "sourcetype", Usage: "hec: the sourcetype of events that name none (before the request's ?sourcetype=)", EnvVars: envVars("token-sourcetype")},
+					&cli.StringFlag{Name: "publish", Usage: "search: comma list of the result names its searches may publish to (\"publish\"), each a name or a prefix ending in *; unset: any name", EnvVars: envVars("token-publish")},
 					&cli.StringFlag{Name: "value", Usage: "the secret to use (8 to 256 characters); default: the managers generate one", EnvVars: envVars("value")},
 					secretFileFlag("value", "the token's secret"),
 				),
@@ -104,6 +105,9 @@ func tokenRequest(c *cli.Context, kind string) (manager.TokenRequest, error) {
 		AllowQueryStringAuth: c.Bool("allow-query-string-auth"), Host: c.String("host"), Source: c.String("source"), Sourcetype: c.String("sourcetype")}
 	switch kind {
 	case manager.TokenKindHEC:
+		if c.IsSet("publish") {
+			return req, errors.New("token add hec: --publish is a search token setting")
+		}
 		if c.IsSet("useack") {
 			ack := c.Bool("useack")
 			req.UseAck = &ack
@@ -112,6 +116,14 @@ func tokenRequest(c *cli.Context, kind string) (manager.TokenRequest, error) {
 		for _, f := range []string{"default-index", "useack", "allow-query-string-auth", "host", "source", "sourcetype"} {
 			if c.IsSet(f) {
 				return req, fmt.Errorf("token add search: --%s is a HEC token setting", f)
+			}
+		}
+		if c.IsSet("publish") {
+			req.Publish = []string{}
+			for _, p := range strings.Split(c.String("publish"), ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					req.Publish = append(req.Publish, p)
+				}
 			}
 		}
 	default:

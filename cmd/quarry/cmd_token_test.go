@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/manager"
 )
@@ -185,4 +187,42 @@ func jsonEqual(t *testing.T, a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// TestTokenAddPublishFlag: `quarry token add search --publish a,b.*` sends
+// the publish names; on a HEC token the flag is refused (review L2).
+func TestTokenAddPublishFlag(t *testing.T) {
+	parse := func(args ...string) (manager.TokenRequest, error) {
+		t.Helper()
+		cmd := tokenCommand()
+		var add *cli.Command
+		for _, sc := range cmd.Subcommands {
+			if sc.Name == "add" {
+				add = sc
+			}
+		}
+		var (
+			req manager.TokenRequest
+			err error
+		)
+		add.Action = func(c *cli.Context) error {
+			req, err = tokenRequest(c, c.Args().First())
+			return nil
+		}
+		app := &cli.App{Name: "quarry", Commands: []*cli.Command{cmd}, ExitErrHandler: func(*cli.Context, error) {}}
+		if rerr := app.Run(append([]string{"quarry", "token", "add"}, args...)); rerr != nil {
+			return req, rerr
+		}
+		return req, err
+	}
+	req, err := parse("--publish", "nightly, team-a.*", "search")
+	if err != nil || strings.Join(req.Publish, ",") != "nightly,team-a.*" {
+		t.Fatalf("search --publish: %+v, %v", req.Publish, err)
+	}
+	if req, err := parse("search"); err != nil || req.Publish != nil {
+		t.Fatalf("search without --publish: %+v, %v; want no list (any name)", req.Publish, err)
+	}
+	if _, err := parse("--publish", "nightly", "hec"); err == nil || !strings.Contains(err.Error(), "search token setting") {
+		t.Fatalf("hec --publish: %v, want refused", err)
+	}
 }

@@ -107,7 +107,7 @@ demo: image
 # Leaves nothing: containers, the network and the volumes.
 demo-down:
 	docker-compose down -v --remove-orphans
-	rm -f bin/demo-ca.pem
+	rm -f bin/demo-ca.pem bin/demo-secrets.env
 
 # The end-to-end suite against real containers (build tag e2e): its own compose
 # project (quarry-e2e), subnet and ports; torn down whatever happens.

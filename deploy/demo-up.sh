@@ -12,6 +12,41 @@
 set -euo pipefail
 
 Q=${Q:-bin/quarry}
+
+# Secrets (review L6): the compose file's defaults (demo-admin, demo-hec,
+# demo-search, demo-nats) are known to anyone who reads it. Unless the caller
+# sets them, make demo uses random ones, written once to $SECRETS (mode 0600,
+# git-ignored under bin/) and read again on every later start (a variable
+# the caller sets still wins), since the
+# managers keep the tokens they were first seeded with. A demo that already
+# exists without that file (made before it) keeps the defaults it was made
+# with; make demo-down removes the file with the volumes.
+SECRETS=${QUARRY_DEMO_SECRETS:-bin/demo-secrets.env}
+if [[ ! -f $SECRETS ]]; then
+	mkdir -p "$(dirname "$SECRETS")"
+	rnd() { od -An -N18 -tx1 /dev/urandom | tr -d ' \n'; }
+	if [[ -n $(docker-compose ps -aq 2>/dev/null) ]]; then
+		echo "demo: an existing demo made with the default secrets keeps them (make demo-down, then make demo, for random ones)" >&2
+		admin=demo-admin hec=demo-hec search=demo-search nats=demo-nats
+	else
+		admin=admin-$(rnd) hec=hec-$(rnd) search=search-$(rnd) nats=nats-$(rnd)
+	fi
+	(
+		umask 077
+		cat >"$SECRETS" <<ENV
+QUARRY_DEMO_ADMIN_TOKEN=${QUARRY_DEMO_ADMIN_TOKEN:-$admin}
+QUARRY_DEMO_HEC_TOKEN=${QUARRY_DEMO_HEC_TOKEN:-$hec}
+QUARRY_DEMO_SEARCH_TOKEN=${QUARRY_DEMO_SEARCH_TOKEN:-$search}
+QUARRY_DEMO_NATS_SECRET=${QUARRY_DEMO_NATS_SECRET:-$nats}
+ENV
+	)
+	echo "demo: secrets in $SECRETS (source it to use them: set -a; . $SECRETS; set +a)"
+fi
+while IFS='=' read -r k v; do # the caller's own values come first
+	if [[ -n $k && -z ${!k:-} ]]; then
+		export "$k=$v"
+	fi
+done <"$SECRETS"
 N=${QUARRY_DEMO_SAMPLE_EVENTS:-20000}
 WAIT=${WAIT_SECONDS:-180}
 export QUARRY_MANAGER=${QUARRY_MANAGER:-https://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001}}
@@ -94,6 +129,7 @@ demo: ready in $((SECONDS - start))s
   managers: https://127.0.0.1:${QUARRY_DEMO_MANAGER_PORT:-8001} (cluster page; admin token: $ADMIN)
   HEC: $HEC (site1), https://127.0.0.1:${QUARRY_DEMO_HEC2_PORT:-8188} (site2); token: $HEC_TOKEN
   TLS: every server; the CA is $CA (browsers: import it, or accept the warning)
+  secrets: $SECRETS
 try:
   export QUARRY_MANAGER=$QUARRY_MANAGER QUARRY_TOKEN=$SEARCH QUARRY_SEARCHHEAD=${sh1#*=} QUARRY_TLS_CA=$CA
   $Q search 'index=sample | stats count by status'

@@ -319,6 +319,10 @@ func (s *State) applyPeerDown(idx uint64, c *PeerDown) (any, error) {
 	if p.State == StateRemoved {
 		return nil, fmt.Errorf("%w: peer down %s: the peer was removed", ErrBadState, c.ID)
 	}
+	if c.Registered != 0 && c.Registered != p.Registered {
+		// It registered again after the planner judged it (PeerDown.Registered).
+		return nil, fmt.Errorf("%w: peer down %s: it registered again (index %d) after the registration judged (%d)", ErrBadState, c.ID, p.Registered, c.Registered)
+	}
 	ch := s.begin(idx)
 	s.setState(ch, p, StateDown, c.At.UnixNano())
 	s.commit(ch)

@@ -61,9 +61,13 @@ const bodyVersion byte = 1
 //     RollOriginVersion, and a body without it is still written as
 //     version 1 (bodyVersioned), so an older build reads every roll the
 //     group may send it.
+//   - PeerDown 2: Registered (the registration the planner judged),
+//     written only by a group at cluster version
+//     PeerDownRegisteredVersion; without it, still version 1.
 var bodyVersions = map[CommandType]byte{
 	CmdSealBucket: 3,
 	CmdRollBucket: 2,
+	CmdPeerDown:   2,
 }
 
 // versionOf is the body version this build writes (and reads up to) for a
@@ -246,6 +250,33 @@ type PeerDown struct {
 	ID     string    `json:"id"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
+	// Registered is the peer's registration (Peer.Registered) the planner
+	// saw when it found the heartbeats missing (cluster version
+	// PeerDownRegisteredVersion): a peer that registered again before the
+	// entry applies is not declared Down (chaos: a declaration planned just
+	// before a restarted peer's registration committed just after it, and
+	// took the fresh peer Down, its buckets missing from searches, until it
+	// registered once more). 0 in older groups: not checked.
+	Registered uint64 `json:"registered,omitempty"`
+}
+
+// PeerDownRegisteredVersion is the cluster version from which the planner
+// sets PeerDown.Registered (body version 2; a version 5 build cannot read
+// it).
+const PeerDownRegisteredVersion = 6
+
+func (c *PeerDown) bodyVersion() (byte, int) {
+	if c.Registered != 0 {
+		return 2, PeerDownRegisteredVersion
+	}
+	return 1, 1
+}
+
+func (c *PeerDown) checkVersion(v byte) error {
+	if v < 2 && c.Registered != 0 {
+		return fmt.Errorf("peer down %q: registered needs body version 2", c.ID)
+	}
+	return nil
 }
 
 // SetPeerState sets a peer's state directly (Detention, Removed,

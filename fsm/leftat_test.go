@@ -3,6 +3,7 @@ package fsm
 import (
 	"maps"
 	"testing"
+	"time"
 )
 
 // TestLeftAtRecordsWhenAHotCopyLeaves: from cluster version LeftAtVersion
@@ -77,5 +78,42 @@ func TestLeftAtRecordsWhenAHotCopyLeaves(t *testing.T) {
 	c.d.Buckets[b].LeftAt["b1"] = 1
 	if h.b(b).LeftAt["b1"] != short {
 		t.Fatal("a clone shares LeftAt")
+	}
+}
+
+// TestPeerDownAfterRegistrationIgnored: a PeerDown planned on one
+// registration of a peer changes nothing once the peer registered again
+// (cluster version PeerDownRegisteredVersion; chaos: a restarted peer was
+// declared Down by a decision planned before its registration), and the
+// planner sets the registration it judged; without one (an older group's
+// entry) the peer goes Down as before.
+func TestPeerDownAfterRegistrationIgnored(t *testing.T) {
+	h := twoSites(t)
+	h.must(&SetClusterVersion{Version: PeerDownRegisteredVersion})
+	judged := h.s.d.Peers["a1"].Registered
+	h.peer("a1", "site1") // registers again: a restart
+	h.refuse(&PeerDown{ID: "a1", Reason: "no heartbeat", At: h.now, Registered: judged}, ErrBadState)
+	if st := h.s.d.Peers["a1"].State; st != StateUp {
+		t.Fatalf("a1 %s after a stale PeerDown, want Up", st)
+	}
+	h.must(&PeerDown{ID: "a1", Reason: "no heartbeat", At: h.now, Registered: h.s.d.Peers["a1"].Registered})
+	if st := h.s.d.Peers["a1"].State; st != StateDown {
+		t.Fatalf("a1 %s after a PeerDown of its registration, want Down", st)
+	}
+	h.peer("a2", "site1")
+	h.must(&PeerDown{ID: "a2", Reason: "older group", At: h.now})
+	if st := h.s.d.Peers["a2"].State; st != StateDown {
+		t.Fatalf("a2 %s after a PeerDown without a registration, want Down", st)
+	}
+	// The planner names the registration it judged.
+	in := PlanInput{Now: h.now.Add(time.Hour), LastHeartbeat: map[string]time.Time{}}
+	var got *PeerDown
+	for _, c := range Plan(h.s, in) {
+		if pd, ok := c.(*PeerDown); ok && pd.ID == "b1" {
+			got = pd
+		}
+	}
+	if got == nil || got.Registered != h.s.d.Peers["b1"].Registered || got.Registered == 0 {
+		t.Fatalf("planned PeerDown for b1: %+v, want Registered %d", got, h.s.d.Peers["b1"].Registered)
 	}
 }

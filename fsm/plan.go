@@ -226,7 +226,11 @@ func (p *planner) liveness() {
 				if heard {
 					why = fmt.Sprintf("no heartbeat for %s", p.in.Now.Sub(last).Round(time.Millisecond))
 				}
-				p.emit(&PeerDown{ID: id, Reason: why, At: p.in.Now})
+				pd := &PeerDown{ID: id, Reason: why, At: p.in.Now}
+				if s.ClusterVersion() >= PeerDownRegisteredVersion {
+					pd.Registered = peer.Registered
+				}
+				p.emit(pd)
 			}
 		case StateRestarting:
 			if p.in.Now.UnixNano()-peer.Since > int64(p.cfg().RestartTimeout) {

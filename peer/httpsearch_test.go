@@ -30,14 +30,21 @@ func startLimited(t *testing.T, timeout time.Duration, maxResults, maxSearches i
 	for i := 0; i < 20; i++ {
 		fmt.Fprintf(&b, `{"time":%d,"event":"row %d","index":"main"}`, 1767225600+i, i)
 	}
-	req, _ := http.NewRequest("POST", url+"/services/collector/event", strings.NewReader(b.String()))
+	postEventsOK(t, url, b.String())
+	return p, url
+}
+
+// postEventsOK posts a HEC /event body with token T and fails the test
+// unless it is answered 200.
+func postEventsOK(t *testing.T, url, body string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/services/collector/event", strings.NewReader(body))
 	req.Header.Set("Authorization", "Splunk T")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("HEC: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	return p, url
 }
 
 // allTwenty polls (the events are indexed in the background) until a

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -32,13 +31,7 @@ func TestMetricEventsSearchable(t *testing.T) {
 		fmt.Fprintf(&b, `{"time":%d,"event":"metric","fields":{"metric_name":"cpu.idle","_value":%d,"region":%q}}`, 1767225600+i, 10*(i+1), region)
 		fmt.Fprintf(&b, `{"time":%d,"event":"metric","fields":{"metric_name:mem.used":%d,"metric_name:mem.free":%d,"region":%q}}`, 1767225600+i, 100+i, 200+i, region)
 	}
-	req, _ := http.NewRequest("POST", url+"/services/collector/event", strings.NewReader(b.String()))
-	req.Header.Set("Authorization", "Splunk T")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("HEC: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	postEventsOK(t, url, b.String())
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		_, rep := searchOnce(t, url, "* | stats count")
 		if len(rep.Results) != 1 || rep.Results[0]["count"] != float64(12) {

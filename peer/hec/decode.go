@@ -453,17 +453,20 @@ func (d *decoder) addEvent(env *pendingEnvelope, fieldStart int, def Defaults, a
 	if len(d.fields) > fieldStart {
 		e.Fields = d.fields[fieldStart:len(d.fields):len(d.fields)]
 	}
-	if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
-		return replyIncorrectIdx.at(n), false
-	}
 	if isMetric(e) {
-		return d.addMetric(env, maxEvent) // metric.go
+		if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
+			return replyIncorrectIdx.at(n), false
+		}
+		return d.addMetric(env, maxEvent) // metric.go: each measure's size checked
 	}
 	if hasValueField(e.Fields) {
 		return replyBadFields.at(n), false // _value names a metric's measure
 	}
 	if eventSize(e) > maxEvent {
 		return replyInvalidFormat.at(n), false
+	}
+	if !store.ValidIndexName(e.Index) || !allowed(e.Index) {
+		return replyIncorrectIdx.at(n), false
 	}
 	d.evs = append(d.evs, *e)
 	d.valuesCap = max(d.valuesCap, env.vals)

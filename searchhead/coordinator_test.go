@@ -301,8 +301,7 @@ func TestCoordinatorConfirmsHotReplicas(t *testing.T) {
 				// search's end: every block acknowledged without the replica
 				// was acknowledged after the search began.
 				v, err := f.r.barrierAfterBegin()
-				f.r.barrier = make(chan barrierResult, 1)
-				f.r.barrier <- barrierResult{v, err}
+				f.r.barrier = &barrierResult{v, err}
 				f.r.h.tables.own().Apply(fsm.GenerationView{Version: 9, Since: 7, LeftAtFrom: tc.leftAt, Buckets: map[string]fsm.BucketInfo{"b1": hotLater}})
 			}
 			f.r.confirmHotReplicas()
@@ -360,7 +359,7 @@ func TestSettleBarrierPlansAgain(t *testing.T) {
 		t.Fatalf("after the barrier: chain %v, table version %d (run %d); want p3 first, no p2, version 8", br.chain, br.tver, r.version)
 	}
 	br.hotFrom, br.state = "p3", bSearched
-	if why := hotReplicaDoubt(br, after, true, 2, <-r.barrier); why != "" {
+	if why := hotReplicaDoubt(br, after, true, 2, *r.barrier); why != "" {
 		t.Fatalf("a replica planned from the barrier's table is doubted: %s", why)
 	}
 }

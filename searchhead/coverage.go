@@ -139,9 +139,10 @@ func (r *run) confirmHotReplicas() {
 		return
 	}
 	if r.barrier == nil {
-		r.startBarrier()
+		v, err := r.barrierAfterBegin()
+		r.barrier = &barrierResult{v, err}
 	}
-	b := <-r.barrier
+	b := *r.barrier
 	for _, id := range ids {
 		br := r.buckets[id]
 		info, known, from := r.h.tables.bucketSince(id)
@@ -163,18 +164,6 @@ type barrierResult struct {
 	err     error
 }
 
-// startBarrier fetches the search's barrier in the background (the run
-// reads r.barrier once, in confirmHotReplicas). The goroutine ends within
-// hotConfirmWait, sooner when the search's context ends.
-func (r *run) startBarrier() {
-	ch := make(chan barrierResult, 1)
-	r.barrier = ch
-	go func() {
-		v, err := r.barrierAfterBegin()
-		ch <- barrierResult{v, err}
-	}()
-}
-
 // settleBarrier takes the barrier before a search that plans to read a hot
 // bucket from a replica is sent, and plans again when it moved the table
 // on: every copy the plan then takes as whole was whole in a table at
@@ -188,9 +177,7 @@ func (r *run) startBarrier() {
 // replicas' buckets at the end, as before.
 func (r *run) settleBarrier() error {
 	v, err := r.barrierAfterBegin()
-	ch := make(chan barrierResult, 1)
-	ch <- barrierResult{v, err}
-	r.barrier = ch
+	r.barrier = &barrierResult{v, err}
 	if err != nil || v <= r.version {
 		return nil
 	}

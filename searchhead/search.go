@@ -155,7 +155,7 @@ type run struct {
 	later    []delayed           // buckets waiting for their next round (retryRound)
 	catchUps int                 // table refreshes this search made (catchUp)
 	begun    time.Time           // when the search started (confirmHotReplicas)
-	barrier  chan barrierResult  // the managers' table version after begun (startBarrier); nil: not asked yet
+	barrier  *barrierResult      // the managers' table version after begun (settleBarrier, confirmHotReplicas); nil: not asked yet
 
 	// onBucket is called with a bucket's partials once its marker arrived
 	// (streaming output); nil when the output is built at the end.

@@ -410,6 +410,12 @@ func (ps *peerService) startBucket(ctx context.Context, reqID, index, localID, o
 		}
 		res, err := m.Apply(ctx, &fsm.AddBucket{ReqID: fsm.ReqID{RequestID: reqID}, ID: id, Index: index, Origin: originID,
 			Earliest: earliest, Targets: choice.Targets, Degraded: choice.Degraded})
+		if x, dup := res.(fsm.Result); err == nil && dup && x.Duplicate && len(used) > 0 {
+			// The first attempt was applied but its answer lost, and the
+			// origin went on with targets of its own: record those too, so
+			// the state knows every copy that counts toward an ack.
+			return ps.existingHotBucket(ctx, reqID, id, originID, choice, true, fsm.ErrBucketExists)
+		}
 		if err == nil {
 			return id, choice, res, nil
 		}

@@ -32,6 +32,7 @@ type fakeCP struct {
 	results   map[uint64][]api.FixupResult
 	confirmed map[uint64]int
 	gate      chan struct{}     // when set, Targets waits for it to close
+	targetErr []error           // Targets answers these first, one per call
 	events    []api.BucketEvent // the bucket events peers reported
 	nc        *nats.Conn        // pushes tasks
 }
@@ -61,6 +62,11 @@ func (f *fakeCP) Targets(ctx context.Context, req api.TargetsRequest) (api.Targe
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.targetErr) > 0 {
+		err := f.targetErr[0]
+		f.targetErr = f.targetErr[1:]
+		return api.TargetsReply{}, err
+	}
 	var guid string
 	for _, p := range f.peers {
 		if p.ID == req.Origin {

@@ -92,6 +92,16 @@ type hotRepl struct {
 	// a target short; the blocks that target lacks may lie past the seal
 	// and be truncated, so nothing more is acknowledged (reportShort).
 	sealedAway bool
+	// ambiguous: a targets request for this bucket timed out, so the
+	// managers may have recorded copies the origin never heard of. Such a
+	// copy is in the state as whole (not short) yet never gets a block;
+	// had the origin then chosen targets itself, a seal while it was cut
+	// off would be answered by those empty copies and be final at their
+	// length, cutting every acknowledged event (issue 24's chaos run:
+	// main~57 sealed final at 0 blocks). So from then on the origin never
+	// chooses on its own for this bucket: it asks again with the same
+	// request id, which answers what was committed, and acks wait.
+	ambiguous bool
 }
 
 type replTarget struct {
@@ -250,7 +260,12 @@ func (r *replicator) run(hb *hotRepl) {
 		if err != nil && managersUnreachable(err) {
 			r.away.Store(true)
 			r.mu.Lock()
-			used := r.adoptLastLocked(hb)
+			var used []string
+			if notDelivered(err) && !hb.ambiguous {
+				used = r.adoptLastLocked(hb)
+			} else {
+				hb.ambiguous = true
+			}
 			r.mu.Unlock()
 			if used != nil {
 				r.log.Warn("no manager answers: the new hot bucket replicates to the last targets and is registered when they return", "bucket", hb.id, "targets", used)
@@ -309,6 +324,11 @@ func managersUnreachable(err error) bool {
 	return errors.Is(err, bus.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
+// notDelivered: the request reached no manager (none serves the subject),
+// so nothing of it was applied. A timeout is not that: the request may
+// have been applied and only its answer lost.
+func notDelivered(err error) bool { return errors.Is(err, bus.ErrNoResponders) }
+
 // adoptLastLocked starts hb on the last targets the managers gave (those
 // the peer list still shows Up), marking it unregistered. It returns the
 // targets' ids, nil when there is no such set (the peer never got one:
@@ -349,10 +369,11 @@ func (r *replicator) registerLater(hb *hotRepl) {
 		}
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := r.cp.Targets(ctx, api.TargetsRequest{V: api.WireVersion, Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Used: used})
+		resp, err := r.cp.Targets(ctx, api.TargetsRequest{V: api.WireVersion, Index: hb.index, LocalID: hb.localID, Origin: r.p.cfg.ID, Used: used})
 		cancel()
 		if err == nil {
 			r.away.Store(false)
+			r.adoptCommitted(hb, resp.Targets)
 			r.log.Info("bucket started while no manager answered is registered", "bucket", hb.id, "targets", len(used))
 			return
 		}
@@ -367,6 +388,26 @@ func (r *replicator) registerLater(hb *hotRepl) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// adoptCommitted adds to hb's set every target the managers answered
+// that the origin never tried: the state holds those copies as whole, so
+// they get every block (acks wait for them like for any target) rather
+// than stay empty copies a seal could be answered from.
+func (r *replicator) adoptCommitted(hb *hotRepl, targets []api.Target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range targets {
+		if hb.tried[t.Peer] || t.Peer == r.p.cfg.ID {
+			continue
+		}
+		r.log.Warn("the managers hold a copy the origin did not replicate to: it is sent every block", "bucket", hb.id, "target", t.Peer)
+		r.addTargetLocked(hb, t.Peer, t.Searchable)
+		if t.Site != "" {
+			hb.targets[len(hb.targets)-1].site = t.Site
+		}
+	}
+	hb.poke()
 }
 
 func (r *replicator) addTargetLocked(hb *hotRepl, peer string, searchable bool) {
@@ -563,7 +604,7 @@ func (r *replicator) replaceLocked(hb *hotRepl) {
 		default:
 		}
 	}
-	if r.away.Load() || !registered {
+	if (r.away.Load() || !registered) && !hb.ambiguous {
 		r.localReplaceLocked(hb)
 		return
 	}
@@ -580,7 +621,9 @@ func (r *replicator) replaceLocked(hb *hotRepl) {
 		}
 	}
 	if len(exclude) == 0 {
-		r.localReplaceLocked(hb)
+		if !hb.ambiguous {
+			r.localReplaceLocked(hb)
+		}
 		return
 	}
 	hb.replacing = true
@@ -611,9 +654,16 @@ func (r *replicator) askReplacement(hb *hotRepl, exclude []string) {
 		if cs.Site != "" {
 			hb.targets[len(hb.targets)-1].site = cs.Site
 		}
-	case err != nil && managersUnreachable(err):
+	case err != nil && managersUnreachable(err) && notDelivered(err) && !hb.ambiguous:
 		r.away.Store(true)
 		r.localReplaceLocked(hb)
+	case err != nil && managersUnreachable(err):
+		// Timed out: the managers may have recorded a replacement. Asked
+		// again with the same tried set (the same request id), which
+		// answers it; the origin does not choose on its own (ambiguous).
+		r.away.Store(true)
+		hb.ambiguous = true
+		hb.replaceAfter = time.Now().Add(time.Second)
 	default:
 		r.log.Warn("the managers chose no replacement replication target; asking again", "bucket", hb.id, "err", err)
 		hb.replaceAfter = time.Now().Add(time.Second)

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/peer"
+	"github.com/quarry-dev/quarry/searchhead"
 )
 
 // TestSearchGovernanceN1N4: the review's N1 (half a million nested ln(,
@@ -51,6 +54,56 @@ func TestSearchGovernanceN1N4(t *testing.T) {
 		t.Fatalf("a normal search afterwards: %d %q %+v", a.Status, a.Error, a.Resp.Results)
 	}
 	t.Logf("a normal search afterwards: %v", a.Elapsed)
+	for _, id := range c.PeerIDs() {
+		if pa := post("http://"+c.Peer(id).Addr(), "* | stats count"); pa.Status != 200 {
+			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)
+		}
+	}
+}
+
+// TestSearchMemoryBudgetCluster (issue 26 item 1, review M1): a search
+// whose held partials pass a role's --search-memory ends with 400
+// limit_exceeded naming the limit — on the search head (every event of a
+// `sort 0`, held for the merge at the end) and on a peer (a group per
+// event of `stats count by _raw`, held until the peer's combined batch) —
+// and each process goes on answering: a normal search right after gets
+// the exact count, from the head and from every peer. The budgets here are
+// small so a few thousand events pass them; the defaults are 512 MiB.
+func TestSearchMemoryBudgetCluster(t *testing.T) {
+	c := Start(t, Options{PeerTweak: func(id string, cfg *peer.Config) { cfg.SearchMemory = 256 << 10 }})
+	raws := searchIngest(t, c, "mem", 4000)
+	sh1 := c.StartSearchHead("sh1", "site1", func(cfg *searchhead.Config) { cfg.SearchMemory = 512 << 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	post := func(url string, q string) SearchAnswer {
+		t.Helper()
+		a, err := SearchHTTP(ctx, url, "", map[string]any{"query": q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, tc := range []struct{ q, where string }{
+		{"* | sort 0 _raw", "held on search head sh1"},
+		{"* | stats count by _raw", "held on peer"},
+	} {
+		a := post(sh1.URL(), tc.q)
+		if a.Status != 400 || a.Code != "limit_exceeded" || !strings.Contains(a.Error, "--search-memory") || !strings.Contains(a.Error, tc.where) {
+			t.Fatalf("%q: %d %s %q, want 400 limit_exceeded naming --search-memory %s", tc.q, a.Status, a.Code, a.Error, tc.where)
+		}
+		t.Logf("%q refused in %v: %s", tc.q, a.Elapsed, a.Error)
+		a = post(sh1.URL(), "* | stats count")
+		if a.Status != 200 || a.Resp.Summary.Partial || fmt.Sprint(a.Resp.Results[0]["count"]) != fmt.Sprint(len(raws)) {
+			t.Fatalf("a normal search afterwards: %d %q %+v", a.Status, a.Error, a.Resp.Results)
+		}
+		t.Logf("a normal search afterwards: %v", a.Elapsed)
+	}
+	// The peer's own POST /v1/search keeps every partial for its merge:
+	// the same budget applies.
+	id := c.PeerIDs()[0]
+	if pa := post("http://"+c.Peer(id).Addr(), "* | sort 0 _raw"); pa.Status != 400 || pa.Code != "limit_exceeded" || !strings.Contains(pa.Error, "--search-memory") {
+		t.Fatalf("peer %s's own search: %d %s %q", id, pa.Status, pa.Code, pa.Error)
+	}
 	for _, id := range c.PeerIDs() {
 		if pa := post("http://"+c.Peer(id).Addr(), "* | stats count"); pa.Status != 200 {
 			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)

@@ -60,7 +60,7 @@ func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Server = p.cfg.ID
-	req.MaxResults = p.cfg.MaxResults
+	req.MaxResults, req.MemoryLimit = p.cfg.MaxResults, p.cfg.SearchMemory
 	if _, err := query.ParsePreference(req.Preference); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_preference", err.Error())
 		return

@@ -64,6 +64,10 @@ type Config struct {
 	SearchTimeout time.Duration
 	MaxResults    int
 	MaxSearches   int
+	// SearchMemory is one search's memory budget on this peer, in bytes
+	// (query.DefaultSearchMemory when 0), for searches from search heads
+	// and POST /v1/search alike (query/memory.go).
+	SearchMemory int64
 	// Searchable: whether the copies this peer creates are searchable
 	// (default true); false keeps journal-only copies (--searchable=false).
 	Searchable    bool
@@ -185,6 +189,9 @@ type Peer struct {
 	searchBuckets   *prometheus.CounterVec
 	searchErrors    *prometheus.CounterVec
 	searchCancelled prometheus.Counter
+	// searchLimitHits: searches over the bus ended by a limit of this
+	// peer, per limit (search_memory).
+	searchLimitHits *prometheus.CounterVec
 	httpSearchSem   chan struct{} // single-peer searches running (httpsearch.go)
 	// sweepStop ends the HEC sweeper (idle channels, unread acks).
 	sweepStop     chan struct{}
@@ -645,10 +652,12 @@ func (p *Peer) registerSearchMetrics(reg prometheus.Registerer) {
 		Help: "Searches answered with an error, by error code."}, []string{"code"})
 	p.searchCancelled = prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_peer_searches_cancelled_total",
 		Help: "Searches stopped because their client (a search head, or an HTTP client) went away or timed out."})
+	p.searchLimitHits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_peer_search_limit_hits_total",
+		Help: "Searches from search heads this peer ended with limit_exceeded, per limit: search_memory (--search-memory)."}, []string{"limit"})
 	for _, o := range []string{"searched", "skipped", "failed", "missing"} {
 		p.searchBuckets.WithLabelValues(o)
 	}
-	reg.MustRegister(p.searches, p.searchSeconds, p.searchBuckets, p.searchErrors, p.searchCancelled)
+	reg.MustRegister(p.searches, p.searchSeconds, p.searchBuckets, p.searchErrors, p.searchCancelled, p.searchLimitHits)
 }
 
 var descReplLag = prometheus.NewDesc("quarry_peer_replication_lag_blocks",

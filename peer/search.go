@@ -190,6 +190,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		s.refuse(ctx, inv, api.SearchCodeBadRequest, err)
 		return
 	}
+	plan.SetMemoryLimit(s.p.cfg.SearchMemory)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
 	// The stream opens and beats before the request resolves its buckets
@@ -455,7 +456,17 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	}
 	st.Scanned.Add(part.Scanned)
 	if comb != nil {
-		comb.add(bucket, part, length)
+		// Held until the worker's combined batch is sent: charged to the
+		// search's memory budget (query/memory.go). Past it the bucket
+		// ends the search with limit_exceeded, as any copy would.
+		est := part.MemoryEstimate()
+		if err := plan.Charge(est, "the partial results held on peer "+s.p.cfg.ID); err != nil {
+			plan.Release(est)
+			s.p.searchLimitHits.WithLabelValues("search_memory").Inc()
+			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error(), Code: api.SearchCodeLimit})
+			return
+		}
+		comb.add(bucket, part, length, est)
 		return
 	}
 	for _, b := range splitPartial(part) {
@@ -501,19 +512,22 @@ type combiner struct {
 	buckets []string
 	parts   []*query.Partial
 	lengths []*api.CopyLength
+	charged int64 // bytes charged to the search's memory budget
 }
 
-func (c *combiner) add(bucket string, p *query.Partial, l *api.CopyLength) {
+func (c *combiner) add(bucket string, p *query.Partial, l *api.CopyLength, charged int64) {
 	c.mu.Lock()
 	c.buckets = append(c.buckets, bucket)
 	c.parts = append(c.parts, p)
 	c.lengths = append(c.lengths, l)
+	c.charged += charged
 	c.mu.Unlock()
 }
 
 // sendCombined sends one batch combining the searched buckets' aggregates,
 // then every collected bucket's marker.
 func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(api.SearchMsg) error) {
+	defer plan.Release(c.charged)
 	st := &s.p.searchStats
 	var searched []string
 	var keep []*query.Partial

@@ -143,17 +143,36 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) (parts []*Partia
 	work := make(chan int)
 	var wg sync.WaitGroup
 	workers := min(runtime.GOMAXPROCS(0), len(segs))
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
 				parts[i], errs[i] = p.RunSegment(ctx, segs[i])
+				if errs[i] != nil {
+					continue
+				}
+				// Every partial is held until the merge: charged to the
+				// search's budget as it is made; past it the rest stop.
+				if err := p.Charge(parts[i].MemoryEstimate(), "the partial results held on peer "+p.server); err != nil {
+					parts[i], errs[i] = nil, err
+					stop()
+				}
 			}
 		}()
 	}
+feed:
 	for i := range segs {
-		work <- i
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			for j := i; j < len(segs); j++ {
+				errs[j] = ctx.Err()
+			}
+			break feed
+		}
 	}
 	close(work)
 	wg.Wait()
@@ -204,6 +223,7 @@ func Search(ctx context.Context, req Request, segs []Segment) (*Response, error)
 	if err != nil {
 		return nil, err
 	}
+	p.SetMemoryLimit(req.MemoryLimit)
 	parts, sum, limitErr := p.RunSegments(ctx, segs)
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -45,6 +45,10 @@ type Plan struct {
 	// are decoded (sortPrune).
 	sortCols bool
 	sortKeep int
+
+	// mem is the search's memory budget in this process (memory.go);
+	// shared by every goroutine running the plan.
+	mem *memBudget
 }
 
 // Warnings are what the last Merge cut to a limit (values() past
@@ -106,7 +110,7 @@ func Compile(req Request) (*Plan, error) {
 		now = time.Now()
 	}
 	p := &Plan{Query: q, filter: compileNode(q.Search), now: now.UTC(), server: req.Server,
-		earliest: math.MinInt64, latest: math.MaxInt64}
+		earliest: math.MinInt64, latest: math.MaxInt64, mem: &memBudget{}}
 	e, l := req.Earliest, req.Latest
 	if q.Earliest != "" {
 		e = q.Earliest

@@ -20,6 +20,9 @@ type Request struct {
 	// says so in the summary's warnings (the caller's limit, never the
 	// request's: a peer's --max-results).
 	MaxResults int `json:"-"`
+	// MemoryLimit is the search's memory budget in bytes (memory.go;
+	// DefaultSearchMemory when 0): the caller's, a peer's --search-memory.
+	MemoryLimit int64 `json:"-"`
 }
 
 // Response is a search answer as SPEC §7 writes it.

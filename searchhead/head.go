@@ -63,6 +63,10 @@ type Config struct {
 	SearchTimeout time.Duration
 	MaxResults    int
 	MaxSearches   int
+	// SearchMemory is one search's memory budget on this head, in bytes
+	// (query.DefaultSearchMemory when 0): the partials it holds for the
+	// merge at the end. Past it the search ends with 400 limit_exceeded.
+	SearchMemory int64
 	// MaxSearchesPerToken caps one token's concurrent searches (default
 	// three quarters of MaxSearches; admit).
 	MaxSearchesPerToken int
@@ -536,6 +540,7 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	if err != nil {
 		return nil, err
 	}
+	plan.SetMemoryLimit(h.cfg.SearchMemory)
 	release, err := h.admit(ctx, queued)
 	if err != nil {
 		return nil, err
@@ -574,6 +579,16 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	pub := h.publisher(req.Publish)
 	rn.onBucket = func(ps []*query.Partial) {
 		if !streamable {
+			// Held until the merge at the end: charged to the search's
+			// memory budget (query/memory.go), which ends the search
+			// with 400 limit_exceeded rather than the head out of memory.
+			for _, pt := range ps {
+				if err := plan.Charge(pt.MemoryEstimate(), "the partial results held on search head "+h.cfg.ID); err != nil && emitErr == nil {
+					h.metrics.limitHit("search_memory")
+					emitErr = limitRefusal(err)
+					cancel()
+				}
+			}
 			parts = append(parts, ps...)
 			return
 		}

@@ -21,6 +21,8 @@ type metrics struct {
 	// (SPEC §5 "Completeness"): each such bucket went to another copy or
 	// made the search partial, never a short answer marked complete.
 	unproven *prometheus.CounterVec
+	// limits counts searches ended by a limit of this head, per limit.
+	limits *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,10 +41,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		partial:  prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_searches_partial_total", Help: "Searches that returned partial results."}),
 		unproven: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_completeness_violations_total",
 			Help: "Bucket answers refused because the copy could not prove it is whole, per reason: short (length differs from the table's), no_length (the marker named none), no_batch (a searched marker without its results), unknown (a bucket no table the head could fetch knows)."}, []string{"reason"}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_limit_hits_total",
+			Help: "Searches this head ended with 400 limit_exceeded, per limit: search_memory (--search-memory)."}, []string{"limit"}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits)
 	return m
 }
+
+func (m *metrics) limitHit(limit string) { m.limits.WithLabelValues(limit).Inc() }
 
 func (m *metrics) observeSummary(s query.Summary) {
 	m.searches.Inc()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/peer"
+	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/urfave/cli/v2"
@@ -63,6 +64,7 @@ func peerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "quarantine-future", Value: 30 * 24 * time.Hour, Usage: "events further ahead than this go to the index's quarantine bucket; 0: never", EnvVars: envVars("quarantine-future")},
 			&cli.DurationFlag{Name: "search-timeout", Value: peer.DefaultSearchTimeout, Usage: "time limit of a search sent to this peer's own POST /v1/search (504 past it)", EnvVars: envVars("search-timeout")},
 			&cli.IntFlag{Name: "max-results", Value: peer.DefaultMaxResults, Usage: "most result rows of a search sent to this peer's own POST /v1/search (a warning says when it cut)", EnvVars: envVars("max-results")},
+			&cli.Int64Flag{Name: "search-memory", Value: query.DefaultSearchMemory, Usage: "one search's memory budget on this peer, in bytes: the partial results it holds before sending or merging them; past it the search ends with limit_exceeded (HTTP 400)", EnvVars: envVars("search-memory")},
 			&cli.IntFlag{Name: "max-searches", Value: peer.DefaultMaxSearches, Usage: "searches this peer's own POST /v1/search runs at once (more get 429 with Retry-After)", EnvVars: envVars("max-searches")},
 			&cli.IntFlag{Name: "max-open-files", Usage: "descriptors kept open for reading bucket files (0: half of RLIMIT_NOFILE, 16 to 4096)", EnvVars: envVars("max-open-files")},
 			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "a HEC request whose Idempotency-Key its token used this recently is answered, not stored again", EnvVars: envVars("idempotency-window")},
@@ -110,6 +112,10 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		NATS:   c.String("nats"), TargetTimeout: c.Duration("target-timeout"), NATSUser: c.String("nats-user"),
 		SearchTimeout: c.Duration("search-timeout"), MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"),
+		SearchMemory: c.Int64("search-memory"),
+	}
+	if cfg.SearchMemory < 1<<20 {
+		return peer.Config{}, fmt.Errorf("peer: --search-memory %d: at least 1 MiB (1048576 bytes)", cfg.SearchMemory)
 	}
 	if cfg.SearchTimeout <= 0 || cfg.MaxResults <= 0 || cfg.MaxSearches <= 0 {
 		return peer.Config{}, fmt.Errorf("peer: --search-timeout %s, --max-results %d, --max-searches %d: each must be positive", cfg.SearchTimeout, cfg.MaxResults, cfg.MaxSearches)

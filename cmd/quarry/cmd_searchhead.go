@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead"
 )
 
@@ -35,6 +36,7 @@ func searchheadCommand() *cli.Command {
 			&cli.DurationFlag{Name: "peer-timeout", Value: searchhead.DefaultPeerTimeout, Usage: "search_peer_timeout: a peer silent this long loses its buckets to other copies", EnvVars: envVars("peer-timeout")},
 			&cli.DurationFlag{Name: "search-timeout", Value: searchhead.DefaultSearchTimeout, Usage: "a search's time limit", EnvVars: envVars("search-timeout")},
 			&cli.IntFlag{Name: "max-results", Value: searchhead.DefaultMaxResults, Usage: "most result rows of one search", EnvVars: envVars("max-results")},
+			&cli.Int64Flag{Name: "search-memory", Value: query.DefaultSearchMemory, Usage: "one search's memory budget on this head, in bytes: the partial results it holds for the merge (sort, dedup, stats, top); past it the search ends with HTTP 400 limit_exceeded", EnvVars: envVars("search-memory")},
 			&cli.IntFlag{Name: "max-searches", Value: searchhead.DefaultMaxSearches, Usage: "concurrent searches; one more waits up to 2s for a slot, then gets HTTP 429 with Retry-After", EnvVars: envVars("max-searches")},
 			&cli.IntFlag{Name: "max-searches-per-token", Usage: "concurrent searches of one token (default: three quarters of --max-searches); more get HTTP 429 with Retry-After", EnvVars: envVars("max-searches-per-token")},
 			&cli.DurationFlag{Name: "splunk-job-ttl", Value: searchhead.DefaultJobTTL, Usage: "Splunk REST API: a finished search job is kept this long after its last read, then cancelled and freed (Splunk's dispatch ttl)", EnvVars: envVars("splunk-job-ttl")},
@@ -84,6 +86,9 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 	if err != nil {
 		return searchhead.Config{}, fmt.Errorf("searchhead: %w", err)
 	}
+	if n := c.Int64("search-memory"); n < 1<<20 {
+		return searchhead.Config{}, fmt.Errorf("searchhead: --search-memory %d: at least 1 MiB (1048576 bytes)", n)
+	}
 	jobs := searchhead.JobLimits{TTL: c.Duration("splunk-job-ttl"), PerToken: c.Int("splunk-max-jobs-per-token"), Total: c.Int("splunk-max-jobs"),
 		JobBytes: c.Int64("splunk-job-max-bytes"), TotalBytes: c.Int64("splunk-jobs-max-bytes")}
 	if jobs.TTL <= 0 || jobs.PerToken <= 0 || jobs.Total <= 0 || jobs.JobBytes <= 0 || jobs.TotalBytes <= 0 {
@@ -95,6 +100,7 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, SubjectPrefix: c.String("subject-prefix"),
 		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
 		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Jobs: jobs,
+		SearchMemory: c.Int64("search-memory"),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/searchhead"
 )
 
@@ -35,5 +36,31 @@ func TestSearchheadJobFlags(t *testing.T) {
 	_, err = runSearchheadFlags(t, "--id", "sh1", "--site", "site1", "--splunk-max-jobs-per-token", "0")
 	if err == nil || !strings.Contains(err.Error(), "--splunk-max-jobs-per-token 0") {
 		t.Fatalf("a limit of 0: %v", err)
+	}
+}
+
+// TestSearchMemoryFlag: --search-memory on a search head and on a peer
+// defaults to query.DefaultSearchMemory, takes its flag and QUARRY_
+// variable, and a budget under 1 MiB is refused with one line naming it.
+func TestSearchMemoryFlag(t *testing.T) {
+	clearSecretEnv(t)
+	cfg, err := runSearchheadFlags(t, "--id", "sh1", "--site", "site1")
+	if err != nil || cfg.SearchMemory != query.DefaultSearchMemory {
+		t.Fatalf("head default: %d, %v", cfg.SearchMemory, err)
+	}
+	t.Setenv("QUARRY_SEARCH_MEMORY", "67108864")
+	if cfg, err = runSearchheadFlags(t, "--id", "sh1", "--site", "site1"); err != nil || cfg.SearchMemory != 64<<20 {
+		t.Fatalf("head from QUARRY_SEARCH_MEMORY: %d, %v", cfg.SearchMemory, err)
+	}
+	if _, err := runSearchheadFlags(t, "--id", "sh1", "--site", "site1", "--search-memory", "1000"); err == nil || !strings.Contains(err.Error(), "--search-memory 1000") {
+		t.Fatalf("head under 1 MiB: %v", err)
+	}
+	base := []string{"--id", "p1", "--data-dir", "/d", "--hec-token", "T"}
+	pc, err := runPeerFlags(t, append(base, "--search-memory", "134217728")...)
+	if err != nil || pc.SearchMemory != 128<<20 {
+		t.Fatalf("peer flag: %d, %v", pc.SearchMemory, err)
+	}
+	if _, err := runPeerFlags(t, append(base, "--search-memory", "0")...); err == nil || !strings.Contains(err.Error(), "--search-memory 0") {
+		t.Fatalf("peer budget 0: %v", err)
 	}
 }

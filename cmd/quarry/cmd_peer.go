@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/peer"
-	"github.com/quarry-dev/quarry/query"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
+	"github.com/quarry-dev/quarry/query"
 	"github.com/urfave/cli/v2"
 )
 

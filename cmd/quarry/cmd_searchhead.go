@@ -101,6 +101,6 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
 		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Jobs: jobs,
 		SearchMemory: c.Int64("search-memory"),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
 	}, nil
 }

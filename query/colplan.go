@@ -399,6 +399,12 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 				return
 			}
 		}
+		if env.err == nil {
+			env.err = x.bigRow(&r, agg)
+		}
+		if env.err != nil {
+			return
+		}
 		if agg != nil {
 			agg.add(&r)
 			scratch = f

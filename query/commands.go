@@ -111,9 +111,18 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) 
 	for _, c := range cmds {
 		if isStreaming(c) {
 			out := rows[:0]
+			_, eval := c.(EvalCmd)
+			_, rex := c.(RexCmd)
 			for i := range rows {
 				if applyStreaming(c, &rows[i], env) {
 					out = append(out, rows[i])
+				}
+				if env.err == nil && (eval || rex) {
+					// Every row is held to the end: one an eval or rex made
+					// large is charged to the budget (segExec.bigRow).
+					if est := rowEstimate(&rows[i]); est > rowAllowance {
+						env.err = p.Charge(est, "rows with large eval or rex values after "+c.Name())
+					}
 				}
 				if env.err != nil {
 					return nil, nil, env.err

@@ -156,7 +156,7 @@ func (p *Plan) RunSegments(ctx context.Context, segs []Segment) (parts []*Partia
 				}
 				// Every partial is held until the merge: charged to the
 				// search's budget as it is made; past it the rest stop.
-				if err := p.Charge(parts[i].MemoryEstimate(), "the partial results held on peer "+p.server); err != nil {
+				if err := p.Charge(parts[i].MemoryEstimate(), p.heldHere()); err != nil {
 					parts[i], errs[i] = nil, err
 					stop()
 				}

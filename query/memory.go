@@ -193,3 +193,26 @@ func (a *aggregator) memoryEstimate() int64 {
 	}
 	return n
 }
+
+// retainsValues reports whether the aggregation may keep a row's values:
+// it groups by fields, or keeps distinct values (dc, values).
+func (a *aggregator) retainsValues() bool {
+	if len(a.keys) > 0 {
+		return true
+	}
+	for _, s := range a.specs {
+		if s.Func == "dc" || s.Func == "values" {
+			return true
+		}
+	}
+	return false
+}
+
+// heldHere names the partials a single-peer search holds, for a budget
+// error.
+func (p *Plan) heldHere() string {
+	if p.server == "" {
+		return "the partial results held by this search"
+	}
+	return "the partial results held on peer " + p.server
+}

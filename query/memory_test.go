@@ -3,8 +3,12 @@ package query
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // memSegments is n events of 200 distinct bytes each, spread over
@@ -98,4 +102,104 @@ func TestChargeRelease(t *testing.T) {
 	if p.MemoryLimit() != DefaultSearchMemory {
 		t.Fatalf("limit %d after SetMemoryLimit(0)", p.MemoryLimit())
 	}
+}
+
+// TestBigRowsCharged: rows an eval blew up (each near 40 KB, far under
+// the 1 MiB value cap) are charged as a bucket makes them when they are
+// kept — as events, or as the values of groups — so the search ends
+// inside the bucket instead of holding gigabytes first; a count over the
+// same rows holds none of them and passes.
+func TestBigRowsCharged(t *testing.T) {
+	segs := memSegments(2000)
+	grow := `index=main | eval x=replace(_raw,"(.+)","$1$1$1$1$1$1$1$1$1$1") | eval y=replace(x,"(.+)","$1$1$1$1$1$1$1$1$1$1") | eval z=y.y `
+	const budget = 16 << 20
+	for _, q := range []string{grow + "| sort 0 _time", grow + "| stats count by z"} {
+		_, err := Search(context.Background(), Request{Query: q, Now: fixedNow, MemoryLimit: budget}, segs)
+		if !IsLimitError(err) || !strings.Contains(err.Error(), "rows with large eval or rex values in bucket") {
+			t.Fatalf("%q: %v, want the budget reached while the bucket's rows were made", q, err)
+		}
+	}
+	// On the head half too: rows made large after the split are held to
+	// the end.
+	post := strings.Replace(grow, "index=main |", "index=main | stats count by _raw |", 1)
+	if _, err := Search(context.Background(), Request{Query: post, Now: fixedNow, MemoryLimit: budget}, segs); !IsLimitError(err) || !strings.Contains(err.Error(), "rows with large eval or rex values after eval") {
+		t.Fatalf("%q: %v, want the budget reached by the head half's rows", post, err)
+	}
+	resp, err := Search(context.Background(), Request{Query: grow + "| stats count", Now: fixedNow, MemoryLimit: budget}, segs)
+	if err != nil || fmt.Sprint(resp.Results[0]["count"]) != "2000" {
+		t.Fatalf("a count of big rows: %v %+v", err, resp)
+	}
+}
+
+// FuzzSearchBudget (issue 26): any query over a fixed 10,000-event set,
+// under a 32 MiB budget and a 2 s time limit, either answers within a
+// bounded cost or fails with an error. It fails when one input holds more
+// than four times the budget (plus 64 MiB for the run itself) of live
+// heap at any moment, or runs past 5 s, and still answers without error —
+// a cost no limit stopped.
+func FuzzSearchBudget(f *testing.F) {
+	for _, q := range []string{
+		"index=main | stats count",
+		"index=main | sort 0 _raw",
+		"index=main | stats count by _raw",
+		"index=main | stats dc(_raw) values(_raw) by user",
+		"index=main | rex \"user=(?<u>\\w+)\" | top limit=0 u",
+		`index=main | eval x=replace(_raw,"(.+)","$1$1$1$1$1$1$1$1$1$1") | eval y=replace(x,"(.+)","$1$1$1$1$1$1$1$1$1$1") | sort 0 y`,
+		`index=main | eval x=replace(_raw,"(.+)","$1$1$1$1$1$1$1$1$1$1") | eval y=replace(x,"(.+)","$1$1$1$1$1$1$1$1$1$1") | stats count by y`,
+		"index=main | dedup _raw | table _raw",
+		"index=main | timechart span=1s count by user",
+		`index=main | stats count by _raw | eval x=replace(_raw,"(.+)","$1$1$1$1$1$1$1$1$1$1") | eval y=replace(x,"(.+)","$1$1$1$1$1$1$1$1$1$1")`,
+	} {
+		f.Add(q)
+	}
+	segs := memSegments(10000)
+	const budget = 32 << 20
+	f.Fuzz(func(t *testing.T, q string) {
+		if _, err := Parse(q); err != nil {
+			return
+		}
+		runtime.GC()
+		base := heapLive()
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if h := heapLive(); h > peak.Load() {
+					peak.Store(h)
+				}
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		start := time.Now()
+		_, err := Search(ctx, Request{Query: q, Now: fixedNow, MemoryLimit: budget}, segs)
+		took := time.Since(start)
+		cancel()
+		close(stop)
+		<-sampled
+		if err != nil {
+			return
+		}
+		if took > 5*time.Second {
+			t.Fatalf("%q answered after %v without an error: past its 2 s limit", q, took)
+		}
+		if grew := int64(peak.Load()) - int64(base); grew > 4*budget+64<<20 {
+			t.Fatalf("%q answered without an error while holding %d MiB more live heap, over 4 × its %d MiB budget", q, grew>>20, budget>>20)
+		}
+	})
+}
+
+// heapLive is the heap's bytes in live and not yet swept objects.
+func heapLive() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

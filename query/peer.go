@@ -104,6 +104,9 @@ type segExec struct {
 	cache map[string]bset
 	ts    []int64
 	scope bset // the events in the search's time range
+	// held is what rows made large by the streaming commands charged to
+	// the search's memory budget (bigRow); released when the bucket ends.
+	held int64
 }
 
 var presenceCache sync.Map // presenceKey -> *roaring.Bitmap
@@ -442,6 +445,7 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		return part, nil
 	}
 	x := &segExec{p: p, seg: seg, n: n, idx: map[string]bool{}, cache: map[string]bset{}}
+	defer func() { p.Release(x.held) }()
 	for _, f := range seg.IndexedFields() {
 		x.idx[f] = true
 	}
@@ -614,6 +618,9 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 					return true
 				}
 			}
+			if ferr = x.bigRow(&r, agg); ferr != nil {
+				return false
+			}
 			if agg != nil {
 				agg.add(&r)
 			} else {
@@ -632,6 +639,30 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 		agg.addCount(nil, counted)
 	}
 	return nil
+}
+
+// rowAllowance is what a row may hold before bigRow charges it.
+const rowAllowance = 16 << 10
+
+// bigRow charges a row that the streaming commands (eval, rex) made larger
+// than rowAllowance to the search's memory budget: each value is capped
+// at MaxValueBytes, but a bucket of rows each near that cap would hold
+// gigabytes before any partial is charged (review N4's shape, one level
+// below the value cap). Ordinary rows are not measured: without an eval
+// or rex a row is an event, and an event is at most 1 MiB on disk too.
+//
+// A row an aggregation only counts or sums is not held; one it groups by,
+// or keeps distinct values of, may be (charged as if it were).
+func (x *segExec) bigRow(r *Row, agg *aggregator) error {
+	if !x.p.growsValues || agg != nil && !agg.retainsValues() {
+		return nil
+	}
+	est := rowEstimate(r)
+	if est <= rowAllowance {
+		return nil
+	}
+	x.held += est
+	return x.p.Charge(est, "rows with large eval or rex values in bucket "+x.seg.BucketID())
 }
 
 // timeLimit reports a head/tail split whose streaming prefix keeps every row.

@@ -46,6 +46,9 @@ type Plan struct {
 	sortCols bool
 	sortKeep int
 
+	// growsValues: the streaming prefix has an eval or rex, which can
+	// make a row larger than its event (segExec.bigRow).
+	growsValues bool
 	// mem is the search's memory budget in this process (memory.go);
 	// shared by every goroutine running the plan.
 	mem *memBudget
@@ -165,6 +168,12 @@ func Compile(req Request) (*Plan, error) {
 		// change nothing it sees: dropped, the aggregation runs as if
 		// nothing came before it (postings, columns by id).
 		p.pre = nil
+	}
+	for _, c := range p.pre {
+		switch c.(type) {
+		case EvalCmd, RexCmd:
+			p.growsValues = true
+		}
 	}
 	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
 	if d, ok := p.split.(DedupCmd); ok && len(p.pre) == 0 {

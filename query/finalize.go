@@ -1,7 +1,9 @@
 package query
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -220,7 +222,35 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 			series = append(series, aggName(sp))
 		}
 	}
+	var other map[string]bool // series merged into tc.OtherStr
+	if tc.By != "" && tc.Limit > 0 && len(series) > tc.Limit {
+		series, other = tc.topSeries(series, a.groups)
+		if !tc.UseOther {
+			other = nil
+		}
+	}
 	cols := append([]string{"_time"}, series...)
+	if len(other) > 0 {
+		cols = append(cols, tc.OtherStr)
+	}
+	otherCell := func(t int64) any {
+		var st *aggState
+		for _, s := range slices.Sorted(maps.Keys(other)) {
+			if g := cells[cell{t, s}]; g != nil {
+				if st == nil {
+					st = &aggState{}
+				}
+				st.merge(g.States[0])
+			}
+		}
+		if st != nil {
+			return st.final(&tc.Aggs[0])
+		}
+		if f := tc.Aggs[0].Func; f == "count" || f == "dc" {
+			return int64(0)
+		}
+		return nil
+	}
 	var rows []Row
 	if first > last || (last-first)/tc.Span > 100000 {
 		return rows, cols
@@ -251,7 +281,59 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 				f[s] = v
 			}
 		}
+		if len(other) > 0 {
+			if v := otherCell(t); v != nil {
+				f[tc.OtherStr] = v
+			}
+		}
 		rows = append(rows, Row{T: t, F: f})
 	}
 	return rows, cols
+}
+
+// topSeries keeps the tc.Limit series of the highest sum of values over
+// every time bucket (ties by series order; Splunk's limit=topN) and
+// returns them in series order, with the others.
+func (tc TimechartCmd) topSeries(series []string, groups map[string]*group) ([]string, map[string]bool) {
+	score := map[string]float64{}
+	for _, g := range groups {
+		if f, ok := toFloat(g.States[0].final(&tc.Aggs[0])); ok {
+			score[g.Key[1]] += f
+		}
+	}
+	ranked := slices.Clone(series)
+	sort.SliceStable(ranked, func(i, j int) bool { return score[ranked[i]] > score[ranked[j]] })
+	keep := map[string]bool{}
+	for _, s := range ranked[:tc.Limit] {
+		keep[s] = true
+	}
+	var kept []string
+	other := map[string]bool{}
+	for _, s := range series {
+		if keep[s] {
+			kept = append(kept, s)
+		} else {
+			other[s] = true
+		}
+	}
+	return kept, other
+}
+
+// toFloat is an aggregate's value as a number, when it is one.
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case string:
+		return parseNum(x)
+	case []string:
+		if len(x) == 1 {
+			return parseNum(x[0])
+		}
+	case Time:
+		return float64(x) / 1e9, true
+	}
+	return 0, false
 }

@@ -117,6 +117,13 @@ type (
 		Span int64
 		Aggs []AggSpec
 		By   string
+		// Limit, UseOther, OtherStr: with a split field, the Limit series
+		// of the highest sum of values are shown (0: all), and the rest
+		// merged into one series named OtherStr when UseOther — Splunk's
+		// limit=10 useother=t otherstr=OTHER.
+		Limit    int
+		UseOther bool
+		OtherStr string
 	}
 	// TopCmd is top (or rare with Rare set).
 	TopCmd struct {

@@ -282,19 +282,12 @@ func parseStatsCmd(a *argParser, rest string, restPos int) (Command, error) {
 	return c, nil
 }
 
-// parseTimechartCmd: timechart [span=…] agg… [by field].
+// parseTimechartCmd: timechart [options] agg… [by field [options]], the
+// options span=, limit=, useother=, otherstr=.
 func parseTimechartCmd(a *argParser, rest string, restPos int) (Command, error) {
-	c := TimechartCmd{Span: int64(60 * 60 * 1e9)}
-	for {
-		if _, v, ok := a.option("span"); ok {
-			sp, err := parseSpan(v.text)
-			if err != nil {
-				return nil, a.errAt(v, "a span like 1h, 5m, 30s or 1d")
-			}
-			c.Span = sp
-			continue
-		}
-		break
+	c := TimechartCmd{Span: int64(60 * 60 * 1e9), Limit: 10, UseOther: true, OtherStr: "OTHER"}
+	if err := c.options(a); err != nil {
+		return nil, err
 	}
 	aggs, err := a.aggList(true)
 	if err != nil {
@@ -311,11 +304,52 @@ func parseTimechartCmd(a *argParser, rest string, restPos int) (Command, error) 
 		if len(c.Aggs) > 1 {
 			return nil, a.errAt(a.peekTok(), "a single aggregate when timechart splits by a field")
 		}
+		// Splunk takes the series options after the split field too
+		// (… by host limit=0 useother=f).
+		if err := c.options(a); err != nil {
+			return nil, err
+		}
 	}
 	if !a.done() {
 		return nil, a.errAt(a.peekTok(), `"by" or the end of the command`)
 	}
 	return c, nil
+}
+
+// options reads timechart's name=value options: span, limit, useother,
+// otherstr.
+func (c *TimechartCmd) options(a *argParser) error {
+	for {
+		n, v, ok := a.option("span", "limit", "useother", "otherstr")
+		if !ok {
+			return nil
+		}
+		switch n {
+		case "span":
+			sp, err := parseSpan(v.text)
+			if err != nil {
+				return a.errAt(v, "a span like 1h, 5m, 30s or 1d")
+			}
+			c.Span = sp
+		case "limit":
+			l, err := a.intVal(v, "a number after limit=")
+			if err != nil {
+				return err
+			}
+			c.Limit = l
+		case "useother":
+			b, ok := boolVal(v.text)
+			if !ok {
+				return a.errAt(v, "true or false")
+			}
+			c.UseOther = b
+		case "otherstr":
+			if v.text == "" {
+				return a.errAt(v, "a series name after otherstr=")
+			}
+			c.OtherStr = v.text
+		}
+	}
 }
 
 // parseTopCmd: top|rare [options] field… [by field…].

@@ -256,6 +256,33 @@ func timechart(x query.TimechartCmd, rows []query.Row, lo, hi int64) []query.Row
 		names = append(names, s)
 	}
 	sort.Slice(names, func(i, j int) bool { return keyLess([]string{names[i]}, []string{names[j]}) })
+	// limit: the series of the highest sum of values over every time
+	// bucket (ties in name order); the rest are OTHER, aggregated over
+	// their rows together, when useother.
+	var others []string
+	if x.By != "" && x.Limit > 0 && len(names) > x.Limit {
+		score := map[string]float64{}
+		for _, g := range cells {
+			if f, ok := number(aggregate(x.Aggs[0], g.rows)); ok {
+				score[g.key[1]] += f
+			}
+		}
+		ranked := append([]string(nil), names...)
+		sort.SliceStable(ranked, func(i, j int) bool { return score[ranked[i]] > score[ranked[j]] })
+		keep := map[string]bool{}
+		for _, s := range ranked[:x.Limit] {
+			keep[s] = true
+		}
+		var kept []string
+		for _, s := range names {
+			if keep[s] {
+				kept = append(kept, s)
+			} else if x.UseOther {
+				others = append(others, s)
+			}
+		}
+		names = kept
+	}
 	cell := func(a query.AggSpec, key string) any {
 		if g := cells[key]; g != nil {
 			return aggregate(a, g.rows)
@@ -279,6 +306,22 @@ func timechart(x query.TimechartCmd, rows []query.Row, lo, hi int64) []query.Row
 			for _, s := range names {
 				if v := cell(x.Aggs[0], ts+"\x01"+s); v != nil {
 					f[s] = v
+				}
+			}
+			if len(others) > 0 {
+				var rs []*query.Row
+				for _, s := range others {
+					if g := cells[ts+"\x01"+s]; g != nil {
+						rs = append(rs, g.rows...)
+					}
+				}
+				switch {
+				case len(rs) > 0:
+					if v := aggregate(x.Aggs[0], rs); v != nil {
+						f[x.OtherStr] = v
+					}
+				case x.Aggs[0].Func == "count" || x.Aggs[0].Func == "dc":
+					f[x.OtherStr] = int64(0)
 				}
 			}
 		}

@@ -286,3 +286,99 @@ func TestBrowserResultsStreamIn(t *testing.T) {
 		return nil
 	})
 }
+
+// A timechart of many series stays readable (issue 29 item 5): its
+// columns are stacked (each span one column whose segments add up to the
+// span's total), no two series share a colour, the default limit=10 folds
+// the rest into OTHER, and a click on a legend item hides that series and
+// a second click shows it again.
+func TestBrowserTimechartManySeries(t *testing.T) {
+	s := startStack(t)
+	ctx := browsertest.New(t, 60*time.Second)
+	base := `index=main | rex "item/(?<item>\d+)" | eval it="i".(item % 15) | timechart span=10m count by it`
+	type seg struct {
+		Series string  `json:"series"`
+		Key    string  `json:"key"`
+		Value  float64 `json:"value"`
+		Height float64 `json:"height"`
+		Fill   string  `json:"fill"`
+	}
+	bars := func(want int) []seg {
+		var out []seg
+		browsertest.Poll(t, 10*time.Second, func() error {
+			if err := browsertest.Eval(ctx, `Array.from(document.querySelectorAll("#chart-svg rect.bar")).map(r => ({series: r.dataset.series, key: r.dataset.key, value: +r.dataset.value, height: +r.getAttribute("height"), fill: r.getAttribute("fill")}))`, &out); err != nil {
+				return err
+			}
+			series := map[string]bool{}
+			for _, b := range out {
+				series[b.Series] = true
+			}
+			if len(series) != want {
+				return fmt.Errorf("%d series drawn, want %d", len(series), want)
+			}
+			return nil
+		})
+		return out
+	}
+	open(t, ctx, s, base+" limit=0")
+	waitDone(t, ctx)
+	all := bars(15)
+	var stacked string
+	browsertest.Eval(ctx, `document.getElementById("chart-svg").dataset.stacked`, &stacked)
+	if stacked != "true" {
+		t.Fatalf("a 15-series timechart is not stacked (data-stacked %q)", stacked)
+	}
+	fills := map[string]string{}
+	total := map[string]float64{}
+	for _, b := range all {
+		if f, ok := fills[b.Series]; ok && f != b.Fill {
+			t.Fatalf("series %s drawn in two colours", b.Series)
+		}
+		fills[b.Series] = b.Fill
+		total[b.Key] += b.Value
+	}
+	seen := map[string]string{}
+	for sr, f := range fills {
+		if other, dup := seen[f]; dup {
+			t.Fatalf("series %s and %s share the colour %s", sr, other, f)
+		}
+		seen[f] = sr
+	}
+	var events float64
+	for _, n := range total {
+		events += n
+	}
+	want := 0
+	for _, sc := range statusCounts {
+		want += sc.N
+	}
+	if int(events) != want {
+		t.Fatalf("the stacked segments add up to %v events, want %d", events, want)
+	}
+	browsertest.Screenshot(t, ctx, "search-timechart-stacked.png")
+
+	// Legend toggle: i0 off, then on again.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.legend-item[data-series="i0"]`))); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bars(14) {
+		if b.Series == "i0" {
+			t.Fatal("series i0 still drawn after its legend item was clicked")
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.legend-item[data-series="i0"]`))); err != nil {
+		t.Fatal(err)
+	}
+	bars(15)
+
+	// The default limit: ten series and OTHER.
+	open(t, ctx, s, base)
+	waitDone(t, ctx)
+	other := false
+	for _, b := range bars(11) {
+		other = other || b.Series == "OTHER"
+	}
+	if !other {
+		t.Fatal("no OTHER series under the default limit=10")
+	}
+}

@@ -8,11 +8,19 @@
   const SVGNS = "http://www.w3.org/2000/svg";
   const PAGE = 100; // events or rows shown per "show more"
   const HIDDEN_FIELDS = new Set(["_raw", "_time", "_bkt", "_cd", "_si", "_serial"]);
-  const COLORS = ["#4f86d9", "#e8833a", "#3aa55d", "#c9453c", "#8c63c9", "#8a6d3b", "#d16bb4", "#6b7280", "#b8b32e", "#2eb8b3"];
+  const COLORS = ["#4f86d9", "#e8833a", "#3aa55d", "#c9453c", "#8c63c9", "#8a6d3b", "#d16bb4", "#6b7280", "#b8b32e", "#2eb8b3",
+    "#1f4e99", "#a8501a", "#1d6b38", "#8a241e", "#5a3a8f", "#d4a93a", "#9c3b80", "#374151", "#6d9c1f", "#137c78"];
+  // color(j): the palette, then hues a golden angle apart, so no two of a
+  // chart's series share a colour however many there are.
+  function color(j) {
+    if (j < COLORS.length) return COLORS[j];
+    return `hsl(${Math.round((j * 137.508) % 360)} 62% ${j % 2 ? 38 : 54}%)`;
+  }
 
   const S = {
     results: [], summary: null, columns: [], kind: null, shown: PAGE, rowsShown: PAGE,
     query: "", ctrl: null, started: 0, firstAt: 0, range: null, dirty: false, tab: null, userTab: false,
+    hidden: new Set(), // chart series the legend turned off
   };
 
   function el(tag, attrs, ...kids) {
@@ -104,7 +112,7 @@
     saveURL();
     const now = Date.now();
     const range = rangeOf(now);
-    Object.assign(S, { query: q, results: [], summary: null, columns: [], kind: null, shown: PAGE, rowsShown: PAGE, started: performance.now(), firstAt: 0, range, userTab: false });
+    Object.assign(S, { query: q, results: [], summary: null, columns: [], kind: null, shown: PAGE, rowsShown: PAGE, started: performance.now(), firstAt: 0, range, userTab: false, hidden: new Set() });
     $("error").hidden = true;
     $("summary").replaceChildren();
     const body = { query: q, allow_partial: $("allow-partial").checked };
@@ -409,13 +417,22 @@
     const spec = chartSpec();
     const box = $("chart");
     if (!spec) { box.replaceChildren(el("p", { class: "hint", text: "no chart for these results (a timechart or stats … by draws one)" })); return; }
-    const rows = S.results, n = rows.length, k = spec.series.length;
+    const rows = S.results, n = rows.length;
+    // Series the legend turned off are left out (S.hidden, by name); a
+    // timechart of more than one series stacks its columns, so each span
+    // stays one readable column whatever the number of series.
+    const shown = spec.series.filter((s) => !S.hidden.has(s));
+    const k = shown.length, stacked = spec.kind === "time" && k > 1;
     const W = Math.max(480, box.clientWidth - 8), H = 340, left = 56, right = 12, top = 12, bottom = 90;
     let max = 0;
-    for (const r of rows) for (const s of spec.series) max = Math.max(max, Number(r[s] || 0));
+    for (const r of rows) {
+      let sum = 0;
+      for (const s of shown) { const v = Number(r[s] || 0); sum += v; max = Math.max(max, v); }
+      if (stacked) max = Math.max(max, sum);
+    }
     const ymax = niceMax(max);
-    const plotH = H - top - bottom, slot = (W - left - right) / n, bw = Math.max(1, (slot * 0.8) / k);
-    const g = svg("svg", { width: W, height: H, id: "chart-svg", "data-kind": spec.kind, "data-ymax": ymax, "data-plot-height": plotH });
+    const plotH = H - top - bottom, slot = (W - left - right) / n, bw = stacked ? Math.max(1, slot * 0.8) : Math.max(1, (slot * 0.8) / Math.max(1, k));
+    const g = svg("svg", { width: W, height: H, id: "chart-svg", "data-kind": spec.kind, "data-ymax": ymax, "data-plot-height": plotH, "data-stacked": stacked });
     for (let i = 0; i <= 4; i++) {
       const y = top + plotH - (i / 4) * plotH;
       g.append(svg("line", { x1: left, x2: W - right, y1: y, y2: y, stroke: "#e3e6ec" }),
@@ -423,11 +440,14 @@
     }
     const every = Math.ceil(n / Math.max(1, Math.floor((W - left) / 90)));
     rows.forEach((r, i) => {
-      spec.series.forEach((s, j) => {
+      let base = 0; // stacked: the height already drawn in this column
+      shown.forEach((s, j) => {
         const v = Number(r[s] || 0);
         const h = (v / ymax) * plotH;
-        g.append(svg("rect", { class: "bar", x: left + i * slot + slot * 0.1 + j * bw, y: top + plotH - h, width: bw, height: h, fill: COLORS[j % COLORS.length],
+        const x = left + i * slot + slot * 0.1 + (stacked ? 0 : j * bw);
+        g.append(svg("rect", { class: "bar", x, y: top + plotH - base - h, width: bw, height: h, fill: color(spec.series.indexOf(s)),
           "data-series": s, "data-key": spec.keys[i], "data-value": v }, svg("title", {}, `${spec.labels[i]} — ${s}: ${v}`)));
+        if (stacked) base += h;
       });
       if (i % every === 0) {
         const x = left + i * slot + slot / 2;
@@ -435,7 +455,16 @@
       }
     });
     g.append(svg("line", { x1: left, x2: W - right, y1: top + plotH, y2: top + plotH, stroke: "#3b4352" }));
-    const legend = el("div", { class: "legend" }, ...spec.series.map((s, j) => el("span", {}, el("i", { style: "background:" + COLORS[j % COLORS.length] }), s)));
+    // The legend toggles a series on and off (click); a hidden one is
+    // struck through and keeps its colour.
+    const legend = el("div", { class: "legend" }, ...spec.series.map((s, j) => {
+      const item = el("span", { class: S.hidden.has(s) ? "legend-item off" : "legend-item", "data-series": s, title: "show or hide " + s, role: "button", tabindex: "0" },
+        el("i", { style: "background:" + color(j) }), s);
+      const toggle = () => { if (S.hidden.has(s)) S.hidden.delete(s); else S.hidden.add(s); renderChart(); };
+      item.addEventListener("click", toggle);
+      item.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } });
+      return item;
+    }));
     box.replaceChildren(g, legend);
   }
 

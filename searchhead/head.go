@@ -570,66 +570,20 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	// Streaming output: a pure event search releases each bucket's events
 	// once its marker arrived; anything else is merged at the end.
-	streamable := emit != nil && plan.Streamable()
-	var parts []*query.Partial
-	var streamCols []string // a streamed | table's columns, for the summary line
-	emitted := 0
-	var emitErr error
-	limitHit := false
-	pub := h.publisher(req.Publish)
-	rn.onBucket = func(ps []*query.Partial) {
-		if !streamable {
-			// Held until the merge at the end: charged to the search's
-			// memory budget (query/memory.go), which ends the search
-			// with 400 limit_exceeded rather than the head out of memory.
-			for _, pt := range ps {
-				if err := plan.Charge(pt.MemoryEstimate(), "the partial results held on search head "+h.cfg.ID); err != nil && emitErr == nil {
-					h.metrics.limitHit("search_memory")
-					emitErr = limitRefusal(err)
-					cancel()
-				}
-			}
-			parts = append(parts, ps...)
-			return
-		}
-		rows, cols, err := plan.Merge(ps)
-		if err != nil {
-			emitErr = limitRefusal(err)
-			cancel()
-			return
-		}
-		lineFields := eventFields
-		if cols != nil { // | table, | fields: the columns asked for
-			streamCols, lineFields = cols, cols
-		}
-		res := query.Results(rows)
-		if room := h.cfg.MaxResults - emitted; len(res) > room {
-			res, limitHit = res[:room], true
-		}
-		emitted += len(res)
-		if len(res) > 0 && emitErr == nil {
-			if err := emit(res, lineFields); err != nil {
-				emitErr = err
-				cancel()
-				return
-			}
-			pub.rows(res)
-		}
-		if limitHit {
-			cancel()
-		}
-	}
+	out := &outcome{h: h, plan: plan, emit: emit, cancel: cancel, pub: h.publisher(req.Publish),
+		streamable: emit != nil && plan.Streamable()}
+	rn.onBucket = out.take
 	err = rn.dispatchFirst()
 	if err == nil {
 		err = rn.collect()
 	}
 	rn.closeStreams(errors.New("search finished"))
 	h.metrics.observeScanned(rn.scanned)
-	if emitErr != nil {
+	if out.err != nil {
 		h.metrics.cancelled.Inc()
-		return nil, emitErr
+		return nil, out.err
 	}
-	if err != nil && !limitHit {
+	if err != nil && !out.limitHit {
 		h.metrics.cancelled.Inc()
 		return nil, h.runError(ctx, err)
 	}
@@ -642,17 +596,18 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 		return nil, err
 	}
 	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
-	if streamable && streamCols != nil {
-		resp.Fields, resp.StreamedColumns = streamCols, true
+	if out.streamable && out.streamCols != nil {
+		resp.Fields, resp.StreamedColumns = out.streamCols, true
 	}
-	if !streamable {
-		cut, err := h.mergeAtEnd(plan, parts, resp, &sum, emit, pub)
+	pub := out.pub
+	if !out.streamable {
+		cut, err := h.mergeAtEnd(plan, out.parts, resp, &sum, emit, pub)
 		if err != nil {
 			return nil, err
 		}
-		limitHit = limitHit || cut
+		out.limitHit = out.limitHit || cut
 	}
-	if limitHit {
+	if out.limitHit {
 		sum.Warnings = append(sum.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", h.cfg.MaxResults))
 	}
 	if w := pub.warning(); w != "" {
@@ -663,6 +618,68 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	pub.summary(sum)
 	h.metrics.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
+}
+
+// outcome collects a search's bucket results as they arrive (run
+// onBucket): a streamable search's rows are emitted at once, up to
+// MaxResults; any other search's partials are held for the merge at the
+// end, charged to the search's memory budget.
+type outcome struct {
+	h          *Head
+	plan       *query.Plan
+	emit       func(rows []map[string]any, fields []string) error
+	cancel     context.CancelFunc
+	pub        *publisher
+	streamable bool
+
+	parts      []*query.Partial
+	streamCols []string // a streamed | table's columns, for the summary line
+	emitted    int
+	err        error // ends the search (a limit, or the client gone)
+	limitHit   bool  // MaxResults cut the rows
+}
+
+func (o *outcome) take(ps []*query.Partial) {
+	if !o.streamable {
+		// Held until the merge at the end: charged to the search's
+		// memory budget (query/memory.go), which ends the search with
+		// 400 limit_exceeded rather than the head out of memory.
+		for _, pt := range ps {
+			if err := o.plan.Charge(pt.MemoryEstimate(), "the partial results held on search head "+o.h.cfg.ID); err != nil && o.err == nil {
+				o.h.metrics.limitHit("search_memory")
+				o.err = limitRefusal(err)
+				o.cancel()
+			}
+		}
+		o.parts = append(o.parts, ps...)
+		return
+	}
+	rows, cols, err := o.plan.Merge(ps)
+	if err != nil {
+		o.err = limitRefusal(err)
+		o.cancel()
+		return
+	}
+	lineFields := eventFields
+	if cols != nil { // | table, | fields: the columns asked for
+		o.streamCols, lineFields = cols, cols
+	}
+	res := query.Results(rows)
+	if room := o.h.cfg.MaxResults - o.emitted; len(res) > room {
+		res, o.limitHit = res[:room], true
+	}
+	o.emitted += len(res)
+	if len(res) > 0 && o.err == nil {
+		if err := o.emit(res, lineFields); err != nil {
+			o.err = err
+			o.cancel()
+			return
+		}
+		o.pub.rows(res)
+	}
+	if o.limitHit {
+		o.cancel()
+	}
 }
 
 // queuedSearch is a search that waits for a slot (a job) and says when it

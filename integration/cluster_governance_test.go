@@ -70,7 +70,7 @@ func TestSearchGovernanceN1N4(t *testing.T) {
 // the exact count, from the head and from every peer. The budgets here are
 // small so a few thousand events pass them; the defaults are 512 MiB.
 func TestSearchMemoryBudgetCluster(t *testing.T) {
-	c := Start(t, Options{PeerTweak: func(id string, cfg *peer.Config) { cfg.SearchMemory = 256 << 10 }})
+	c := Start(t, Options{PeerTweak: func(id string, cfg *peer.Config) { cfg.SearchMemory = 32 << 10 }})
 	raws := searchIngest(t, c, "mem", 4000)
 	sh1 := c.StartSearchHead("sh1", "site1", func(cfg *searchhead.Config) { cfg.SearchMemory = 512 << 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

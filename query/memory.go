@@ -73,8 +73,8 @@ func (p *Plan) Charge(n int64, where string) error {
 		}
 	}
 	if limit := p.MemoryLimit(); used > limit {
-		return fmt.Errorf("%w: %s would hold about %d MiB for this search, over its memory budget of %d MiB (--search-memory); narrow the search (fewer events, fewer groups, a head or a limit) or raise the budget",
-			ErrLimit, where, (used+(1<<20)-1)>>20, limit>>20)
+		return fmt.Errorf("%w: %s would hold about %s for this search, over its memory budget of %s (--search-memory); narrow the search (fewer events, fewer groups, a head or a limit) or raise the budget",
+			ErrLimit, where, sizeText(used), sizeText(limit))
 	}
 	return nil
 }
@@ -215,4 +215,12 @@ func (p *Plan) heldHere() string {
 		return "the partial results held by this search"
 	}
 	return "the partial results held on peer " + p.server
+}
+
+// sizeText is n bytes in MiB, or KiB under one MiB.
+func sizeText(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", (n+1023)>>10)
+	}
+	return fmt.Sprintf("%d MiB", (n+(1<<20)-1)>>20)
 }

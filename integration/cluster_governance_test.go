@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,20 +85,37 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 		}
 		return a
 	}
+	rssBefore := vmRSS()
 	for _, tc := range []struct{ q, where string }{
 		{"* | sort 0 _raw", "held on search head sh1"},
 		{"* | stats count by _raw", "held on peer"},
 	} {
+		// A normal search runs at the same time as the refused one.
+		normal := make(chan SearchAnswer, 1)
+		go func() {
+			a, err := SearchHTTP(ctx, sh1.URL(), "", map[string]any{"query": "* | stats count"})
+			if err != nil {
+				a.Status, a.Error = 0, err.Error()
+			}
+			normal <- a
+		}()
 		a := post(sh1.URL(), tc.q)
 		if a.Status != 400 || a.Code != "limit_exceeded" || !strings.Contains(a.Error, "--search-memory") || !strings.Contains(a.Error, tc.where) {
 			t.Fatalf("%q: %d %s %q, want 400 limit_exceeded naming --search-memory %s", tc.q, a.Status, a.Code, a.Error, tc.where)
 		}
 		t.Logf("%q refused in %v: %s", tc.q, a.Elapsed, a.Error)
-		a = post(sh1.URL(), "* | stats count")
+		a = <-normal
 		if a.Status != 200 || a.Resp.Summary.Partial || fmt.Sprint(a.Resp.Results[0]["count"]) != fmt.Sprint(len(raws)) {
-			t.Fatalf("a normal search afterwards: %d %q %+v", a.Status, a.Error, a.Resp.Results)
+			t.Fatalf("a normal search at the same time: %d %q %+v", a.Status, a.Error, a.Resp.Results)
 		}
-		t.Logf("a normal search afterwards: %v", a.Elapsed)
+		t.Logf("a normal search at the same time: %v", a.Elapsed)
+	}
+	// Every process of the cluster runs in this test process: its resident
+	// memory grew by less than the budgets' order of magnitude allows.
+	if grew := vmRSS() - rssBefore; grew > 256<<20 {
+		t.Fatalf("resident memory grew %d MiB over the refused searches", grew>>20)
+	} else {
+		t.Logf("resident memory grew %d KiB over the refused searches", grew>>10)
 	}
 	// The peer's own POST /v1/search keeps every partial for its merge:
 	// the same budget applies.
@@ -109,4 +128,19 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)
 		}
 	}
+}
+
+// vmRSS is this process's resident memory in bytes (0 where /proc is not).
+func vmRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
 }

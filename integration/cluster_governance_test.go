@@ -27,14 +27,7 @@ func TestSearchGovernanceN1N4(t *testing.T) {
 	sh1 := c.StartSearchHead("sh1", "site1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	post := func(url string, q string) SearchAnswer {
-		t.Helper()
-		a, err := SearchHTTP(ctx, url, "", map[string]any{"query": q})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	post := func(url, q string) SearchAnswer { return mustSearch(t, ctx, url, q) }
 	n := 500000
 	n1 := "* | eval x=" + strings.Repeat("ln(", n) + "1" + strings.Repeat(")", n)
 	if a := post(sh1.URL(), n1); a.Status != 400 || a.Code != "bad_query" || !strings.Contains(a.Error, "column 262145") {
@@ -77,14 +70,7 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 	sh1 := c.StartSearchHead("sh1", "site1", func(cfg *searchhead.Config) { cfg.SearchMemory = 512 << 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	post := func(url string, q string) SearchAnswer {
-		t.Helper()
-		a, err := SearchHTTP(ctx, url, "", map[string]any{"query": q})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	post := func(url, q string) SearchAnswer { return mustSearch(t, ctx, url, q) }
 	rssBefore := vmRSS()
 	for _, tc := range []struct{ q, where string }{
 		{"* | sort 0 _raw", "held on search head sh1"},
@@ -143,4 +129,14 @@ func vmRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// mustSearch posts query q to a search head's or a peer's /v1/search.
+func mustSearch(t *testing.T, ctx context.Context, url, q string) SearchAnswer {
+	t.Helper()
+	a, err := SearchHTTP(ctx, url, "", map[string]any{"query": q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -96,6 +96,9 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 		}
 		t.Logf("a normal search at the same time: %v", a.Elapsed)
 	}
+	if sum, by := c.peerMetric(t, `quarry_peer_search_limit_hits_total{limit="search_memory"}`); sum < 1 {
+		t.Fatalf("no peer counted its search_memory refusal: %v", by)
+	}
 	// Every process of the cluster runs in this test process: its resident
 	// memory grew by less than the budgets' order of magnitude allows.
 	if grew := vmRSS() - rssBefore; grew > 256<<20 {

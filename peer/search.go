@@ -449,6 +449,7 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 			m := api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error()}
 			if query.IsLimitError(err) {
 				m.Code = api.SearchCodeLimit
+				s.p.searchLimitHits.WithLabelValues(query.LimitName(err)).Inc()
 			}
 			_ = send(m)
 		}

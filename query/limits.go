@@ -49,12 +49,32 @@ var ErrLimit = errors.New("search limit reached")
 // IsLimitError reports whether err is a search ended by a limit.
 func IsLimitError(err error) bool { return errors.Is(err, ErrLimit) }
 
+// limitError names the limit an ErrLimit error reached (LimitName).
+type limitError struct {
+	name string
+	err  error // wraps ErrLimit
+}
+
+func (e *limitError) Error() string { return e.err.Error() }
+func (e *limitError) Unwrap() error { return e.err }
+
+// LimitName is the name of the limit a search reached, for metrics:
+// "search_memory" (the memory budget), "eval_value" (MaxValueBytes), or
+// "other" for any other ErrLimit error.
+func LimitName(err error) string {
+	var le *limitError
+	if errors.As(err, &le) {
+		return le.name
+	}
+	return "other"
+}
+
 // valueTooLarge records, once per row pass, that a function or operator
 // would produce a value of n bytes; the value becomes null and the
 // executor fails the search with env.err.
 func (env *evalEnv) valueTooLarge(what string, n int) any {
 	if env.err == nil {
-		env.err = fmt.Errorf("%w: %s would make a value of up to %d bytes, more than the %d-byte limit on an eval value (MaxValueBytes)", ErrLimit, what, n, MaxValueBytes)
+		env.err = &limitError{"eval_value", fmt.Errorf("%w: %s would make a value of up to %d bytes, more than the %d-byte limit on an eval value (MaxValueBytes)", ErrLimit, what, n, MaxValueBytes)}
 	}
 	return nil
 }

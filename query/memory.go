@@ -73,8 +73,8 @@ func (p *Plan) Charge(n int64, where string) error {
 		}
 	}
 	if limit := p.MemoryLimit(); used > limit {
-		return fmt.Errorf("%w: %s would hold about %s for this search, over its memory budget of %s (--search-memory); narrow the search (fewer events, fewer groups, a head or a limit) or raise the budget",
-			ErrLimit, where, sizeText(used), sizeText(limit))
+		return &limitError{"search_memory", fmt.Errorf("%w: %s would hold about %s for this search, over its memory budget of %s (--search-memory); narrow the search (fewer events, fewer groups, a head or a limit) or raise the budget",
+			ErrLimit, where, sizeText(used), sizeText(limit))}
 	}
 	return nil
 }

@@ -98,6 +98,14 @@ func TestChargeRelease(t *testing.T) {
 	if p.MemoryPeak() != 1100 {
 		t.Fatalf("peak %d, want 1100", p.MemoryPeak())
 	}
+	if LimitName(p.Charge(1, "d")) != "search_memory" {
+		t.Fatalf("a budget error is named %q", LimitName(p.Charge(1, "d")))
+	}
+	env := &evalEnv{}
+	env.valueTooLarge("replace", 2<<20)
+	if !IsLimitError(env.err) || LimitName(env.err) != "eval_value" {
+		t.Fatalf("a value error: %v named %q", env.err, LimitName(env.err))
+	}
 	p.SetMemoryLimit(0)
 	if p.MemoryLimit() != DefaultSearchMemory {
 		t.Fatalf("limit %d after SetMemoryLimit(0)", p.MemoryLimit())

@@ -646,8 +646,7 @@ func (o *outcome) take(ps []*query.Partial) {
 		// 400 limit_exceeded rather than the head out of memory.
 		for _, pt := range ps {
 			if err := o.plan.Charge(pt.MemoryEstimate(), "the partial results held on search head "+o.h.cfg.ID); err != nil && o.err == nil {
-				o.h.metrics.limitHit("search_memory")
-				o.err = limitRefusal(err)
+				o.err = o.h.limitRefusal(err)
 				o.cancel()
 			}
 		}
@@ -656,7 +655,7 @@ func (o *outcome) take(ps []*query.Partial) {
 	}
 	rows, cols, err := o.plan.Merge(ps)
 	if err != nil {
-		o.err = limitRefusal(err)
+		o.err = o.h.limitRefusal(err)
 		o.cancel()
 		return
 	}
@@ -747,7 +746,7 @@ func (h *Head) mergeAtEnd(plan *query.Plan, parts []*query.Partial, resp *query.
 	emit func(rows []map[string]any, fields []string) error, pub *publisher) (cut bool, err error) {
 	rows, cols, err := plan.Merge(parts)
 	if err != nil {
-		return false, limitRefusal(err)
+		return false, h.limitRefusal(err)
 	}
 	resp.Results = query.Results(rows)
 	if cols != nil {
@@ -806,8 +805,9 @@ func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Ti
 
 // limitRefusal answers a merge that reached a limit of the search (an
 // eval value past 1 MiB in the head's commands) with 400 limit_exceeded.
-func limitRefusal(err error) error {
+func (h *Head) limitRefusal(err error) error {
 	if query.IsLimitError(err) {
+		h.metrics.limitHit(query.LimitName(err))
 		return &RequestError{Status: 400, Code: "limit_exceeded", Msg: err.Error()}
 	}
 	return err

@@ -733,6 +733,7 @@ func (r *run) handle(ev streamEvent) {
 			return
 		}
 		if m.Error != "" && m.Code == api.SearchCodeLimit {
+			r.h.metrics.limitHit("peer")
 			r.limitErr = &RequestError{Status: 400, Code: "limit_exceeded", Msg: fmt.Sprintf("peer %s, bucket %s: %s", s.peer, br.id, m.Error)}
 			return
 		}

@@ -96,6 +96,25 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 		}
 		t.Logf("a normal search at the same time: %v", a.Elapsed)
 	}
+	// --max-results applied while merging: a head whose budget cannot hold
+	// the whole sort keeps only its first 101 rows as partials arrive, and
+	// answers exactly the first 100 rows a head holding everything gives,
+	// with the result-limit warning.
+	small := c.StartSearchHead("sh2", "site1", func(cfg *searchhead.Config) { cfg.SearchMemory, cfg.MaxResults = 512<<10, 100 })
+	big := c.StartSearchHead("sh3", "site1")
+	a := post(small.URL(), "* | sort 0 _raw")
+	whole := post(big.URL(), "* | sort 0 _raw")
+	if a.Status != 200 || whole.Status != 200 || len(a.Resp.Results) != 100 || len(whole.Resp.Results) != len(raws) {
+		t.Fatalf("sort 0 with --max-results 100 under 512 KiB: %d %q, %d rows; a head holding everything: %d, %d rows", a.Status, a.Error, len(a.Resp.Results), whole.Status, len(whole.Resp.Results))
+	}
+	for i, r := range a.Resp.Results {
+		if r["_raw"] != whole.Resp.Results[i]["_raw"] {
+			t.Fatalf("row %d is %v, the whole sort's is %v", i, r["_raw"], whole.Resp.Results[i]["_raw"])
+		}
+	}
+	if w := strings.Join(a.Resp.Summary.Warnings, "; "); !strings.Contains(w, "result limit of 100 rows reached") {
+		t.Fatalf("no result-limit warning: %q", w)
+	}
 	if sum, by := c.peerMetric(t, `quarry_peer_search_limit_hits_total{limit="search_memory"}`); sum < 1 {
 		t.Fatalf("no peer counted its search_memory refusal: %v", by)
 	}

@@ -224,3 +224,53 @@ func sizeText(n int64) string {
 	}
 	return fmt.Sprintf("%d MiB", (n+(1<<20)-1)>>20)
 }
+
+// SortKeep says how many rows of a merge-at-end search a head needs to
+// keep while partials arrive, when that is fewer than all: the head half
+// is a sort of events, alone or followed by one head N, so its answer is
+// the first rows of the merged sort. maxResults is the head's result cap;
+// one row past it is kept so that a cut is still seen (and said). ok is
+// false for any other plan.
+func (p *Plan) SortKeep(maxResults int) (k int, ok bool) {
+	sc, isSort := p.split.(SortCmd)
+	if !isSort || p.Aggregating() || maxResults <= 0 {
+		return 0, false
+	}
+	k = maxResults + 1
+	if sc.Limit > 0 {
+		k = min(k, sc.Limit)
+	}
+	switch {
+	case len(p.post) == 0:
+	case len(p.post) == 1:
+		h, isHead := p.post[0].(HeadCmd)
+		if !isHead {
+			return 0, false
+		}
+		k = min(k, h.N)
+	default:
+		return 0, false
+	}
+	return k, k > 0
+}
+
+// PruneSorted merges events partials into one holding their first k rows
+// in the order Merge gives them (time order, then the sort's keys, which
+// is a total order: rowLess breaks every tie). A head that keeps SortKeep
+// rows this way while partials arrive answers exactly what merging every
+// partial at the end would, holding k rows instead of all.
+func (p *Plan) PruneSorted(parts []*Partial, k int) *Partial {
+	n := 0
+	for _, pt := range parts {
+		n += len(pt.Events)
+	}
+	rows := make([]Row, 0, n)
+	for _, pt := range parts {
+		rows = append(rows, pt.Events...)
+	}
+	sortRows(rows)
+	sc := p.split.(SortCmd)
+	sc.Limit = k
+	rows = blockingOp(sc, rows, false)
+	return &Partial{V: WireVersion, Kind: "events", Bucket: "(kept rows of a sort)", Events: rows}
+}

@@ -211,3 +211,68 @@ func heapLive() uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// TestPruneSortedExact: keeping SortKeep rows while partials arrive
+// (PruneSorted every few buckets) gives exactly the rows of merging every
+// partial at the end, for sorts with ties, limits, a head after, and a
+// result cap; plans it cannot prune say so.
+func TestPruneSortedExact(t *testing.T) {
+	segs := memSegments(6000)
+	for _, tc := range []struct {
+		q          string
+		maxResults int
+	}{
+		{"index=main | sort 0 _raw", 100},
+		{"index=main | sort 0 host, -_time", 250},
+		{"index=main | rex \"user=u(?<n>\\d+)\" | eval m=n % 7 | sort 0 m", 333},
+		{"index=main | sort 50 -_raw", 100},
+		{"index=main | sort 0 _raw | head 20", 100},
+	} {
+		plan, err := Compile(Request{Query: tc.q, Now: fixedNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, ok := plan.SortKeep(tc.maxResults)
+		if !ok {
+			t.Fatalf("%q: not prunable", tc.q)
+		}
+		var parts []*Partial
+		for _, s := range segs {
+			pt, err := plan.RunSegment(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, pt)
+		}
+		want, _, err := plan.Merge(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []*Partial
+		for i, pt := range parts {
+			held = append(held, pt)
+			if i%2 == 1 {
+				held = []*Partial{plan.PruneSorted(held, k)}
+			}
+		}
+		got, _, err := plan.Merge(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := min(len(want), k)
+		if len(got) != n {
+			t.Fatalf("%q: %d rows kept, want %d", tc.q, len(got), n)
+		}
+		for i := range got {
+			if got[i].B != want[i].B || got[i].C != want[i].C {
+				t.Fatalf("%q: row %d is %s/%d, merging everything gives %s/%d", tc.q, i, got[i].B, got[i].C, want[i].B, want[i].C)
+			}
+		}
+	}
+	for _, q := range []string{"index=main | sort 0 _raw | where len(_raw) > 3", "index=main | stats count by host", "index=main | dedup host"} {
+		plan, _ := Compile(Request{Query: q, Now: fixedNow})
+		if _, ok := plan.SortKeep(100); ok {
+			t.Fatalf("%q: prunable", q)
+		}
+	}
+}

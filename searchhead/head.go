@@ -572,6 +572,7 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	// once its marker arrived; anything else is merged at the end.
 	out := &outcome{h: h, plan: plan, emit: emit, cancel: cancel, pub: h.publisher(req.Publish),
 		streamable: emit != nil && plan.Streamable()}
+	out.keep, _ = plan.SortKeep(h.cfg.MaxResults)
 	rn.onBucket = out.take
 	err = rn.dispatchFirst()
 	if err == nil {
@@ -633,6 +634,12 @@ type outcome struct {
 	streamable bool
 
 	parts      []*query.Partial
+	charged    int64 // what parts hold, as charged to the search's memory budget
+	// keep > 0: the search is a sort whose answer is its first keep rows
+	// (query.Plan.SortKeep); held counts the rows in parts, cut back to
+	// keep (PruneSorted) whenever they pass twice that — --max-results
+	// applied while merging, not after.
+	keep, held int
 	streamCols []string // a streamed | table's columns, for the summary line
 	emitted    int
 	err        error // ends the search (a limit, or the client gone)
@@ -644,13 +651,22 @@ func (o *outcome) take(ps []*query.Partial) {
 		// Held until the merge at the end: charged to the search's
 		// memory budget (query/memory.go), which ends the search with
 		// 400 limit_exceeded rather than the head out of memory.
+		booked := o.charged
 		for _, pt := range ps {
-			if err := o.plan.Charge(pt.MemoryEstimate(), "the partial results held on search head "+o.h.cfg.ID); err != nil && o.err == nil {
-				o.err = o.h.limitRefusal(err)
-				o.cancel()
-			}
+			o.charged += pt.MemoryEstimate()
+			o.held += len(pt.Events)
 		}
 		o.parts = append(o.parts, ps...)
+		if o.keep > 0 && o.held > 2*o.keep {
+			kept := o.plan.PruneSorted(o.parts, o.keep)
+			o.parts, o.held, o.charged = []*query.Partial{kept}, len(kept.Events), kept.MemoryEstimate()
+		}
+		if o.charged < booked {
+			o.plan.Release(booked - o.charged)
+		} else if err := o.plan.Charge(o.charged-booked, "the partial results held on search head "+o.h.cfg.ID); err != nil && o.err == nil {
+			o.err = o.h.limitRefusal(err)
+			o.cancel()
+		}
 		return
 	}
 	rows, cols, err := o.plan.Merge(ps)

@@ -633,8 +633,8 @@ type outcome struct {
 	pub        *publisher
 	streamable bool
 
-	parts      []*query.Partial
-	charged    int64 // what parts hold, as charged to the search's memory budget
+	parts   []*query.Partial
+	charged int64 // what parts hold, as charged to the search's memory budget
 	// keep > 0: the search is a sort whose answer is its first keep rows
 	// (query.Plan.SortKeep); held counts the rows in parts, cut back to
 	// keep (PruneSorted) whenever they pass twice that — --max-results

@@ -108,7 +108,7 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	l := cl.Layout
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nready in %.1fs\n\n", took.Seconds())
-	b.WriteString("search heads (POST /v1/search; no token needed on loopback):\n")
+	b.WriteString("search heads (POST /v1/search, and the search page at / in a browser; no token needed on loopback):\n")
 	for _, h := range l.Heads {
 		fmt.Fprintf(&b, "  %-4s site %-6s http://%s\n", h.ID, h.Site, h.HTTPAddr)
 	}
@@ -138,6 +138,7 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	for _, m := range l.Managers {
 		mgrs = append(mgrs, "http://"+m.HTTPAddr)
 	}
+	fmt.Fprintf(&b, "search page: %s/ in a browser (every search head serves it at /; the cluster page is each manager's /)\n", sh)
 	fmt.Fprintf(&b, "\ntry (go build -o bin/quarry ./cmd/quarry first):\n")
 	fmt.Fprintf(&b, "  export QUARRY_MANAGER=%s QUARRY_TOKEN=%s QUARRY_SEARCHHEAD=%s\n", strings.Join(mgrs, ","), devcluster.AdminToken, sh)
 	b.WriteString("  bin/quarry cluster status\n")

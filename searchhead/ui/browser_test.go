@@ -382,3 +382,23 @@ func TestBrowserTimechartManySeries(t *testing.T) {
 		t.Fatal("no OTHER series under the default limit=10")
 	}
 }
+
+// The page's time range starts on "All time", the default of the HTTP API
+// and `quarry search` too (issue 29: the same query gave two answers).
+func TestBrowserDefaultRangeIsAllTime(t *testing.T) {
+	s := startStack(t)
+	ctx := browsertest.New(t, 60*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	var r string
+	browsertest.Poll(t, 10*time.Second, func() error {
+		if err := browsertest.Eval(ctx, `document.getElementById("range").value`, &r); err != nil {
+			return err
+		}
+		if r != "all" {
+			return fmt.Errorf("the time range starts on %q", r)
+		}
+		return nil
+	})
+}

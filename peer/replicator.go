@@ -261,10 +261,8 @@ func (r *replicator) run(hb *hotRepl) {
 			r.away.Store(true)
 			r.mu.Lock()
 			var used []string
-			if notDelivered(err) && !hb.ambiguous {
+			if r.mayChooseLocked(hb, err) {
 				used = r.adoptLastLocked(hb)
-			} else {
-				hb.ambiguous = true
 			}
 			r.mu.Unlock()
 			if used != nil {
@@ -561,15 +559,14 @@ func (r *replicator) askReplacement(hb *hotRepl, exclude []string) {
 		if cs.Site != "" {
 			hb.targets[len(hb.targets)-1].site = cs.Site
 		}
-	case err != nil && managersUnreachable(err) && notDelivered(err) && !hb.ambiguous:
-		r.away.Store(true)
-		r.localReplaceLocked(hb)
 	case err != nil && managersUnreachable(err):
-		// Timed out: the managers may have recorded a replacement. Asked
-		// again with the same tried set (the same request id), which
-		// answers it; the origin does not choose on its own (ambiguous).
 		r.away.Store(true)
-		hb.ambiguous = true
+		if r.mayChooseLocked(hb, err) {
+			r.localReplaceLocked(hb)
+			break
+		}
+		// The managers may have recorded a replacement: asked again with
+		// the same tried set (the same request id), which answers it.
 		hb.replaceAfter = time.Now().Add(time.Second)
 	default:
 		r.log.Warn("the managers chose no replacement replication target; asking again", "bucket", hb.id, "err", err)

@@ -23,10 +23,18 @@ func managersUnreachable(err error) bool {
 	return errors.Is(err, bus.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
-// notDelivered: the request reached no manager (none serves the subject),
-// so nothing of it was applied. A timeout is not that: the request may
-// have been applied and only its answer lost.
-func notDelivered(err error) bool { return errors.Is(err, bus.ErrNoResponders) }
+// mayChooseLocked takes in a targets or replacement request for hb that
+// no manager answered (err: managersUnreachable) and reports whether the
+// origin may now choose targets for hb itself. Only when the request
+// reached no manager (none serves the subject: nothing was applied) and
+// no earlier request for hb timed out: a timeout may have been applied
+// with its answer lost, which makes hb ambiguous for good (hotRepl).
+func (r *replicator) mayChooseLocked(hb *hotRepl, err error) bool {
+	if !errors.Is(err, bus.ErrNoResponders) {
+		hb.ambiguous = true
+	}
+	return !hb.ambiguous
+}
 
 // adoptLastLocked starts hb on the last targets the managers gave (those
 // the peer list still shows Up), marking it unregistered. It returns the

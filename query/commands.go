@@ -111,13 +111,12 @@ func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) 
 	for _, c := range cmds {
 		if isStreaming(c) {
 			out := rows[:0]
-			_, eval := c.(EvalCmd)
-			_, rex := c.(RexCmd)
+			grows := growsValues(c)
 			for i := range rows {
 				if applyStreaming(c, &rows[i], env) {
 					out = append(out, rows[i])
 				}
-				if env.err == nil && (eval || rex) {
+				if env.err == nil && grows {
 					// Every row is held to the end: one an eval or rex made
 					// large is charged to the budget (segExec.bigRow).
 					if est := rowEstimate(&rows[i]); est > rowAllowance {

@@ -1,7 +1,6 @@
 package query
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -222,7 +221,7 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 			series = append(series, aggName(sp))
 		}
 	}
-	var other map[string]bool // series merged into tc.OtherStr
+	var other []string // series merged into tc.OtherStr
 	if tc.By != "" && tc.Limit > 0 && len(series) > tc.Limit {
 		series, other = tc.topSeries(series, a.groups)
 		if !tc.UseOther {
@@ -235,7 +234,7 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 	}
 	otherCell := func(t int64) any {
 		var st *aggState
-		for _, s := range slices.Sorted(maps.Keys(other)) {
+		for _, s := range other {
 			if g := cells[cell{t, s}]; g != nil {
 				if st == nil {
 					st = &aggState{}
@@ -293,11 +292,11 @@ func (tc TimechartCmd) finalize(a *aggregator, lo, hi int64, bounded bool) ([]Ro
 
 // topSeries keeps the tc.Limit series of the highest sum of values over
 // every time bucket (ties by series order; Splunk's limit=topN) and
-// returns them in series order, with the others.
-func (tc TimechartCmd) topSeries(series []string, groups map[string]*group) ([]string, map[string]bool) {
+// returns them and the others, each in series order.
+func (tc TimechartCmd) topSeries(series []string, groups map[string]*group) (kept, other []string) {
 	score := map[string]float64{}
 	for _, g := range groups {
-		if f, ok := toFloat(g.States[0].final(&tc.Aggs[0])); ok {
+		if f, ok := num(g.States[0].final(&tc.Aggs[0])); ok {
 			score[g.Key[1]] += f
 		}
 	}
@@ -307,33 +306,12 @@ func (tc TimechartCmd) topSeries(series []string, groups map[string]*group) ([]s
 	for _, s := range ranked[:tc.Limit] {
 		keep[s] = true
 	}
-	var kept []string
-	other := map[string]bool{}
 	for _, s := range series {
 		if keep[s] {
 			kept = append(kept, s)
 		} else {
-			other[s] = true
+			other = append(other, s)
 		}
 	}
 	return kept, other
-}
-
-// toFloat is an aggregate's value as a number, when it is one.
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case string:
-		return parseNum(x)
-	case []string:
-		if len(x) == 1 {
-			return parseNum(x[0])
-		}
-	case Time:
-		return float64(x) / 1e9, true
-	}
-	return 0, false
 }

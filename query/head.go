@@ -50,15 +50,7 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 			p.warn(valuesWarning)
 		}
 	} else {
-		n := 0
-		for _, pt := range parts {
-			n += len(pt.Events)
-		}
-		rows = make([]Row, 0, n)
-		for _, pt := range parts {
-			rows = append(rows, pt.Events...)
-		}
-		sortRows(rows)
+		rows = mergedEvents(parts)
 		if p.split != nil {
 			rows = blockingOp(p.split, rows, true)
 		}
@@ -72,6 +64,20 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		cols = mcols
 	}
 	return rows, p.columns(rows, cols), nil
+}
+
+// mergedEvents is every event of parts in merge order (rowLess).
+func mergedEvents(parts []*Partial) []Row {
+	n := 0
+	for _, pt := range parts {
+		n += len(pt.Events)
+	}
+	rows := make([]Row, 0, n)
+	for _, pt := range parts {
+		rows = append(rows, pt.Events...)
+	}
+	sortRows(rows)
+	return rows
 }
 
 // CheckPartial checks that a decoded partial fits this plan (its kind,

@@ -260,17 +260,19 @@ func (p *Plan) SortKeep(maxResults int) (k int, ok bool) {
 // rows this way while partials arrive answers exactly what merging every
 // partial at the end would, holding k rows instead of all.
 func (p *Plan) PruneSorted(parts []*Partial, k int) *Partial {
-	n := 0
-	for _, pt := range parts {
-		n += len(pt.Events)
-	}
-	rows := make([]Row, 0, n)
-	for _, pt := range parts {
-		rows = append(rows, pt.Events...)
-	}
-	sortRows(rows)
+	rows := mergedEvents(parts)
 	sc := p.split.(SortCmd)
 	sc.Limit = k
 	rows = blockingOp(sc, rows, false)
 	return &Partial{V: WireVersion, Kind: "events", Bucket: "(kept rows of a sort)", Events: rows}
+}
+
+// growsValues reports whether streaming command c can make a row larger
+// than its event (eval, rex): such rows are charged (segExec.bigRow).
+func growsValues(c Command) bool {
+	switch c.(type) {
+	case EvalCmd, RexCmd:
+		return true
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -169,12 +170,7 @@ func Compile(req Request) (*Plan, error) {
 		// nothing came before it (postings, columns by id).
 		p.pre = nil
 	}
-	for _, c := range p.pre {
-		switch c.(type) {
-		case EvalCmd, RexCmd:
-			p.growsValues = true
-		}
-	}
+	p.growsValues = slices.ContainsFunc(p.pre, growsValues)
 	p.colNeeds, p.colOK = planColumns(p.pre, p.split, p.aggSpecs, p.aggKeys)
 	if d, ok := p.split.(DedupCmd); ok && len(p.pre) == 0 {
 		p.dedupCols = keysColumnar(d.Fields)

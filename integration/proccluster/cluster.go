@@ -108,22 +108,35 @@ type Cluster struct {
 // freePorts returns n distinct loopback addresses, each listener held
 // until all are chosen.
 func freePorts(n int) ([]string, error) {
+	lns, err := listenN(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(lns))
+	for i, ln := range lns {
+		out[i] = ln.Addr().String()
+		ln.Close()
+	}
+	return out, nil
+}
+
+// listenN opens n loopback listeners on ports the OS chooses. Whoever
+// must listen in this process (a Link) keeps its listener; the addresses
+// meant for child processes are closed only once every port is chosen,
+// so no two of them, and no in-process listener, share a port.
+func listenN(n int) ([]net.Listener, error) {
 	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var out []string
 	for i := 0; i < n; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
 			return nil, err
 		}
 		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
 	}
-	return out, nil
+	return lns, nil
 }
 
 // Start launches every process and waits until each is healthy. On an
@@ -162,21 +175,29 @@ func (c *Cluster) busName(site string) string { return "nats-" + site }
 
 func (c *Cluster) startBuses(ctx context.Context) error {
 	n := len(c.Opts.Sites)
-	addrs, err := freePorts(3 * n) // client, gateway, monitoring per node
+	// client, gateway, monitoring per node, and the link into each site:
+	// a link listens here, in this process, on a port of the same batch
+	// (a port chosen after the batch was freed could be one of the
+	// nodes' and stop that node from starting).
+	lns, err := listenN(4 * n)
 	if err != nil {
 		return err
+	}
+	addrs := make([]string, 3*n)
+	for i := range addrs {
+		addrs[i] = lns[i].Addr().String()
+		lns[i].Close()
 	}
 	gw := map[string]string{} // site → the address other sites dial
 	for i, site := range c.Opts.Sites {
 		gw[site] = addrs[3*i+1]
-		if c.Opts.CuttableGateways {
-			l, err := newLink("gateway-into-"+site, addrs[3*i+1], c.Opts.Logger)
-			if err != nil {
-				return err
-			}
-			c.Links = append(c.Links, l)
-			gw[site] = l.Addr()
+		if !c.Opts.CuttableGateways {
+			lns[3*n+i].Close()
+			continue
 		}
+		l := newLink("gateway-into-"+site, lns[3*n+i], addrs[3*i+1], c.Opts.Logger)
+		c.Links = append(c.Links, l)
+		gw[site] = l.Addr()
 	}
 	for i, site := range c.Opts.Sites {
 		name := c.busName(site)

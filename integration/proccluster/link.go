@@ -37,14 +37,11 @@ const (
 	CutBlackhole = "blackhole"
 )
 
-func newLink(name, target string, log *slog.Logger) (*Link, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
+// newLink forwards what ln accepts to target; ln is the link's own.
+func newLink(name string, ln net.Listener, target string, log *slog.Logger) *Link {
 	l := &Link{Name: name, ln: ln, target: target, log: log, conns: map[net.Conn]struct{}{}}
 	go l.accept()
-	return l, nil
+	return l
 }
 
 // Addr is the address the link listens on.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/quarry-dev/quarry/internal/testutil"
@@ -102,4 +103,44 @@ func (c *Cluster) WaitSearchable(ctx context.Context, s Sample) error {
 		}
 		return nil
 	})
+}
+
+// CountsDuring runs `<q> | stats count` on a search head back to back,
+// each answer required to be complete and equal to want, for as long as
+// during runs (at least once). It returns each search's latency in order:
+// how a test shows that a normal search of another caller still succeeds,
+// and how fast, while a hostile request is being refused.
+func CountsDuring(ctx context.Context, url, token, q string, want int64, during func()) ([]time.Duration, error) {
+	done := make(chan struct{})
+	go func() { defer close(done); during() }()
+	var lat []time.Duration
+	for first := true; ; first = false {
+		select {
+		case <-done:
+			if !first {
+				return lat, nil
+			}
+		default:
+		}
+		start := time.Now()
+		n, err := Count(ctx, url, token, q)
+		if err == nil && n != want {
+			err = fmt.Errorf("%s counts %d, want %d", url, n, want)
+		}
+		if err != nil {
+			<-done
+			return lat, err
+		}
+		lat = append(lat, time.Since(start))
+	}
+}
+
+// Spread is the median and the maximum of latencies (0, 0 for none).
+func Spread(lat []time.Duration) (median, most time.Duration) {
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
 }

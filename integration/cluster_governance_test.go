@@ -3,12 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/devcluster"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/searchhead"
 )
@@ -30,25 +30,40 @@ func TestSearchGovernanceN1N4(t *testing.T) {
 	post := func(url, q string) SearchAnswer { return mustSearch(t, ctx, url, q) }
 	n := 500000
 	n1 := "* | eval x=" + strings.Repeat("ln(", n) + "1" + strings.Repeat(")", n)
-	if a := post(sh1.URL(), n1); a.Status != 400 || a.Code != "bad_query" || !strings.Contains(a.Error, "column 262145") {
-		t.Fatalf("N1 through the head: %d %s %q", a.Status, a.Code, a.Error)
-	}
 	rep := `"` + strings.Repeat("$1", 10) + `"`
 	n4 := `* | eval x=replace(_raw,"(.+)",` + rep + `)`
 	for i := 0; i < 5; i++ {
 		n4 += ` | eval x=replace(x,"(.+)",` + rep + `)`
 	}
 	n4 += " | eval n=len(x) | fields n"
-	a := post(sh1.URL(), n4)
-	if a.Status != 400 || a.Code != "limit_exceeded" || !strings.Contains(a.Error, "1048576-byte limit") {
-		t.Fatalf("N4 through the head: %d %s %q", a.Status, a.Code, a.Error)
+	// Every process of the cluster runs in this test process; a normal
+	// search runs back to back on another head while each is refused.
+	sh2 := c.StartSearchHead("sh2", "site1")
+	mem := testutil.StartMemPeak()
+	for _, tc := range []struct{ name, q, code, msg string }{
+		{"N1", n1, "bad_query", "column 262145"},
+		{"N4", n4, "limit_exceeded", "1048576-byte limit"},
+	} {
+		var a SearchAnswer
+		lat, err := devcluster.CountsDuring(ctx, sh2.URL(), "", "*", int64(len(raws)), func() { a = post(sh1.URL(), tc.q) })
+		if a.Status != 400 || a.Code != tc.code || !strings.Contains(a.Error, tc.msg) {
+			t.Fatalf("%s through the head: %d %s %q", tc.name, a.Status, a.Code, a.Error)
+		}
+		if err != nil {
+			t.Fatalf("a normal search while %s was refused: %v", tc.name, err)
+		}
+		med, most := devcluster.Spread(lat)
+		t.Logf("%s refused in %v (%s); meanwhile %d normal searches, exact, median %v, max %v", tc.name, a.Elapsed, a.Error, len(lat), med, most)
 	}
-	t.Logf("N4 refused in %v: %s", a.Elapsed, a.Error)
-	a = post(sh1.URL(), "* | stats count")
+	if _, live, rss := mem.End(); rss > 256<<20 {
+		t.Fatalf("resident memory grew %d MiB at its peak over N1 and N4", rss>>20)
+	} else {
+		t.Logf("peak growth over N1 and N4: RSS %d KiB, live heap %d KiB", rss>>10, live>>10)
+	}
+	a := post(sh1.URL(), "* | stats count")
 	if a.Status != 200 || len(a.Resp.Results) != 1 || fmt.Sprint(a.Resp.Results[0]["count"]) != fmt.Sprint(len(raws)) {
 		t.Fatalf("a normal search afterwards: %d %q %+v", a.Status, a.Error, a.Resp.Results)
 	}
-	t.Logf("a normal search afterwards: %v", a.Elapsed)
 	for _, id := range c.PeerIDs() {
 		if pa := post("http://"+c.Peer(id).Addr(), "* | stats count"); pa.Status != 200 {
 			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)
@@ -71,7 +86,7 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	post := func(url, q string) SearchAnswer { return mustSearch(t, ctx, url, q) }
-	rssBefore := vmRSS()
+	mem := testutil.StartMemPeak()
 	for _, tc := range []struct{ q, where string }{
 		{"* | sort 0 _raw", "held on search head sh1"},
 		{"* | stats count by _raw", "held on peer"},
@@ -120,10 +135,10 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 	}
 	// Every process of the cluster runs in this test process: its resident
 	// memory grew by less than the budgets' order of magnitude allows.
-	if grew := vmRSS() - rssBefore; grew > 256<<20 {
-		t.Fatalf("resident memory grew %d MiB over the refused searches", grew>>20)
+	if _, live, rss := mem.End(); rss > 256<<20 {
+		t.Fatalf("resident memory grew %d MiB at its peak over the refused searches", rss>>20)
 	} else {
-		t.Logf("resident memory grew %d KiB over the refused searches", grew>>10)
+		t.Logf("peak growth over the refused searches: RSS %d KiB, live heap %d KiB", rss>>10, live>>10)
 	}
 	// The peer's own POST /v1/search keeps every partial for its merge:
 	// the same budget applies.
@@ -136,21 +151,6 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 			t.Fatalf("peer %s afterwards: %d %q", id, pa.Status, pa.Error)
 		}
 	}
-}
-
-// vmRSS is this process's resident memory in bytes (0 where /proc is not).
-func vmRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	return 0
 }
 
 // mustSearch posts query q to a search head's or a peer's /v1/search.

@@ -112,6 +112,9 @@ func (p *Peer) writeSearchError(w http.ResponseWriter, r *http.Request, err erro
 	switch {
 	case errors.As(err, &se):
 		p.searchErrors.WithLabelValues("bad_query").Inc()
+		if name := query.CompileLimit(err); name != "" {
+			p.searchLimitHits.WithLabelValues(name).Inc()
+		}
 		writeJSON(w, http.StatusBadRequest, SearchError{Error: err.Error(), Code: "bad_query", Position: &se.Pos})
 	case errors.Is(err, query.ErrNotBuilt):
 		p.searchErrors.WithLabelValues("not_built").Inc()

@@ -67,10 +67,12 @@ func mustPeerWithEvents(t *testing.T, n int) string {
 // TestSearchN1Refused: review N1 on a standalone peer — 262,000 nested
 // ln( (1 MB, under the peer's 1 MiB body cap) were accepted and cost
 // 1.3 GB. Now the request is a 400 bad_query at the query-size cap, a
-// nesting too deep under it is a 400 at the 101st call, and the peer
-// still answers a normal search afterwards.
+// nesting too deep under it is a 400 at the 101st call, each counted in
+// quarry_peer_search_limit_hits_total under its limit, and the peer still
+// answers a normal search afterwards.
 func TestSearchN1Refused(t *testing.T) {
 	url := mustPeerWithEvents(t, 10)
+	before := scrape(t, url)
 	prefix := "* | eval x="
 	for _, c := range []struct {
 		n, pos int
@@ -84,6 +86,10 @@ func TestSearchN1Refused(t *testing.T) {
 			t.Fatalf("%d levels: %d %+v, want 400 bad_query at %d", c.n, resp.StatusCode, rep, c.pos)
 		}
 	}
+	delta(t, before, scrape(t, url), map[string]float64{
+		`quarry_peer_search_limit_hits_total{limit="query_size"}`: 1,
+		`quarry_peer_search_limit_hits_total{limit="nesting"}`:    1,
+	})
 	resp, rep := postSearch(t, url, "line | stats count")
 	if resp.StatusCode != 200 || len(rep.Results) != 1 || rep.Results[0]["count"] != float64(10) {
 		t.Fatalf("normal search afterwards: %d %+v", resp.StatusCode, rep)

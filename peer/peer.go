@@ -653,7 +653,7 @@ func (p *Peer) registerSearchMetrics(reg prometheus.Registerer) {
 	p.searchCancelled = prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_peer_searches_cancelled_total",
 		Help: "Searches stopped because their client (a search head, or an HTTP client) went away or timed out."})
 	p.searchLimitHits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_peer_search_limit_hits_total",
-		Help: "Buckets of searches from search heads that this peer ended with limit_exceeded, per limit: search_memory (--search-memory), eval_value (an eval value over 1 MiB)."}, []string{"limit"})
+		Help: "Buckets of searches from search heads that this peer ended with limit_exceeded, per limit: search_memory (--search-memory), eval_value (an eval value over 1 MiB); and searches of its own POST /v1/search refused at compile time, 400 bad_query: query_size, nesting, expression_height, regex."}, []string{"limit"})
 	for _, o := range []string{"searched", "skipped", "failed", "missing"} {
 		p.searchBuckets.WithLabelValues(o)
 	}

@@ -643,7 +643,7 @@ func (p *exprParser) parseCall(t etok) (Expr, error) {
 			s, _ := str(l.v)
 			re, err := compileRegex(s)
 			if err != nil {
-				return nil, &SyntaxError{Query: p.q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
+				return nil, regexSyntaxError(p.q, t.pos, err)
 			}
 			c.re = re
 		}

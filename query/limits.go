@@ -58,6 +58,22 @@ type limitError struct {
 func (e *limitError) Error() string { return e.err.Error() }
 func (e *limitError) Unwrap() error { return e.err }
 
+// CompileLimit names the compile-time limit a refused request passed —
+// "query_size", "nesting", "expression_height", "regex" (a *SyntaxError)
+// or "preference" (a *PreferenceError) — or is "" when err is not such a
+// refusal. The roles count it beside LimitName's in their limit metrics.
+func CompileLimit(err error) string {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		return se.Limit
+	}
+	var pe *PreferenceError
+	if errors.As(err, &pe) {
+		return pe.Limit
+	}
+	return ""
+}
+
 // LimitName is the name of the limit a search reached, for metrics:
 // "search_memory" (the memory budget), "eval_value" (MaxValueBytes), or
 // "other" for any other ErrLimit error.
@@ -96,11 +112,25 @@ func (env *evalEnv) concat(what, l, r string) any {
 	return l + r
 }
 
+// errRegexLimit marks a regular expression refused for its size.
+var errRegexLimit = errors.New("a regular expression")
+
+// regexSyntaxError is the syntax error of a query's regular expression at
+// pos that failed to compile; one refused for its size names the "regex"
+// limit.
+func regexSyntaxError(q string, pos int, err error) *SyntaxError {
+	se := &SyntaxError{Query: q, Pos: pos, Expected: "a valid regular expression", Found: err.Error()}
+	if errors.Is(err, errRegexLimit) {
+		se.Limit = "regex"
+	}
+	return se
+}
+
 // compileRegex compiles a regular expression of a query under
 // MaxRegexBytes and MaxRegexInsts.
 func compileRegex(src string) (*regexp.Regexp, error) {
 	if len(src) > MaxRegexBytes {
-		return nil, fmt.Errorf("a regular expression of at most %d bytes, not %d", MaxRegexBytes, len(src))
+		return nil, fmt.Errorf("%w of at most %d bytes, not %d", errRegexLimit, MaxRegexBytes, len(src))
 	}
 	re, err := syntax.Parse(src, syntax.Perl)
 	if err != nil {
@@ -111,7 +141,7 @@ func compileRegex(src string) (*regexp.Regexp, error) {
 		return nil, err
 	}
 	if n := len(prog.Inst); n > MaxRegexInsts {
-		return nil, fmt.Errorf("a regular expression of at most %d program instructions, not %d", MaxRegexInsts, n)
+		return nil, fmt.Errorf("%w of at most %d program instructions, not %d", errRegexLimit, MaxRegexInsts, n)
 	}
 	return regexp.Compile(src)
 }

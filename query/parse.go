@@ -15,6 +15,10 @@ type SyntaxError struct {
 	Pos      int
 	Expected string
 	Found    string
+	// Limit names the compile-time limit the query passed ("query_size",
+	// "nesting", "expression_height", "regex"), or is empty for a plain
+	// syntax error; LimitName reports it for the roles' limit metrics.
+	Limit string
 }
 
 func (e *SyntaxError) Error() string {
@@ -177,7 +181,7 @@ const commandList = "a command (search, where, eval, fields, table, rex, stats, 
 // Parse parses a query. Errors are *SyntaxError.
 func Parse(q string) (*Query, error) {
 	if len(q) > MaxQueryBytes {
-		return nil, &SyntaxError{Query: q, Pos: MaxQueryBytes, Expected: fmt.Sprintf("a query of at most %d bytes", MaxQueryBytes), Found: fmt.Sprintf("%d bytes", len(q))}
+		return nil, &SyntaxError{Query: q, Pos: MaxQueryBytes, Expected: fmt.Sprintf("a query of at most %d bytes", MaxQueryBytes), Found: fmt.Sprintf("%d bytes", len(q)), Limit: "query_size"}
 	}
 	segs, err := splitPipes(q)
 	if err != nil {
@@ -304,11 +308,11 @@ const MaxHeight = 10000
 const MaxQueryBytes = 256 << 10
 
 func tooDeep(q string, pos int, found string) error {
-	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("at most %d levels of nesting (parentheses, NOT, function calls)", MaxNesting), Found: found}
+	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("at most %d levels of nesting (parentheses, NOT, function calls)", MaxNesting), Found: found, Limit: "nesting"}
 }
 
 func tooTall(q string, pos int, found string) error {
-	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("an expression at most %d operators deep", MaxHeight), Found: found}
+	return &SyntaxError{Query: q, Pos: pos, Expected: fmt.Sprintf("an expression at most %d operators deep", MaxHeight), Found: found, Limit: "expression_height"}
 }
 
 // joinHeight is the height of a node over children of heights l and r.

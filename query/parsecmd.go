@@ -252,7 +252,7 @@ func parseRexCmd(a *argParser, rest string, restPos int) (Command, error) {
 		}
 		re, err := compileRegex(t.text)
 		if err != nil {
-			return nil, &SyntaxError{Query: q, Pos: t.pos, Expected: "a valid regular expression", Found: err.Error()}
+			return nil, regexSyntaxError(q, t.pos, err)
 		}
 		c.Re = re
 	}

@@ -41,12 +41,20 @@ const (
 
 // PreferenceError is a preference value the request rules refuse (HTTP
 // 400 with code bad_preference, before any fan-out).
-type PreferenceError struct{ Msg string }
+type PreferenceError struct {
+	Msg   string
+	Limit string // "preference" when a preference limit refused it
+}
 
 func (e *PreferenceError) Error() string { return e.Msg }
 
 func badPreference(format string, a ...any) error {
 	return &PreferenceError{Msg: fmt.Sprintf(format, a...)}
+}
+
+// preferenceLimit is a preference refused by one of its limits.
+func preferenceLimit(format string, a ...any) error {
+	return &PreferenceError{Msg: fmt.Sprintf(format, a...), Limit: "preference"}
 }
 
 // Preference limits (security review L4): a value's length, the node ids
@@ -78,7 +86,7 @@ func preview(s string) string {
 // `no preference for [_xyz]`, as Elasticsearch answers.
 func ParsePreference(s string) (*Preference, error) {
 	if len(s) > MaxPreferenceBytes {
-		return nil, badPreference("preference [%s]: longer than %d bytes", preview(s), MaxPreferenceBytes)
+		return nil, preferenceLimit("preference [%s]: longer than %d bytes", preview(s), MaxPreferenceBytes)
 	}
 	p, err := parsePreference(s)
 	if err != nil {
@@ -90,11 +98,11 @@ func ParsePreference(s string) (*Preference, error) {
 		max   int
 	}{{"node ids", p.Nodes, MaxPreferenceNodes}, {"node specs", p.Specs, MaxPreferenceNodes}, {"bucket ids", p.Buckets, MaxPreferenceBuckets}} {
 		if len(l.items) > l.max {
-			return nil, badPreference("preference [%s]: %d %s, more than the %d allowed", preview(s), len(l.items), l.what, l.max)
+			return nil, preferenceLimit("preference [%s]: %d %s, more than the %d allowed", preview(s), len(l.items), l.what, l.max)
 		}
 		for _, it := range l.items {
 			if len(it) > MaxPreferenceItem {
-				return nil, badPreference("preference [%s]: one of its %s is %d bytes, more than %d", preview(s), l.what, len(it), MaxPreferenceItem)
+				return nil, preferenceLimit("preference [%s]: one of its %s is %d bytes, more than %d", preview(s), l.what, len(it), MaxPreferenceItem)
 			}
 		}
 	}

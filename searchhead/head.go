@@ -536,7 +536,7 @@ func (h *Head) Search(ctx context.Context, req Request, indexes []string, emit f
 func (h *Head) search(ctx context.Context, req Request, indexes []string, emit func(rows []map[string]any, fields []string) error, queued *queuedSearch) (*query.Response, error) {
 	start := time.Now()
 	now := time.Now()
-	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
+	pref, plan, err := h.check(req, now)
 	if err != nil {
 		return nil, err
 	}
@@ -781,6 +781,16 @@ func (h *Head) mergeAtEnd(plan *query.Plan, parts []*query.Partial, resp *query.
 	return cut, nil
 }
 
+// check is checkRequest on this head; a query or preference refused for a
+// compile-time limit counts in quarry_searchhead_limit_hits_total under that limit.
+func (h *Head) check(req Request, now time.Time) (*Preference, *query.Plan, error) {
+	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
+	if name := query.CompileLimit(err); name != "" {
+		h.metrics.limitHit(name)
+	}
+	return pref, plan, err
+}
+
 // checkRequest checks a search request before anything is sent: the
 // query compiles, the preference parses and fits this head's site, the
 // publish name makes a subject, the site (if named) is this head's. Every
@@ -808,7 +818,7 @@ func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Ti
 	}
 	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now})
 	if err != nil {
-		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error()}
+		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error(), Err: err}
 		var se *query.SyntaxError
 		if errors.As(err, &se) {
 			pos := se.Pos

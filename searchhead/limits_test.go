@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/query"
 )
@@ -40,7 +42,7 @@ func TestSearchN1Refused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Head{ln: ln, subj: subj, cfg: Config{ID: "sh1", Site: "site1"}}
+	h := &Head{ln: ln, subj: subj, cfg: Config{ID: "sh1", Site: "site1"}, metrics: newMetrics(prometheus.NewRegistry())}
 	for _, c := range []struct {
 		body []byte
 		pos  int
@@ -68,5 +70,59 @@ func TestSearchN1Refused(t *testing.T) {
 	}
 	if _, _, err := checkRequest("sh1", "site1", subj, Request{Query: "* | eval x=ln(ln(2))"}, time.Now()); err != nil {
 		t.Fatalf("a good request after the refused ones: %v", err)
+	}
+	if got := promtest.ToFloat64(h.metrics.limits.WithLabelValues("query_size")); got != 1 {
+		t.Fatalf(`limit_hits_total{limit="query_size"} = %v, want 1`, got)
+	}
+	if got := promtest.ToFloat64(h.metrics.limits.WithLabelValues("nesting")); got != 1 {
+		t.Fatalf(`limit_hits_total{limit="nesting"} = %v, want 1`, got)
+	}
+}
+
+// TestCompileLimitsCounted (issue 26 item 6): every request a compile-time
+// limit refuses counts once in quarry_searchhead_limit_hits_total under
+// that limit's name; a plain syntax error or a bad preference that passed
+// no limit counts under none.
+func TestCompileLimitsCounted(t *testing.T) {
+	subj, err := bus.NewSubjects(bus.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Head{subj: subj, cfg: Config{ID: "sh1", Site: "site1"}, metrics: newMetrics(prometheus.NewRegistry())}
+	big := strings.Repeat("(a|b)", 1000)
+	for _, c := range []struct {
+		name  string
+		req   Request
+		limit string
+	}{
+		{"query size", Request{Query: strings.Repeat("x ", query.MaxQueryBytes)}, "query_size"},
+		{"nesting", Request{Query: "* | eval x=" + strings.Repeat("abs(", 101) + "1" + strings.Repeat(")", 101)}, "nesting"},
+		{"height", Request{Query: "* | eval x=1" + strings.Repeat("+1", query.MaxHeight+1)}, "expression_height"},
+		{"regex source", Request{Query: `* | rex "(?<x>` + strings.Repeat("a", query.MaxRegexBytes) + `)"`}, "regex"},
+		{"regex program", Request{Query: `* | where match(_raw, "` + big + `")`}, "regex"},
+		{"preference", Request{Query: "*", Preference: "_only_nodes:" + strings.Repeat("p,", query.MaxPreferenceNodes+1) + "p"}, "preference"},
+		{"syntax", Request{Query: "* | eval x=("}, ""},
+		{"bad regex", Request{Query: `* | rex "(?<x>["`}, ""},
+		{"bad preference", Request{Query: "*", Preference: "_nonsense"}, ""},
+	} {
+		before := promtest.CollectAndCount(h.metrics.limits)
+		var was float64
+		if c.limit != "" {
+			was = promtest.ToFloat64(h.metrics.limits.WithLabelValues(c.limit))
+		}
+		if _, _, err := h.check(c.req, time.Now()); err == nil {
+			t.Fatalf("%s: accepted", c.name)
+		} else if got := query.CompileLimit(err); got != c.limit {
+			t.Fatalf("%s: %v names limit %q, want %q", c.name, err, got, c.limit)
+		}
+		if c.limit == "" {
+			if after := promtest.CollectAndCount(h.metrics.limits); after != before {
+				t.Fatalf("%s: a refusal that passed no limit counted in the limit metric", c.name)
+			}
+			continue
+		}
+		if got := promtest.ToFloat64(h.metrics.limits.WithLabelValues(c.limit)); got != was+1 {
+			t.Fatalf(`%s: limit_hits_total{limit=%q} went from %v to %v, want +1`, c.name, c.limit, was, got)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		unproven: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_completeness_violations_total",
 			Help: "Bucket answers refused because the copy could not prove it is whole, per reason: short (length differs from the table's), no_length (the marker named none), no_batch (a searched marker without its results), unknown (a bucket no table the head could fetch knows)."}, []string{"reason"}),
 		limits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_limit_hits_total",
-			Help: "Searches this head ended with 400 limit_exceeded, per limit: search_memory (--search-memory), eval_value (an eval value over 1 MiB in the head's commands), peer (a peer reached a limit: its own metrics name it)."}, []string{"limit"}),
+			Help: "Searches this head refused or ended for a limit, per limit. Ended with 400 limit_exceeded: search_memory (--search-memory), eval_value (an eval value over 1 MiB in the head's commands), peer (a peer reached a limit: its own metrics name it). Refused before any fan-out, 400 bad_query or bad_preference: query_size, nesting, expression_height, regex, preference."}, []string{"limit"}),
 	}
 	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits)
 	return m

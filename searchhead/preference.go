@@ -40,16 +40,20 @@ type RequestError struct {
 	Position *int
 	// RetryAfter, when set, is the Retry-After header's seconds (429).
 	RetryAfter int
+	// Err is the error refused, when there is one (a *query.SyntaxError,
+	// a *query.PreferenceError): query.CompileLimit reads it.
+	Err error
 }
 
 func (e *RequestError) Error() string { return e.Msg }
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // ParsePreference parses a preference value (query.ParsePreference) and
 // makes its error a 400.
 func ParsePreference(s string) (*Preference, error) {
 	p, err := query.ParsePreference(s)
 	if err != nil {
-		return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: err.Error()}
+		return nil, &RequestError{Status: 400, Code: "bad_preference", Msg: err.Error(), Err: err}
 	}
 	return p, nil
 }

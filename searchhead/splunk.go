@@ -189,7 +189,7 @@ func (s *splunkAPI) searchRequest(r *http.Request) (req Request, events bool, er
 	if strings.TrimSpace(search) == "" {
 		return req, false, &RequestError{Status: 400, Code: "bad_query", Msg: "search is required (form field search, e.g. search=search index=main error)"}
 	}
-	_, plan, err := checkRequest(s.h.cfg.ID, s.h.cfg.Site, s.h.subj, req, time.Now())
+	_, plan, err := s.h.check(req, time.Now())
 	if err != nil {
 		return req, false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/devcluster"
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // TestDevSurvivesN1N4 (issue 26 acceptance): the review's N1 (half a
@@ -42,18 +43,36 @@ func TestDevSurvivesN1N4(t *testing.T) {
 		n4 += ` | eval x=replace(x,"(.+)",` + rep + `)`
 	}
 	n4 += " | eval n=len(x) | fields n"
+	// The whole of `quarry dev` runs in this test process: its peak RSS
+	// growth covers every head and peer. A normal search runs back to back
+	// on another search head while each offending request is refused.
+	mem := testutil.StartMemPeak()
 	for _, c := range []struct{ name, q, code, msg string }{
 		{"N1", n1, "bad_query", "a query of at most 262144 bytes"},
 		{"N4", n4, "limit_exceeded", "1048576-byte limit on an eval value"},
 	} {
-		a, err := devcluster.Search(ctx, heads["sh1"], "", map[string]any{"query": c.q})
+		var a devcluster.SearchAnswer
+		var err error
+		lat, nerr := devcluster.CountsDuring(ctx, heads["sh2"], "", "index=sample", n, func() {
+			a, err = devcluster.Search(ctx, heads["sh1"], "", map[string]any{"query": c.q})
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if a.Status != 400 || a.Code != c.code || !strings.Contains(a.Error, c.msg) {
 			t.Fatalf("%s: %d %s %q, want 400 %s naming the limit", c.name, a.Status, a.Code, a.Error, c.code)
 		}
-		t.Logf("%s refused in %v", c.name, a.Elapsed)
+		if nerr != nil {
+			t.Fatalf("a normal search on sh2 while %s was refused: %v", c.name, nerr)
+		}
+		med, most := devcluster.Spread(lat)
+		t.Logf("%s refused in %v; meanwhile %d normal searches on sh2, exact, median %v, max %v", c.name, a.Elapsed, len(lat), med, most)
+	}
+	heap, live, rss := mem.End()
+	t.Logf("peak growth of the whole dev process over N1 and N4: RSS %.1f MB, heap in use %.1f MB, live heap %.1f MB",
+		float64(rss)/1e6, float64(heap)/1e6, float64(live)/1e6)
+	if rss > 256<<20 {
+		t.Fatalf("RSS grew by %d MiB over N1 and N4 (bound 256 MiB)", rss>>20)
 	}
 	for id, url := range heads {
 		start := time.Now()

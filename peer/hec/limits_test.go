@@ -1,7 +1,6 @@
 package hec
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -12,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,86 +46,6 @@ func gzipped(t testing.TB, pattern string, n int) []byte {
 	return b.Bytes()
 }
 
-// procStatus reads a "VmRSS"-style line of /proc/self/status, in bytes (0
-// when there is none, off Linux).
-func procStatus(key string) uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// memPeak samples, until stopped, the Go heap in use, the live heap (what
-// the last GC found reachable: what the code holds, whatever the GC's
-// pacing leaves as garbage) and the process's RSS, and reports their
-// peaks; VmHWM is reset first (clear_refs 5) where the kernel allows, so
-// the peak RSS covers only what the test does.
-type memPeak struct {
-	heapBase, liveBase, rssBase uint64
-	heap, live, rss             uint64
-	stop, done                  chan struct{}
-}
-
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-func startMemPeak() *memPeak {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	m := &memPeak{heapBase: ms.HeapInuse, liveBase: liveHeap(), rssBase: procStatus("VmRSS"), stop: make(chan struct{}), done: make(chan struct{})}
-	m.heap, m.live, m.rss = m.heapBase, m.liveBase, m.rssBase
-	go func() {
-		defer close(m.done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			m.heap = max(m.heap, ms.HeapInuse)
-			m.live = max(m.live, liveHeap())
-			m.rss = max(m.rss, procStatus("VmRSS"))
-			select {
-			case <-m.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return m
-}
-
-// end stops sampling and returns the growth of the heap in use, the live
-// heap and the RSS (the larger of the sampled peak and VmHWM) over the
-// baseline. A last GC makes the live heap cover the end of the run.
-func (m *memPeak) end() (heap, live, rss uint64) {
-	close(m.stop)
-	<-m.done
-	runtime.GC()
-	m.live = max(m.live, liveHeap())
-	m.rss = max(m.rss, procStatus("VmHWM"))
-	grow := func(peak, base uint64) uint64 {
-		if peak < base {
-			return 0
-		}
-		return peak - base
-	}
-	return grow(m.heap, m.heapBase), grow(m.live, m.liveBase), grow(m.rss, m.rssBase)
-}
-
 func (f *fixture) postGzip(t *testing.T, path, auth string, body []byte) (int, hecReply, error) {
 	req, _ := http.NewRequest("POST", f.srv.URL+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", auth)
@@ -158,7 +75,7 @@ func TestGzipBombsStayWithinBudget(t *testing.T) {
 	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, defaults)
 	bomb := gzipped(t, "\x00", 64<<20)
 	f.srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 100
-	m := startMemPeak()
+	m := testutil.StartMemPeak()
 	type answer struct {
 		status int
 		r      hecReply
@@ -176,7 +93,7 @@ func TestGzipBombsStayWithinBudget(t *testing.T) {
 	}
 	wg.Wait()
 	close(answers)
-	heap, live, rss := m.end()
+	heap, live, rss := m.End()
 	tooLarge, busy := 0, 0
 	for a := range answers {
 		switch {
@@ -191,7 +108,7 @@ func TestGzipBombsStayWithinBudget(t *testing.T) {
 		}
 	}
 	t.Logf("100 gzip bombs of %d bytes (64 MiB inflated each): %d × 413, %d × 503; peak growth: live heap %.1f MB, heap in use %.1f MB, RSS %.1f MB (from %.1f MB); race detector %v",
-		len(bomb), tooLarge, busy, float64(live)/1e6, float64(heap)/1e6, float64(rss)/1e6, float64(m.rssBase)/1e6, raceEnabled)
+		len(bomb), tooLarge, busy, float64(live)/1e6, float64(heap)/1e6, float64(rss)/1e6, float64(m.RSSBase)/1e6, raceEnabled)
 	if live >= 100e6 {
 		t.Fatalf("live heap grew by %d bytes under 100 gzip bombs", live)
 	}

@@ -136,7 +136,8 @@ func countsBy(t *testing.T, url, term string) map[string]int {
 // holds on its data folder at most the cap plus the file cache's
 // (--max-open-files 4) — 32 hot journals would be 32; least recently
 // written buckets were rolled for room (quarry_peer_hot_cap_rolls_total);
-// afterwards every event is searchable exactly once, per index.
+// afterwards every event is searchable exactly once, per index; the
+// process's RSS grows by less than 256 MB over it all.
 func TestHotCapOverManyIndexes(t *testing.T) {
 	const capHot, maxOpen, indexes, perIndex = 16, 4, 32, 3
 	p, url := startLimitPeer(t, func(c *peer.Config) {
@@ -146,6 +147,7 @@ func TestHotCapOverManyIndexes(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	want := map[string]int{}
 	peak := 0
+	mem := testutil.StartMemPeak()
 	for round := 0; round < 2; round++ {
 		for first := 0; first < indexes; first += 4 {
 			var idx, raws []string
@@ -171,6 +173,11 @@ func TestHotCapOverManyIndexes(t *testing.T) {
 					first, first+3, round, fds, capHot, maxOpen)
 			}
 		}
+	}
+	if _, live, rss := mem.End(); rss >= 256e6 {
+		t.Fatalf("RSS grew by %d bytes over %d indexes", rss, indexes)
+	} else {
+		t.Logf("peak growth over %d indexes: RSS %.1f MB, live heap %.1f MB", indexes, float64(rss)/1e6, float64(live)/1e6)
 	}
 	m := scrape(t, url)
 	if m["quarry_peer_hot_buckets"] > capHot || m["quarry_peer_hot_buckets_limit"] != capHot || m["quarry_peer_hot_cap_rolls_total"] < indexes {

@@ -458,12 +458,14 @@ func FuzzEnvelopeValues(f *testing.F) {
 // connections that declare a 16 MiB body, send 10 bytes and go silent held
 // the whole 64 MiB budget (reserved from Content-Length), and every other
 // request got 503 code 9. Now each holds only what its buffer has grown
-// to (1 MiB), a normal request from another token is served at once, and
-// closing them gives everything back.
+// to (1 MiB), a normal request from another token is served at once,
+// closing them gives everything back, and the process's RSS grows by less
+// than 64 MB over it all.
 func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
 	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
 		c.MaxBodyBytes, c.MaxInFlightBytes, c.MaxEventBytes = 16<<20, 64<<20, 0
 	})
+	mem := testutil.StartMemPeak()
 	addr := strings.TrimPrefix(f.srv.URL, "http://")
 	var conns []net.Conn
 	for i := 0; i < 4; i++ {
@@ -498,6 +500,11 @@ func TestSilentBodiesDoNotTakeTheBudget(t *testing.T) {
 		}
 		return nil
 	})
+	_, live, rss := mem.End()
+	t.Logf("peak growth: RSS %.1f MB, live heap %.1f MB", float64(rss)/1e6, float64(live)/1e6)
+	if rss >= 64e6 {
+		t.Fatalf("RSS grew by %d bytes under four silent 16 MiB bodies", rss)
+	}
 }
 
 // TestStalledBodyGivesBackItsShare: a body that stops arriving has

@@ -391,6 +391,10 @@ type GenerationRequest struct {
 	// without primaries or buckets (a peer's heartbeat refresh; a manager
 	// of an older build ignores it and answers the whole view).
 	PeersOnly bool `json:"peers_only,omitempty"`
+	// URL is a search head's own HTTP URL, which the leader lists on the
+	// cluster page (GET /v1/status search_heads); empty from peers. A
+	// manager of an older build ignores it.
+	URL string `json:"url,omitempty"`
 }
 
 // GenerationReply wraps fsm.GenerationView (the JSON of GET /v1/generation).

@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,57 @@ func (c *Cluster) maintenance() bool {
 	var on bool
 	c.State(func(s *fsm.State) { on = s.Maintenance() })
 	return on
+}
+
+// TestBrowserClusterPageLinksSearchHeads (issue 29 item 5): the leader's
+// cluster page lists every search head that asked it for a table, with a
+// link to its search page; following the link opens that head's search
+// page, which answers a search.
+func TestBrowserClusterPageLinksSearchHeads(t *testing.T) {
+	c := Start(t, Options{})
+	raws := searchIngest(t, c, "links", 100)
+	heads := map[string]string{}
+	for _, h := range []struct{ id, site string }{{"sh1", "site1"}, {"sh0", fsm.Site0}} {
+		heads[h.id] = c.StartSearchHead(h.id, h.site).URL()
+	}
+	ctx := browsertest.New(t, 2*time.Minute)
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+c.Leader().HTTPAddr()+"/")); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Poll(t, 20*time.Second, func() error {
+		for id, u := range heads {
+			var href string
+			browsertest.Eval(ctx, fmt.Sprintf(`(document.querySelector('#heads tr[data-head=%q] a') || {}).href || ""`, id), &href)
+			if href != u+"/" {
+				return fmt.Errorf("page links %s to %q, want %q", id, href, u+"/")
+			}
+		}
+		return nil
+	})
+	browsertest.Screenshot(t, ctx, "cluster-search-heads.png")
+	var clicked bool
+	if err := browsertest.Eval(ctx, `(function () { document.querySelector('#heads tr[data-head="sh1"] a').click(); return true })()`, &clicked); err != nil || !clicked {
+		t.Fatalf("click the link to sh1: %v", err)
+	}
+	var loc string
+	browsertest.Poll(t, 20*time.Second, func() error {
+		browsertest.Eval(ctx, `location.href`, &loc)
+		if !strings.HasPrefix(loc, heads["sh1"]+"/") {
+			return fmt.Errorf("after the click the tab is at %q", loc)
+		}
+		return nil
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(heads["sh1"]+"/?range=all&q="+url.QueryEscape("* | stats count"))); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Poll(t, 30*time.Second, func() error {
+		var text string
+		if err := browsertest.Eval(ctx, `document.body.innerText`, &text); err != nil {
+			return err
+		}
+		if !strings.Contains(text, fmt.Sprint(len(raws))) {
+			return fmt.Errorf("the linked search page does not show the count %d yet", len(raws))
+		}
+		return nil
+	})
 }

@@ -72,6 +72,10 @@ func (a *httpAPI) handleAsset(w http.ResponseWriter, r *http.Request) {
 type StatusView struct {
 	fsm.Status
 	PeerStats map[string]PeerStatsView `json:"peer_stats,omitempty"`
+	// SearchHeads (leader only, an addition to the contract) are the
+	// search heads that named their URL in a generation request within
+	// the last 10 minutes, by id (heads.go): the page's links to them.
+	SearchHeads map[string]SearchHeadView `json:"search_heads,omitempty"`
 }
 
 // PeerStatsView is a peer's last heartbeat statistics and when they came.
@@ -81,7 +85,7 @@ type PeerStatsView struct {
 }
 
 func (m *Manager) statusView() StatusView {
-	v := StatusView{Status: m.Status()}
+	v := StatusView{Status: m.Status(), SearchHeads: m.heads.view(time.Now())}
 	m.hbMu.Lock()
 	if len(m.peerStats) > 0 {
 		v.PeerStats = make(map[string]PeerStatsView, len(m.peerStats))

@@ -66,6 +66,8 @@ type Manager struct {
 
 	gens generationLog // recent generation changes, for the cluster page
 
+	heads headBook // search heads heard from, for the cluster page (heads.go)
+
 	uploads registerUploads // multi-part Register inventories being received (regupload.go)
 
 	leadMu sync.Mutex

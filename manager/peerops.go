@@ -590,6 +590,20 @@ func (ps *peerService) eventSentBy(ctx context.Context, e api.BucketEvent) error
 	return err
 }
 
+// heardHead records the search head that sent r with its URL (heads.go):
+// a sender that is a registered peer is not a search head and is ignored.
+func (ps *peerService) heardHead(ctx context.Context, r api.GenerationRequest) {
+	sender := bus.SubjectSender(bus.RequestSubject(ctx))
+	if sender == "" || r.Site == "" {
+		return
+	}
+	isPeer := false
+	ps.m.state.Read(func(s *fsm.State) { _, isPeer = s.Peer(sender) })
+	if !isPeer {
+		ps.m.heads.record(sender, r.Site, r.URL, time.Now())
+	}
+}
+
 func (ps *peerService) generation(ctx context.Context, r api.GenerationRequest) (api.GenerationReply, error) {
 	m := ps.m
 	if err := checkIDs("generation", "site", r.Site); err != nil {
@@ -598,6 +612,9 @@ func (ps *peerService) generation(ctx context.Context, r api.GenerationRequest) 
 	site := r.Site
 	if site == "" {
 		site = fsm.Site0
+	}
+	if r.URL != "" {
+		ps.heardHead(ctx, r)
 	}
 	build := func() (view fsm.GenerationView, err error) {
 		m.state.Read(func(s *fsm.State) {

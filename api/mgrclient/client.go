@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,11 +43,31 @@ type ManagerClient struct {
 	// <prefix>.mgr.<op>.<sender> (SPEC §6): the peer's id or the search
 	// head's name, the only one its NATS user may publish under.
 	Sender string
+
+	announce atomic.Pointer[announce] // SetURL
+}
+
+// announce is what SetURL set.
+type announce struct{ site, url string }
+
+// SetURL is how a search head names its own HTTP URL: FetchGeneration
+// names it in every request for the table of site (the head's own), and
+// the leader lists it on the cluster page. Safe while requests run.
+func (c *ManagerClient) SetURL(site, url string) {
+	c.announce.Store(&announce{site: site, url: url})
 }
 
 // NewManagerClient makes a client for the subject scheme s.
 func NewManagerClient(nc *nats.Conn, s bus.Subjects) *ManagerClient {
 	return &ManagerClient{nc: nc, s: s, AttemptTimeout: 2 * time.Second}
+}
+
+// urlFor is the URL to name in a generation request for site.
+func (c *ManagerClient) urlFor(site string) string {
+	if a := c.announce.Load(); a != nil && a.site == site {
+		return a.url
+	}
+	return ""
 }
 
 // Retryable reports whether err means "no leader serves this right now".
@@ -267,7 +288,7 @@ func (c *ManagerClient) fetchGenerationOnce(ctx context.Context, subj, site stri
 	}()
 	actx, acancel := context.WithTimeout(ctx, max(c.AttemptTimeout, ft))
 	reply, err := bus.Request[api.GenerationRequest, api.GenerationReply](actx, c.nc, subj,
-		api.GenerationRequest{V: api.WireVersion, Site: site, Since: since, Generation: generation, Invite: &inv})
+		api.GenerationRequest{V: api.WireVersion, Site: site, Since: since, Generation: generation, Invite: &inv, URL: c.urlFor(site)})
 	acancel()
 	if err != nil && !errors.Is(err, bus.ErrTimeout) {
 		rcancel()

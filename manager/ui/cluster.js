@@ -122,6 +122,24 @@
     $("sites").replaceChildren(...out);
   }
 
+  // Search heads name their URL in their generation requests, which only
+  // the leader serves: a follower's status has none (search_heads).
+  function renderHeads() {
+    const s = state.status;
+    const heads = s.search_heads || {};
+    const ids = Object.keys(heads).sort();
+    const follower = state.managers && state.managers.leader !== state.managers.self;
+    $("heads-note").textContent = follower && !ids.length
+      ? "Search heads name their address to the leader only: open the leader's page to see them."
+      : "each search head serves the search page at its URL";
+    fill($("heads").tBodies[0], ids.map((id) => {
+      const h = heads[id];
+      return el("tr", { "data-head": id }, el("td", { text: id }), el("td", { text: h.site }),
+        el("td", {}, el("a", { href: h.url + "/", rel: "noopener", text: h.url + "/" })),
+        el("td", { title: h.heard_at, text: ago(h.heard_at) }));
+    }), 4, follower ? "none known to this follower" : "none heard yet");
+  }
+
   function renderGens() {
     const g = state.gens;
     if (!g) return;
@@ -184,7 +202,7 @@
 
   function render() {
     if (!state.status) return;
-    renderHeader(); renderSites(); renderGens(); renderFixups(); renderManagers(); renderBuckets();
+    renderHeader(); renderSites(); renderHeads(); renderGens(); renderFixups(); renderManagers(); renderBuckets();
   }
 
   async function poll() {

@@ -216,6 +216,10 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 		}
 		return nil
 	})
+	var cfg fsm.Config
+	l.Read(func(s *fsm.State) { cfg = s.Config() })
+	cfg.HECTokens = append(cfg.HECTokens, fsm.HECToken{Token: "hec-secret-1", Ack: true})
+	g.apply(&fsm.SetConfig{Config: cfg})
 	before := settledHash(t, l)
 	sh := mgrclient.NewManagerClient(b.connect(t, "sh1", "sh1-pw"), subj)
 	sh.Sender = "sh1"
@@ -231,8 +235,17 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	if _, err := sh.FetchGeneration(ctx, fsm.Site0, 0, 0); err != nil {
 		t.Fatalf("search head's generation request: %v", err)
 	}
-	if _, err := sh.Config(ctx, ""); err != nil {
+	// Review L1: a head gets the search tokens' digests, never the HEC
+	// tokens' or the admin token's; naming itself as a peer is refused.
+	pc, err := sh.Config(ctx, "")
+	if err != nil {
 		t.Fatalf("search head's config request: %v", err)
+	}
+	if len(pc.HECTokens) != 0 || pc.AdminTokenDigest != "" || pc.ID == "" {
+		t.Fatalf("search head's config carries HEC tokens %v, admin digest %q (id %q): want none, under the whole config's id", pc.HECTokens, pc.AdminTokenDigest, pc.ID)
+	}
+	if _, err := sh.Config(ctx, "sh1"); !bus.IsRemote(err, api.CodeRefused) {
+		t.Fatalf("search head asking a peer's config under its own name: %v, want refused", err)
 	}
 	if after := stateHash(t, l); after != before {
 		t.Fatalf("state moved: %+v → %+v", before, after)

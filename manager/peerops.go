@@ -667,10 +667,36 @@ func (ps *peerService) generation(ctx context.Context, r api.GenerationRequest) 
 	return api.GenerationReply{V: api.WireVersion, View: view}, nil
 }
 
+// config answers the cluster config a role needs. A peer names itself
+// (ConfigRequest.Peer, checked against the sender) and must be registered:
+// it gets the whole config. A request naming no peer is a search head's
+// (the bus lets no other role send mgr.config): it gets only what a head
+// uses — the search tokens' digests and the known indexes — never the HEC
+// tokens' digests or the admin token's (review L1: a head's memory or
+// traffic would otherwise hold the material for guessing them offline).
+// The config id stays the whole config's, so notices compare alike.
 func (ps *peerService) config(ctx context.Context, r api.ConfigRequest) (api.PeerConfig, error) {
 	m := ps.m
+	if r.Peer != "" {
+		if err := checkIDs("config", "peer", r.Peer); err != nil {
+			return api.PeerConfig{}, err
+		}
+		if err := sentBy(ctx, "config", r.Peer); err != nil {
+			return api.PeerConfig{}, err
+		}
+	}
 	var pc api.PeerConfig
-	m.state.Read(func(s *fsm.State) { pc = m.peerConfigOf(s) })
+	known := false
+	m.state.Read(func(s *fsm.State) {
+		pc = m.peerConfigOf(s)
+		_, known = s.Peer(r.Peer)
+	})
+	switch {
+	case r.Peer == "":
+		pc.HECTokens, pc.AdminTokenDigest = nil, ""
+	case !known:
+		return api.PeerConfig{}, bus.Errorf(api.CodeRefused, "config for peer %q: not registered: register first", r.Peer)
+	}
 	return pc, nil
 }
 

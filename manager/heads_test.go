@@ -89,4 +89,3 @@ func TestHeadBookBounded(t *testing.T) {
 		t.Fatalf("%d heads left after %v unheard", n, headForget)
 	}
 }
-

@@ -296,7 +296,6 @@ func (h *Head) unknownIndexes(plan *query.Plan, allowed []string) []string {
 	return out
 }
 
-
 // Close stops HTTP (running searches are cancelled), the table loop and
 // the bus connection it opened.
 func (h *Head) Close() error {

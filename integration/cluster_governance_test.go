@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/devcluster"
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/searchhead"
@@ -19,15 +20,25 @@ import (
 // search head of a running cluster. Each is a 400 naming the limit —
 // bad_query with the position for N1, limit_exceeded from the peers for
 // N4 (the head ends the search rather than re-dispatching the bucket) —
-// and afterwards the head and every peer still answer a normal search.
+// while another search token's normal searches on another head go on,
+// exact; the RSS of the whole cluster (one process) stays bounded; and
+// afterwards the head and every peer still answer a normal search.
 func TestSearchGovernanceN1N4(t *testing.T) {
-	c := Start(t, Options{})
+	const hostile, normal = "tok-hostile-0123456789", "tok-normal-0123456789"
+	c := Start(t, Options{SearchTokens: []fsm.SearchToken{{Token: hostile}, {Token: normal}}})
 	raws := searchIngest(t, c, "gov", 200)
 	waitComplete(t, c)
 	sh1 := c.StartSearchHead("sh1", "site1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	post := func(url, q string) SearchAnswer { return mustSearch(t, ctx, url, q) }
+	post := func(url, q string) SearchAnswer {
+		t.Helper()
+		a, err := SearchHTTP(ctx, url, hostile, map[string]any{"query": q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
 	n := 500000
 	n1 := "* | eval x=" + strings.Repeat("ln(", n) + "1" + strings.Repeat(")", n)
 	rep := `"` + strings.Repeat("$1", 10) + `"`
@@ -45,7 +56,7 @@ func TestSearchGovernanceN1N4(t *testing.T) {
 		{"N4", n4, "limit_exceeded", "1048576-byte limit"},
 	} {
 		var a SearchAnswer
-		lat, err := devcluster.CountsDuring(ctx, sh2.URL(), "", "*", int64(len(raws)), func() { a = post(sh1.URL(), tc.q) })
+		lat, err := devcluster.CountsDuring(ctx, sh2.URL(), normal, "*", int64(len(raws)), func() { a = post(sh1.URL(), tc.q) })
 		if a.Status != 400 || a.Code != tc.code || !strings.Contains(a.Error, tc.msg) {
 			t.Fatalf("%s through the head: %d %s %q", tc.name, a.Status, a.Code, a.Error)
 		}

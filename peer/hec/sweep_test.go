@@ -25,7 +25,7 @@ func TestSweepFreesAStuckChannel(t *testing.T) {
 	now := fixedNow
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	h := New(Config{Store: st, Tokens: []Token{{Value: "ack", Ack: true}}, MaxPendingAcks: 2,
+	h := New(Config{Store: st, Tokens: []Token{{Value: "ack", Ack: true}, {Value: "noack"}}, MaxPendingAcks: 2,
 		ChannelIdle: 10 * time.Minute, AckIdle: 5 * time.Minute, Now: clock})
 	mux := http.NewServeMux()
 	h.Register(mux)
@@ -42,6 +42,10 @@ func TestSweepFreesAStuckChannel(t *testing.T) {
 	send(chanA, 0)
 	send(chanA, 0)
 	send(chanA, 9) // two unread acks: the channel is full
+	// Another token's shipper is served while chanA is stuck.
+	if status, r := f.post(t, "/services/collector/event", "Splunk noack", "", good); status != 200 || r.Code != 0 {
+		t.Fatalf("another token beside the stuck channel: %d %+v", status, r)
+	}
 	advance(4 * time.Minute)
 	if c, a := h.Sweep(); c != 0 || a != 0 {
 		t.Fatalf("sweep before AckIdle forgot %d channels, %d acks", c, a)
@@ -59,7 +63,7 @@ func TestSweepFreesAStuckChannel(t *testing.T) {
 	if c, a := h.Sweep(); c != 2 || a != 2 {
 		t.Fatalf("sweep after ChannelIdle forgot %d channels, %d acks; want 2, 2", c, a)
 	}
-	if n := (*h.tokens.Load()); len(n) != 1 {
+	if n := (*h.tokens.Load()); len(n) != 2 {
 		t.Fatalf("tokens %d", len(n))
 	}
 	for _, tk := range *h.tokens.Load() {

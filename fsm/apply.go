@@ -171,13 +171,19 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 	// its primaries pinned to the origin, and a targets request for it is
 	// answered (manager: existingHotBucket) — it registered before its
 	// targets request was answered, as a leader change can make it.
+	// A claimed copy the managers cannot vouch for is ignored (inventory.go).
+	tasks := s.taskBucketsFor(c.ID)
 	for _, bid := range sortedKeys(inv) {
 		ci := inv[bid]
-		b, ok := s.edit(bid)
+		known, ok := s.lookup(bid)
 		if !ok {
 			s.joinReported(ch, c, p, bid, ci)
 			continue
 		}
+		if !s.mayAdoptCopy(known, c, tasks) {
+			continue
+		}
+		b, _ := s.edit(bid)
 		s.mutateBucket(ch, b, func() { s.adoptReportedCopy(ch, b, c, p, ci) })
 	}
 	// The peer is Up again: its buckets' primaries are recomputed (fill-ins
@@ -233,7 +239,9 @@ func (s *State) checkRegistration(c *RegisterPeer) (map[string]CopyInfo, error) 
 // peer's inventory: warm, or hot when its origin reports it.
 func (s *State) joinReported(ch *change, c *RegisterPeer, p *Peer, bid string, ci CopyInfo) {
 	index, _, guid, _ := ParseBucketID(bid)
-	s.addIndex(index)
+	if s.declaresReportedIndex() {
+		s.addIndex(index)
+	}
 	origin := ""
 	for _, id := range sortedKeys(s.d.Peers) {
 		if s.d.Peers[id].GUID == guid {

@@ -526,7 +526,17 @@ func TestProperties(t *testing.T) {
 				if pp, ok := m.s.d.Peers[p]; ok {
 					site = pp.Site
 				}
-				if _, failed := m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now}).(error); failed {
+				reg := &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now}
+				// Claims of known buckets the managers cannot vouch for
+				// (inventory.go) are not adopted: judged before the entry.
+				unvouched := map[string]bool{}
+				tasks := m.s.taskBucketsFor(p)
+				for _, ci := range inv {
+					if b, ok := m.s.lookup(ci.Bucket); ok && !m.s.mayAdoptCopy(b, reg, tasks) {
+						unvouched[ci.Bucket] = true
+					}
+				}
+				if _, failed := m.apply(t, reg).(error); failed {
 					return
 				}
 				for _, ci := range inv {
@@ -534,11 +544,61 @@ func TestProperties(t *testing.T) {
 					if _, frozen := m.s.d.Frozen[ci.Bucket]; frozen {
 						continue
 					}
+					if unvouched[ci.Bucket] {
+						if ok && b.Copies[p] != nil {
+							t.Fatalf("unvouched claim of %s by %s adopted: %+v", ci.Bucket, p, b.Copies[p])
+						}
+						continue
+					}
 					if !ok || b.Copies[p] == nil {
 						t.Fatalf("reported %s on %s is not in the table: %+v", ci.Bucket, p, b)
 					}
 					if !b.Hot && !b.Sealed && ci.Latest > b.Latest {
 						t.Fatalf("rebuilt %s: latest %d, a copy reported %d", b.ID, b.Latest, ci.Latest)
+					}
+				}
+			},
+			// A peer claims copies of buckets it may not hold (review M5):
+			// from InventoryVersion a claim the managers cannot vouch for
+			// is not adopted, and is never a primary.
+			"claimForeign": func(t *rapid.T) {
+				p := peer(t)
+				pp, ok := m.s.d.Peers[p]
+				if !ok {
+					return
+				}
+				var inv []CopyInfo
+				for _, id := range m.s.bucketIDs() {
+					if c, ok := m.s.d.Buckets[id].Copies[p]; ok {
+						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
+					}
+				}
+				ids := m.s.bucketIDs()
+				if len(ids) == 0 {
+					return
+				}
+				claimed := rapid.SampledFrom(ids).Draw(t, "claimed")
+				if _, held := m.s.d.Buckets[claimed].Copies[p]; held {
+					return
+				}
+				inv = append(inv, CopyInfo{Bucket: claimed, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
+				reg := &RegisterPeer{ID: p, GUID: pp.GUID, Site: pp.Site, Inventory: inv, At: m.now}
+				vouched := m.s.mayAdoptCopy(m.s.d.Buckets[claimed], reg, m.s.taskBucketsFor(p))
+				if _, failed := m.apply(t, reg).(error); failed {
+					return
+				}
+				b, ok := m.s.d.Buckets[claimed]
+				if !ok {
+					return
+				}
+				if _, adopted := b.Copies[p]; adopted != vouched {
+					t.Fatalf("claim of %s by %s: adopted %v, vouched %v (cluster version %d)", claimed, p, adopted, vouched, m.s.ClusterVersion())
+				}
+				if !vouched {
+					for table, primary := range b.Primary {
+						if primary == p {
+							t.Fatalf("unvouched claimant %s is %s's primary for %s", p, claimed, table)
+						}
 					}
 				}
 			},

@@ -17,9 +17,12 @@ import (
 // command but SealBucket's Final (body version 3, SealFinalVersion) and
 // the rule that only a provisional seal is extended; version 6 adds no
 // command but Bucket.LeftAt (LeftAtVersion), which a version 5 build does
-// not record, so its state would differ. A build that adds a
+// not record, so its state would differ; version 7 adds no command but
+// the inventory rules (InventoryVersion, inventory.go): a registration
+// adopts only the claimed copies the managers can vouch for and declares
+// no index unless indexes are created automatically. A build that adds a
 // command type raises Version and lists the type in clusterVersions.
-const Version = 6
+const Version = 7
 
 // LeftAtVersion is the cluster version from which the FSM records when a
 // copy leaves a hot bucket's searchable set (Bucket.LeftAt).

@@ -499,6 +499,13 @@ func (ps *peerService) bucketEvent(ctx context.Context, e api.BucketEvent) (api.
 	case api.EventSearchable:
 		cmd = &fsm.CopySearchable{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Searchable: e.Searchable}
 	case api.EventCopyAdded:
+		// A claim like an inventory's (fsm/inventory.go, review M5): only
+		// a copy the managers can vouch for is recorded.
+		vouched := false
+		m.state.Read(func(s *fsm.State) { vouched = s.VouchesForCopy(e.Bucket, e.Peer) })
+		if !vouched {
+			return api.BucketEventReply{}, bus.Errorf(api.CodeRefused, "copy_added: the managers assigned %s no copy of %s (a copy a fixup task made is reported by its result)", e.Peer, e.Bucket)
+		}
 		cmd = &fsm.AddCopy{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer, Searchable: e.Searchable, Blocks: e.Blocks}
 	case api.EventCopyRemoved:
 		cmd = &fsm.RemoveCopy{ReqID: rid, Bucket: e.Bucket, Peer: e.Peer}

@@ -180,7 +180,7 @@ func (s *State) applyRegisterPeer(idx uint64, c *RegisterPeer) (any, error) {
 			s.joinReported(ch, c, p, bid, ci)
 			continue
 		}
-		if !s.mayAdoptCopy(known, c, tasks) {
+		if !s.vouches(known, c.ID, c.GUID, tasks) {
 			continue
 		}
 		b, _ := s.edit(bid)
@@ -239,7 +239,7 @@ func (s *State) checkRegistration(c *RegisterPeer) (map[string]CopyInfo, error) 
 // peer's inventory: warm, or hot when its origin reports it.
 func (s *State) joinReported(ch *change, c *RegisterPeer, p *Peer, bid string, ci CopyInfo) {
 	index, _, guid, _ := ParseBucketID(bid)
-	if s.declaresReportedIndex() {
+	if s.ClusterVersion() < InventoryVersion || s.d.Config.AutoCreateIndexes { // inventory.go
 		s.addIndex(index)
 	}
 	origin := ""

@@ -31,15 +31,9 @@ package fsm
 // trusted only as far as the managers can vouch for them.
 const InventoryVersion = 7
 
-// mayAdoptCopy reports whether a registering peer's inventory may add its
-// copy of the known bucket b (tasks: the buckets of open tasks that target
-// the peer).
-func (s *State) mayAdoptCopy(b *Bucket, c *RegisterPeer, tasks map[string]bool) bool {
-	return s.vouches(b, c.ID, c.GUID, tasks)
-}
-
 // vouches reports whether the managers can vouch for a copy of b that
-// peer (with guid) claims: see the package comment above.
+// peer (with guid) claims — a registering peer's inventory, a copy_added
+// event (tasks: the buckets of open tasks that target the peer).
 func (s *State) vouches(b *Bucket, peer, guid string, tasks map[string]bool) bool {
 	if s.ClusterVersion() < InventoryVersion {
 		return true
@@ -81,10 +75,4 @@ func (s *State) taskBucketsFor(peer string) map[string]bool {
 		}
 	}
 	return out
-}
-
-// declaresReportedIndex reports whether a bucket adopted from an inventory
-// declares its index.
-func (s *State) declaresReportedIndex() bool {
-	return s.ClusterVersion() < InventoryVersion || s.d.Config.AutoCreateIndexes
 }

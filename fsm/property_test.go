@@ -532,7 +532,7 @@ func TestProperties(t *testing.T) {
 				unvouched := map[string]bool{}
 				tasks := m.s.taskBucketsFor(p)
 				for _, ci := range inv {
-					if b, ok := m.s.lookup(ci.Bucket); ok && !m.s.mayAdoptCopy(b, reg, tasks) {
+					if b, ok := m.s.lookup(ci.Bucket); ok && !m.s.vouches(b, reg.ID, reg.GUID, tasks) {
 						unvouched[ci.Bucket] = true
 					}
 				}
@@ -583,7 +583,7 @@ func TestProperties(t *testing.T) {
 				}
 				inv = append(inv, CopyInfo{Bucket: claimed, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
 				reg := &RegisterPeer{ID: p, GUID: pp.GUID, Site: pp.Site, Inventory: inv, At: m.now}
-				vouched := m.s.mayAdoptCopy(m.s.d.Buckets[claimed], reg, m.s.taskBucketsFor(p))
+				vouched := m.s.vouches(m.s.d.Buckets[claimed], reg.ID, reg.GUID, m.s.taskBucketsFor(p))
 				if _, failed := m.apply(t, reg).(error); failed {
 					return
 				}

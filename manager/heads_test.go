@@ -3,13 +3,11 @@ package manager
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quarry-dev/quarry/api/mgrclient"
-	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 )
 
@@ -21,21 +19,11 @@ import (
 // or https with a host (javascript:, user info, too long) is ignored; the
 // generation is answered in every case.
 func TestSearchHeadURLHeardByLeader(t *testing.T) {
-	subj, _ := bus.NewSubjects(bus.DefaultPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: "site1", Listen: "127.0.0.1:0", User: "admin", Password: "admin-pw",
-		Users: []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager},
-			{Name: "sh1", Password: "sh1-pw", Role: bus.RoleSearchHead, Head: "sh1"},
-			{Name: "sh2", Password: "sh2-pw", Role: bus.RoleSearchHead, Head: "sh2"},
-			{Name: "p1", Password: "p1-pw", Role: bus.RolePeer, Site: "site1", Peer: "p1"}},
-		Subjects: subj, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	b := &testBus{srv: srv, subj: subj}
-	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = srv.ClientURL(), "mgr", "mgr-pw" })
+	b := startTestBusWith(t, []string{"sh1", "sh2"}, "p1")
+	subj := b.subj
+	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw" })
 	l := g.leader()
 	p1 := newFakePeer(t, b, "p1")
 	p1.register(ctx, nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -193,18 +192,11 @@ func TestNATSSenderIsThePeer(t *testing.T) {
 // generation and config requests under its own name: registering as a
 // peer is refused by the server, its generation request is answered.
 func TestNATSSearchHeadCannotRegister(t *testing.T) {
-	subj, _ := bus.NewSubjects(bus.DefaultPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: "site1", Listen: "127.0.0.1:0", User: "admin", Password: "admin-pw",
-		Users:    []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager}, {Name: "sh1", Password: "sh1-pw", Role: bus.RoleSearchHead, Head: "sh1"}},
-		Subjects: subj, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	b := &testBus{srv: srv, subj: subj}
-	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = srv.ClientURL(), "mgr", "mgr-pw" })
+	b := startTestBusWith(t, []string{"sh1"})
+	subj := b.subj
+	g := newGroup(t, 1, func(c *Config) { c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw" })
 	l := g.leader()
 	// The bootstrap seed (config, indexes) is committed after the
 	// election and the cluster version is raised at the first leader

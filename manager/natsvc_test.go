@@ -30,11 +30,20 @@ type testBus struct {
 func startTestBus(t *testing.T, peers ...string) *testBus { return startTestBusB(t, peers...) }
 
 func startTestBusB(t testing.TB, peers ...string) *testBus {
+	return startTestBusWith(t, nil, peers...)
+}
+
+// startTestBusWith is startTestBus with extra users (search heads:
+// user name = head name, password name+"-pw").
+func startTestBusWith(t testing.TB, heads []string, peers ...string) *testBus {
 	t.Helper()
 	subj, _ := bus.NewSubjects(bus.DefaultPrefix)
 	users := []bus.User{{Name: "mgr", Password: "mgr-pw", Role: bus.RoleManager}}
 	for _, p := range peers {
 		users = append(users, bus.User{Name: p, Password: p + "-pw", Role: bus.RolePeer, Site: "site1", Peer: p})
+	}
+	for _, h := range heads {
+		users = append(users, bus.User{Name: h, Password: h + "-pw", Role: bus.RoleSearchHead, Head: h})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

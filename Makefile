@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin/quarry
 
-.PHONY: build test test-norace test-short integration compat lint bench bench-tiny bench-scale e2e fuzz determinism clean image demo demo-down browser screenshots chaos
+.PHONY: build test test-norace test-short integration hostile compat lint bench bench-tiny bench-scale e2e fuzz determinism clean image demo demo-down browser screenshots chaos
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/quarry
@@ -12,9 +12,16 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
-# The cluster acceptance suite, long cases included (build tag integration).
+# The cluster acceptance suite, long cases included (build tag integration);
+# the hostile-process suite runs on its own (make hostile).
 integration:
-	$(GO) test -race -count=1 -tags integration -timeout 30m ./integration/...
+	$(GO) test -race -count=1 -tags integration -timeout 30m -skip Hostile ./integration/...
+
+# The hostile-process suite (issue 25, SECURITY.md): processes and clients
+# with one role's valid credentials try what only another role may do, and
+# change nothing.
+hostile:
+	$(GO) test -race -count=1 -tags integration -timeout 15m -run Hostile ./integration/
 
 # Real third-party clients against quarry (issue 11): its own Go module,
 # compat/, so the product's go.mod stays lean.

@@ -192,18 +192,7 @@ func TestClusterForgedSendersRefused(t *testing.T) {
 	}
 
 	// Settled: nothing moves while the forgeries are sent.
-	var before clusterSnapshot
-	stableSince := time.Now()
-	c.WaitFor(30*time.Second, func() error {
-		s := takeSnapshot(t, c)
-		if before.hashes == nil || before.diff(s) != nil {
-			before, stableSince = s, time.Now()
-		}
-		if time.Since(stableSince) < time.Second {
-			return errors.New("cluster state or files still moving")
-		}
-		return nil
-	})
+	before := settledSnapshot(t, c)
 
 	toTarget, _ := subj.Repl(siteOf(target), target, attacker)
 	send := func(r repl.Request) error {

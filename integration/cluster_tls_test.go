@@ -24,18 +24,21 @@ import (
 // HTTPS on the managers, the peers (HEC included) and the search head,
 // TLS on every NATS client connection and mutual TLS on the gateways, Raft
 // over mutual TLS — certificates generated for 127.0.0.1 into the test's
-// folder. Events acknowledged through HTTPS HEC on both sites are on RF
+// folder, one per role (tlsconfig.GenerateRoles, as the demo), each
+// server presenting its role's. Events acknowledged through HTTPS HEC on both sites are on RF
 // copies placed by the policy, each exactly once, and a search head
 // answers their exact count over HTTPS. Then the refusals: an HTTPS
 // client without the CA (x509 error; the peer's store unchanged), a NATS
 // client without the CA, a plain TCP connection to the Raft port (closed
-// during the handshake; the managers' state unchanged).
+// during the handshake), a peer's certificate of the same CA on the Raft
+// port (refused by role, review M6) — the managers' state unchanged.
 func TestClusterTLSIngestReplicates(t *testing.T) {
-	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	certs, err := tlsconfig.GenerateRoles(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Start(t, Options{TLS: files})
+	files := certs[tlsconfig.RolePeer] // the harness's clients: the CA and https
+	c := Start(t, Options{TLS: files, TLSRoles: certs})
 	n := 4_000
 	origins := []string{"site1-p1", "site2-p2"}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -131,6 +134,24 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	}
 	if len(b) > 0 && b[0] != 0x15 { // at most a TLS alert record
 		t.Fatalf("plain connection to the Raft port got %q", b)
+	}
+	// A peer's certificate of the same CA on the Raft port: the leader
+	// refuses it during the handshake (a bad-certificate alert).
+	peerTLS, err := certs[tlsconfig.RolePeer].Mutual(tlsconfig.RaftRoles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	tconn, err := (&tls.Dialer{Config: peerTLS}).DialContext(dctx, "tcp", c.Leader().RaftAddr())
+	dcancel()
+	if err == nil {
+		tconn.SetDeadline(time.Now().Add(10 * time.Second))
+		tconn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 0x05})
+		_, err = tconn.Read(make([]byte, 1))
+		tconn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		t.Fatalf("a peer's certificate on the Raft port: %v, want a bad-certificate alert", err)
 	}
 	after, err := c.Leader().StateHash()
 	if err != nil {

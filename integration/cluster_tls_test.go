@@ -135,24 +135,8 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	if len(b) > 0 && b[0] != 0x15 { // at most a TLS alert record
 		t.Fatalf("plain connection to the Raft port got %q", b)
 	}
-	// A peer's certificate of the same CA on the Raft port: the leader
-	// refuses it during the handshake (a bad-certificate alert).
-	peerTLS, err := certs[tlsconfig.RolePeer].Mutual(tlsconfig.RaftRoles...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-	tconn, err := (&tls.Dialer{Config: peerTLS}).DialContext(dctx, "tcp", c.Leader().RaftAddr())
-	dcancel()
-	if err == nil {
-		tconn.SetDeadline(time.Now().Add(10 * time.Second))
-		tconn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 0x05})
-		_, err = tconn.Read(make([]byte, 1))
-		tconn.Close()
-	}
-	if err == nil || !strings.Contains(err.Error(), "bad certificate") {
-		t.Fatalf("a peer's certificate on the Raft port: %v, want a bad-certificate alert", err)
-	}
+	// A peer's certificate of the same CA on the Raft port (review M6).
+	raftRefusesCertificate(ctx, t, c.Leader().RaftAddr(), certs[tlsconfig.RolePeer])
 	after, err := c.Leader().StateHash()
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +146,29 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	}
 	if got := c.peerEvents("site1-p1"); got != eventsBefore {
 		t.Fatalf("site1-p1 holds %d events after the refusals, %d before", got, eventsBefore)
+	}
+}
+
+// raftRefusesCertificate: a TLS client presenting files' certificate (and
+// trusting the managers) is refused by the Raft port at addr during the
+// handshake: a bad-certificate alert on its first read.
+func raftRefusesCertificate(ctx context.Context, t *testing.T, addr string, files tlsconfig.Files) {
+	t.Helper()
+	cfg, err := files.Mutual(tlsconfig.RaftRoles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(dctx, "tcp", addr)
+	if err == nil {
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 0x05}) // AppendEntries, msgpack {"Term": 5}
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		t.Fatalf("certificate %s on the Raft port: %v, want a bad-certificate alert", files.Cert, err)
 	}
 }
 

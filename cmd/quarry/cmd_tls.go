@@ -19,7 +19,7 @@ import (
 // QUARRY_TLS_CERT, QUARRY_TLS_KEY, QUARRY_TLS_CA.
 
 func tlsCertFlag() cli.Flag {
-	return &cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: this process's servers speak TLS only (HTTPS; NATS and, between servers, mutual TLS)", EnvVars: envVars("tls-cert")}
+	return &cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: this process's servers speak TLS only (HTTPS; NATS and, between servers, mutual TLS); it names the process's role (OU quarry-manager, quarry-bus, …: quarry tls gen)", EnvVars: envVars("tls-cert")}
 }
 
 func tlsKeyFlag() cli.Flag {

@@ -105,8 +105,8 @@ image: build
 
 # The multisite demo (docker-compose.yml): 2 sites x 3 peers, 3 managers, 2 NATS
 # nodes with per-process credentials, search heads sh1, sh2 and sh0, TLS on HTTP,
-# NATS and Raft with certificates generated at start (the compose service certs,
-# `quarry tls gen`; the CA is copied to bin/demo-ca.pem). Waits until healthy,
+# NATS and Raft with one certificate per role generated at start (the compose
+# service certs, `quarry tls gen`; the CA is copied to bin/demo-ca.pem). Waits until healthy,
 # loads sample data with acks and checks every head counts it exactly.
 demo: image
 	deploy/demo-up.sh

@@ -332,7 +332,7 @@ func (c ServerConfig) tlsOptions(o *server.Options) error {
 	if c.ClusterListen == "" && c.GatewayListen == "" {
 		return nil
 	}
-	mutual, err := files.Mutual()
+	mutual, err := files.Mutual(tlsconfig.LinkRoles...)
 	if errors.Is(err, tlsconfig.ErrNoCA) {
 		return errors.New("bus: routes and gateways with --tls-cert need --tls-ca: they are mutual TLS between the deployment's servers")
 	}

@@ -65,6 +65,17 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
+// mustGenerateTLS is a new CA's certificate of every role
+// (tlsconfig.GenerateRoles), for 127.0.0.1 and localhost.
+func mustGenerateTLS(t *testing.T) map[string]tlsconfig.Files {
+	t.Helper()
+	f, err := tlsconfig.GenerateRoles(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestTLSClientConnections(t *testing.T) {
 	cert, key := selfSigned(t)
 	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", TLSCert: cert, TLSKey: key})
@@ -138,10 +149,8 @@ func (l *logLines) has(sub string) error {
 // and the gateways between sites are mutual TLS, requests cross both,
 // and a node whose certificate another CA signed cannot route in.
 func TestTLSRoutesAndGateways(t *testing.T) {
-	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	certs := mustGenerateTLS(t)
+	files := certs[tlsconfig.RoleBus]
 	ss, err := StartSites(ctxTimeout(t, 20*time.Second), SitesConfig{Sites: []string{"site1", "site2"}, Logger: quiet, Monitoring: true,
 		TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
 	if err != nil {
@@ -183,10 +192,7 @@ func TestTLSRoutesAndGateways(t *testing.T) {
 		}
 	}
 	// A node with another CA's certificate cannot route in.
-	other, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := mustGenerateTLS(t)[tlsconfig.RoleBus]
 	lines := &logLines{}
 	rogue := mustStartServer(t, ServerConfig{Name: "rogue", Site: "site3", ClusterListen: "127.0.0.1:0", Routes: []string{a.ClusterURL()},
 		TLSCert: other.Cert, TLSKey: other.Key, TLSCA: other.CA, Logger: slog.New(lines)})
@@ -216,13 +222,10 @@ func TestTLSRoutesAndGateways(t *testing.T) {
 // TestTLSClientWithoutCA: a client of a TLS node without the CA (system
 // roots) is refused at once, with a certificate error.
 func TestTLSClientWithoutCA(t *testing.T) {
-	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := mustGenerateTLS(t)[tlsconfig.RoleBus]
 	s := mustStartServer(t, ServerConfig{Name: "n1", Site: "site1", TLSCert: files.Cert, TLSKey: files.Key, TLSCA: files.CA})
 	start := time.Now()
-	_, err = Connect(ctxTimeout(t, 5*time.Second), s.ClientURL(), ConnectOptions{Logger: quiet})
+	_, err := Connect(ctxTimeout(t, 5*time.Second), s.ClientURL(), ConnectOptions{Logger: quiet})
 	var verr *tls.CertificateVerificationError
 	if !errors.As(err, &verr) {
 		t.Fatalf("client without CA: want a certificate verification error, got %v", err)

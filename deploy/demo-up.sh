@@ -5,8 +5,8 @@
 # event model, `quarry sample`) through p1's HEC with acks — once: a demo
 # that already holds it is not loaded again — and waits until every search
 # head (sh1, sh2, sh0) answers its exact count. Exit status non-zero on any
-# failure, with the last state seen. Every server speaks TLS with the
-# certificates the compose service certs generated (`quarry tls gen`): the
+# failure, with the last state seen. Every server speaks TLS with its role's
+# certificate, which the compose service certs generated (`quarry tls gen`): the
 # CA is copied out of its volume to $QUARRY_DEMO_CA (bin/demo-ca.pem), which
 # the host's clients verify the servers against (QUARRY_TLS_CA, curl --cacert).
 set -euo pipefail
@@ -77,7 +77,7 @@ poll() { # poll WHAT CMD…: run CMD until it succeeds or the deadline passes
 
 docker-compose up -d
 
-# The CA the servers' certificate is signed by, out of the certs volume
+# The CA the servers' certificates are signed by, out of the certs volume
 # (docker cp reads a stopped container's volumes).
 mkdir -p "$(dirname "$CA")"
 docker cp "$(docker-compose ps -q certs)":/certs/ca.pem "$CA"

@@ -24,18 +24,21 @@ import (
 // HTTPS on the managers, the peers (HEC included) and the search head,
 // TLS on every NATS client connection and mutual TLS on the gateways, Raft
 // over mutual TLS — certificates generated for 127.0.0.1 into the test's
-// folder. Events acknowledged through HTTPS HEC on both sites are on RF
+// folder, one per role (tlsconfig.GenerateRoles, as the demo), each
+// server presenting its role's. Events acknowledged through HTTPS HEC on both sites are on RF
 // copies placed by the policy, each exactly once, and a search head
 // answers their exact count over HTTPS. Then the refusals: an HTTPS
 // client without the CA (x509 error; the peer's store unchanged), a NATS
 // client without the CA, a plain TCP connection to the Raft port (closed
-// during the handshake; the managers' state unchanged).
+// during the handshake), a peer's certificate of the same CA on the Raft
+// port (refused by role, review M6) — the managers' state unchanged.
 func TestClusterTLSIngestReplicates(t *testing.T) {
-	files, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	certs, err := tlsconfig.GenerateRoles(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Start(t, Options{TLS: files})
+	files := certs[tlsconfig.RolePeer] // the harness's clients: the CA and https
+	c := Start(t, Options{TLS: files, TLSRoles: certs})
 	n := 4_000
 	origins := []string{"site1-p1", "site2-p2"}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -132,6 +135,8 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	if len(b) > 0 && b[0] != 0x15 { // at most a TLS alert record
 		t.Fatalf("plain connection to the Raft port got %q", b)
 	}
+	// A peer's certificate of the same CA on the Raft port (review M6).
+	raftRefusesCertificate(ctx, t, c.Leader().RaftAddr(), certs[tlsconfig.RolePeer])
 	after, err := c.Leader().StateHash()
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +146,29 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 	}
 	if got := c.peerEvents("site1-p1"); got != eventsBefore {
 		t.Fatalf("site1-p1 holds %d events after the refusals, %d before", got, eventsBefore)
+	}
+}
+
+// raftRefusesCertificate: a TLS client presenting files' certificate (and
+// trusting the managers) is refused by the Raft port at addr during the
+// handshake: a bad-certificate alert on its first read.
+func raftRefusesCertificate(ctx context.Context, t *testing.T, addr string, files tlsconfig.Files) {
+	t.Helper()
+	cfg, err := files.Mutual(tlsconfig.RaftRoles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(dctx, "tcp", addr)
+	if err == nil {
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 0x05}) // AppendEntries, msgpack {"Term": 5}
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		t.Fatalf("certificate %s on the Raft port: %v, want a bad-certificate alert", files.Cert, err)
 	}
 }
 

@@ -73,6 +73,12 @@ type Options struct {
 	// mutual TLS; every client of the harness verifies against its CA.
 	// The bus is then not Cuttable (CutSite fails).
 	TLS tlsconfig.Files
+	// TLSRoles, when set, gives each server its role's certificate
+	// instead of TLS's (tlsconfig.GenerateRoles): NATS nodes the bus one,
+	// managers the manager one, peers the peer one, search heads the
+	// search head one, as the demo does. TLS is still needed: its CA and
+	// scheme are the harness clients'.
+	TLSRoles map[string]tlsconfig.Files
 	// RoleUsers runs the bus with one NATS user per process (SPEC §6):
 	// a manager user per manager, a peer user narrowed to its site and id
 	// per peer, a search head user narrowed to its name for each of
@@ -131,6 +137,15 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// tlsFor is the TLS files of a server of role: TLSRoles' when it names
+// the role, else TLS.
+func (o Options) tlsFor(role string) tlsconfig.Files {
+	if f, ok := o.TLSRoles[role]; ok {
+		return f
+	}
+	return o.TLS
+}
+
 // Start starts managers, bus and peers, and waits until every peer is Up.
 // Everything stops at the end of the test.
 func Start(t testing.TB, o Options) *Cluster {
@@ -187,8 +202,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var err error
+	busTLS := o.tlsFor(tlsconfig.RoleBus)
 	sc := bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Logger: log,
-		TLSCert: o.TLS.Cert, TLSKey: o.TLS.Key, TLSCA: o.TLS.CA}
+		TLSCert: busTLS.Cert, TLSKey: busTLS.Key, TLSCA: busTLS.CA}
 	if o.RoleUsers {
 		if o.SearchHeads == nil {
 			o.SearchHeads = []string{"sh0", "sh1", "sh2", "sh3"}
@@ -230,7 +246,7 @@ func Start(t testing.TB, o Options) *Cluster {
 				ID: id, Site: site, DataDir: dir(id), HTTPAddr: "127.0.0.1:0", Searchable: true,
 				MaxHotBytes: o.MaxHotBytes, BlockInterval: o.BlockInterval, Logger: log,
 				NATS:          c.Bus.Server(site).ClientURL(),
-				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second, TLS: o.TLS,
+				TargetTimeout: o.TargetTimeout, JoinTimeout: 30 * time.Second, TLS: o.tlsFor(tlsconfig.RolePeer),
 			}
 			if o.RoleUsers {
 				cfg := c.peerCfgs[id]
@@ -267,7 +283,7 @@ func (c *Cluster) startManagers(ctx context.Context) {
 			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: io.Discard, Logger: c.log,
 			JoinTimeout: 30 * time.Second, LoopInterval: 100 * time.Millisecond,
 			RaftHeartbeatTimeout: time.Second, RaftElectionTimeout: time.Second, RaftLeaderLeaseTimeout: time.Second,
-			TLS: o.TLS,
+			TLS: o.tlsFor(tlsconfig.RoleManager),
 		}
 		if o.RoleUsers {
 			cfg.NATSUser, cfg.NATSPassword = id, NATSPassword(id)
@@ -729,7 +745,7 @@ func (c *Cluster) StartSearchHead(id, site string, tweak ...func(*searchhead.Con
 	if c.Bus.Server(site) == nil {
 		busSite = c.Opts.Sites[0]
 	}
-	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log, TLS: c.Opts.TLS}
+	cfg := searchhead.Config{ID: id, Site: site, HTTPAddr: "127.0.0.1:0", NATS: c.Bus.Server(busSite).ClientURL(), Logger: c.log, TLS: c.Opts.tlsFor(tlsconfig.RoleSearchHead)}
 	if c.Opts.RoleUsers {
 		cfg.NATSUser, cfg.NATSPassword = id, NATSPassword(id)
 	}

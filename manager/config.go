@@ -57,7 +57,8 @@ type Config struct {
 	// reads are open, as SPEC §7 has them (review L8; SECURITY.md).
 	ReadToken string
 	// TLS: with a certificate the HTTP API serves HTTPS and the Raft
-	// transport is mutual TLS (both need the CA); with the CA, the
+	// transport is mutual TLS (both need the CA; the certificate must
+	// carry the manager role, OU quarry-manager); with the CA, the
 	// manager verifies the bus, and the other managers it joins through,
 	// against it (DESIGN.md, "Raft over TLS").
 	TLS tlsconfig.Files

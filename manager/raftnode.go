@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
 // Files under the data directory.
@@ -161,7 +163,7 @@ func newRaftTransport(cfg *Config, adv net.Addr, logger hclog.Logger) (*raft.Net
 	if !cfg.TLS.Serving() {
 		return raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, maxPool, timeout, logger)
 	}
-	mutual, err := cfg.TLS.Mutual()
+	mutual, err := cfg.TLS.Mutual(tlsconfig.RaftRoles...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,14 +19,15 @@ const raftHandshakeTimeout = 5 * time.Second
 // tlsStreamLayer is the Raft transport's stream layer when the managers run
 // TLS (DESIGN.md, "Raft over TLS"): a TCP listener whose connections are
 // mutual TLS, and a dialer with the same config. Both ends present the
-// manager certificate and verify the other's against the CA, so only a
-// holder of a certificate of the deployment's CA takes part in Raft — a
-// plain connection, or one with a certificate of another CA, is closed
-// during the handshake, before Raft reads a byte.
+// manager certificate, verify the other's against the CA and require it to
+// carry the manager role, so only a holder of a manager certificate of the
+// deployment's CA takes part in Raft — a plain connection, one with a
+// certificate of another CA, or a peer's or search head's certificate
+// (review M6), is closed during the handshake, before Raft reads a byte.
 type tlsStreamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
-	config    *tls.Config // mutual: Certificates, RootCAs, ClientCAs, RequireAndVerifyClientCert
+	config    *tls.Config // tlsconfig.Files.Mutual(tlsconfig.RaftRoles...)
 }
 
 // newTLSStreamLayer listens on bind; advertise (nil: the bound address) is

@@ -20,9 +20,10 @@ import (
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
-func mustGenerateTLS(t *testing.T) tlsconfig.Files {
+// mustGenerateTLS is a new CA's certificate of every role (tlsconfig.GenerateRoles).
+func mustGenerateTLS(t *testing.T) map[string]tlsconfig.Files {
 	t.Helper()
-	f, err := tlsconfig.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	f, err := tlsconfig.GenerateRoles(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func tlsGroup(t *testing.T, n int, files tlsconfig.Files) *group {
 // HTTPS and replicate over Raft on mutual TLS; a write sent to a follower
 // is redirected to the leader's https:// URL and applied everywhere.
 func TestTLSGroupReplicatesAndRedirects(t *testing.T) {
-	files := mustGenerateTLS(t)
+	files := mustGenerateTLS(t)[tlsconfig.RoleManager]
 	g := tlsGroup(t, 3, files)
 	l := g.leader()
 	var follower *Manager
@@ -79,7 +80,7 @@ func TestTLSGroupReplicatesAndRedirects(t *testing.T) {
 // manager of another CA cannot join; a certificate without a CA is refused
 // at start. The group's membership does not change.
 func TestTLSRefusals(t *testing.T) {
-	files := mustGenerateTLS(t)
+	files := mustGenerateTLS(t)[tlsconfig.RoleManager]
 	g := tlsGroup(t, 1, files)
 	m1 := g.ms["m1"]
 
@@ -123,8 +124,8 @@ func TestTLSRefusals(t *testing.T) {
 
 	// A Raft transport with another CA's certificate (trusting ours, so
 	// it is the manager that refuses it).
-	other := mustGenerateTLS(t)
-	om, err := other.Mutual()
+	other := mustGenerateTLS(t)[tlsconfig.RoleManager]
+	om, err := other.Mutual(tlsconfig.RaftRoles...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,4 +174,86 @@ func TestTLSRefusals(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestTLSRaftRefusesOtherRoles (review M6): one CA signs every process's
+// certificate, but a manager's Raft transport accepts a manager
+// certificate only. A real hashicorp/raft transport presenting a peer's
+// or a search head's certificate of the same CA cannot send AppendEntries
+// (its TLS handshake fails: the manager answers with a bad-certificate
+// alert, and its term and leadership do not move); the same transport
+// with a manager certificate is answered.
+func TestTLSRaftRefusesOtherRoles(t *testing.T) {
+	certs := mustGenerateTLS(t)
+	g := tlsGroup(t, 1, certs[tlsconfig.RoleManager])
+	m1 := g.ms["m1"]
+	addr := raft.ServerAddress(m1.RaftAddr())
+	term, last := m1.Raft().CurrentTerm(), m1.Raft().LastIndex()
+
+	transport := func(role string) (*raft.NetworkTransport, string) {
+		cfg, err := certs[role].Mutual(tlsconfig.RaftRoles...) // it trusts the manager
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream, err := newTLSStreamLayer("127.0.0.1:0", nil, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 1, Timeout: 5 * time.Second,
+			Logger: hclog.NewNullLogger()})
+		t.Cleanup(func() { tr.Close() })
+		return tr, stream.Addr().String()
+	}
+	for _, role := range []string{tlsconfig.RolePeer, tlsconfig.RoleSearchHead} {
+		// The handshake itself: refused by the manager.
+		cfg, _ := certs[role].Mutual(tlsconfig.RaftRoles...)
+		if err := raftHandshake(m1.RaftAddr(), cfg); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+			t.Fatalf("%s certificate: TLS handshake with the Raft port: %v, want a bad-certificate alert", role, err)
+		}
+		// A whole AppendEntries that would take over the log.
+		tr, self := transport(role)
+		var resp raft.AppendEntriesResponse
+		err := tr.AppendEntries("m1", addr, &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("rogue-" + role), Addr: []byte(self)}, Term: 1 << 40, PrevLogEntry: last, PrevLogTerm: term,
+			Entries: []*raft.Log{{Index: last + 1, Term: 1 << 40, Type: raft.LogCommand, Data: []byte{0xff}}}, LeaderCommitIndex: last + 1,
+		}, &resp)
+		if err == nil {
+			t.Fatalf("%s certificate: AppendEntries answered: %+v", role, resp)
+		}
+	}
+	if got := m1.Raft().CurrentTerm(); got != term {
+		t.Fatalf("refused transports moved the term from %d to %d", term, got)
+	}
+	if m1.Raft().State() != raft.Leader {
+		t.Fatalf("m1 is %s after the refusals", m1.Raft().State())
+	}
+
+	// A manager certificate is answered (a stale RequestVote: no harm done).
+	tr, self := transport(tlsconfig.RoleManager)
+	var vote raft.RequestVoteResponse
+	if err := tr.RequestVote("m1", addr, &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("m9"), Addr: []byte(self)}, Term: 0}, &vote); err != nil {
+		t.Fatalf("manager certificate: RequestVote: %v", err)
+	}
+	if vote.Granted || vote.Term != term {
+		t.Fatalf("stale RequestVote: %+v, want refused at term %d", vote, term)
+	}
+}
+
+// raftHandshake completes a TLS handshake with a Raft port and reads: a
+// server that refuses the client's certificate says so in an alert on the
+// first read (TLS 1.3).
+func raftHandshake(addr string, cfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if isTimeout(err) {
+		return nil // accepted: Raft waits for an RPC
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // QUARRY_TLS_CERT, QUARRY_TLS_KEY, QUARRY_TLS_CA.
 
 func tlsCertFlag() cli.Flag {
-	return &cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: this process's servers speak TLS only (HTTPS; NATS and, between servers, mutual TLS)", EnvVars: envVars("tls-cert")}
+	return &cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate `FILE`: this process's servers speak TLS only (HTTPS; NATS and, between servers, mutual TLS); it names the process's role (OU quarry-manager, quarry-bus, …: quarry tls gen)", EnvVars: envVars("tls-cert")}
 }
 
 func tlsKeyFlag() cli.Flag {
@@ -55,55 +56,95 @@ type failingTransport struct{ err error }
 
 func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
 
-// tlsCommand is `quarry tls gen`: a CA and one certificate signed by it,
-// for the docker-compose demo and for trying TLS out.
+// tlsCommand is `quarry tls gen`: a CA and one certificate per role
+// signed by it, for the docker-compose demo and for trying TLS out.
 func tlsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "tls",
 		Usage: "TLS material for quarry's servers",
 		Subcommands: []*cli.Command{{
 			Name:  "gen",
-			Usage: "write a new CA (ca.pem) and a certificate it signed for --hosts (cert.pem, key.pem) into --dir",
-			Description: `Writes DIR/ca.pem, DIR/cert.pem and DIR/key.pem (ECDSA P-256, key readable by its
-owner only). The certificate names every --hosts entry (DNS names and IP
-addresses) and serves both as a server and as a client certificate, so one
-certificate does for every process of a demo: pass --tls-cert DIR/cert.pem
---tls-key DIR/key.pem --tls-ca DIR/ca.pem to each. The CA's key is not kept.
+			Usage: "write a new CA (ca.pem) and, per role, a certificate it signed for --hosts (ROLE/cert.pem, ROLE/key.pem) into --dir",
+			Description: `Writes DIR/ca.pem and, for each role of --roles (default: all four), a
+certificate that carries that role and no other: DIR/manager/, DIR/bus/,
+DIR/peer/ and DIR/searchhead/, each holding cert.pem and key.pem (ECDSA
+P-256, key readable by its owner only). A certificate names its role in its
+Subject's OrganizationalUnit (OU=quarry-manager, quarry-bus, quarry-peer,
+quarry-searchhead), and the links between servers check it: the managers'
+Raft transport accepts a manager certificate only, NATS routes and gateways
+a bus or manager one. Every certificate names every --hosts entry (DNS names
+and IP addresses) and serves both as a server and as a client certificate.
 
-When DIR already holds all three files they are kept (exit 0) unless
---force: a container that runs this at every start keeps the certificates
-the running servers trust. A DIR holding only some of them is refused.
-Production deployments give each process its own certificate from their
-own CA.`,
+Give each process its role's files: a manager --tls-cert DIR/manager/cert.pem
+--tls-key DIR/manager/key.pem, a NATS node (quarry bus) DIR/bus/, a peer
+DIR/peer/, a search head DIR/searchhead/; all of them, and every client
+command, --tls-ca DIR/ca.pem. The CA's key is not kept: no certificate can
+be added later.
+
+When DIR already holds ca.pem and every asked-for role's files they are
+kept (exit 0) unless --force: a container that runs this at every start
+keeps the certificates the running servers trust. A DIR holding only some
+of them, or the single cert.pem and key.pem an older quarry wrote, is
+refused; --force replaces everything (a new CA; other roles' certificates
+and an older cert.pem and key.pem, signed by the CA it replaces, are
+removed). Production deployments issue each process its own certificate
+from their own CA, with the role's OU.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "dir", Required: true, Usage: "folder to write into (created)", EnvVars: envVars("tls-dir")},
-				&cli.StringSliceFlag{Name: "hosts", Required: true, Usage: "DNS names and IP addresses the certificate names (comma-separated or repeated)", EnvVars: envVars("tls-hosts")},
-				&cli.DurationFlag{Name: "valid-for", Value: tlsconfig.DefaultValidity, Usage: "validity of the CA and the certificate", EnvVars: envVars("tls-valid-for")},
+				&cli.StringSliceFlag{Name: "hosts", Required: true, Usage: "DNS names and IP addresses the certificates name (comma-separated or repeated)", EnvVars: envVars("tls-hosts")},
+				&cli.StringSliceFlag{Name: "roles", Usage: "roles to issue a certificate for, of " + strings.Join(tlsconfig.AllRoles, ", ") + " (comma-separated or repeated; default all)", EnvVars: envVars("tls-roles")},
+				&cli.DurationFlag{Name: "valid-for", Value: tlsconfig.DefaultValidity, Usage: "validity of the CA and the certificates", EnvVars: envVars("tls-valid-for")},
 				&cli.BoolFlag{Name: "force", Usage: "replace existing files"},
 			},
-			Action: func(c *cli.Context) error {
-				if c.NArg() > 0 {
-					return fmt.Errorf("tls gen: unexpected arguments %q", c.Args().Slice())
-				}
-				dir := c.String("dir")
-				f, ok, err := tlsconfig.Existing(dir)
-				if err != nil && !c.Bool("force") {
-					return fmt.Errorf("tls gen: %w (--force replaces them)", err)
-				}
-				if ok && !c.Bool("force") {
-					fmt.Fprintf(os.Stderr, "tls gen: %s already holds %s, %s and %s: kept\n", dir, tlsconfig.CAFile, tlsconfig.CertFile, tlsconfig.KeyFile)
-					return nil
-				}
-				var hosts []string
-				for _, h := range c.StringSlice("hosts") {
-					hosts = append(hosts, strings.Split(h, ",")...)
-				}
-				if f, err = tlsconfig.Generate(dir, hosts, c.Duration("valid-for")); err != nil {
-					return err
-				}
-				fmt.Fprintf(os.Stderr, "tls gen: wrote %s, %s and %s\n", f.CA, f.Cert, f.Key)
-				return nil
-			},
+			Action: tlsGen,
 		}},
 	}
+}
+
+func tlsGen(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("tls gen: unexpected arguments %q", c.Args().Slice())
+	}
+	dir := c.String("dir")
+	roles := splitList(c.StringSlice("roles"))
+	files, ok, err := tlsconfig.Existing(dir, roles...)
+	if err != nil && !c.Bool("force") {
+		return fmt.Errorf("tls gen: %w (--force replaces them)", err)
+	}
+	if ok && !c.Bool("force") {
+		fmt.Fprintf(os.Stderr, "tls gen: %s already holds %s and the certificates of %s: kept\n", dir, tlsconfig.CAFile, strings.Join(sortedRoles(files), ", "))
+		return nil
+	}
+	if files, err = tlsconfig.GenerateRoles(dir, splitList(c.StringSlice("hosts")), c.Duration("valid-for"), roles...); err != nil {
+		return err
+	}
+	for _, r := range sortedRoles(files) {
+		fmt.Fprintf(os.Stderr, "tls gen: %s certificate %s, key %s\n", r, files[r].Cert, files[r].Key)
+	}
+	fmt.Fprintf(os.Stderr, "tls gen: CA %s (give it to every process as --tls-ca)\n", filepath.Join(dir, tlsconfig.CAFile))
+	return nil
+}
+
+// splitList splits comma-separated entries of a repeated flag.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// sortedRoles lists files' roles in tlsconfig.AllRoles order.
+func sortedRoles(files map[string]tlsconfig.Files) []string {
+	var out []string
+	for _, r := range tlsconfig.AllRoles {
+		if _, ok := files[r]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -1,9 +1,10 @@
 // Package tlsconfig owns quarry's TLS material: it turns the three PEM files
 // every server role takes (--tls-cert, --tls-key, --tls-ca) into
-// *tls.Config values for the three kinds of connection quarry makes, and
-// generates a small CA with one certificate for demos and tests (Generate,
-// `quarry tls gen`). It imports only the standard library, so every floor
-// of the house (bus, the roles, the binary, the harness) may use it.
+// *tls.Config values for the three kinds of connection quarry makes, names
+// the role a certificate is for (Roles), and generates a small CA with one
+// certificate per role for demos and tests (GenerateRoles, `quarry tls
+// gen`). It imports only the standard library, so every floor of the house
+// (bus, the roles, the binary, the harness) may use it.
 //
 // The three kinds of connection (SPEC §11, README "TLS"):
 //   - Server: a process's HTTP API or NATS client port. TLS 1.2 or later
@@ -16,6 +17,15 @@
 //     present a certificate and verify the other's against the CA file;
 //     a CA is required (a public root would let anyone holding any public
 //     certificate in).
+//
+// Roles (review M6). One CA signs every process's certificate, because
+// peers and search heads need one to serve HTTPS; the chain alone
+// therefore says nothing about who is at the other end. Each certificate
+// names its role(s) in its Subject's OrganizationalUnit — quarry-manager,
+// quarry-bus, quarry-peer, quarry-searchhead — and a mutual link accepts
+// only the roles it is given: Raft a manager (RaftRoles), routes and
+// gateways a bus node or a manager with an embedded NATS node
+// (LinkRoles). A certificate with no quarry role is refused on them.
 package tlsconfig
 
 import (
@@ -123,9 +133,13 @@ func (f Files) Client() (*tls.Config, error) {
 
 // Mutual is the config of both ends of a link between the deployment's
 // servers: the process's certificate is presented, the other end's is
-// required and verified against the CA, whichever end dials. It needs all
-// three files.
-func (f Files) Mutual() (*tls.Config, error) {
+// required, verified against the CA and refused unless it carries one of
+// the allowed roles (ErrWrongRole; Roles), whichever end dials. It needs
+// all three files and at least one role.
+func (f Files) Mutual(allowed ...string) (*tls.Config, error) {
+	if err := checkRoles(allowed); err != nil {
+		return nil, err
+	}
 	cert, err := f.keyPair()
 	if err != nil {
 		return nil, err
@@ -138,11 +152,12 @@ func (f Files) Mutual() (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      p,
-		ClientCAs:    p,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   MinVersion,
+		Certificates:     []tls.Certificate{cert},
+		RootCAs:          p,
+		ClientCAs:        p,
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		VerifyConnection: verifyRole(allowed),
+		MinVersion:       MinVersion,
 	}, nil
 }
 

@@ -8,14 +8,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
+// mustGenerate is one certificate that carries every role (GenerateAllRoles).
 func mustGenerate(t *testing.T, hosts ...string) Files {
 	t.Helper()
-	f, err := Generate(t.TempDir(), hosts, time.Hour)
+	f, err := GenerateAllRoles(t.TempDir(), hosts, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestTLSServerAndClient(t *testing.T) {
 
 func TestTLSMutual(t *testing.T) {
 	f := mustGenerate(t, "127.0.0.1")
-	m, err := f.Mutual()
+	m, err := f.Mutual(RoleManager)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +119,20 @@ func TestTLSMutual(t *testing.T) {
 		t.Fatalf("client without a certificate: server said %v", err)
 	}
 	// A client certificate of another CA: refused too.
-	om, _ := mustGenerate(t, "127.0.0.1").Mutual()
+	om, _ := mustGenerate(t, "127.0.0.1").Mutual(RoleManager)
 	om.RootCAs = m.RootCAs // it trusts the server, the server does not trust it
 	dial(addr, om)
 	if err := <-errs; err == nil {
 		t.Fatal("client certificate of another CA accepted")
 	}
-	if _, err := (Files{Cert: f.Cert, Key: f.Key}).Mutual(); !errors.Is(err, ErrNoCA) {
+	if _, err := (Files{Cert: f.Cert, Key: f.Key}).Mutual(RoleManager); !errors.Is(err, ErrNoCA) {
 		t.Fatalf("mutual without CA: %v", err)
+	}
+	// A link must say which roles it accepts, and name real ones.
+	for _, roles := range [][]string{nil, {"admin"}} {
+		if _, err := f.Mutual(roles...); err == nil || !strings.Contains(err.Error(), "role") {
+			t.Fatalf("mutual with roles %q: %v", roles, err)
+		}
 	}
 }
 
@@ -161,22 +169,78 @@ func TestTLSGenerateExisting(t *testing.T) {
 	if _, ok, err := Existing(dir); ok || err != nil {
 		t.Fatalf("empty dir: %v %v", ok, err)
 	}
-	f, err := Generate(dir, []string{"a", "10.0.0.1"}, 0)
+	files, err := GenerateRoles(dir, []string{"a", "10.0.0.1"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := Existing(dir); !ok || err != nil {
-		t.Fatalf("after Generate: %v %v", ok, err)
+	if len(files) != len(AllRoles) {
+		t.Fatalf("GenerateRoles without roles wrote %d certificates, want %d", len(files), len(AllRoles))
 	}
-	st, err := os.Stat(f.Key)
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("key mode: %v %v", st.Mode(), err)
+	got, ok, err := Existing(dir)
+	if !ok || err != nil {
+		t.Fatalf("after GenerateRoles: %v %v", ok, err)
 	}
-	os.Remove(f.CA)
-	if _, _, err := Existing(dir); !errors.Is(err, ErrPartial) {
+	for _, r := range AllRoles {
+		if got[r] != FilesIn(dir, r) || files[r] != FilesIn(dir, r) {
+			t.Fatalf("role %s: files %+v / %+v, want %+v", r, files[r], got[r], FilesIn(dir, r))
+		}
+		if c := leafOf(t, files[r]); !slices.Equal(Roles(c), []string{r}) || c.Subject.OrganizationalUnit[0] != "quarry-"+r {
+			t.Fatalf("%s certificate carries %q (OU %q)", r, Roles(c), c.Subject.OrganizationalUnit)
+		}
+		st, err := os.Stat(files[r].Key)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s key mode: %v %v", r, st.Mode(), err)
+		}
+		if err := files[r].Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(files[RolePeer].Key)
+	if _, _, err := Existing(dir); !errors.Is(err, ErrPartial) || !strings.Contains(err.Error(), files[RolePeer].Key) {
 		t.Fatalf("partial dir: %v", err)
 	}
-	if _, err := Generate(dir, []string{" "}, 0); err == nil {
+	// A subset: the folder is complete for the roles asked for.
+	if _, ok, err := Existing(dir, RoleManager, RoleBus); !ok || err != nil {
+		t.Fatalf("manager and bus of a folder without the peer key: %v %v", ok, err)
+	}
+	if _, err := GenerateRoles(dir, []string{"a"}, 0, RoleBus, "admin"); err == nil || !strings.Contains(err.Error(), `"admin"`) {
+		t.Fatalf("unknown role: %v", err)
+	}
+	// Replacing the folder with fewer roles removes the others (signed by
+	// the CA it replaces), and an older quarry's single cert.pem.
+	os.WriteFile(filepath.Join(dir, CertFile), []byte("old"), 0o644)
+	if _, _, err := Existing(dir, RoleManager); !errors.Is(err, ErrPartial) || !strings.Contains(err.Error(), "older quarry") {
+		t.Fatalf("old layout: %v", err)
+	}
+	if _, err := GenerateRoles(dir, []string{"a"}, 0, RoleManager); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := Existing(dir, RoleManager); !ok || err != nil {
+		t.Fatalf("after replacing with the manager only: %v %v", ok, err)
+	}
+	for _, p := range []string{filepath.Join(dir, CertFile), files[RoleBus].Cert, files[RoleSearchHead].Key} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s left behind: %v", p, err)
+		}
+	}
+	if _, err := GenerateRoles(dir, []string{" "}, 0); err == nil {
 		t.Fatal("no hosts accepted")
 	}
+	all := mustGenerate(t, "a")
+	if got := Roles(leafOf(t, all)); !slices.Equal(got, AllRoles) {
+		t.Fatalf("GenerateAllRoles' certificate carries %q", got)
+	}
+}
+
+func leafOf(t *testing.T, f Files) *x509.Certificate {
+	t.Helper()
+	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

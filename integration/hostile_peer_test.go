@@ -13,11 +13,13 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/tlsconfig"
 	"github.com/quarry-dev/quarry/peer/repl"
 )
 
 // TestHostilePeerCredentials (SPEC §6, §11; the hostile-process suite):
-// with one NATS user per process, nothing a peer or a search head forges
+// with one NATS user per process and TLS on (each server its role's
+// certificate), nothing a peer or a search head forges
 // in another's name gets through, and no id naming a path is taken. A peer
 // publishing a register, heartbeat or corrupt report for another peer is
 // refused by the server, and under its own subject with the other's id by
@@ -27,10 +29,16 @@ import (
 // replication roll or frames for a bucket whose origin the sender is not
 // are refused by the replica, under the origin's subject by the server; a
 // traversal bucket id in frames, in an inventory or in a fixup task is
-// refused. Every manager's state hash and every peer's files are the same
-// before and after; ingest, replication and search still work.
+// refused; a peer's or a search head's certificate cannot open the
+// managers' Raft transport (review M6). Every manager's state hash and
+// every peer's files are the same before and after; ingest, replication
+// and search still work.
 func TestHostilePeerCredentials(t *testing.T) {
-	c := Start(t, Options{RoleUsers: true, PeersPerSite: 2})
+	certs, err := tlsconfig.GenerateRoles(t.TempDir(), []string{"127.0.0.1", "localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Start(t, Options{RoleUsers: true, PeersPerSite: 2, TLS: certs[tlsconfig.RolePeer], TLSRoles: certs})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h := newHostilePeer(t, ctx, c)
@@ -41,6 +49,9 @@ func TestHostilePeerCredentials(t *testing.T) {
 	h.searchHeadRegisters()
 	h.snoopInboxes()
 	h.forgeFixupTasks()
+	for _, role := range []string{tlsconfig.RolePeer, tlsconfig.RoleSearchHead} {
+		raftRefusesCertificate(ctx, t, c.Leader().RaftAddr(), certs[role])
+	}
 	if err := before.diff(takeSnapshot(t, c)); err != nil {
 		t.Fatalf("forgeries changed something: %v", err)
 	}
@@ -112,7 +123,7 @@ func newHostilePeer(t *testing.T, ctx context.Context, c *Cluster) *hostilePeer 
 
 func (h *hostilePeer) connect(user, pass, site string, errs *asyncErrs) *nats.Conn {
 	h.t.Helper()
-	o := bus.ConnectOptions{Name: "test " + user, User: user, Password: pass, Logger: quietLogger()}
+	o := bus.ConnectOptions{Name: "test " + user, User: user, Password: pass, Logger: quietLogger(), TLSCA: h.c.Opts.TLS.CA}
 	if errs != nil {
 		o.OnAsyncError = errs.add
 	}
@@ -288,7 +299,10 @@ func (h *hostilePeer) stillWorks() {
 	}
 	waitComplete(t, c)
 	sh := c.StartSearchHead("sh1", "site1")
-	a := search(t, sh.URL(), map[string]any{"query": "*"})
+	a, err := SearchHTTPWith(h.ctx, c.HTTPClient(time.Minute), sh.URL(), "", map[string]any{"query": "*"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	total := 0
 	for _, b := range append(h.acked, more...) {
 		total += len(b.Raws)

@@ -34,23 +34,40 @@ import (
 	"github.com/quarry-dev/quarry/searchhead"
 )
 
-// Tokens of a dev cluster (loopback only; printed at start).
 const (
-	AdminToken = "dev-admin"
-	HECToken   = "dev-hec"
-	// HECNoAckToken is a useACK=false token: shippers that send no
-	// channel (the OpenTelemetry collector, Docker's log driver,
-	// syslog-ng) work against quarry dev out of the box (issue 29).
-	HECNoAckToken = "dev-hec-noack"
-	SampleIndex   = "sample"
-	// SubscriberUser and SubscriberPassword are a bus user of role
-	// subscriber (bus.RoleSubscriber: it may only subscribe to published
-	// results and the generation notices), so `nats sub` works against
-	// quarry dev as printed (issue 29). Fixed, like the tokens: the bus
-	// listens on loopback only.
-	SubscriberUser     = "dev-sub"
-	SubscriberPassword = "dev-sub"
+	SampleIndex = "sample"
+	// SubscriberUser is a bus user of role subscriber (bus.RoleSubscriber:
+	// it may only subscribe to published results and the generation
+	// notices), so `nats sub` works against quarry dev as printed (issue
+	// 29); its password is Secrets.Subscriber.
+	SubscriberUser = "dev-sub"
 )
+
+// Secrets are a dev cluster's tokens and the subscriber's bus password:
+// random at a cluster's first start (review L6, issue 25: no secret of
+// quarry dev can be derived from the repository), kept in dev.json (mode
+// 0600) so a resumed cluster keeps the tokens its managers were seeded
+// with, and printed at every start. A fresh data folder — the default, a
+// temporary one — means new secrets.
+type Secrets struct {
+	Admin string `json:"admin"`
+	HEC   string `json:"hec"`
+	// HECNoAck is a useACK=false token: shippers that send no channel
+	// (the OpenTelemetry collector, Docker's log driver, syslog-ng) work
+	// against quarry dev out of the box (issue 29).
+	HECNoAck   string `json:"hec_noack"`
+	Subscriber string `json:"subscriber"`
+}
+
+// newSecrets draws a cluster's secrets.
+func newSecrets() Secrets {
+	return Secrets{Admin: "dev-admin-" + randomSecret(), HEC: "dev-hec-" + randomSecret(),
+		HECNoAck: "dev-hec-noack-" + randomSecret(), Subscriber: randomSecret()}
+}
+
+// legacySecrets are the fixed secrets of a dev cluster made before they
+// were random: its managers were seeded with them.
+var legacySecrets = Secrets{Admin: "dev-admin", HEC: "dev-hec", HECNoAck: "dev-hec-noack", Subscriber: "dev-sub"}
 
 // Options shape a dev cluster.
 type Options struct {
@@ -86,6 +103,17 @@ type Layout struct {
 	Heads        []Member  `json:"search_heads"`
 	Sample       *Sample   `json:"sample,omitempty"`
 	Created      time.Time `json:"created"`
+	// Secrets is nil in a dev.json written before secrets were random.
+	Secrets *Secrets `json:"secrets,omitempty"`
+}
+
+// Tokens is the cluster's secrets (Layout.Secrets, or the fixed ones of a
+// cluster made before they were random).
+func (c *Cluster) Tokens() Secrets {
+	if c.Layout.Secrets == nil {
+		return legacySecrets
+	}
+	return *c.Layout.Secrets
 }
 
 // Sample records a sample load: started, and acknowledged in full.
@@ -144,7 +172,8 @@ func port(base, off int) string {
 
 // newLayout plans a first start.
 func newLayout(o Options) Layout {
-	l := Layout{Version: 1, PeersPerSite: o.PeersPerSite, Created: time.Now().UTC()}
+	sec := newSecrets()
+	l := Layout{Version: 1, PeersPerSite: o.PeersPerSite, Created: time.Now().UTC(), Secrets: &sec}
 	for i := 1; i <= o.Sites; i++ {
 		l.Sites = append(l.Sites, "site"+strconv.Itoa(i))
 	}
@@ -255,7 +284,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dev: start the bus: %w", err)
 	}
-	seed, err := seedConfig(l)
+	seed, err := seedConfig(l, c.Tokens())
 	if err != nil {
 		return err
 	}
@@ -283,7 +312,7 @@ func (c *Cluster) start(ctx context.Context) error {
 // seedConfig is the cluster config a new dev cluster bootstraps with:
 // site policies for several sites (plain factors for one), small hot
 // buckets, the dev HEC tokens and the sample index.
-func seedConfig(l *Layout) (fsm.Config, error) {
+func seedConfig(l *Layout, sec Secrets) (fsm.Config, error) {
 	seed := fsm.DefaultConfig()
 	seed.Sites = l.Sites
 	if len(l.Sites) > 1 {
@@ -296,8 +325,8 @@ func seedConfig(l *Layout) (fsm.Config, error) {
 	}
 	seed.HeartbeatTimeout = 5 * time.Second
 	seed.MaxHotBytes = 4 << 20 // the peers' roll size comes from the cluster config
-	seed.HECTokens = []fsm.HECToken{{Token: HECToken, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}},
-		{Token: HECNoAckToken, Ack: false, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
+	seed.HECTokens = []fsm.HECToken{{Token: sec.HEC, Ack: true, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}},
+		{Token: sec.HECNoAck, Ack: false, DefaultIndex: "main", Indexes: []string{"main", SampleIndex}}}
 	seed.Indexes = append(seed.Indexes, fsm.IndexConfig{Name: SampleIndex})
 	if err := seed.Validate(); err != nil {
 		return seed, fmt.Errorf("dev: cluster config: %w", err)
@@ -319,7 +348,7 @@ func (c *Cluster) startManagers(ctx context.Context, seed *fsm.Config) error {
 		dir := filepath.Join(c.opts.DataDir, mem.ID)
 		cfg := manager.Config{ID: mem.ID, Site: mem.Site, DataDir: dir, RaftAddr: mem.RaftAddr, HTTPAddr: mem.HTTPAddr,
 			NATS: c.Bus.Server(busSite).ClientURL(), NATSUser: mem.ID, NATSPassword: c.natsPass[mem.ID],
-			AdminToken: AdminToken, RaftLogLevel: "error", LogOutput: c.opts.RaftLog,
+			AdminToken: c.Tokens().Admin, RaftLogLevel: "error", LogOutput: c.opts.RaftLog,
 			Logger: c.log.With("role", "manager"), JoinTimeout: 60 * time.Second}
 		if !c.Resumed {
 			if i == 0 {
@@ -408,7 +437,7 @@ func (c *Cluster) busUsers() []bus.User {
 	for _, h := range l.Heads {
 		add(bus.User{Name: h.ID, Role: bus.RoleSearchHead, Head: h.ID})
 	}
-	users = append(users, bus.User{Name: SubscriberUser, Password: SubscriberPassword, Role: bus.RoleSubscriber})
+	users = append(users, bus.User{Name: SubscriberUser, Password: c.Tokens().Subscriber, Role: bus.RoleSubscriber})
 	return users
 }
 
@@ -465,3 +494,6 @@ func (c *Cluster) HeadURLs() map[string]string {
 	}
 	return out
 }
+
+// DataDir is the cluster's data folder.
+func (c *Cluster) DataDir() string { return c.opts.DataDir }

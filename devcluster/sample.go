@@ -43,7 +43,7 @@ func (c *Cluster) LoadSample(ctx context.Context, n int) (Sample, error) {
 	if err := c.SaveSample(s); err != nil { // started: never load twice
 		return s, err
 	}
-	if _, err := hec.Ingest(ctx, hec.ClientConfig{URL: "http://" + c.Layout.Peers[0].HTTPAddr, Token: HECToken,
+	if _, err := hec.Ingest(ctx, hec.ClientConfig{URL: "http://" + c.Layout.Peers[0].HTTPAddr, Token: c.Tokens().HEC,
 		Streams: 2, Batch: 1000}, []string{file}); err != nil {
 		return s, fmt.Errorf("dev: load sample data: %w", err)
 	}

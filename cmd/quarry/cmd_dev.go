@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -99,9 +100,73 @@ func runDev(c *cli.Context) error {
 			fmt.Fprintln(out, "quarry dev: warning: an earlier sample load was interrupted before its last ack; it is not repeated and its count is not checked")
 		}
 	}
+	envFile, err := writeDevEnv(cl)
+	if err != nil {
+		fmt.Fprintf(out, "quarry dev: warning: %v\n", err)
+	} else {
+		defer removeDevEnv(envFile, cl)
+	}
 	printReady(out, cl, sample, time.Since(start))
 	<-ctx.Done()
 	return nil
+}
+
+// devEnvPath is where a running quarry dev writes its addresses and tokens
+// as shell exports (README quick start: `. "${TMPDIR:-/tmp}/quarry-dev.env"`):
+// the tokens are random at a cluster's first start (devcluster.Secrets),
+// so the README cannot name them. Mode 0600; removed at exit if it is
+// still this run's (the last quarry dev started owns it).
+func devEnvPath() string { return filepath.Join(os.TempDir(), "quarry-dev.env") }
+
+// devEnv is the content of the env file: the CLI's variables for this
+// cluster (the second search head, sh1, as the default one).
+func devEnv(cl *devcluster.Cluster) string {
+	l, sec := cl.Layout, cl.Tokens()
+	var mgrs []string
+	for _, m := range l.Managers {
+		mgrs = append(mgrs, "http://"+m.HTTPAddr)
+	}
+	return fmt.Sprintf("# quarry dev (%s): its addresses and tokens\nexport QUARRY_MANAGER=%s QUARRY_SEARCHHEAD=%s\nexport QUARRY_ADMIN_TOKEN=%s QUARRY_HEC_TOKEN=%s QUARRY_DEV_HEC_NOACK_TOKEN=%s\nexport QUARRY_DEV_NATS_SUBSCRIBER=%s\n",
+		cl.DataDir(), strings.Join(mgrs, ","), defaultHead(l), sec.Admin, sec.HEC, sec.HECNoAck, busSubscriberURL(cl))
+}
+
+func writeDevEnv(cl *devcluster.Cluster) (string, error) {
+	p := devEnvPath()
+	tmp := p + fmt.Sprintf(".%d", os.Getpid())
+	if err := os.WriteFile(tmp, []byte(devEnv(cl)), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// removeDevEnv removes the env file when it still holds this run's.
+func removeDevEnv(p string, cl *devcluster.Cluster) {
+	if b, err := os.ReadFile(p); err == nil && string(b) == devEnv(cl) {
+		os.Remove(p)
+	}
+}
+
+// defaultHead is the search head the CLI examples use: sh1 (site1) when
+// there is one, else the only one.
+func defaultHead(l devcluster.Layout) string {
+	if len(l.Heads) > 1 {
+		return "http://" + l.Heads[1].HTTPAddr
+	}
+	return "http://" + l.Heads[len(l.Heads)-1].HTTPAddr
+}
+
+// busSubscriberURL is the first site's bus URL with the subscriber's user
+// and password ("" without a bus).
+func busSubscriberURL(cl *devcluster.Cluster) string {
+	u := cl.BusURL(cl.Layout.Sites[0])
+	if u == "" {
+		return ""
+	}
+	return strings.Replace(u, "nats://", "nats://"+devcluster.SubscriberUser+":"+cl.Tokens().Subscriber+"@", 1)
 }
 
 func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took time.Duration) {
@@ -124,31 +189,24 @@ func printReady(w io.Writer, cl *devcluster.Cluster, s *devcluster.Sample, took 
 	for _, site := range l.Sites {
 		fmt.Fprintf(&b, "  %-11s %s\n", site, cl.BusURL(site))
 	}
-	fmt.Fprintf(&b, "tokens: HEC %s (indexes main, %s; acknowledging: send a channel), HEC %s (same indexes; no channel needed: the answer is the ack), admin %s\n",
-		devcluster.HECToken, devcluster.SampleIndex, devcluster.HECNoAckToken, devcluster.AdminToken)
+	sec := cl.Tokens()
+	fmt.Fprintf(&b, "tokens (random for this cluster; also in %s): HEC %s (indexes main, %s; acknowledging: send a channel), HEC %s (same indexes; no channel needed: the answer is the ack), admin %s\n",
+		devEnvPath(), sec.HEC, devcluster.SampleIndex, sec.HECNoAck, sec.Admin)
 	if s != nil {
 		fmt.Fprintf(&b, "sample: %d events in index %s (%d with status>=500), over the 24 h from %s\n",
 			s.Events, s.Index, s.Status5xx, s.Base.Format(time.RFC3339))
 	}
-	sh := "http://" + l.Heads[len(l.Heads)-1].HTTPAddr
-	if len(l.Heads) > 1 {
-		sh = "http://" + l.Heads[1].HTTPAddr
-	}
-	var mgrs []string
-	for _, m := range l.Managers {
-		mgrs = append(mgrs, "http://"+m.HTTPAddr)
-	}
+	sh := defaultHead(l)
 	fmt.Fprintf(&b, "search page: %s/ in a browser (every search head serves it at /; the cluster page is each manager's /)\n", sh)
 	fmt.Fprintf(&b, "\ntry (go build -o bin/quarry ./cmd/quarry first):\n")
-	fmt.Fprintf(&b, "  export QUARRY_MANAGER=%s QUARRY_TOKEN=%s QUARRY_SEARCHHEAD=%s\n", strings.Join(mgrs, ","), devcluster.AdminToken, sh)
+	fmt.Fprintf(&b, "  . %s   # exports QUARRY_MANAGER, QUARRY_SEARCHHEAD and the tokens\n", devEnvPath())
 	b.WriteString("  bin/quarry cluster status\n")
 	b.WriteString("  bin/quarry search 'index=sample | stats count by status'\n")
 	b.WriteString("  bin/quarry search 'index=sample error | top limit=5 host'\n")
 	fmt.Fprintf(&b, "  curl -s %s/v1/search -d '{\"query\":\"index=sample status>=500 | stats count\"}'\n", sh)
-	fmt.Fprintf(&b, "  bin/quarry ingest /var/log/syslog --hec http://%s --token %s\n", l.Peers[0].HTTPAddr, devcluster.HECToken)
-	if u := cl.BusURL(l.Sites[0]); u != "" {
-		fmt.Fprintf(&b, "  nats sub --server %s 'quarry.results.>'   # then: bin/quarry search 'index=sample | head 5' --publish demo\n",
-			strings.Replace(u, "nats://", "nats://"+devcluster.SubscriberUser+":"+devcluster.SubscriberPassword+"@", 1))
+	fmt.Fprintf(&b, "  bin/quarry ingest /var/log/syslog --hec http://%s   # QUARRY_HEC_TOKEN\n", l.Peers[0].HTTPAddr)
+	if u := busSubscriberURL(cl); u != "" {
+		fmt.Fprintf(&b, "  nats sub --server %s 'quarry.results.>'   # then: bin/quarry search 'index=sample | head 5' --publish demo\n", u)
 	}
 	b.WriteString("\nCtrl-C stops the cluster.\n")
 	fmt.Fprint(w, b.String())

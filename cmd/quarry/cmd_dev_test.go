@@ -23,6 +23,11 @@ import (
 // function that is Ctrl-C (context cancel) and waits for the exit.
 func runDevInProcess(t *testing.T, args ...string) (lines []string, stop func() (rest []string, err error)) {
 	t.Helper()
+	if os.Getenv("QUARRY_TEST_DEV_TMPDIR") == "" { // the env file goes to the test's own TMPDIR
+		dir := t.TempDir()
+		t.Setenv("QUARRY_TEST_DEV_TMPDIR", dir)
+		t.Setenv("TMPDIR", dir)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	app := newApp()
@@ -84,9 +89,12 @@ func runDevInProcess(t *testing.T, args ...string) (lines []string, stop func() 
 var headLine = regexp.MustCompile(`^\s+(sh\d)\s+site (site\d)\s+(http://127\.0\.0\.1:\d+)$`)
 
 // TestDevReadyCountsAndResumes: `quarry dev` prints ready only once every
-// search head (sh0, sh1, sh2) answers the exact sample count; Ctrl-C stops
-// it; a second run on the same folder resumes without loading the sample
-// again (the count stays exact), on the same addresses.
+// search head (sh0, sh1, sh2) answers the exact sample count; its tokens
+// are random (review L6), printed, and written with its addresses to
+// $TMPDIR/quarry-dev.env (0600) while it runs; Ctrl-C stops it and removes
+// the file; a second run on the same folder resumes without loading the
+// sample again (the count stays exact), on the same addresses, with the
+// same tokens.
 func TestDevReadyCountsAndResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole cluster")
@@ -120,12 +128,23 @@ func TestDevReadyCountsAndResumes(t *testing.T) {
 	}
 	check("first run")
 	subscribeAsPrinted(t, lines, heads["sh1"])
+	tokens := devTokens(t, lines)
+	envFile := filepath.Join(os.Getenv("TMPDIR"), "quarry-dev.env")
+	if fi, err := os.Stat(envFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("env file %s: %v, mode %v; want 0600", envFile, err, fi)
+	}
+	if b, _ := os.ReadFile(envFile); !strings.Contains(string(b), "QUARRY_ADMIN_TOKEN="+tokens["admin"]+" ") || !strings.Contains(string(b), "QUARRY_HEC_TOKEN="+tokens["HEC"]+" ") {
+		t.Fatalf("env file lacks the printed tokens %v:\n%s", tokens, b)
+	}
 	rest, err := stop()
 	if err != nil {
 		t.Fatalf("first run: exit %v", err)
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "stopped; data kept in "+dir) {
 		t.Fatalf("first run: no clean stop line: %q", rest)
+	}
+	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
+		t.Fatalf("env file after the stop: %v, want it removed", err)
 	}
 	var layout devcluster.Layout
 	b, err := os.ReadFile(filepath.Join(dir, "dev.json"))
@@ -144,9 +163,33 @@ func TestDevReadyCountsAndResumes(t *testing.T) {
 		}
 	}
 	check("resumed")
+	if again := devTokens(t, lines); again["admin"] != tokens["admin"] || again["HEC"] != tokens["HEC"] {
+		t.Fatalf("resumed with tokens %v, the first run had %v", again, tokens)
+	}
 	if _, err := stop(); err != nil {
 		t.Fatalf("second run: exit %v", err)
 	}
+}
+
+var tokensLine = regexp.MustCompile(`^tokens .*: HEC (\S+) \(.*\), HEC (\S+) \(.*\), admin (\S+)$`)
+
+// devTokens reads the ready block's tokens line; each is random: not the
+// fixed dev-admin/dev-hec of old, and a 128-bit hex part.
+func devTokens(t *testing.T, lines []string) map[string]string {
+	t.Helper()
+	for _, l := range lines {
+		if m := tokensLine.FindStringSubmatch(l); m != nil {
+			out := map[string]string{"HEC": m[1], "HEC no-ack": m[2], "admin": m[3]}
+			for what, tok := range out {
+				if i := strings.LastIndexByte(tok, '-'); i < 0 || len(tok)-i-1 != 32 {
+					t.Fatalf("%s token %q: want a 32-hex-digit random part", what, tok)
+				}
+			}
+			return out
+		}
+	}
+	t.Fatalf("no tokens line in the ready block:\n%s", strings.Join(lines, "\n"))
+	return nil
 }
 
 var natsSubLine = regexp.MustCompile(`nats sub --server (nats://\S+) '(quarry\.results\.>)'`)

@@ -163,7 +163,7 @@ wait:
 	os.WriteFile(script, []byte("set -euo pipefail\nset -x\n"+try), 0o700)
 	run := exec.CommandContext(ctx, "bash", script)
 	run.Dir = root
-	run.Env = cleanEnv()
+	run.Env = cleanEnv("TMPDIR=" + tmp) // where quarry dev wrote quarry-dev.env
 	out, err := run.CombinedOutput()
 	// `go run` itself exits 1 when the terminal's Ctrl-C reaches it too
 	// (it waits for quarry, then reports the interrupt); quarry's own clean

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/quarry-dev/quarry/bus"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
 )
 
@@ -136,7 +137,7 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 		t.Fatalf("plain connection to the Raft port got %q", b)
 	}
 	// A peer's certificate of the same CA on the Raft port (review M6).
-	raftRefusesCertificate(ctx, t, c.Leader().RaftAddr(), certs[tlsconfig.RolePeer])
+	raftRefusesCertificate(t, c.Leader().RaftAddr(), certs[tlsconfig.RolePeer])
 	after, err := c.Leader().StateHash()
 	if err != nil {
 		t.Fatal(err)
@@ -152,22 +153,13 @@ func TestClusterTLSIngestReplicates(t *testing.T) {
 // raftRefusesCertificate: a TLS client presenting files' certificate (and
 // trusting the managers) is refused by the Raft port at addr during the
 // handshake: a bad-certificate alert on its first read.
-func raftRefusesCertificate(ctx context.Context, t *testing.T, addr string, files tlsconfig.Files) {
+func raftRefusesCertificate(t *testing.T, addr string, files tlsconfig.Files) {
 	t.Helper()
 	cfg, err := files.Mutual(tlsconfig.RaftRoles...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := (&tls.Dialer{Config: cfg}).DialContext(dctx, "tcp", addr)
-	if err == nil {
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		conn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 0x05}) // AppendEntries, msgpack {"Term": 5}
-		_, err = conn.Read(make([]byte, 1))
-		conn.Close()
-	}
-	if err == nil || !strings.Contains(err.Error(), "bad certificate") {
+	if err := testutil.TLSProbe(addr, cfg); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 		t.Fatalf("certificate %s on the Raft port: %v, want a bad-certificate alert", files.Cert, err)
 	}
 }

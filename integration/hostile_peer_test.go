@@ -50,7 +50,7 @@ func TestHostilePeerCredentials(t *testing.T) {
 	h.snoopInboxes()
 	h.forgeFixupTasks()
 	for _, role := range []string{tlsconfig.RolePeer, tlsconfig.RoleSearchHead} {
-		raftRefusesCertificate(ctx, t, c.Leader().RaftAddr(), certs[role])
+		raftRefusesCertificate(t, c.Leader().RaftAddr(), certs[role])
 	}
 	if err := before.diff(takeSnapshot(t, c)); err != nil {
 		t.Fatalf("forgeries changed something: %v", err)

@@ -207,7 +207,7 @@ func TestTLSRaftRefusesOtherRoles(t *testing.T) {
 	for _, role := range []string{tlsconfig.RolePeer, tlsconfig.RoleSearchHead} {
 		// The handshake itself: refused by the manager.
 		cfg, _ := certs[role].Mutual(tlsconfig.RaftRoles...)
-		if err := raftHandshake(m1.RaftAddr(), cfg); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		if err := testutil.TLSProbe(m1.RaftAddr(), cfg); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 			t.Fatalf("%s certificate: TLS handshake with the Raft port: %v, want a bad-certificate alert", role, err)
 		}
 		// A whole AppendEntries that would take over the log.
@@ -237,23 +237,4 @@ func TestTLSRaftRefusesOtherRoles(t *testing.T) {
 	if vote.Granted || vote.Term != term {
 		t.Fatalf("stale RequestVote: %+v, want refused at term %d", vote, term)
 	}
-}
-
-// raftHandshake completes a TLS handshake with a Raft port and reads: a
-// server that refuses the client's certificate says so in an alert on the
-// first read (TLS 1.3).
-func raftHandshake(addr string, cfg *tls.Config) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Read(make([]byte, 1))
-	if isTimeout(err) {
-		return nil // accepted: Raft waits for an RPC
-	}
-	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
@@ -35,7 +34,7 @@ func TestTLSGen(t *testing.T) {
 		if err := f.Check(); err != nil {
 			t.Fatal(err)
 		}
-		if got := tlsconfig.Roles(leaf(t, f)); len(got) != 1 || got[0] != r {
+		if got := tlsconfig.Roles(mustLeaf(t, f)); len(got) != 1 || got[0] != r {
 			t.Fatalf("%s certificate carries roles %q", r, got)
 		}
 	}
@@ -91,19 +90,6 @@ func TestTLSGen(t *testing.T) {
 	if _, ok, err := tlsconfig.Existing(old); !ok || err != nil {
 		t.Fatalf("older folder after --force: %v %v", ok, err)
 	}
-}
-
-func leaf(t *testing.T, f tlsconfig.Files) *x509.Certificate {
-	t.Helper()
-	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(kp.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestTLSFlags: every server role takes --tls-cert/--tls-key/--tls-ca (also
@@ -167,4 +153,13 @@ func TestTLSHealth(t *testing.T) {
 	if err := runQuarry("health", "--tls-ca", filepath.Join(t.TempDir(), "none.pem"), srv.URL); err == nil || !strings.Contains(err.Error(), "none.pem") {
 		t.Fatalf("health with a missing CA file: %v", err)
 	}
+}
+
+func mustLeaf(t *testing.T, f tlsconfig.Files) *x509.Certificate {
+	t.Helper()
+	c, err := f.Leaf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -161,6 +161,15 @@ func (f Files) Mutual(allowed ...string) (*tls.Config, error) {
 	}, nil
 }
 
+// Leaf is the certificate of Cert (the first of its chain), parsed.
+func (f Files) Leaf() (*x509.Certificate, error) {
+	kp, err := f.keyPair()
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(kp.Certificate[0])
+}
+
 // WrapListener returns ln serving TLS with the Server config, or ln itself
 // when no certificate is set.
 func (f Files) WrapListener(ln net.Listener) (net.Listener, error) {

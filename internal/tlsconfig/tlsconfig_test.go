@@ -1,7 +1,6 @@
 package tlsconfig
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
 // mustGenerate is one certificate that carries every role (GenerateAllRoles).
@@ -46,23 +47,6 @@ func serve(t *testing.T, cfg *tls.Config) (string, <-chan error) {
 		}
 	}()
 	return ln.Addr().String(), errs
-}
-
-func dial(addr string, cfg *tls.Config) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	// TLS 1.3: a refused client certificate shows on the first read.
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Read(make([]byte, 1))
-	if errors.Is(err, os.ErrDeadlineExceeded) || err == nil || strings.Contains(err.Error(), "EOF") {
-		return nil
-	}
-	return err
 }
 
 func TestTLSServerAndClient(t *testing.T) {
@@ -232,13 +216,11 @@ func TestTLSGenerateExisting(t *testing.T) {
 	}
 }
 
+func dial(addr string, cfg *tls.Config) error { return testutil.TLSProbe(addr, cfg) }
+
 func leafOf(t *testing.T, f Files) *x509.Certificate {
 	t.Helper()
-	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(kp.Certificate[0])
+	c, err := f.Leaf()
 	if err != nil {
 		t.Fatal(err)
 	}

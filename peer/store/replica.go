@@ -211,8 +211,15 @@ func (rs Replicas) OriginAppend(id, index string, searchable bool, first uint32,
 // and then cut by a final seal at the reported length: an acknowledged
 // event lost (issue 24's chaos suite, a cut between the sites). The hold
 // lasts while the copy is hot (a roll or the seal makes it warm); a
-// restart forgets it (the copy is then rolled at open). ok is false when
-// there is no copy.
+// restart forgets it (the copy is then rolled at open). A warm replica
+// that a restart rolled (reopenable: its origin may still send it the
+// blocks it missed) is held too: it is no longer reopened by the origin's
+// stream, since blocks it took past the length it answered would be
+// acknowledged and then cut by a final seal — the 500-fault chaos run of
+// stop 28 lost 2 acknowledged requests so (a target restarted during a
+// cut, answered the seal at 5 blocks, was reopened by the origin after the
+// heal and took blocks 6–7, which the origin acknowledged; the seal at 5
+// was final). ok is false when there is no copy.
 func (rs Replicas) HoldForSeal(id string) (ok bool) {
 	s := rs.s
 	s.repl.mu.Lock()
@@ -224,6 +231,9 @@ func (rs Replicas) HoldForSeal(id string) (ok bool) {
 	b.mu.Lock()
 	if b.state == StateHot && b.replica {
 		b.sealHold = true
+	}
+	if b.state == StateWarm {
+		b.reopenable = false
 	}
 	b.mu.Unlock()
 	return true

@@ -434,3 +434,37 @@ func TestSealHoldStopsTheOriginStream(t *testing.T) {
 		t.Fatalf("a fetch into the held copy: %d, %v; want %d", n, err, len(all))
 	}
 }
+
+// TestSealHoldStopsAReopen: a target restarted mid-bucket (its hot replica
+// rolled at open, so its origin could reopen it with the blocks it missed)
+// that answered a seal task takes no more blocks from its origin's stream:
+// the length it answered is final input to the seal (stop 28's chaos run
+// lost 2 acknowledged requests when such a copy was reopened after its
+// answer and the origin acknowledged the blocks it then took).
+func TestSealHoldStopsAReopen(t *testing.T) {
+	origin := mustOpen(t, Options{Dir: t.TempDir(), Searchable: true, BlockBytes: 4 << 10})
+	defer origin.Close()
+	target, tdir, tguid, id, frames := hotReplica(t, origin)
+	target.Close()
+	target = mustOpen(t, Options{Dir: tdir, GUID: tguid, Searchable: true})
+	defer target.Close()
+	if ci := target.Inventory()[0]; ci.State != "warm" {
+		t.Fatalf("restarted replica is %s, want warm (rolled at open)", ci.State)
+	}
+	if !target.Replicas().HoldForSeal(id) {
+		t.Fatal("no copy to hold")
+	}
+	held := target.Inventory()[0].Blocks
+	appendN(t, origin, "main", 1000, 1000)
+	if err := origin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := origin.Replicas().ReadFrames(id, 0, 1<<30)
+	n, err := target.Replicas().OriginAppend(id, "main", true, uint32(len(frames)), all[len(frames):])
+	if err == nil || int(n) > held {
+		t.Fatalf("the origin's missed blocks after the seal answer: %d blocks, %v; want a refusal at %d", n, err, held)
+	}
+	if ci := target.Inventory()[0]; ci.Blocks != held || ci.State != "warm" {
+		t.Fatalf("the held copy is %s at %d blocks, was warm at %d", ci.State, ci.Blocks, held)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/quarry-dev/quarry/bus"
@@ -267,6 +268,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if err := c.start(ctx); err != nil {
 		c.Stop()
+		if c.Resumed && errors.Is(err, syscall.EADDRINUSE) {
+			// A resumed cluster keeps the addresses of dev.json (the managers'
+			// Raft addresses are in their Raft configuration); one taken since
+			// is the operator's to free. Ports the OS chose (--port-base 0) lie
+			// in the ephemeral range, where any outgoing connection may take them.
+			return nil, fmt.Errorf("%w (a port recorded in %s is taken now: free it, or start a new cluster in another --data-dir)", err, layoutPath(c.opts.DataDir))
+		}
 		return nil, err
 	}
 	return c, nil

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +103,11 @@ func TestDevReadyCountsAndResumes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	const n = 3000
-	args := []string{"--data-dir", dir, "--port-base", "0", "--sample-events", "3000"}
+	// The second run reuses the first run's ports: they come from below the
+	// kernel's ephemeral range (32768 up), as the default --port-base does,
+	// so no outgoing connection of a parallel test can take one in between
+	// (CI once saw a manager's OS-chosen port taken before the resume).
+	args := []string{"--data-dir", dir, "--port-base", strconv.Itoa(20000 + 100*rand.IntN(120)), "--sample-events", "3000"}
 	lines, stop := runDevInProcess(t, args...)
 	heads := map[string]string{}
 	for _, l := range lines {

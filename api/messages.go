@@ -26,10 +26,13 @@ const (
 	OpConfirm     = "confirm"
 	OpFixupResult = "fixup-result"
 	OpBuckets     = "buckets"
+	// OpBundle fetches the configuration bundle in force (a peer, when its
+	// config names a bundle hash it does not run).
+	OpBundle = "bundle"
 )
 
 // Ops lists every manager operation, in the order the manager subscribes.
-var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets}
+var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets, OpBundle}
 
 // Remote error codes of the manager protocol (wire.RemoteError.Code).
 const (
@@ -186,10 +189,14 @@ type PeerConfig struct {
 	Maintenance bool `json:"maintenance"`
 	// ReplicationFactor is the copies a bucket gets: RF, or the site
 	// policy's total in multisite mode (the ack rule takes min(2, it)).
-	ReplicationFactor int    `json:"replication_factor"`
-	Multisite         bool   `json:"multisite"`
-	Generation        uint64 `json:"generation"`
-	TableVersion      uint64 `json:"table_version"`
+	ReplicationFactor int  `json:"replication_factor"`
+	Multisite         bool `json:"multisite"`
+	// BundleHash names the configuration bundle in force ("" none): a
+	// peer that runs another fetches it (OpBundle). Part of the id, so a
+	// new bundle is a config change the peers hear of at once.
+	BundleHash   string `json:"bundle_hash,omitempty"`
+	Generation   uint64 `json:"generation"`
+	TableVersion uint64 `json:"table_version"`
 }
 
 // Heartbeat is <prefix>.mgr.heartbeat, every heartbeat_period (1 s). It is
@@ -222,6 +229,9 @@ type PeerStats struct {
 	// learns a bucket's count only when it rolls, so the leader shows these
 	// live on GET /v1/buckets and the cluster page.
 	HotEvents map[string]int64 `json:"hot_events,omitempty"`
+	// Bundle is the hash of the configuration bundle the peer runs ("":
+	// none), for `quarry cluster bundle status`.
+	Bundle string `json:"bundle,omitempty"`
 }
 
 // MaxHotEventsReported bounds PeerStats.HotEvents (a peer's hot buckets
@@ -430,6 +440,21 @@ const CodeSealHold = "seal_hold"
 type ConfigRequest struct {
 	V    int    `json:"v"`
 	Peer string `json:"peer,omitempty"`
+}
+
+// BundleRequest is <prefix>.mgr.bundle: a registered peer (itself, the
+// sender) asks for the configuration bundle in force.
+type BundleRequest struct {
+	V    int    `json:"v"`
+	Peer string `json:"peer"`
+}
+
+// BundleReply carries the configuration bundle in force: its hash and its
+// files by name (none: no bundle).
+type BundleReply struct {
+	V     int               `json:"v"`
+	Hash  string            `json:"hash,omitempty"`
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // NoticeKind says why a Notice was published.

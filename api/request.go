@@ -27,6 +27,8 @@ func (r GenerationRequest) Version() int { return r.V }
 // Version is the request's wire version.
 func (r ConfigRequest) Version() int { return r.V }
 
+func (r BundleRequest) Version() int { return r.V }
+
 // Version is the request's wire version.
 func (r ConfirmRequest) Version() int { return r.V }
 

@@ -121,4 +121,9 @@ func (s *State) copySmall(d *stateData) {
 		}
 	}
 	d.UpSet = slices.Clone(s.d.UpSet)
+	if s.d.Bundle != nil {
+		b := *s.d.Bundle
+		b.Files = maps.Clone(b.Files)
+		d.Bundle = &b
+	}
 }

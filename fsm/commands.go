@@ -37,6 +37,8 @@ const (
 	CmdSetClusterVersion
 	CmdMarkFixup
 	CmdExtendSeal
+	// Cluster version 8 (BundleVersion, bundle.go).
+	CmdSetBundle
 )
 
 // bodyVersion is the version byte written after the type byte of a command

@@ -29,6 +29,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&SetDetention{ID: "p1", Enabled: true, By: DetentionManual},
 		&ExtendSeal{Bucket: "b", Peer: "p", From: 5, FromChecksum: "c5", Blocks: 7, LastChecksum: "c7"},
 		&SetClusterVersion{Version: 2}, &MarkFixup{Task: 7, Peer: "p1", Kind: MarkDelivered},
+		&SetBundle{Hash: "sha256:00", Files: map[string]string{"props.conf": "[x]\nTZ = UTC\n"}},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))

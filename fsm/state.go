@@ -454,6 +454,8 @@ type stateData struct {
 	// Marks are the fixup delivery marks of open tasks, by task id
 	// (MarkFixup, version.go); a closed task's marks go with it.
 	Marks map[uint64]*TaskMarks `json:"marks,omitempty"`
+	// Bundle is the configuration bundle in force (bundle.go), nil: none.
+	Bundle *ConfigBundle `json:"bundle,omitempty"`
 }
 
 // RequestRecord remembers one applied request id.

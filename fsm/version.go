@@ -20,9 +20,10 @@ import (
 // not record, so its state would differ; version 7 adds no command but
 // the inventory rules (InventoryVersion, inventory.go): a registration
 // adopts only the claimed copies the managers can vouch for and declares
-// no index unless indexes are created automatically. A build that adds a
-// command type raises Version and lists the type in clusterVersions.
-const Version = 7
+// no index unless indexes are created automatically; version 8 adds
+// CmdSetBundle, the configuration bundle (BundleVersion, bundle.go). A
+// build that adds a command type raises Version and lists the type in clusterVersions.
+const Version = 8
 
 // LeftAtVersion is the cluster version from which the FSM records when a
 // copy leaves a hot bucket's searchable set (Bucket.LeftAt).

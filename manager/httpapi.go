@@ -79,6 +79,8 @@ func (a *httpAPI) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tokens", a.write(ed.handleAddToken))
 	mux.HandleFunc("DELETE /v1/tokens/{id}", a.writeAs(http.MethodDelete, ed.handleRevokeToken))
 	mux.HandleFunc("/v1/config", a.read(a.handleGetConfig)) // other methods: 405 JSON
+	mux.HandleFunc("GET /v1/bundle", a.read(a.admin(a.handleGetBundle)))
+	mux.HandleFunc("POST /v1/bundle", a.write(ed.serialised(a.handleSetBundle)))
 	mux.HandleFunc("/v1/fixups", a.read(a.handleFixups))
 	mux.HandleFunc("/v1/fixups/{id}", a.read(a.handleFixup))
 	mux.HandleFunc("/v1/managers", a.read(a.handleManagers))
@@ -261,6 +263,7 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrTaskExists, http.StatusConflict, "task_exists"},
 		{fsm.ErrBadTask, http.StatusConflict, "bad_task"},
 		{fsm.ErrClusterVersion, http.StatusConflict, "cluster_version"},
+		{fsm.ErrBadBundle, http.StatusBadRequest, "bad_bundle"},
 		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
 		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
 		{ErrClosed, http.StatusServiceUnavailable, "shutting_down"},

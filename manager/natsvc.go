@@ -182,7 +182,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
 		AdminTokenDigest:  fsm.TokenDigest(m.cfg.AdminToken),
-		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(),
+		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(), BundleHash: fsm.BundleHashOf(s),
 	}
 	if c.Multisite() {
 		// The copies a bucket gets: the site policy's total in multisite

@@ -36,6 +36,7 @@ var peerOps = map[string]peerOp{
 	api.OpConfirm:     op("confirm", (*peerService).confirm),
 	api.OpFixupResult: op("fixup result", (*peerService).fixupResult),
 	api.OpBuckets:     op("buckets", (*peerService).buckets),
+	api.OpBundle:      op("bundle", (*peerService).bundle),
 }
 
 // op binds an operation's handler: guard checks the request's wire version
@@ -705,6 +706,32 @@ func (ps *peerService) config(ctx context.Context, r api.ConfigRequest) (api.Pee
 		return api.PeerConfig{}, bus.Errorf(api.CodeRefused, "config for peer %q: not registered: register first", r.Peer)
 	}
 	return pc, nil
+}
+
+// bundle answers the configuration bundle in force to a registered peer
+// (itself the sender); search heads never ask (the bus lets them send
+// only generation and config).
+func (ps *peerService) bundle(ctx context.Context, r api.BundleRequest) (api.BundleReply, error) {
+	if err := checkIDs("bundle", "peer", r.Peer); err != nil {
+		return api.BundleReply{}, err
+	}
+	if err := sentBy(ctx, "bundle", r.Peer); err != nil {
+		return api.BundleReply{}, err
+	}
+	var b *fsm.ConfigBundle
+	known := false
+	ps.m.state.Read(func(s *fsm.State) {
+		b = fsm.BundleOf(s)
+		_, known = s.Peer(r.Peer)
+	})
+	if !known {
+		return api.BundleReply{}, bus.Errorf(api.CodeRefused, "bundle for peer %q: not registered: register first", r.Peer)
+	}
+	reply := api.BundleReply{V: api.WireVersion}
+	if b != nil {
+		reply.Hash, reply.Files = b.Hash, b.Files
+	}
+	return reply, nil
 }
 
 func (ps *peerService) confirm(ctx context.Context, r api.ConfirmRequest) (api.ConfirmReply, error) {

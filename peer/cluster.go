@@ -19,6 +19,7 @@ import (
 	"github.com/quarry-dev/quarry/api/mgrclient"
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/knowledge"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/repl"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -54,6 +55,9 @@ type cluster struct {
 	// tokens are the HEC tokens last handed to HEC (heartbeats only), as
 	// hecTokensOf makes them.
 	tokens []hec.Token
+	// rules are the configuration bundle's index-time rules fetched at
+	// start, handed to HEC when it is built (bundle.go).
+	rules *knowledge.IndexRules
 	// lastStatus is the managers' status (generation, table version,
 	// config id) of the last heartbeat after which peers and config were
 	// fetched (statusKnown); refreshOnChange fetches again when it moves.
@@ -166,6 +170,9 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	if err := retry("cluster config", func(c context.Context) (err error) { cl.cfg, err = cl.cp.Config(c); return err }); err != nil {
 		return fail(err)
 	}
+	if err := retry("configuration bundle", func(c context.Context) (err error) { cl.rules, err = p.fetchBundle(c, cl.cfg.BundleHash); return err }); err != nil {
+		return fail(err)
+	}
 	var peers []fsm.PeerView
 	if err := retry("peers", func(c context.Context) (err error) { peers, err = cl.cp.Peers(c); return err }); err != nil {
 		return fail(err)
@@ -264,6 +271,9 @@ func (p *Peer) refreshTokens(ctx context.Context) bool {
 	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
 		p.cl.searchToks.Store(&cfg.SearchTokens)
 		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
+	}
+	if !p.refreshBundle(ctx, cfg.BundleHash) {
+		return false
 	}
 	toks := hecTokensOf(cfg)
 	if reflect.DeepEqual(toks, p.cl.tokens) {
@@ -700,7 +710,7 @@ func (p *Peer) offline(state fsm.PeerState) bool {
 // replication lag per target.
 func (p *Peer) heartbeatStats() api.PeerStats {
 	inv := p.store.Inventory()
-	st := api.PeerStats{Copies: len(inv)}
+	st := api.PeerStats{Copies: len(inv), Bundle: p.hec.IndexRulesHash()}
 	st.DiskFree, st.DiskTotal = p.diskSpace()
 	for _, c := range inv {
 		st.Bytes += c.JournalBytes + c.IndexBytes

@@ -25,6 +25,8 @@ type ControlPlane interface {
 	// Config is the peer config (tokens as digests, indexes, roll limits,
 	// target_timeout, maintenance).
 	Config(ctx context.Context) (api.PeerConfig, error)
+	// Bundle is the configuration bundle in force (its hash and files).
+	Bundle(ctx context.Context) (api.BundleReply, error)
 	// Peers is the peer list of the generation table.
 	Peers(ctx context.Context) ([]fsm.PeerView, error)
 	// Targets asks for the replication targets of a new hot bucket (or

@@ -44,6 +44,9 @@ func (f *fakeCP) Heartbeat(ctx context.Context, h api.Heartbeat) (api.HeartbeatR
 func (f *fakeCP) Config(ctx context.Context) (api.PeerConfig, error) {
 	return api.PeerConfig{ReplicationFactor: 2, HeartbeatPeriod: 100 * time.Millisecond, AutoCreateIndexes: true}, nil
 }
+func (f *fakeCP) Bundle(ctx context.Context) (api.BundleReply, error) {
+	return api.BundleReply{}, nil
+}
 func (f *fakeCP) Peers(ctx context.Context) ([]fsm.PeerView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

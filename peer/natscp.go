@@ -43,6 +43,11 @@ func (c *NATSControlPlane) Config(ctx context.Context) (api.PeerConfig, error) {
 	return c.mc.Config(ctx, c.peer)
 }
 
+// Bundle fetches the configuration bundle in force.
+func (c *NATSControlPlane) Bundle(ctx context.Context) (api.BundleReply, error) {
+	return c.mc.Bundle(ctx, c.peer)
+}
+
 // Peers asks for the generation table's peer list only (PeersOnly): the
 // buckets of a large table are not sent on every heartbeat.
 func (c *NATSControlPlane) Peers(ctx context.Context) ([]fsm.PeerView, error) {

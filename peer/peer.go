@@ -33,6 +33,7 @@ import (
 	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/tlsconfig"
+	"github.com/quarry-dev/quarry/knowledge"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -56,6 +57,10 @@ type Config struct {
 	// admin token.
 	SearchTokens []fsm.SearchToken
 	AdminToken   string
+	// Bundle is a standalone peer's configuration bundle (--bundle DIR):
+	// the index-time rules its HEC applies. A cluster peer takes the
+	// managers' instead (Start refuses both).
+	Bundle *knowledge.IndexRules
 	// Pprof serves /debug/pprof/* (behind the admin token); off by default.
 	Pprof bool
 	// Limits of single-peer search, POST /v1/search (httpsearch.go): its
@@ -379,8 +384,10 @@ func Start(cfg Config) (*Peer, error) {
 	}
 	hc := hec.Config{Tokens: cfg.Tokens, Store: hecStore{st, p}, DefaultHost: host, Logger: log, Registerer: reg,
 		Keys: keys, AfterDurable: cfg.AfterHECDurable}
+	hc.Rules = cfg.Bundle
 	if p.cl != nil {
 		hc.KeyPeers = p.cl.keyPeers
+		hc.Rules = p.cl.rules
 	}
 	p.hec = hec.New(hc)
 	mux := http.NewServeMux()

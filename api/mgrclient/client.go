@@ -348,6 +348,11 @@ func (c *ManagerClient) Config(ctx context.Context, peer string) (api.PeerConfig
 	return call[api.ConfigRequest, api.PeerConfig](ctx, c, api.OpConfig, api.ConfigRequest{V: api.WireVersion, Peer: peer})
 }
 
+// Bundle fetches the configuration bundle in force, as peer.
+func (c *ManagerClient) Bundle(ctx context.Context, peer string) (api.BundleReply, error) {
+	return call[api.BundleRequest, api.BundleReply](ctx, c, api.OpBundle, api.BundleRequest{V: api.WireVersion, Peer: peer})
+}
+
 // Confirm asks the leader to confirm a destructive task.
 func (c *ManagerClient) Confirm(ctx context.Context, id uint64, peer string) (api.ConfirmReply, error) {
 	return call[api.ConfirmRequest, api.ConfirmReply](ctx, c, api.OpConfirm, api.ConfirmRequest{V: api.WireVersion, ID: id, Peer: peer})

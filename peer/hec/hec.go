@@ -75,6 +75,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/knowledge"
 	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
 )
@@ -161,7 +162,10 @@ type Appender interface {
 // Config configures a Handler.
 type Config struct {
 	Tokens []Token
-	Store  Appender
+	// Rules are the index-time rules in force at start (SetIndexRules
+	// replaces them); nil: the built-in sourcetypes only.
+	Rules *knowledge.IndexRules
+	Store Appender
 	// DefaultHost is the host of events that name none (the peer's host).
 	DefaultHost string
 	// MaxBodyBytes bounds a request body, inflated when gzip (default
@@ -234,6 +238,7 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	tokens atomic.Pointer[map[tokenKey]*tokenState] // replaced whole by SetTokens
+	rules  atomic.Pointer[knowledge.IndexRules]     // SetIndexRules; nil: built-ins only
 	tmu    sync.Mutex                               // serialises SetTokens
 	pool   sync.Pool                                // *decoder
 	bufs   [len(sizeClasses)]sync.Pool              // *pooledBuf by size class
@@ -345,6 +350,7 @@ func New(cfg Config) *Handler {
 		cfg.Keys = idem.New(idem.Config{Now: cfg.Now})
 	}
 	h := &Handler{cfg: cfg, budget: newBudget(cfg.MaxInFlightBytes)}
+	h.rules.Store(cfg.Rules)
 	h.SetTokens(cfg.Tokens)
 	h.pool.New = func() any { return &decoder{} }
 	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -728,6 +734,9 @@ func (h *Handler) serveEvent(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, res)
 		return
 	}
+	if r.URL.Query().Get("auto_extract_timestamp") == "true" {
+		h.extractTimes(evs, time.Unix(0, def.Now))
+	}
 	release := func() { h.putDecoder(d, drv) }
 	if key != nil {
 		h.commitKeyed(w, r, t, ch, evs, release, key)
@@ -849,69 +858,4 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c *channel, ack
 	c.lastUsed = now
 	c.mu.Unlock()
 	h.reply(w, res)
-}
-
-func (h *Handler) serveRaw(w http.ResponseWriter, r *http.Request) {
-	t, ch, key, b, ok := h.begin(w, r)
-	if !ok {
-		return
-	}
-	def, rp := h.defaults(r, t, h.cfg.Now().UnixNano())
-	if rp != nil {
-		b.release()
-		h.reply(w, *rp)
-		return
-	}
-	if !store.ValidIndexName(def.Index) || !t.allows(def.Index) {
-		b.release()
-		h.reply(w, plain(replyIncorrectIdx))
-		return
-	}
-	if key != nil {
-		key.hashBody("raw", r.URL.Query(), b.data)
-	}
-	// The body buffer is owned by the request until the store lets go; so
-	// are the events, reserved as their slice grows (a body of short lines
-	// costs more in events than in bytes).
-	body := b.data
-	var evs []store.Event
-	host, src, st := []byte(def.Host), []byte(def.Source), []byte(def.Sourcetype)
-	meta := len(host) + len(src) + len(st) + len(def.Index)
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		if len(line)+meta > h.cfg.MaxEventBytes {
-			b.release()
-			h.reply(w, replyInvalidFormat.at(len(evs)))
-			return
-		}
-		if len(evs) == cap(evs) {
-			grown := max(64, 2*cap(evs))
-			if rp := b.rv.take(int64(grown-cap(evs)) * eventBytes); rp != nil {
-				b.release()
-				h.reply(w, *rp)
-				return
-			}
-			evs = append(make([]store.Event, 0, grown), evs...)
-		}
-		evs = append(evs, store.Event{Index: def.Index, Time: def.Now, Raw: line, Host: host, Source: src, Sourcetype: st})
-	}
-	if len(evs) == 0 {
-		b.release()
-		h.reply(w, plain(replyNoData))
-		return
-	}
-	if key != nil {
-		h.commitKeyed(w, r, t, ch, evs, b.release, key)
-		return
-	}
-	h.commit(w, r, t, ch, evs, b.release)
 }

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"time"
@@ -129,4 +130,18 @@ func (m *Manager) bundleStatus() BundleStatus {
 	}
 	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].ID < st.Peers[j].ID })
 	return st
+}
+
+// ApplyBundle is POST /v1/bundle.
+func (c *Client) ApplyBundle(ctx context.Context, files map[string]string) (BundleStatus, error) {
+	var st BundleStatus
+	err := c.do(ctx, http.MethodPost, "/v1/bundle", BundleRequest{Files: files}, &st)
+	return st, err
+}
+
+// Bundle is GET /v1/bundle.
+func (c *Client) Bundle(ctx context.Context) (BundleStatus, error) {
+	var st BundleStatus
+	err := c.do(ctx, http.MethodGet, "/v1/bundle", nil, &st)
+	return st, err
 }

@@ -391,7 +391,7 @@ func clusterCommand() *cli.Command {
 				}
 				return printStatus(os.Stdout, st, mg)
 			}),
-		}},
+		}, bundleCommand()},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quarry-dev/quarry/knowledge"
 	"github.com/quarry-dev/quarry/peer"
 	"github.com/quarry-dev/quarry/peer/hec"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -47,6 +48,7 @@ func peerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token `T[=index,…][:useack=false]` (repeatable; acknowledging unless :useack=false; :allowquerystringauth=true accepts ?token=)", EnvVars: envVars("hec-token")},
 			secretListFileFlag("hec-token", "the HEC tokens"),
+			&cli.StringFlag{Name: "bundle", Usage: "standalone: the configuration bundle `DIR` (props.conf, transforms.conf: line breaking and timestamps per sourcetype); in a cluster the managers push it (quarry cluster bundle apply)", EnvVars: envVars("bundle")},
 			&cli.GenericFlag{Name: "search-token", Value: &repeatable{}, Usage: "standalone search token `T[=index,…]` for /v1/search and GET /v1/buckets (repeatable; in a cluster they come from the managers). None: served without a token on a loopback --http-addr only", EnvVars: envVars("search-token")},
 			secretListFileFlag("search-token", "the search tokens"),
 			&cli.StringFlag{Name: "admin-token", Usage: "standalone admin token: roll, searchable, pprof, and searches of every index (in a cluster: --token). None: served without a token on a loopback --http-addr only; any other address refuses to start without it", EnvVars: envVars("admin-token")},
@@ -178,6 +180,18 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 	}
 	if len(tokens) == 0 && cfg.NATS == "" {
 		return peer.Config{}, errors.New("peer: a standalone peer needs at least one --hec-token (or --hec-token-file)")
+	}
+	if dir := c.String("bundle"); dir != "" {
+		if cfg.NATS != "" {
+			return peer.Config{}, errors.New("peer: in cluster mode (--nats) the managers push the configuration bundle (quarry cluster bundle apply DIR); drop --bundle")
+		}
+		files, err := knowledge.LoadDir(dir)
+		if err != nil {
+			return fail(err)
+		}
+		if cfg.Bundle, err = knowledge.ParseIndexRules(files); err != nil {
+			return fail(fmt.Errorf("--bundle %s: %w", dir, err))
+		}
 	}
 	for _, s := range tokens {
 		t, err := hec.ParseTokenFlag(s)

@@ -218,12 +218,20 @@ func readFile(ctx context.Context, name string, size int, out chan<- *batch) err
 					mode = 1
 				}
 			}
+			// Raw lines are cut into requests only before a line that can
+			// start an event, so the peer's line merging (a stack trace under
+			// SHOULD_LINEMERGE) never sees one event split across requests.
+			if mode == 2 && b.events >= size && (startsEvent(line) || len(b.body) >= maxRawBatchBytes) {
+				if err := send(); err != nil {
+					return err
+				}
+			}
 			b.body = append(b.body, line...)
 			if line[len(line)-1] != '\n' {
 				b.body = append(b.body, '\n')
 			}
 			b.events++
-			if b.events >= size {
+			if mode == 1 && b.events >= size {
 				if err := send(); err != nil {
 					return err
 				}
@@ -237,6 +245,20 @@ func readFile(ctx context.Context, name string, size int, out chan<- *batch) err
 		}
 	}
 	return send()
+}
+
+// maxRawBatchBytes cuts a raw request even inside what looks like one
+// long event (a request body must stay well under the peer's limit).
+const maxRawBatchBytes = 4 << 20
+
+// startsEvent reports whether a raw line may begin an event: it starts at
+// column 0 and is not a stack trace's "Caused by:" or "... N more" line
+// (continuation lines of multi-line events are indented).
+func startsEvent(line []byte) bool {
+	if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+		return false
+	}
+	return !bytes.HasPrefix(line, []byte("Caused by")) && !bytes.HasPrefix(line, []byte("..."))
 }
 
 // stream is one sequence of requests on one channel.

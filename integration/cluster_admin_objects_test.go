@@ -50,7 +50,13 @@ func ingestAckedWith(t *testing.T, c *Cluster, id, token, index string, raws []s
 // and returns the HTTP status, the HEC code and the ack id.
 func hecPostBody(t *testing.T, url, token, body string) (int, int, *int64) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url+"/services/collector/event", strings.NewReader(body))
+	return hecPostTo(t, url+"/services/collector/event", token, body)
+}
+
+// hecPostTo is hecPostBody to any HEC path (with its query).
+func hecPostTo(t *testing.T, url, token, body string) (int, int, *int64) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Splunk "+token)
 	req.Header.Set("X-Splunk-Request-Channel", "11111111-2222-3333-4444-555555555555")
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)

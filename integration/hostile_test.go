@@ -60,6 +60,8 @@ func TestHostileSearchToken(t *testing.T) {
 			call{"POST", base + "/v1/managers/join", `{"id":"m9","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
 			call{"GET", base + "/v1/config", ""},
 			call{"GET", base + "/v1/tokens", ""},
+			call{"POST", base + "/v1/bundle", `{"files":{"props.conf":"[x]\nTZ = UTC\n"}}`},
+			call{"GET", base + "/v1/bundle", ""},
 		)
 	}
 	for _, id := range c.PeerIDs() {

@@ -239,6 +239,9 @@ func TestNATSSearchHeadCannotRegister(t *testing.T) {
 	if _, err := sh.Config(ctx, "sh1"); !bus.IsRemote(err, api.CodeRefused) {
 		t.Fatalf("search head asking a peer's config under its own name: %v, want refused", err)
 	}
+	if _, err := sh.Bundle(ctx, "sh1"); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Fatalf("search head asking the configuration bundle: %v, want permission denied", err)
+	}
 	if after := stateHash(t, l); after != before {
 		t.Fatalf("state moved: %+v → %+v", before, after)
 	}

@@ -85,6 +85,11 @@ func TestClusterConfigBundle(t *testing.T) {
 			if err != nil || got.Hash != st.Hash || !got.InSync {
 				return fmt.Errorf("bundle status %+v, %v; want every peer on %s", got, err, st.Hash)
 			}
+			for _, p := range got.Peers {
+				if p.Bundle == st.Hash && (p.Since.IsZero() || p.Since.Before(start.Add(-time.Second))) {
+					t.Fatalf("peer %s runs %s since %v, applied at %v", p.ID, p.Bundle, p.Since, start)
+				}
+			}
 			return nil
 		})
 		t.Logf("bundle %s on every peer after %v", st.Hash, time.Since(start).Round(time.Millisecond))

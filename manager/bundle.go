@@ -43,6 +43,9 @@ type BundlePeer struct {
 	State   string    `json:"state"`
 	Bundle  string    `json:"bundle"`
 	HeardAt time.Time `json:"heard_at,omitzero"`
+	// Since is when the leader first heard the peer run Bundle (the
+	// leader's clock; reset when leadership moves).
+	Since time.Time `json:"since,omitzero"`
 }
 
 // handleSetBundle is POST /v1/bundle: the files are parsed as the peers
@@ -123,7 +126,7 @@ func (m *Manager) bundleStatus() BundleStatus {
 	st.Peers = make([]BundlePeer, 0, len(peers))
 	for _, p := range peers {
 		v := stats[p.ID]
-		st.Peers = append(st.Peers, BundlePeer{ID: p.ID, Site: p.Site, State: string(p.State), Bundle: v.Bundle, HeardAt: v.HeardAt})
+		st.Peers = append(st.Peers, BundlePeer{ID: p.ID, Site: p.Site, State: string(p.State), Bundle: v.Bundle, HeardAt: v.HeardAt, Since: v.BundleSince})
 		if p.State == fsm.StateUp && v.Bundle != st.Hash {
 			st.InSync = false
 		}

@@ -82,6 +82,9 @@ type StatusView struct {
 type PeerStatsView struct {
 	api.PeerStats
 	HeardAt time.Time `json:"heard_at"`
+	// BundleSince is when this manager first heard the peer run the
+	// configuration bundle it runs now (a beat after it took it).
+	BundleSince time.Time `json:"bundle_since,omitzero"`
 }
 
 func (m *Manager) statusView() StatusView {
@@ -101,7 +104,11 @@ func (m *Manager) statusView() StatusView {
 // heartbeat times: they are observations, not cluster state).
 func (m *Manager) recordPeerStats(peer string, s api.PeerStats, at time.Time) {
 	m.hbMu.Lock()
-	m.peerStats[peer] = PeerStatsView{PeerStats: s, HeardAt: at}
+	since := at
+	if old, ok := m.peerStats[peer]; ok && old.Bundle == s.Bundle {
+		since = old.BundleSince
+	}
+	m.peerStats[peer] = PeerStatsView{PeerStats: s, HeardAt: at, BundleSince: since}
 	m.hbMu.Unlock()
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -77,16 +78,19 @@ func printBundleStatus(w io.Writer, st manager.BundleStatus) error {
 	}
 	fmt.Fprintf(w, "bundle\t%s\nin sync\t%s\n\n", hash, yesNo(st.InSync))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tSITE\tSTATE\tBUNDLE\tHEARD")
+	fmt.Fprintln(tw, "PEER\tSITE\tSTATE\tBUNDLE\tSINCE\tHEARD")
 	for _, p := range st.Peers {
-		b, heard := p.Bundle, "-"
+		b, since, heard := p.Bundle, "-", "-"
 		if b == "" {
 			b = "(none)"
 		}
-		if !p.HeardAt.IsZero() {
-			heard = p.HeardAt.Format("15:04:05")
+		if !p.Since.IsZero() {
+			since = p.Since.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Site, p.State, b, heard)
+		if !p.HeardAt.IsZero() {
+			heard = p.HeardAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Site, p.State, b, since, heard)
 	}
 	return tw.Flush()
 }

@@ -184,19 +184,32 @@ func (a rogueNode) nothingCrosses(rogue *bus.Server) {
 	if err != nil || ack.Accepted || ack.Reason == "" {
 		t.Fatalf("the control task through the real bus: %+v, %v; want refused with a reason", ack, err)
 	}
-	a.watch(onReal, onRogue, forged.ID, control.ID)
+	// Once both controls are in, the forged task is published again: a
+	// link that came up just before the first would by then have carried
+	// the real side's interest in the subject to the rogue.
+	a.watch(onReal, onRogue, forged.ID, control.ID, func() {
+		if err := bus.Publish(rc, fixSubj, forged); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // watch reads what the real witness (onReal) and the rogue's subscriber
 // (onRogue) receive: first until each has its own side's message (the
 // control on the real bus, the forged task on the rogue, so both
-// subscriptions work), then for a bounded window more. A message that
-// crossed would have been on its way before the control was even sent
-// (the forged task was flushed into the rogue first) and would travel one
-// link, no farther than the control's gateway hop; the window after the
-// control arrived leaves room for scheduling on a loaded machine. Neither
-// may see the other side's message at any time.
-func (a rogueNode) watch(onReal, onRogue <-chan *nats.Msg, forgedID, controlID uint64) {
+// subscriptions work), then, after again (the forged task published once
+// more), for a bounded window. "Never arrives" is that window: a forged
+// task that crossed would travel one link, no farther than the control's
+// gateway hop, and the first was on its way before the control was even
+// sent (it was flushed into the rogue first); the window after the
+// controls arrived leaves room for scheduling on a loaded machine.
+// Neither may see the other side's message at any time. (With the role
+// check off, so that the rogue links, this catches the forged task on the
+// real bus, across a route and a gateway.)
+func (a rogueNode) watch(onReal, onRogue <-chan *nats.Msg, forgedID, controlID uint64, again func()) {
 	t := a.t
 	t.Helper()
 	const window = 2 * time.Second
@@ -233,6 +246,7 @@ func (a rogueNode) watch(onReal, onRogue <-chan *nats.Msg, forgedID, controlID u
 			return
 		}
 		if realGot && rogueGot && after == nil {
+			again()
 			after = time.After(window)
 		}
 	}

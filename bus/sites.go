@@ -16,6 +16,10 @@ type SitesConfig struct {
 	Users          []User
 	Subjects       Subjects
 	Monitoring     bool // also serve /healthz etc. on a free port per node
+	// Routes also gives every node a route listener on a free loopback
+	// port (Server.ClusterURL), as a site's bus that may take more nodes
+	// has; no node routes to another (one node per site).
+	Routes bool
 	// Cuttable puts a proxy in front of every site's gateway so that Cut
 	// can partition a site from the others while its own clients stay
 	// connected (tests and fault injection).
@@ -67,6 +71,9 @@ func StartSites(ctx context.Context, cfg SitesConfig) (*Sites, error) {
 			User: cfg.User, Password: cfg.Password, Users: cfg.Users, Subjects: cfg.Subjects,
 			TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, TLSCA: cfg.TLSCA,
 			Logger: cfg.Logger,
+		}
+		if cfg.Routes {
+			sc.ClusterListen = "127.0.0.1:0"
 		}
 		var proxy *gatewayProxy
 		if len(cfg.Sites) > 1 {

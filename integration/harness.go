@@ -85,6 +85,9 @@ type Options struct {
 	// SearchHeads (default sh0…sh3), and an admin (AdminNATSUser).
 	RoleUsers   bool
 	SearchHeads []string
+	// Routes gives every bus node a route listener too
+	// (bus.SitesConfig.Routes): a node of the site could route in.
+	Routes bool
 }
 
 // The harness bus's admin user when Options.RoleUsers is set.
@@ -203,7 +206,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	defer cancel()
 	var err error
 	busTLS := o.tlsFor(tlsconfig.RoleBus)
-	sc := bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Logger: log,
+	sc := bus.SitesConfig{Sites: o.Sites, Cuttable: o.TLS.Zero(), Routes: o.Routes, Logger: log,
 		TLSCert: busTLS.Cert, TLSKey: busTLS.Key, TLSCA: busTLS.CA}
 	if o.RoleUsers {
 		if o.SearchHeads == nil {

@@ -148,7 +148,11 @@ func (m *merger) line(start, end int) error {
 	if !m.r.lineMerge {
 		return m.out(start, end)
 	}
-	if m.lines > 0 && m.lines < m.r.maxEvents && !m.r.startsEvent(m.body[start:end]) {
+	line := m.body[start:end]
+	if m.lines > 0 && blank(line) {
+		return nil // a blank line joins only when a later line does
+	}
+	if m.lines > 0 && m.lines < m.r.maxEvents && !m.r.startsEvent(line) {
 		m.end = end
 		m.lines++
 		return nil
@@ -156,7 +160,7 @@ func (m *merger) line(start, end int) error {
 	if err := m.flush(); err != nil {
 		return err
 	}
-	if blank(m.body[start:end]) {
+	if blank(line) {
 		return nil // no event starts with a blank line
 	}
 	m.start, m.end, m.lines = start, end, 1

@@ -64,6 +64,9 @@ func ParseConf(name string, b []byte) ([]Stanza, error) {
 			n++
 			text += "\n" + string(phys)
 		}
+		if text == "" { // a lone backslash continued into nothing
+			continue
+		}
 		if err := p.line(text, start); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -125,6 +127,25 @@ func TestForCacheBounded(t *testing.T) {
 	if n := len(r.cache); n > maxCachedRules {
 		t.Errorf("cache holds %d rules, over %d", n, maxCachedRules)
 	}
+}
+
+func TestForConcurrent(t *testing.T) {
+	r := mustRules(t, "[source::/a/*]\nTRUNCATE = 7\n[host::h*]\nTZ = Europe/Paris\n")
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3000 {
+				src := "/a/" + strconv.Itoa(g*10000+i)
+				if got := r.For("st", src, "h1"); got == nil || got.Truncate() != 7 || tzOf(got) != "Europe/Paris" {
+					t.Errorf("For(%q) = %+v", src, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestParseIndexRulesErrors(t *testing.T) {

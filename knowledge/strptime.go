@@ -7,9 +7,8 @@ import (
 
 // timeFormat is a compiled TIME_FORMAT (strptime).
 type timeFormat struct {
-	src     string
-	items   []tfItem
-	hasZone bool // %z or %Z: the text names the zone
+	src   string
+	items []tfItem
 }
 
 type tfKind uint8
@@ -111,7 +110,6 @@ func (f *timeFormat) compile(s string) error {
 			f.items = append(f.items, tfItem{kind: tfDirective, b: 'N', width: 6})
 		case d != '%' && indexByte(tfDirectives, d) >= 0:
 			f.items = append(f.items, tfItem{kind: tfDirective, b: d})
-			f.hasZone = f.hasZone || d == 'z' || d == 'Z'
 		default:
 			return unknown
 		}

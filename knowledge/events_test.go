@@ -132,3 +132,28 @@ func TestEventsDefaultAllocatesNothing(t *testing.T) {
 		t.Errorf("Events allocates %v times per call", n)
 	}
 }
+
+func TestLineBreakerFastPath(t *testing.T) {
+	tests := []struct {
+		pattern string
+		first   string // "" when the pattern is searched for in one pass
+	}{
+		{`([\r\n]+)\d{4}-`, "\n\r"},
+		{`([\r\n]+)(?:\d{4}-|\[)`, "\n\r"},
+		{`(;)`, ";"},
+		{`(?i)(x)`, "Xx"},
+		{`(\s*)\n`, ""},   // \s is more than 4 bytes
+		{`([\r\n]*)`, ""}, // matches empty
+		{`^(\n)`, ""},     // an assertion
+		{`(\n)\b`, ""},
+		{`(.)`, ""},
+		{`(é)`, ""},
+	}
+	for _, tt := range tests {
+		rules := mustRules(t, "[s]\nLINE_BREAKER = "+tt.pattern+"\n")
+		b := rules.For("s", "", "").breaker
+		if b == nil || string(b.first) != tt.first || (b.anchored != nil) != (tt.first != "") {
+			t.Errorf("%s: start bytes %q (anchored %v), want %q", tt.pattern, b.first, b.anchored != nil, tt.first)
+		}
+	}
+}

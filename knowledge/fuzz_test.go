@@ -1,6 +1,7 @@
 package knowledge
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,6 +110,9 @@ func FuzzEvents(f *testing.F) {
 	f.Add([]byte("2026-01-01 a\n  at x\n2026-01-02 b\n"), `([\r\n]+)\d{4}-`, true, 10, 2)
 	f.Add([]byte("x;y;;z"), `;(;?)`, false, 3, 1)
 	f.Add([]byte("é\nab"), `()`, true, 1, 5)
+	f.Add([]byte("a\r\n2026-01-01 x\n\n2026-x\n1999-01 y"), `([\r\n]+)\d{4}-`, false, 0, 1)
+	f.Add([]byte("ab;cd; ;EF"), `(?i)(;\s*)(e|c)`, false, 0, 1)
+	f.Add([]byte("x\n\ny"), `(\n)|(x)`, false, 0, 1)
 	f.Fuzz(func(t *testing.T, body []byte, breaker string, merge bool, truncate, maxEvents int) {
 		props := "[s]\nTRUNCATE = " + strconv.Itoa(truncate) + "\nMAX_EVENTS = " + strconv.Itoa(maxEvents) +
 			"\nSHOULD_LINEMERGE = " + map[bool]string{true: "true", false: "false"}[merge] + "\n"
@@ -121,6 +125,14 @@ func FuzzEvents(f *testing.F) {
 		}
 		rule := rules.For("s", "", "")
 		body = body[:len(body):len(body)]
+		if b := rule.breaker; b != nil {
+			fast, all := pieces(t, body, b.split), pieces(t, body, func(body []byte, fn func(int, int) error) error {
+				return splitAll(b.re, body, fn)
+			})
+			if !reflect.DeepEqual(fast, all) {
+				t.Fatalf("LINE_BREAKER %q: fast path %v, one search %v", breaker, fast, all)
+			}
+		}
 		prevEnd := 0
 		err = rule.Events(body, func(ev []byte) error {
 			off := cap(body) - cap(ev) // ev is a sub-slice of body
@@ -140,4 +152,15 @@ func FuzzEvents(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func pieces(t *testing.T, body []byte, split func([]byte, func(int, int) error) error) [][2]int {
+	var out [][2]int
+	if err := split(body, func(start, end int) error {
+		out = append(out, [2]int{start, end})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -12,7 +12,7 @@ import (
 // Immutable and safe for concurrent use. A nil *Rule splits one event per
 // line without truncation and finds no time.
 type Rule struct {
-	breaker         *regexp.Regexp // nil: ([\r\n]+), scanned by hand
+	breaker         *lineBreaker // nil: ([\r\n]+), scanned by hand
 	lineMerge       bool
 	breakBefore     *regexp.Regexp
 	breakBeforeDate bool
@@ -88,7 +88,7 @@ func (r *Rule) Events(body []byte, emit func(raw []byte) error) error {
 	if r.breaker == nil {
 		err = splitLines(body, m.line)
 	} else {
-		err = r.splitRegex(body, m.line)
+		err = r.breaker.split(body, m.line)
 	}
 	if err != nil {
 		return err
@@ -125,21 +125,6 @@ func splitLines(body []byte, fn func(start, end int) error) error {
 		for start < len(body) && (body[start] == '\n' || body[start] == '\r') {
 			start++
 		}
-	}
-	return fn(start, len(body))
-}
-
-// splitRegex splits at LINE_BREAKER matches whose first group took part.
-func (r *Rule) splitRegex(body []byte, fn func(start, end int) error) error {
-	start := 0
-	for _, m := range r.breaker.FindAllSubmatchIndex(body, -1) {
-		if m[2] < 0 || m[2] < start {
-			continue
-		}
-		if err := fn(start, m[2]); err != nil {
-			return err
-		}
-		start = m[3]
 	}
 	return fn(start, len(body))
 }

@@ -12,7 +12,7 @@ import (
 // layers merge key by key.
 type settings struct {
 	set             uint32
-	breaker         *regexp.Regexp // nil: the default ([\r\n]+), scanned by hand
+	breaker         *lineBreaker // nil: the default ([\r\n]+), scanned by hand
 	lineMerge       bool
 	breakBefore     *regexp.Regexp
 	breakBeforeDate bool
@@ -198,7 +198,7 @@ func parseBreaker(s *settings, v string) error {
 	if re.NumSubexp() < 1 {
 		return fmt.Errorf("%q has no capture group: the first group is the delimiter between events, e.g. ([\\r\\n]+)", v)
 	}
-	s.breaker = re
+	s.breaker = newLineBreaker(re)
 	return nil
 }
 

@@ -43,6 +43,12 @@
 //     machine), DATETIME_CONFIG (CURRENT or NONE → the caller's arrival
 //     time; empty or /etc/datetime.xml → find the timestamp; a custom
 //     datetime.xml is refused).
+//   - MAX_DAYS_AGO, MAX_DAYS_HENCE (days, >= 0): a timestamp found further
+//     from now is skipped and the search goes on to the next candidate.
+//     Deviation: Splunk's defaults are 2000 and 2; quarry's default is no
+//     limit, so backfilled or future-dated data keeps its own time unless
+//     the bundle asks otherwise. Splunk's fallback to the previous event's
+//     time is not done: with no timestamp found the caller uses arrival time.
 //   - priority, in [source::] and [host::] stanzas (see below).
 //
 // An empty value sets a key back to its default (over lower layers). Every
@@ -50,7 +56,10 @@
 // index-time ones quarry does not implement (TRANSFORMS-x, SEDCMD-x,
 // INDEXED_EXTRACTIONS, TIMESTAMP_FIELDS, CHARSET, ...) — is left out of the
 // index rules without error, and a stanza that sets none of the keys above
-// does not count as applying. transforms.conf is checked for syntax only.
+// does not count as applying. transforms.conf is checked for syntax only;
+// files other than props.conf and transforms.conf count in the hash and
+// are otherwise ignored. IndexRules.Hash is the Files' hash, "" only for
+// empty or nil Files (the built-ins alone).
 //
 // # Which stanzas apply
 //
@@ -119,8 +128,13 @@
 //
 // # Cost
 //
-// Events with the default LINE_BREAKER scans bytes without a regular
-// expression and allocates nothing; Time with a literal or "^" TIME_PREFIX
-// allocates nothing. A custom LINE_BREAKER or a regular-expression
-// TIME_PREFIX costs the regexp package's per-call allocations.
+// Events with the default LINE_BREAKER finds line ends with vectorised
+// byte searches and allocates nothing; Time with no TIME_PREFIX, a literal
+// one or "^" allocates nothing. A custom LINE_BREAKER that cannot match
+// empty, has no ^ $ \b \B \A \z and whose matches start with at most four
+// ASCII bytes (([\r\n]+)\d{4}- does) is tried only at those bytes, one
+// small allocation per match; any other custom LINE_BREAKER is one regexp
+// search over the body (an allocation per match and the NFA's cost per
+// byte). A regular-expression TIME_PREFIX costs one allocation per event.
+// BenchmarkEventsTime measures nanoseconds per event.
 package knowledge

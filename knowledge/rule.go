@@ -25,6 +25,8 @@ type Rule struct {
 	format          *timeFormat
 	lookahead       int // <= 0: no limit
 	loc             *time.Location
+	maxDaysAgo      int // < 0: no limit
+	maxDaysHence    int // < 0: no limit
 }
 
 type timeMode uint8
@@ -47,6 +49,8 @@ func newRule(s *settings) *Rule {
 		format:          s.format,
 		lookahead:       s.lookahead,
 		loc:             s.loc,
+		maxDaysAgo:      s.maxDaysAgo,
+		maxDaysHence:    s.maxDaysHence,
 	}
 	switch {
 	case s.datetime == datetimeArrival:
@@ -97,7 +101,7 @@ func (r *Rule) Events(body []byte, emit func(raw []byte) error) error {
 }
 
 // nilRule is what a nil *Rule does: one event per line, no limit.
-var nilRule = Rule{maxEvents: defaultMaxEvents, loc: time.UTC, timeMode: timeArrival}
+var nilRule = Rule{maxEvents: defaultMaxEvents, loc: time.UTC, timeMode: timeArrival, maxDaysAgo: -1, maxDaysHence: -1}
 
 // splitLines calls fn with each line of body, lines ending at runs of \r
 // and \n (the default LINE_BREAKER, without a regular expression).

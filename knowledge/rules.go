@@ -247,7 +247,8 @@ func (r *IndexRules) precompute(builtins map[string]*settings) {
 	}
 }
 
-// Hash is the hash of the Files the rules came from ("" for built-ins only).
+// Hash is the hash of the Files the rules came from ("" when they were
+// empty or nil: the built-ins only).
 func (r *IndexRules) Hash() string {
 	if r == nil {
 		return ""

@@ -23,6 +23,8 @@ type settings struct {
 	lookahead       int
 	loc             *time.Location
 	datetime        datetimeMode
+	maxDaysAgo      int  // -1: no limit
+	maxDaysHence    int  // -1: no limit
 	jsonTime        bool // built-in _json/json: time from a JSON key
 }
 
@@ -45,6 +47,8 @@ const (
 	setLookahead
 	setTZ
 	setDatetime
+	setMaxDaysAgo
+	setMaxDaysHence
 )
 
 // Splunk's defaults for the keys, with quarry's SHOULD_LINEMERGE=false.
@@ -62,6 +66,8 @@ func defaultSettings() settings {
 		truncate:        defaultTruncate,
 		lookahead:       defaultLookahead,
 		loc:             time.UTC,
+		maxDaysAgo:      -1,
+		maxDaysHence:    -1,
 	}
 }
 
@@ -83,6 +89,8 @@ func (s *settings) merge(o *settings) {
 	copyIf(setLookahead, func() { s.lookahead = o.lookahead })
 	copyIf(setTZ, func() { s.loc = o.loc })
 	copyIf(setDatetime, func() { s.datetime = o.datetime })
+	copyIf(setMaxDaysAgo, func() { s.maxDaysAgo = o.maxDaysAgo })
+	copyIf(setMaxDaysHence, func() { s.maxDaysHence = o.maxDaysHence })
 	s.set |= o.set
 	s.jsonTime = s.jsonTime || o.jsonTime
 }
@@ -108,6 +116,8 @@ var indexKeys = map[string]indexKey{
 	"MAX_TIMESTAMP_LOOKAHEAD": {setLookahead, func(s *settings, v string) error { return parseInt(v, defaultLookahead, -1, &s.lookahead) }},
 	"TZ":                      {setTZ, parseTZ},
 	"DATETIME_CONFIG":         {setDatetime, parseDatetime},
+	"MAX_DAYS_AGO":            {setMaxDaysAgo, func(s *settings, v string) error { return parseInt(v, -1, 0, &s.maxDaysAgo) }},
+	"MAX_DAYS_HENCE":          {setMaxDaysHence, func(s *settings, v string) error { return parseInt(v, -1, 0, &s.maxDaysHence) }},
 }
 
 // parseSettings reads the index-time keys of one stanza; errors read

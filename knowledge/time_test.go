@@ -78,6 +78,14 @@ func TestTime(t *testing.T) {
 		{"NONE", "DATETIME_CONFIG = NONE", "2026-01-01T05:00:00Z", ""},
 		{"datetime.xml is the default", "DATETIME_CONFIG = /etc/datetime.xml", "2026-01-01T05:00:00Z", "2026-01-01T05:00:00Z"},
 
+		// MAX_DAYS_AGO, MAX_DAYS_HENCE: an implausible candidate is skipped.
+		{"MAX_DAYS_AGO skips to the next candidate", "MAX_DAYS_AGO = 10", "id 1999-01-01T00:00:00 at 2026-12-01T00:00:00", "2026-12-01T00:00:00Z"},
+		{"MAX_DAYS_AGO none left", "MAX_DAYS_AGO = 10", "2026-11-01T00:00:00", ""},
+		{"MAX_DAYS_HENCE", "MAX_DAYS_HENCE = 2", "2026-12-10T00:00:00 2026-12-08T00:00:00", "2026-12-08T00:00:00Z"},
+		{"MAX_DAYS_HENCE 0", "MAX_DAYS_HENCE = 0", "2026-12-07T12:00:01", ""},
+		{"%s needs a plausible epoch", "TIME_FORMAT = %s\nMAX_DAYS_AGO = 2000", "id=12 t=1772600767", "2026-03-04T05:06:07Z"},
+		{"no limit by default", "TZ = UTC", "1970-01-02T00:00:00 2126-01-01T00:00:00", "1970-01-02T00:00:00Z"},
+
 		// Built-in formats.
 		{"RFC 3339 nano", "TZ = UTC", "x 2026-01-01T05:00:00.123456789+01:00 y", "2026-01-01T04:00:00.123456789Z"},
 		{"ISO space millis", "TZ = UTC", "[2026-01-01 05:00:00.250] x", "2026-01-01T05:00:00.25Z"},

@@ -25,7 +25,7 @@ func (r *Rule) Time(raw []byte, now time.Time) (time.Time, bool) {
 // also when the event time is the arrival time.
 func (r *Rule) findTime(raw []byte, now time.Time) (time.Time, bool) {
 	if r.timeMode == timeJSON {
-		return jsonTime(raw, r.loc, now)
+		return r.jsonTime(raw, now)
 	}
 	from, ok := r.prefixEnd(raw)
 	if !ok {
@@ -59,7 +59,7 @@ func (r *Rule) scan(w []byte, now time.Time) (time.Time, bool) {
 	f := r.format
 	for p := 0; p < len(w); p++ {
 		if f == nil {
-			if t, ok := autoTime(w, p, r.loc, now); ok {
+			if t, ok := autoTime(w, p, r.loc, now); ok && r.plausible(t, now) {
 				return t, true
 			}
 			continue
@@ -67,7 +67,7 @@ func (r *Rule) scan(w []byte, now time.Time) (time.Time, bool) {
 		if !f.canStart(w, p) {
 			continue
 		}
-		if t, ok := f.parse(w[p:], r.loc, now); ok {
+		if t, ok := f.parse(w[p:], r.loc, now); ok && r.plausible(t, now) {
 			return t, true
 		}
 	}
@@ -83,7 +83,7 @@ var jsonKeys = [][]byte{[]byte(`"timestamp"`), []byte(`"time"`), []byte(`"@times
 // format, or a number of epoch seconds (10 digits, optional fraction) or
 // milliseconds (13 digits). A simple scan, not a JSON parser: nesting and
 // escapes are not interpreted.
-func jsonTime(raw []byte, loc *time.Location, now time.Time) (time.Time, bool) {
+func (r *Rule) jsonTime(raw []byte, now time.Time) (time.Time, bool) {
 	for p := 0; p < len(raw); {
 		at, key := -1, 0
 		for i, k := range jsonKeys {
@@ -95,7 +95,7 @@ func jsonTime(raw []byte, loc *time.Location, now time.Time) (time.Time, bool) {
 			return time.Time{}, false
 		}
 		p += at + len(jsonKeys[key])
-		if t, ok := jsonValueTime(raw[p:], loc, now); ok {
+		if t, ok := jsonValueTime(raw[p:], r.loc, now); ok && r.plausible(t, now) {
 			return t, true
 		}
 	}
@@ -131,4 +131,17 @@ func jsonValueTime(b []byte, loc *time.Location, now time.Time) (time.Time, bool
 		}
 	}
 	return time.Time{}, false
+}
+
+// plausible applies MAX_DAYS_AGO and MAX_DAYS_HENCE (when set) around now;
+// a zero now disables them.
+func (r *Rule) plausible(t, now time.Time) bool {
+	if now.IsZero() {
+		return true
+	}
+	const day = 24 * time.Hour
+	if r.maxDaysAgo >= 0 && t.Before(now.Add(-time.Duration(r.maxDaysAgo)*day)) {
+		return false
+	}
+	return r.maxDaysHence < 0 || !t.After(now.Add(time.Duration(r.maxDaysHence)*day))
 }

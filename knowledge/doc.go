@@ -68,10 +68,10 @@
 // [host::P], matching [source::P]; each key comes from the highest layer
 // that sets it. Patterns match the whole value: "..." matches anything, "*"
 // anything but '/' or '\', "|" and "( )" alternate, a leading "(?i)" ignores
-// case, every other byte is literal. Among several matching host (or
-// source) stanzas, the higher priority wins; a literal pattern has priority
-// 100 and a wildcard 0 unless priority is set; then the ASCII-first stanza
-// name wins. [rule::] and [delayedrule::] stanzas (sourcetype recognition)
+// case, "\\" is one backslash, every other byte is literal. Among several
+// matching host (or source) stanzas, the higher priority wins; a literal
+// pattern has priority 100 and a wildcard 0 unless priority is set; then
+// the ASCII-first stanza name wins. [rule::] and [delayedrule::] stanzas (sourcetype recognition)
 // are ignored. When nothing applies For returns nil and the caller keeps
 // its old behaviour (one event per line, arrival time); a nil *Rule behaves
 // the same. Rules are precomputed per sourcetype when the bundle has no

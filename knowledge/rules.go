@@ -175,7 +175,8 @@ func (r *IndexRules) add(st *Stanza) []error {
 
 // newPattern compiles a source:: or host:: pattern: "..." matches anything,
 // "*" anything but a path separator (/ or \), "|" and "( )" alternate, a
-// leading "(?i)" ignores case; every other byte is literal. The pattern
+// leading "(?i)" ignores case, "\\" is one backslash; every other byte is
+// literal. The pattern
 // matches the whole value.
 func newPattern(st *Stanza, pat string, s *settings) (pattern, error) {
 	p := pattern{name: st.Name, s: s}
@@ -192,7 +193,7 @@ func newPattern(st *Stanza, pat string, s *settings) (pattern, error) {
 		}
 		p.priority = n
 	}
-	if !strings.ContainsAny(pat, "*|()") && !strings.Contains(pat, "...") {
+	if !strings.ContainsAny(pat, `*|()\`) && !strings.Contains(pat, "...") {
 		p.literal = pat
 		if _, ok := st.Get("priority"); !ok {
 			p.priority = 100 // a literal match beats a wildcard one
@@ -212,6 +213,10 @@ func newPattern(st *Stanza, pat string, s *settings) (pattern, error) {
 		case strings.HasPrefix(rest, "..."):
 			b.WriteString(".*")
 			rest = rest[3:]
+			continue
+		case strings.HasPrefix(rest, `\\`):
+			b.WriteString(`\\`)
+			rest = rest[2:]
 			continue
 		case rest[0] == '*':
 			b.WriteString(`[^/\\]*`)

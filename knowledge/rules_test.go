@@ -47,6 +47,8 @@ TZ = Etc/GMT+7
 TZ = Etc/GMT+8
 [searchonly]
 KV_MODE = json
+[source::C:\\logs\\*.log]
+TZ = Etc/GMT+11
 [source::/srv/*]
 priority = 10
 TZ = Etc/GMT+9
@@ -71,6 +73,8 @@ TZ = Etc/GMT+10
 		{"search-time stanza does not apply", "searchonly", "/tmp", "h", "Etc/GMT+1"},
 		{"literal (100) beats priority 10", "x", "/srv/x", "h", "Etc/GMT+10"},
 		{"priority 10 beats wildcard 0", "x", "/srv/y", "h", "Etc/GMT+9"},
+		{"\\\\ is one backslash, * stops at one", "x", `C:\logs\app.log`, "h", "Etc/GMT+11"},
+		{"* stops at a backslash", "x", `C:\logs\a\b.log`, "h", "Etc/GMT+1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

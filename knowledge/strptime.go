@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -108,7 +109,7 @@ func (f *timeFormat) compile(s string) error {
 			f.items = append(f.items, tfItem{kind: tfDirective, b: 'N', width: width})
 		case d == 'f':
 			f.items = append(f.items, tfItem{kind: tfDirective, b: 'N', width: 6})
-		case d != '%' && indexByte(tfDirectives, d) >= 0:
+		case d != '%' && strings.IndexByte(tfDirectives, d) >= 0:
 			f.items = append(f.items, tfItem{kind: tfDirective, b: d})
 		default:
 			return unknown
@@ -117,26 +118,17 @@ func (f *timeFormat) compile(s string) error {
 	return nil
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
 // tm collects the fields of one parse.
 type tm struct {
-	year, month, day, yday  int
-	hour, min, sec, nsec    int
-	pm                      int8 // 0 none, 1 am, 2 pm
-	hour12                  bool
-	hasYear, hasDate, hasHr bool
-	epoch                   int64
-	hasEpoch                bool
-	offset                  int // seconds east of UTC
-	hasOffset               bool
+	year, month, day, yday int
+	hour, min, sec, nsec   int
+	pm                     int8 // 0 none, 1 am, 2 pm
+	hour12                 bool
+	hasYear, hasDate       bool
+	epoch                  int64
+	hasEpoch               bool
+	offset                 int // seconds east of UTC
+	hasOffset              bool
 }
 
 // canStart reports whether a parse may begin at b[p]: the first item's
@@ -220,10 +212,10 @@ func (t *tm) directive(b []byte, p int, it tfItem) (int, bool) {
 			p++
 		}
 		v, p, ok = digits(b, p, 1, 2)
-		t.hour, t.hasHr = v, true
+		t.hour = v
 	case 'I':
 		v, p, ok = digits(b, p, 1, 2)
-		t.hour, t.hour12, t.hasHr = v, true, true
+		t.hour, t.hour12 = v, true
 		ok = ok && v >= 1 && v <= 12
 	case 'M':
 		v, p, ok = digits(b, p, 1, 2)

@@ -176,8 +176,7 @@ func (r *IndexRules) add(st *Stanza) []error {
 // newPattern compiles a source:: or host:: pattern: "..." matches anything,
 // "*" anything but a path separator (/ or \), "|" and "( )" alternate, a
 // leading "(?i)" ignores case, "\\" is one backslash; every other byte is
-// literal. The pattern
-// matches the whole value.
+// literal. The pattern matches the whole value.
 func newPattern(st *Stanza, pat string, s *settings) (pattern, error) {
 	p := pattern{name: st.Name, s: s}
 	if v, ok := st.Get("priority"); ok {

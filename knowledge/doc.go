@@ -98,7 +98,8 @@
 // letter not after a letter, or whatever the format's first literal is),
 // earliest first, for the first place TIME_FORMAT parses — so unlike Splunk
 // the format need not sit right at the prefix. The whole timestamp must lie
-// within the window. Without TIME_FORMAT the built-in formats are tried at
+// within the window. A TIME_FORMAT that parses nowhere gives ok=false; the
+// built-in formats are not tried in its stead. Without TIME_FORMAT the built-in formats are tried at
 // each place: ISO 8601 / RFC 3339 (2006-01-02T15:04:05, 'T' or ' ',
 // optional .fraction or ,fraction, optional Z, ±hh, ±hhmm or ±hh:mm),
 // access log (02/Jan/2006:15:04:05 -0700), syslog (Jan _2 15:04:05),

@@ -132,6 +132,9 @@ func TestTimeBuiltinSourcetypes(t *testing.T) {
 		{"json", `{"time" : 1772600767.25}`, "2026-03-04T05:06:07.25Z"},
 		{"json", `{"msg":"2026-03-04T05:06:07Z"}`, ""},
 		{"json", `{"time"`, ""},
+		{"json", `{"@time":1772600767,"mytime":1772600767,"time_ms":1772600767,"times":"2026-01-01T00:00:00Z"}`, ""},
+		{"json", `{"timestampx":1,"stamp":2,"@timestamp":1772600767}`, "2026-03-04T05:06:07Z"},
+		{"json", `time"time":1772600767`, "2026-03-04T05:06:07Z"},
 	}
 	for _, tt := range tests {
 		r := (*IndexRules)(nil).For(tt.st, "", "")

@@ -74,33 +74,38 @@ func (r *Rule) scan(w []byte, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// jsonKeys are the keys the built-in JSON sourcetypes take the time from,
-// quoted as they appear in the text.
-var jsonKeys = [][]byte{[]byte(`"timestamp"`), []byte(`"time"`), []byte(`"@timestamp"`)}
-
 // jsonTime takes the time from the first "timestamp", "time" or
 // "@timestamp" key in raw whose value parses: a string in a built-in
 // format, or a number of epoch seconds (10 digits, optional fraction) or
 // milliseconds (13 digits). A simple scan, not a JSON parser: nesting and
-// escapes are not interpreted.
+// escapes are not interpreted. One search for "time", which all three
+// keys hold, finds them in a pass.
 func (r *Rule) jsonTime(raw []byte, now time.Time) (time.Time, bool) {
-	for p := 0; p < len(raw); {
-		at, key := -1, 0
-		for i, k := range jsonKeys {
-			if j := bytes.Index(raw[p:], k); j >= 0 && (at < 0 || j < at) {
-				at, key = j, i
-			}
-		}
-		if at < 0 {
+	for p := 0; ; {
+		i := bytes.Index(raw[p:], timeWord)
+		if i < 0 {
 			return time.Time{}, false
 		}
-		p += at + len(jsonKeys[key])
-		if t, ok := jsonValueTime(raw[p:], r.loc, now); ok && r.plausible(t, now) {
+		at := p + i
+		p = at + len(timeWord)
+		end := p
+		if bytes.HasPrefix(raw[end:], stampWord) {
+			end += len(stampWord)
+		}
+		start := at - 1
+		if start >= 0 && raw[start] == '@' && end > p { // "@timestamp", not "@time"
+			start--
+		}
+		if start < 0 || raw[start] != '"' || end >= len(raw) || raw[end] != '"' {
+			continue
+		}
+		if t, ok := jsonValueTime(raw[end+1:], r.loc, now); ok && r.plausible(t, now) {
 			return t, true
 		}
 	}
-	return time.Time{}, false
 }
+
+var timeWord, stampWord = []byte("time"), []byte("stamp")
 
 // jsonValueTime parses the value after a key: `: "…"` or `: 123…`.
 func jsonValueTime(b []byte, loc *time.Location, now time.Time) (time.Time, bool) {

@@ -53,7 +53,7 @@ func TestClusterConfigBundle(t *testing.T) {
 
 	before := settledSnapshot(t, c)
 	var ae *manager.APIError
-	_, err = cl.ApplyBundle(ctx, map[string]string{"props.conf": "[app]\nTIME_PREFIX = ts=\nTIME_FORMAT = %Y-%m-%Q\n"})
+	_, err = cl.ApplyBundle(ctx, map[string]string{"props.conf": "[app]\nTIME_PREFIX = ts=\nTIME_FORMAT = %Y-%m-%c\n"})
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != "bad_bundle" || !strings.Contains(ae.Message, "props.conf:3") {
 		t.Fatalf("malformed bundle: %v, want a 400 bad_bundle naming props.conf:3", err)
 	}

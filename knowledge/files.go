@@ -17,8 +17,10 @@ import (
 // "transforms.conf") → bytes.
 type Files map[string][]byte
 
-// MaxBundleBytes bounds the total size of a bundle's files.
-const MaxBundleBytes = 1 << 20
+// MaxBundleBytes bounds the total size of a bundle's files: one NATS
+// message carries them to a peer (the bus's default payload limit is 1 MiB);
+// fsm.MaxBundleBytes is the same bound where the state checks it.
+const MaxBundleBytes = 512 << 10
 
 // The files of a configuration bundle.
 const (

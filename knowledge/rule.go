@@ -208,3 +208,13 @@ func blank(b []byte) bool {
 	}
 	return true
 }
+
+// defaultRule is the rule of no stanza: every key at its default, so its
+// Time tries the built-in timestamp forms (DefaultRule).
+var defaultRule = func() *Rule { s := defaultSettings(); return newRule(&s) }()
+
+// DefaultRule is the rule where no stanza applies but a caller wants an
+// event's time from its text anyway (HEC /event with
+// ?auto_extract_timestamp=true): the built-in timestamp forms, UTC unless
+// the text names a zone, one event per line.
+func DefaultRule() *Rule { return defaultRule }

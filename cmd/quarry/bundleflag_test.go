@@ -30,7 +30,7 @@ func TestPeerBundleFlag(t *testing.T) {
 		t.Fatalf("--bundle: rules %v, want hash %s", cfg.Bundle, want)
 	}
 	bad := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bad, "props.conf"), []byte("[app]\nTIME_FORMAT = %Y-%Q\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, "props.conf"), []byte("[app]\nTIME_FORMAT = %Y-%c\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := runPeerFlags(t, append(base, "--bundle", bad)...); err == nil || !strings.Contains(err.Error(), "props.conf:2") {

@@ -38,9 +38,10 @@
 //     event, cut back to a UTF-8 rune boundary.
 //   - TIME_PREFIX (regex), MAX_TIMESTAMP_LOOKAHEAD (default 128 bytes; 0 or
 //     -1 = no limit), TIME_FORMAT (strptime, below), TZ (an IANA zone name
-//     for time.LoadLocation; the zone database is embedded with time/tzdata
-//     so every peer agrees; "local" is refused since it differs per
-//     machine), DATETIME_CONFIG (CURRENT or NONE → the caller's arrival
+//     for time.LoadLocation, which falls back to the database embedded by
+//     time/tzdata on a machine without one, so a minimal container accepts
+//     the same zones; "local" is refused since it differs per machine),
+//     DATETIME_CONFIG (CURRENT or NONE → the caller's arrival
 //     time; empty or /etc/datetime.xml → find the timestamp; a custom
 //     datetime.xml is refused).
 //   - MAX_DAYS_AGO, MAX_DAYS_HENCE (days, >= 0): a timestamp found further

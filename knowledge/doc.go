@@ -30,7 +30,8 @@
 //     suggests ([\r\n]+)\d{4}- , which splits the same way.
 //   - SHOULD_LINEMERGE, BREAK_ONLY_BEFORE (regex matched against each line),
 //     BREAK_ONLY_BEFORE_DATE (default true: a line in which a timestamp is
-//     found by the rule's own TIME_PREFIX/TIME_FORMAT starts an event),
+//     found by the rule's own TIME_PREFIX/TIME_FORMAT starts an event, also
+//     when DATETIME_CONFIG makes the event time the arrival time),
 //     MAX_EVENTS (default 256 lines per merged event). The other merging
 //     keys (MUST_BREAK_AFTER, MUST_NOT_BREAK_*, BREAK_ONLY_AFTER) are not
 //     supported and are ignored like any unknown key.
@@ -38,13 +39,15 @@
 //     event, cut back to a UTF-8 rune boundary.
 //   - TIME_PREFIX (regex), MAX_TIMESTAMP_LOOKAHEAD (default 128 bytes; 0 or
 //     -1 = no limit), TIME_FORMAT (strptime, below), TZ (an IANA zone name
-//     for time.LoadLocation; the zone database is embedded with time/tzdata
-//     so every peer agrees; "local" is refused since it differs per
-//     machine), DATETIME_CONFIG (CURRENT or NONE → the caller's arrival
+//     for time.LoadLocation, which falls back to the database embedded by
+//     time/tzdata on a machine without one, so a minimal container accepts
+//     the same zones; "local" is refused since it differs per machine),
+//     DATETIME_CONFIG (CURRENT or NONE → the caller's arrival
 //     time; empty or /etc/datetime.xml → find the timestamp; a custom
 //     datetime.xml is refused).
 //   - MAX_DAYS_AGO, MAX_DAYS_HENCE (days, >= 0): a timestamp found further
-//     from now is skipped and the search goes on to the next candidate.
+//     from now is skipped and the search goes on to the next candidate
+//     (not checked when now is the zero time).
 //     Deviation: Splunk's defaults are 2000 and 2; quarry's default is no
 //     limit, so backfilled or future-dated data keeps its own time unless
 //     the bundle asks otherwise. Splunk's fallback to the previous event's
@@ -71,8 +74,8 @@
 // case, "\\" is one backslash, every other byte is literal. Among several
 // matching host (or source) stanzas, the higher priority wins; a literal
 // pattern has priority 100 and a wildcard 0 unless priority is set; then
-// the ASCII-first stanza name wins. [rule::] and [delayedrule::] stanzas (sourcetype recognition)
-// are ignored. When nothing applies For returns nil and the caller keeps
+// the ASCII-first stanza name wins. [rule::] and [delayedrule::] stanzas
+// (sourcetype recognition) are ignored. When nothing applies For returns nil and the caller keeps
 // its old behaviour (one event per line, arrival time); a nil *Rule behaves
 // the same. Rules are precomputed per sourcetype when the bundle has no
 // host or source stanzas, and cached per (sourcetype, source, host) in a
@@ -99,8 +102,8 @@
 // earliest first, for the first place TIME_FORMAT parses — so unlike Splunk
 // the format need not sit right at the prefix. The whole timestamp must lie
 // within the window. A TIME_FORMAT that parses nowhere gives ok=false; the
-// built-in formats are not tried in its stead. Without TIME_FORMAT the built-in formats are tried at
-// each place: ISO 8601 / RFC 3339 (2006-01-02T15:04:05, 'T' or ' ',
+// built-in formats are not tried in its stead. Without TIME_FORMAT the
+// built-in formats are tried at each place: ISO 8601 / RFC 3339 (2006-01-02T15:04:05, 'T' or ' ',
 // optional .fraction or ,fraction, optional Z, ±hh, ±hhmm or ±hh:mm),
 // access log (02/Jan/2006:15:04:05 -0700), syslog (Jan _2 15:04:05),
 // epoch seconds (exactly 10 digits, optional .fraction) and epoch

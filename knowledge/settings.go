@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // zones also on machines without a zone database
 )
 
 // settings are the index-time keys one stanza sets; set says which, so

@@ -393,6 +393,14 @@ func (p *planner) incoming(peer string, kinds ...TaskKind) int {
 
 func (p *planner) corruption(b *Bucket) {
 	s := p.sim
+	if awaitsRebuild(b) {
+		// Until the rebuild seal says which copies are short, a corrupt
+		// copy may be the one holding blocks the healthy ones lack (a
+		// read error keeps a copy, marked corrupt, with everything after
+		// it): keep it (property test TestProperties, failfile
+		// TestProperties-20261207011537-3603).
+		return
+	}
 	t := s.tallyOf(b)
 	if t.total == 0 {
 		return // the corrupt copies are all there is: keep them

@@ -1,8 +1,11 @@
 package peer
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +70,23 @@ func TestStandaloneBundle(t *testing.T) {
 	count("sourcetype=other earliest=-10m", 8)
 	count("extracted earliest=1767243609 latest=1767243610", 1)
 	count("kept earliest=1000 latest=1001", 1)
+	// quarry ingest FILE --sourcetype app, two lines per request at most:
+	// requests are cut only where an event may start, so each record and
+	// its stack trace stay one event.
+	var file strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&file, "ts=2026-01-02T00:00:%02d ERROR filed n=%d\njava.lang.Error: x\n\tat a.B.c(B.java:%d)\nCaused by: y\n", i, i, i)
+	}
+	f := filepath.Join(t.TempDir(), "app.log")
+	if err := os.WriteFile(f, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hec.Ingest(context.Background(), hec.ClientConfig{URL: url, Token: "T", Batch: 2, Sourcetype: "app"}, []string{f}); err != nil {
+		t.Fatal(err)
+	}
+	count("filed", 50)
+	count(`filed "Caused by" earliest=1767312000 latest=1767312050`, 50)
+	count("filed n=7 earliest=1767312007 latest=1767312008", 1)
 	if got := p.hec.IndexRulesHash(); got == "" || got != rules.Hash() {
 		t.Fatalf("peer runs bundle %q, want %q", got, rules.Hash())
 	}

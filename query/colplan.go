@@ -367,7 +367,7 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 	if err != nil {
 		return bset{}, err
 	}
-	env := &evalEnv{now: x.p.now}
+	env := &evalEnv{now: x.p.now, know: x.p.know}
 	bucket, index, server := x.seg.BucketID(), x.seg.Index(), x.p.server
 	var scratch map[string]any
 	// A leading where's numeric conjuncts drop events before their row is

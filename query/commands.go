@@ -60,6 +60,8 @@ func applyStreaming(c Command, r *Row, env *evalEnv) bool {
 				r.F[n] = m[i]
 			}
 		}
+	case LookupCmd:
+		env.know.lookupCmd(x, r)
 	case FieldsCmd:
 		for k := range r.F {
 			if !x.keeps(k) {
@@ -107,7 +109,7 @@ func compiledSearch(s SearchCmd) *cnode {
 // runCommands runs commands over rows in one process (the head's part).
 func (p *Plan) runCommands(cmds []Command, rows []Row) ([]Row, []string, error) {
 	var cols []string
-	env := &evalEnv{now: p.now}
+	env := &evalEnv{now: p.now, know: p.know}
 	for _, c := range cmds {
 		if isStreaming(c) {
 			out := rows[:0]

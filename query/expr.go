@@ -36,9 +36,10 @@ type Expr interface {
 }
 
 type evalEnv struct {
-	row *Row
-	now time.Time
-	err error // set when a value passed a limit (limits.go); the search fails
+	row  *Row
+	now  time.Time
+	know *Knowledge // the search's knowledge bundle (| lookup), nil: none
+	err  error      // set when a value passed a limit (limits.go); the search fails
 }
 
 type litExpr struct{ v any }

@@ -72,7 +72,13 @@ func extractKV(raw string, fn func(k, v string)) {
 }
 
 // extractFields adds the search-time fields of raw to f (never overwriting).
-func extractFields(raw string, f map[string]any) {
+func extractFields(raw string, f map[string]any) { extractMode(raw, f, false) }
+
+// extractJSON is extractFields for KV_MODE = json: a JSON object's fields
+// only, no key=value pairs.
+func extractJSON(raw string, f map[string]any) { extractMode(raw, f, true) }
+
+func extractMode(raw string, f map[string]any, jsonOnly bool) {
 	added := map[string]bool{}
 	add := func(k, v string) {
 		if old, ok := f[k]; ok {
@@ -98,7 +104,9 @@ func extractFields(raw string, f map[string]any) {
 			return
 		}
 	}
-	extractKV(raw, add)
+	if !jsonOnly {
+		extractKV(raw, add)
+	}
 }
 
 func flattenJSON(prefix string, v *fastjson.Value, add func(k, v string)) {
@@ -143,6 +151,14 @@ func EventRow(ev *Event, bkt string, ord uint32, server string) Row {
 // eventRow builds the row of an event: default fields, indexed fields,
 // then search-time extractions.
 func eventRow(ev *Event, bkt string, ord uint32, server string) Row {
+	r := baseRow(ev, bkt, ord, server)
+	extractFields(ev.Raw, r.F)
+	return r
+}
+
+// baseRow is an event's row before search-time extraction: default fields
+// and indexed fields.
+func baseRow(ev *Event, bkt string, ord uint32, server string) Row {
 	f := make(map[string]any, 16)
 	f["_time"] = Time(ev.Time)
 	f["_raw"] = ev.Raw
@@ -168,8 +184,19 @@ func eventRow(ev *Event, bkt string, ord uint32, server string) Row {
 		}
 		f[fl.Name] = fl.Value
 	}
-	extractFields(ev.Raw, f)
 	return Row{T: ev.Time, B: bkt, C: ord, F: f}
+}
+
+// eventRow builds an event's row with the plan's knowledge bundle, when it
+// has one that changes rows (knowledge.go), in place of the built-in
+// extraction.
+func (p *Plan) eventRow(ev *Event, bkt string, ord uint32) Row {
+	if !p.know.rowRules() {
+		return eventRow(ev, bkt, ord, p.server)
+	}
+	r := baseRow(ev, bkt, ord, p.server)
+	p.know.apply(ev, &r, p.now)
+	return r
 }
 
 func isDefaultField(name string) bool {

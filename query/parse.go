@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"github.com/quarry-dev/quarry/knowledge"
 	"regexp"
 	"strconv"
 	"strings"
@@ -95,6 +96,9 @@ type (
 		Expr     Node
 		compiled *cnode
 	}
+	// LookupCmd enriches rows from a lookup table of the knowledge
+	// bundle (knowledge.go).
+	LookupCmd struct{ Spec knowledge.AutoLookup }
 	// WhereCmd keeps rows whose expression is true.
 	WhereCmd struct{ Expr Expr }
 	// EvalCmd computes fields.
@@ -160,6 +164,7 @@ type (
 func (SearchCmd) Name() string    { return "search" }
 func (WhereCmd) Name() string     { return "where" }
 func (EvalCmd) Name() string      { return "eval" }
+func (LookupCmd) Name() string    { return "lookup" }
 func (FieldsCmd) Name() string    { return "fields" }
 func (TableCmd) Name() string     { return "table" }
 func (RexCmd) Name() string       { return "rex" }
@@ -176,7 +181,7 @@ func (HeadCmd) Name() string  { return "head" }
 func (TailCmd) Name() string  { return "tail" }
 func (DedupCmd) Name() string { return "dedup" }
 
-const commandList = "a command (search, where, eval, fields, table, rex, stats, timechart, top, rare, sort, head, tail, dedup)"
+const commandList = "a command (search, where, eval, fields, table, rex, lookup, stats, timechart, top, rare, sort, head, tail, dedup)"
 
 // Parse parses a query. Errors are *SyntaxError.
 func Parse(q string) (*Query, error) {

@@ -6,6 +6,7 @@ package query
 
 import (
 	"fmt"
+	"github.com/quarry-dev/quarry/knowledge"
 	"strconv"
 	"strings"
 )
@@ -154,6 +155,7 @@ var commandParsers = map[string]func(a *argParser, rest string, restPos int) (Co
 	"head":      parseHeadTailCmd,
 	"tail":      parseHeadTailCmd,
 	"dedup":     parseDedupCmd,
+	"lookup":    parseLookupCmd,
 }
 
 // parseCommand parses one pipe segment with its command's parser.
@@ -618,4 +620,15 @@ func aggName(a AggSpec) string {
 		return fn
 	}
 	return fn + "(" + a.Field + ")"
+}
+
+// parseLookupCmd: lookup <table> <field> [AS <field>]… [OUTPUT|OUTPUTNEW
+// <field> [AS <field>]…] — a table of the search's knowledge bundle
+// (checked when the search is compiled with one).
+func parseLookupCmd(a *argParser, rest string, restPos int) (Command, error) {
+	l, err := knowledge.ParseLookupSpec(rest)
+	if err != nil {
+		return nil, &SyntaxError{Query: a.q, Pos: restPos, Expected: "lookup <table> <field> [AS <field>] [OUTPUT <field> [AS <field>]…]", Found: describe(strings.TrimSpace(rest))}
+	}
+	return LookupCmd{Spec: l}, nil
 }

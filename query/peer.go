@@ -288,8 +288,9 @@ func (x *segExec) fieldCands(c *cnode) (cands, error) {
 	}
 	if !x.idx[c.field] {
 		// Not indexed here: the value's atoms, when it has some and must
-		// appear in _raw, narrow the events to extract from.
-		if c.op == "=" && !c.wild && !isDefaultField(c.field) {
+		// appear in _raw, narrow the events to extract from — unless a
+		// knowledge bundle may make the field from anything (knowledge.go).
+		if c.op == "=" && !c.wild && !isDefaultField(c.field) && !x.p.know.rowRules() {
 			tc := compileNode(TermNode{Text: c.text})
 			if tc.kind == 't' {
 				m := bset{all: true}
@@ -511,7 +512,7 @@ func (p *Plan) RunSegment(ctx context.Context, seg Segment) (*Partial, error) {
 		}
 	}
 	var rows []Row
-	env := &evalEnv{now: p.now}
+	env := &evalEnv{now: p.now, know: p.know}
 	if cs, ok := seg.(ColumnSource); ok && p.colOK && !decode.isEmpty() {
 		// Events the index proves are served from columns; only those
 		// needing verification or lacking an indexed field are decoded.
@@ -606,7 +607,7 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 				counted++
 				return true
 			}
-			r := eventRow(ev, part.Bucket, ord, p.server)
+			r := p.eventRow(ev, part.Bucket, ord)
 			if check && !p.filter.matchRow(&r) {
 				return true
 			}

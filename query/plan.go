@@ -50,6 +50,8 @@ type Plan struct {
 	// growsValues: the streaming prefix has an eval or rex, which can
 	// make a row larger than its event (segExec.bigRow).
 	growsValues bool
+	// know is the search-time knowledge bundle (knowledge.go), nil: none.
+	know *Knowledge
 	// mem is the search's memory budget in this process (memory.go);
 	// shared by every goroutine running the plan.
 	mem *memBudget
@@ -84,7 +86,7 @@ func (p *Plan) Aggregating() bool { return p.aggSpecs != nil }
 
 func isStreaming(c Command) bool {
 	switch c.(type) {
-	case SearchCmd, WhereCmd, EvalCmd, FieldsCmd, TableCmd, RexCmd:
+	case SearchCmd, WhereCmd, EvalCmd, FieldsCmd, TableCmd, RexCmd, LookupCmd:
 		return true
 	}
 	return false
@@ -113,8 +115,11 @@ func Compile(req Request) (*Plan, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
+	if err := req.Knowledge.prepare(q); err != nil {
+		return nil, err
+	}
 	p := &Plan{Query: q, filter: compileNode(q.Search), now: now.UTC(), server: req.Server,
-		earliest: math.MinInt64, latest: math.MaxInt64, mem: &memBudget{}}
+		earliest: math.MinInt64, latest: math.MaxInt64, mem: &memBudget{}, know: req.Knowledge}
 	e, l := req.Earliest, req.Latest
 	if q.Earliest != "" {
 		e = q.Earliest
@@ -187,6 +192,10 @@ func Compile(req Request) (*Plan, error) {
 			fields[i] = k.Field
 		}
 		p.sortCols, p.sortKeep = keep > 0 && keysColumnar(fields), keep
+	}
+	if p.know.rowRules() {
+		// columns hold what the built-in extraction sees, not the bundle's
+		p.colOK, p.dedupCols, p.sortCols = false, false, false
 	}
 	return p, nil
 }

@@ -23,6 +23,10 @@ type Request struct {
 	// MemoryLimit is the search's memory budget in bytes (memory.go;
 	// DefaultSearchMemory when 0): the caller's, a peer's --search-memory.
 	MemoryLimit int64 `json:"-"`
+	// Knowledge is the search-time knowledge bundle the search runs with
+	// (knowledge.go); nil: none. Peers are handed the one the search
+	// names by hash, so a search never runs half with another.
+	Knowledge *Knowledge `json:"-"`
 }
 
 // Response is a search answer as SPEC §7 writes it.

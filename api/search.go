@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/quarry-dev/quarry/bus/wire"
 	"github.com/quarry-dev/quarry/fsm"
@@ -73,6 +74,11 @@ type SearchRequest struct {
 	// (0: every second, SPEC §5); the head asks for at least three beats
 	// per search_peer_timeout.
 	BeatMs int64 `json:"beat_ms,omitempty"`
+	// Knowledge names the search-time knowledge bundle the search runs
+	// with (its content hash; "": none): a peer fetches it by that hash
+	// from the search heads (<prefix>.bundle.<hex>) and runs the search
+	// with exactly it, or refuses.
+	Knowledge string `json:"knowledge,omitempty"`
 }
 
 // Validate checks a request as a peer receives it.
@@ -194,3 +200,14 @@ const (
 	SearchCodeInternal   = "internal"
 	SearchCodeLimit      = "limit_exceeded"
 )
+
+// KnowledgeFetch is a search-time knowledge bundle as a search head
+// answers it on <prefix>.bundle.<hex> (BundleToken of its hash): its files
+// by name, which hash to it.
+type KnowledgeFetch struct {
+	Hash  string            `json:"hash"`
+	Files map[string][]byte `json:"files"`
+}
+
+// BundleToken is the subject token of a bundle hash: its hex part.
+func BundleToken(hash string) string { return strings.TrimPrefix(hash, "sha256:") }

@@ -61,6 +61,7 @@ func (p *Peer) serveSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Server = p.cfg.ID
 	req.MaxResults, req.MemoryLimit = p.cfg.MaxResults, p.cfg.SearchMemory
+	req.Knowledge = p.cfg.Knowledge
 	if _, err := query.ParsePreference(req.Preference); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_preference", err.Error())
 		return

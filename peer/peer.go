@@ -61,6 +61,10 @@ type Config struct {
 	// the index-time rules its HEC applies. A cluster peer takes the
 	// managers' instead (Start refuses both).
 	Bundle *knowledge.IndexRules
+	// Knowledge is a standalone peer's search-time knowledge bundle
+	// (--knowledge DIR) for its own POST /v1/search; a cluster peer runs
+	// each search with the bundle its search head names.
+	Knowledge *query.Knowledge
 	// Pprof serves /debug/pprof/* (behind the admin token); off by default.
 	Pprof bool
 	// Limits of single-peer search, POST /v1/search (httpsearch.go): its

@@ -59,6 +59,10 @@ type searchService struct {
 	newest atomic.Uint64
 	sem    chan struct{}
 	mis    mismatches // copies found at another length than their seal
+	// subj names the bus subjects; know caches knowledge bundles by hash
+	// (knowledge.go).
+	subj bus.Subjects
+	know knowledgeCache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,7 +79,7 @@ type searchService struct {
 func (p *Peer) startSearch(nc *nats.Conn, subj bus.Subjects) (*searchService, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &searchService{p: p, nc: nc, mc: newManagerClient(nc, subj, p.cfg.ID), sem: make(chan struct{}, maxPeerSearches),
-		ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel, subj: subj}
 	s.gens = newGenCache(p.cfg.ID, s.mc)
 	sites := []string{p.site()}
 	if p.site() != fsm.DefaultSite {
@@ -184,8 +188,13 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		s.refuse(ctx, inv, api.SearchCodeBadRequest, err)
 		return
 	}
+	know, err := s.knowledgeFor(ctx, req.Knowledge)
+	if err != nil {
+		s.refuse(ctx, inv, api.SearchCodeInternal, err)
+		return
+	}
 	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest,
-		Now: time.Unix(0, req.NowNS), Server: s.p.cfg.ID})
+		Now: time.Unix(0, req.NowNS), Server: s.p.cfg.ID, Knowledge: know})
 	if err != nil {
 		s.refuse(ctx, inv, api.SearchCodeBadRequest, err)
 		return

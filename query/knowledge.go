@@ -69,6 +69,9 @@ func (k *Knowledge) Hash() string {
 	return k.b.Hash()
 }
 
+// Knowledge is the plan's knowledge bundle, nil: none.
+func (p *Plan) Knowledge() *Knowledge { return p.know }
+
 // rowRules reports whether the bundle changes rows at all.
 func (k *Knowledge) rowRules() bool { return k != nil && k.b.HasRules() }
 

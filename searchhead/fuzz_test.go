@@ -45,7 +45,7 @@ func FuzzCheckRequest(f *testing.F) {
 		if site0 {
 			site = "site0"
 		}
-		pref, plan, err := checkRequest("sh1", site, subj, req, now)
+		pref, plan, err := checkRequest("sh1", site, subj, req, now, nil)
 		if err != nil {
 			var re *RequestError
 			if !errors.As(err, &re) || re.Status != 400 || re.Code == "" || re.Msg == "" {

@@ -73,6 +73,9 @@ type Config struct {
 	// zero field takes its default.
 	Jobs   JobLimits
 	Logger *slog.Logger
+	// KnowledgeDir is the search-time knowledge bundle's folder
+	// (--knowledge; knowledge.go); "": none.
+	KnowledgeDir string
 	// Conn, when set, is used instead of dialling NATS (tests, quarry dev).
 	Conn *nats.Conn
 	// OnMessage, when set, sees every peer message before the head acts
@@ -99,6 +102,7 @@ type Head struct {
 	ownConn bool
 	subj    bus.Subjects
 	mc      *mgrclient.ManagerClient
+	know    *knowledgeStore // --knowledge (knowledge.go); nil: none
 	tables  *tables
 
 	adaptive *adaptive
@@ -225,6 +229,11 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 			defer h.tables.mu.RUnlock()
 			return float64(h.tables.own().BucketCount())
 		}))
+	if err := h.startKnowledge(); err != nil {
+		h.tables.close()
+		h.closeConn()
+		return nil, err
+	}
 	// Wait (bounded by ctx) for a first table and config so the first
 	// searches are not refused; a head with no manager keeps trying.
 	h.waitReady(ctx)
@@ -719,7 +728,7 @@ func (h *Head) mergeAtEnd(plan *query.Plan, parts []*query.Partial, resp *query.
 // check is checkRequest on this head; a query or preference refused for a
 // compile-time limit counts in quarry_searchhead_limit_hits_total under that limit.
 func (h *Head) check(req Request, now time.Time) (*Preference, *query.Plan, error) {
-	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now)
+	pref, plan, err := checkRequest(h.cfg.ID, h.cfg.Site, h.subj, req, now, h.knowledge())
 	if name := query.CompileLimit(err); name != "" {
 		h.metrics.limitHit(name)
 	}
@@ -731,7 +740,7 @@ func (h *Head) check(req Request, now time.Time) (*Preference, *query.Plan, erro
 // publish name makes a subject, the site (if named) is this head's. Every
 // refusal is a *RequestError (400) naming the input; FuzzCheckRequest
 // feeds it arbitrary requests.
-func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Time) (*Preference, *query.Plan, error) {
+func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Time, know *query.Knowledge) (*Preference, *query.Plan, error) {
 	if strings.TrimSpace(req.Query) == "" {
 		return nil, nil, &RequestError{Status: 400, Code: "bad_query", Msg: "query is required"}
 	}
@@ -751,7 +760,7 @@ func checkRequest(head, site string, subj bus.Subjects, req Request, now time.Ti
 		return nil, nil, &RequestError{Status: 400, Code: "wrong_site",
 			Msg: fmt.Sprintf("search head %s serves site %q, not %q: use that site's search head", head, site, req.Site)}
 	}
-	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now})
+	plan, err := query.Compile(query.Request{Query: req.Query, Earliest: req.Earliest, Latest: req.Latest, Now: now, Knowledge: know})
 	if err != nil {
 		re := &RequestError{Status: 400, Code: "bad_query", Msg: err.Error(), Err: err}
 		var se *query.SyntaxError

@@ -68,7 +68,7 @@ func TestSearchN1Refused(t *testing.T) {
 		}
 		t.Logf("%d-byte request refused in %v: %s", len(c.body), time.Since(start), rep.Error)
 	}
-	if _, _, err := checkRequest("sh1", "site1", subj, Request{Query: "* | eval x=ln(ln(2))"}, time.Now()); err != nil {
+	if _, _, err := checkRequest("sh1", "site1", subj, Request{Query: "* | eval x=ln(ln(2))"}, time.Now(), nil); err != nil {
 		t.Fatalf("a good request after the refused ones: %v", err)
 	}
 	if got := promtest.ToFloat64(h.metrics.limits.WithLabelValues("query_size")); got != 1 {

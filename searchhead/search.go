@@ -418,7 +418,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
 		Buckets: buckets, Sealed: r.sealedLengths(buckets), Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
-		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds()}
+		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 
 // sealedLengths are the sealed lengths of the listed buckets the search's

@@ -48,6 +48,7 @@ func peerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "target-timeout", Value: 2 * time.Second, Usage: "cluster mode: a replication target that has not acknowledged within this leaves the set", EnvVars: envVars("target-timeout")},
 			&cli.GenericFlag{Name: "hec-token", Value: &repeatable{}, Usage: "standalone HEC token `T[=index,…][:useack=false]` (repeatable; acknowledging unless :useack=false; :allowquerystringauth=true accepts ?token=)", EnvVars: envVars("hec-token")},
 			secretListFileFlag("hec-token", "the HEC tokens"),
+			&cli.StringFlag{Name: "knowledge", Usage: "standalone: the search-time knowledge bundle `DIR` for this peer's own POST /v1/search (as quarry searchhead --knowledge; read at start)", EnvVars: envVars("knowledge")},
 			&cli.StringFlag{Name: "bundle", Usage: "standalone: the configuration bundle `DIR` (props.conf, transforms.conf: line breaking and timestamps per sourcetype); in a cluster the managers push it (quarry cluster bundle apply)", EnvVars: envVars("bundle")},
 			&cli.GenericFlag{Name: "search-token", Value: &repeatable{}, Usage: "standalone search token `T[=index,…]` for /v1/search and GET /v1/buckets (repeatable; in a cluster they come from the managers). None: served without a token on a loopback --http-addr only", EnvVars: envVars("search-token")},
 			secretListFileFlag("search-token", "the search tokens"),
@@ -191,6 +192,22 @@ func peerConfig(c *cli.Context) (peer.Config, error) {
 		}
 		if cfg.Bundle, err = knowledge.ParseIndexRules(files); err != nil {
 			return fail(fmt.Errorf("--bundle %s: %w", dir, err))
+		}
+	}
+	if dir := c.String("knowledge"); dir != "" {
+		if cfg.NATS != "" {
+			return peer.Config{}, errors.New("peer: in cluster mode (--nats) each search brings its search head's knowledge bundle; drop --knowledge")
+		}
+		files, err := knowledge.LoadKnowledgeDir(dir)
+		if err != nil {
+			return fail(err)
+		}
+		b, err := knowledge.ParseSearchBundle(files)
+		if err == nil {
+			cfg.Knowledge, err = query.CompileKnowledge(b)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("--knowledge %s: %w", dir, err))
 		}
 	}
 	for _, s := range tokens {

@@ -44,13 +44,10 @@ func searchheadCommand() *cli.Command {
 			&cli.IntFlag{Name: "splunk-max-jobs", Value: searchhead.DefaultMaxJobs, Usage: "Splunk REST API: search jobs this head holds at once, in any state (more get HTTP 503)", EnvVars: envVars("splunk-max-jobs")},
 			&cli.Int64Flag{Name: "splunk-job-max-bytes", Value: searchhead.DefaultJobMaxBytes, Usage: "Splunk REST API: result bytes one job holds; past it the job stops its search and says its results are truncated", EnvVars: envVars("splunk-job-max-bytes")},
 			&cli.Int64Flag{Name: "splunk-jobs-max-bytes", Value: searchhead.DefaultJobsMaxBytes, Usage: "Splunk REST API: result bytes all jobs hold together, one token at most half (new jobs get HTTP 503 while it is used up)", EnvVars: envVars("splunk-jobs-max-bytes")},
-			&cli.StringFlag{Name: "knowledge", Usage: "knowledge bundle folder (not supported yet: refused when set)", EnvVars: envVars("knowledge")},
+			&cli.StringFlag{Name: "knowledge", Usage: "search-time knowledge bundle `DIR` (props.conf EXTRACT-/REPORT-/KV_MODE/FIELDALIAS-/EVAL-/LOOKUP-, transforms.conf, eventtypes.conf, tags.conf, lookups/*.csv); reloaded when it changes, a bad one refused with the last good one kept", EnvVars: envVars("knowledge")},
 			tlsCertFlag(), tlsKeyFlag(), tlsCAFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.String("knowledge") != "" {
-				return fmt.Errorf("searchhead: --knowledge: knowledge bundles are not built yet in this version of quarry")
-			}
 			cfg, err := searchheadConfig(c)
 			if err != nil {
 				return err
@@ -100,7 +97,7 @@ func searchheadConfig(c *cli.Context) (searchhead.Config, error) {
 		NATSUser: c.String("nats-user"), NATSPassword: natsPassword, SubjectPrefix: c.String("subject-prefix"),
 		AdminToken: adminToken, PeerTimeout: c.Duration("peer-timeout"), SearchTimeout: c.Duration("search-timeout"),
 		MaxResults: c.Int("max-results"), MaxSearches: c.Int("max-searches"), MaxSearchesPerToken: c.Int("max-searches-per-token"), Jobs: jobs,
-		SearchMemory: c.Int64("search-memory"),
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
+		SearchMemory: c.Int64("search-memory"), KnowledgeDir: c.String("knowledge"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", "searchhead"),
 	}, nil
 }

@@ -37,6 +37,12 @@ const (
 	CmdSetClusterVersion
 	CmdMarkFixup
 	CmdExtendSeal
+	// Cluster version 8 (SavedSearchVersion, savedsearch.go).
+	CmdAddSavedSearch
+	CmdRemoveSavedSearch
+	CmdRunSavedSearch
+	CmdClaimSlot
+	CmdFinishSlot
 )
 
 // bodyVersion is the version byte written after the type byte of a command

@@ -236,7 +236,7 @@ func TestProperties(t *testing.T) {
 			}
 			return m.s.d.Buckets[rapid.SampledFrom(ids).Draw(t, "bucket")], true
 		}
-		t.Repeat(map[string]func(*rapid.T){
+		steps := map[string]func(*rapid.T){
 			"addBucket": func(t *rapid.T) {
 				origin := peer(t)
 				tc, err := m.s.ChooseTargets(origin, "main")
@@ -669,7 +669,9 @@ func TestProperties(t *testing.T) {
 					}
 				}
 			},
-		})
+		}
+		maps.Copy(steps, savedSteps(m))
+		t.Repeat(steps)
 	})
 }
 

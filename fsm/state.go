@@ -454,6 +454,9 @@ type stateData struct {
 	// Marks are the fixup delivery marks of open tasks, by task id
 	// (MarkFixup, version.go); a closed task's marks go with it.
 	Marks map[uint64]*TaskMarks `json:"marks,omitempty"`
+	// Saved holds the saved searches and their slots (savedsearch.go);
+	// nil in snapshots from before them and while there are none.
+	Saved *savedSearches `json:"saved_searches,omitempty"`
 }
 
 // RequestRecord remembers one applied request id.

@@ -20,9 +20,11 @@ import (
 // not record, so its state would differ; version 7 adds no command but
 // the inventory rules (InventoryVersion, inventory.go): a registration
 // adopts only the claimed copies the managers can vouch for and declares
-// no index unless indexes are created automatically. A build that adds a
-// command type raises Version and lists the type in clusterVersions.
-const Version = 7
+// no index unless indexes are created automatically; version 8 adds the
+// saved-search commands (SavedSearchVersion, savedsearch.go). A build that
+// adds a command type raises Version and lists the type in
+// clusterVersions.
+const Version = 8
 
 // LeftAtVersion is the cluster version from which the FSM records when a
 // copy leaves a hot bucket's searchable set (Bucket.LeftAt).
@@ -37,6 +39,11 @@ var clusterVersions = map[CommandType]int{
 	CmdSetClusterVersion: 2,
 	CmdMarkFixup:         2,
 	CmdExtendSeal:        2,
+	CmdAddSavedSearch:    SavedSearchVersion,
+	CmdRemoveSavedSearch: SavedSearchVersion,
+	CmdRunSavedSearch:    SavedSearchVersion,
+	CmdClaimSlot:         SavedSearchVersion,
+	CmdFinishSlot:        SavedSearchVersion,
 }
 
 // MinClusterVersion is the cluster version a command of type t needs.

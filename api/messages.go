@@ -29,7 +29,7 @@ const (
 )
 
 // Ops lists every manager operation, in the order the manager subscribes.
-var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets}
+var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets, OpSavedSearch}
 
 // Remote error codes of the manager protocol (wire.RemoteError.Code).
 const (

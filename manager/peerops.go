@@ -36,6 +36,7 @@ var peerOps = map[string]peerOp{
 	api.OpConfirm:     op("confirm", (*peerService).confirm),
 	api.OpFixupResult: op("fixup result", (*peerService).fixupResult),
 	api.OpBuckets:     op("buckets", (*peerService).buckets),
+	api.OpSavedSearch: op("saved search", savedSearchOp), // savedops.go
 }
 
 // op binds an operation's handler: guard checks the request's wire version

@@ -18,6 +18,8 @@ func TestParseForms(t *testing.T) {
 		{"@every 1s", time.Date(2026, 12, 7, 10, 0, 31, 0, time.UTC)},
 		{"@hourly", time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC)},
 		{"0 12 * * *", time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)},
+		{"CRON_TZ=UTC 0 12 * * *", time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)},
+		{"TZ=UTC @daily", time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)},
 	}
 	for _, c := range cases {
 		s, err := Parse(c.spec)
@@ -28,7 +30,7 @@ func TestParseForms(t *testing.T) {
 			t.Errorf("%q: next after %v = %v, want %v", c.spec, base, got, c.want)
 		}
 	}
-	for _, bad := range []string{"", "* * *", "@every 1500ms", "@every 0s", "@every x", "61 * * * *", "* * * * * * * *"} {
+	for _, bad := range []string{"", "TZ=", "CRON_TZ=", "TZ=UTC", "TZ=UTC TZ=UTC * * * * *", "CRON_TZ=Nowhere/Land * * * * *", "* * *", "@every 1500ms", "@every 0s", "@every x", "61 * * * *", "* * * * * * * *"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -349,11 +349,12 @@ func applyClaimSlot(s *State, idx uint64, c *ClaimSlot) (any, error) {
 		case c.Slot <= ss.LastSlot:
 			return refuse(fmt.Sprintf("slot %d is not after the last scheduled slot %d: it was run or skipped", c.Slot, ss.LastSlot))
 		}
-		skipped := slices.Sorted(slices.Values(c.Skipped))
-		for k, sl := range slices.Compact(skipped) {
-			if sl > ss.LastSlot && sl < c.Slot && k >= len(skipped)-MaxSlotRecords {
-				ss.record(SlotRecord{Slot: sl, Status: SlotSkipped, Error: "no search head ran it in time", At: c.Now})
-			}
+		// The newest skipped slots between the last one and this one,
+		// at most as many as the records kept.
+		skipped := slices.Compact(slices.Sorted(slices.Values(c.Skipped)))
+		skipped = slices.DeleteFunc(skipped, func(sl int64) bool { return sl <= ss.LastSlot || sl >= c.Slot })
+		for _, sl := range skipped[max(0, len(skipped)-MaxSlotRecords):] {
+			ss.record(SlotRecord{Slot: sl, Status: SlotSkipped, Error: "no search head ran it in time", At: c.Now})
 		}
 		ss.LastSlot = c.Slot
 		ss.addOpen(SlotClaim{Slot: c.Slot}, c.Now)

@@ -305,3 +305,29 @@ func savedSteps(m *model) map[string]func(*rapid.T) {
 		},
 	}
 }
+
+// savedCommand is the determinism log's saved-search command: adds,
+// removals, manual runs, claims and finishes of slots near the log's
+// clock by three heads, many of them refused.
+func (g *logGen) savedCommand(req ReqID) Command {
+	name := []string{"a", "b"}[g.r.IntN(2)]
+	head := []string{"sh1", "sh2", "sh3"}[g.r.IntN(3)]
+	now := g.now.UnixNano()
+	slot := g.now.Unix() - int64(g.r.IntN(5))
+	manual := g.r.IntN(5) == 0
+	switch g.r.IntN(6) {
+	case 0:
+		return &AddSavedSearch{ReqID: req, Search: SavedSearch{Name: name, Search: "index=main", Cron: "@every 1s"}, Now: now}
+	case 1:
+		if g.r.IntN(4) == 0 {
+			return &RemoveSavedSearch{ReqID: req, Name: name}
+		}
+		return &RunSavedSearch{ReqID: req, Name: name, Now: now}
+	case 2, 3:
+		return &ClaimSlot{ReqID: req, Name: name, Slot: slot, Manual: manual, Head: head, Now: now,
+			LeaseMS: int64(1000 + g.r.IntN(4000)), Skipped: []int64{slot - 2, slot - 1}}
+	}
+	status := []string{SlotOK, SlotFailed}[g.r.IntN(2)]
+	return &FinishSlot{ReqID: req, Name: name, Slot: slot, Manual: manual, Head: head, Attempt: 1 + g.r.IntN(2),
+		Status: status, DurationMS: int64(g.r.IntN(900)), Count: int64(g.r.IntN(9)), Now: now}
+}

@@ -277,3 +277,88 @@ func TestPeerCannotCallSavedSearchOp(t *testing.T) {
 		t.Fatalf("search head sh1 sending as sh2: %v, want ErrPermissionDenied", err)
 	}
 }
+
+// savedRuns is the records of saved search name (nil when unknown).
+func savedRuns(t *testing.T, c *Cluster, name string) []fsm.SlotRecord {
+	t.Helper()
+	var runs []fsm.SlotRecord
+	c.State(func(s *fsm.State) {
+		if ss, ok := fsm.SavedSearchNamed(s, name); ok {
+			runs = ss.Runs
+		}
+	})
+	return runs
+}
+
+// TestSavedSearchFailuresAndMissedSlots: a run that fails on every head is
+// tried MaxSlotAttempts times and then recorded failed (a manual run, so
+// one slot); slots due while no search head was up are recorded skipped
+// and only the newest runs.
+func TestSavedSearchFailuresAndMissedSlots(t *testing.T) {
+	c := Start(t, Options{})
+	searchIngest(t, c, "mf", 20)
+	c.WaitFor(20*time.Second, func() error {
+		if v := c.Leader().ClusterVersion(); v < fsm.SavedSearchVersion {
+			return fmt.Errorf("cluster version %d", v)
+		}
+		return nil
+	})
+	// A head whose memory budget no search fits: every attempt fails.
+	c.StartSearchHead("sh1", "site1", func(cfg *searchhead.Config) {
+		cfg.SearchMemory, cfg.SavedSearchRefresh = 1, 200*time.Millisecond
+	})
+	c.AdminPost("/v1/savedsearches", `{"name":"fails","search":"index=main | stats count by _raw","cron":"0 0 1 1 *"}`)
+	c.AdminPost("/v1/savedsearches/fails/run", "")
+	c.WaitFor(30*time.Second, func() error {
+		runs := savedRuns(t, c, "fails")
+		if len(runs) != 1 || runs[0].Status != fsm.SlotFailed || !runs[0].Manual {
+			return fmt.Errorf("records %+v", runs)
+		}
+		return nil
+	})
+	if r := savedRuns(t, c, "fails")[0]; r.Attempts != fsm.MaxSlotAttempts || r.Error == "" {
+		t.Fatalf("failed record %+v: want %d attempts and the error", r, fsm.MaxSlotAttempts)
+	}
+	c.Mu.Lock()
+	sh1 := c.Heads["sh1"]
+	delete(c.Heads, "sh1")
+	c.Mu.Unlock()
+	sh1.Close()
+
+	// No head up for a few seconds of an every-second search.
+	added := time.Now()
+	c.AdminPost("/v1/savedsearches", `{"name":"missed","search":"index=main | stats count","cron":"@every 1s"}`)
+	c.WaitFor(10*time.Second, func() error { // the slots come due with no head up
+		if d := time.Since(added); d < 4*time.Second {
+			return fmt.Errorf("%s since the add", d)
+		}
+		return nil
+	})
+	c.StartSearchHead("sh2", "site2", func(cfg *searchhead.Config) {
+		cfg.SavedSearchRefresh, cfg.SavedSearchGrace = 200*time.Millisecond, 1500*time.Millisecond
+	})
+	var first int64
+	c.WaitFor(30*time.Second, func() error {
+		runs := savedRuns(t, c, "missed")
+		skipped, ok := 0, 0
+		for _, r := range runs {
+			switch r.Status {
+			case fsm.SlotSkipped:
+				skipped++
+			case fsm.SlotOK:
+				if ok++; ok == 1 {
+					first = r.Slot
+				}
+			}
+		}
+		if skipped < 2 || ok < 1 {
+			return fmt.Errorf("%d skipped, %d ok: %+v", skipped, ok, runs)
+		}
+		return nil
+	})
+	for _, r := range savedRuns(t, c, "missed") {
+		if r.Status == fsm.SlotSkipped && r.Slot > first {
+			t.Fatalf("slot %d skipped after the first run %d", r.Slot, first)
+		}
+	}
+}

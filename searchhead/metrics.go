@@ -23,6 +23,9 @@ type metrics struct {
 	unproven *prometheus.CounterVec
 	// limits counts searches ended by a limit of this head, per limit.
 	limits *prometheus.CounterVec
+	// savedRuns counts the saved-search slots this head ran, per status
+	// (scheduler.go).
+	savedRuns *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,8 +46,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bucket answers refused because the copy could not prove it is whole, per reason: short (length differs from the table's), no_length (the marker named none), no_batch (a searched marker without its results), unknown (a bucket no table the head could fetch knows)."}, []string{"reason"}),
 		limits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_limit_hits_total",
 			Help: "Searches this head refused or ended for a limit, per limit. Ended with 400 limit_exceeded: search_memory (--search-memory), eval_value (an eval value over 1 MiB in the head's commands), peer (a peer reached a limit: its own metrics name it). Refused before any fan-out, 400 bad_query or bad_preference: query_size, nesting, expression_height, regex, preference."}, []string{"limit"}),
+		savedRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_savedsearch_runs_total",
+			Help: "Saved-search slots this head was granted and ran, per status: ok, failed (a failed attempt; the slot may be retried), unrecorded (the run ended but the managers did not record it)."}, []string{"status"}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.savedRuns)
 	return m
 }
 

@@ -220,8 +220,11 @@ func (sc *scheduler) run(ctx context.Context, ss fsm.SavedSearchState, c fsm.Cla
 	fctx, cancel := context.WithTimeout(context.Background(), schedulerCall)
 	defer cancel()
 	if err := h.mc.FinishSlot(fctx, f); err != nil {
+		h.metrics.savedRuns.WithLabelValues("unrecorded").Inc()
 		h.log.Warn("finish saved search slot", "saved_search", c.Name, "slot", c.Slot, "err", err)
+		return
 	}
+	h.metrics.savedRuns.WithLabelValues(f.Status).Inc()
 }
 
 // search runs the saved search for a slot with the admin scope, publishes

@@ -293,7 +293,7 @@ func savedRuns(t *testing.T, c *Cluster, name string) []fsm.SlotRecord {
 // TestSavedSearchFailuresAndMissedSlots: a run that fails on every head is
 // tried MaxSlotAttempts times and then recorded failed (a manual run, so
 // one slot); slots due while no search head was up are recorded skipped
-// and only the newest runs.
+// and only the newest runs; a manual run of a healthy search is run once.
 func TestSavedSearchFailuresAndMissedSlots(t *testing.T) {
 	c := Start(t, Options{})
 	searchIngest(t, c, "mf", 20)
@@ -361,4 +361,14 @@ func TestSavedSearchFailuresAndMissedSlots(t *testing.T) {
 			t.Fatalf("slot %d skipped after the first run %d", r.Slot, first)
 		}
 	}
+	// A manual run: one head runs it once, beside the schedule.
+	c.AdminPost("/v1/savedsearches/missed/run", "")
+	c.WaitFor(30*time.Second, func() error {
+		for _, r := range savedRuns(t, c, "missed") {
+			if r.Manual && r.Status == fsm.SlotOK && r.Count == 1 && r.Head == "sh2" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no manual run recorded: %+v", savedRuns(t, c, "missed"))
+	})
 }

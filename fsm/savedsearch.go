@@ -358,7 +358,9 @@ func applyClaimSlot(s *State, idx uint64, c *ClaimSlot) (any, error) {
 		}
 		ss.LastSlot = c.Slot
 		ss.addOpen(SlotClaim{Slot: c.Slot}, c.Now)
-		i = ss.openAt(c.Slot, false)
+		if i = ss.openAt(c.Slot, false); i < 0 { // addOpen keeps the slot it adds
+			return refuse("slot not open")
+		}
 	}
 	o := &ss.Open[i]
 	if o.Head == c.Head && c.Now < o.LeaseUntil {
@@ -426,29 +428,36 @@ func (s *SavedSearchState) recordAt(slot int64, manual bool) int {
 }
 
 // addOpen adds an open slot in (slot, manual) order; past maxOpenSlots
-// the oldest is recorded failed.
+// the oldest other open slot is recorded failed (abandoned), never the
+// one added.
 func (s *SavedSearchState) addOpen(o SlotClaim, now int64) {
-	i, _ := slices.BinarySearchFunc(s.Open, o, func(a, b SlotClaim) int {
-		if a.Slot != b.Slot {
-			if a.Slot < b.Slot {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.Manual == b.Manual:
-			return 0
-		case b.Manual:
-			return -1
-		}
-		return 1
-	})
+	i, _ := slices.BinarySearchFunc(s.Open, o, compareSlots)
 	s.Open = slices.Insert(s.Open, i, o)
 	if len(s.Open) > maxOpenSlots {
-		old := s.Open[0]
-		s.close(0, SlotRecord{Status: SlotFailed, Head: old.Head, Attempts: old.Attempt,
+		j := 0
+		if compareSlots(s.Open[0], o) == 0 {
+			j = 1
+		}
+		old := s.Open[j]
+		s.close(j, SlotRecord{Status: SlotFailed, Head: old.Head, Attempts: old.Attempt,
 			Error: fmt.Sprintf("abandoned: more than %d slots open", maxOpenSlots), At: now})
 	}
+}
+
+// compareSlots orders open slots by slot, a scheduled one before a
+// manual one of the same second.
+func compareSlots(a, b SlotClaim) int {
+	switch {
+	case a.Slot < b.Slot:
+		return -1
+	case a.Slot > b.Slot:
+		return 1
+	case a.Manual == b.Manual:
+		return 0
+	case b.Manual:
+		return -1
+	}
+	return 1
 }
 
 // close removes open slot i and records its outcome.

@@ -331,3 +331,31 @@ func (g *logGen) savedCommand(req ReqID) Command {
 	return &FinishSlot{ReqID: req, Name: name, Slot: slot, Manual: manual, Head: head, Attempt: 1 + g.r.IntN(2),
 		Status: status, DurationMS: int64(g.r.IntN(900)), Count: int64(g.r.IntN(9)), Now: now}
 }
+
+// TestOpenSlotsBounded: past maxOpenSlots the oldest other open slot is
+// abandoned (recorded failed), never the one just added, whatever order
+// manual and scheduled slots come in.
+func TestOpenSlotsBounded(t *testing.T) {
+	h := newHarness(t)
+	addSaved(h, "s")
+	for i := range maxOpenSlots + 2 { // manual slots from 1000 on, no head takes them
+		h.apply(&RunSavedSearch{Name: "s", Now: (1000 + int64(i)) * sec})
+	}
+	// A scheduled slot older than every open manual one.
+	if g := claim(h, "s", 500, "sh1", 1100*sec); !g.Granted {
+		t.Fatalf("scheduled claim with the open slots full: %+v", g)
+	}
+	ss := savedOf(h, "s")
+	if len(ss.Open) != maxOpenSlots || ss.Open[0].Slot != 500 || ss.Open[0].Head != "sh1" {
+		t.Fatalf("open slots %+v", ss.Open)
+	}
+	abandoned := 0
+	for _, r := range ss.Runs {
+		if r.Status == SlotFailed && r.Manual {
+			abandoned++
+		}
+	}
+	if abandoned != 3 {
+		t.Fatalf("%d manual slots abandoned, want 3: %+v", abandoned, ss.Runs)
+	}
+}

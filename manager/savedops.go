@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
@@ -43,6 +44,10 @@ func savedSearchOp(ps *peerService, ctx context.Context, r api.SavedSearchReques
 		}
 		c := *r.Claim
 		c.ReqID, c.Head, c.Now = fsm.ReqID{}, r.Head, reply.Now
+		// The log keeps only what the state records: the newest skipped.
+		slices.Sort(c.Skipped)
+		c.Skipped = slices.Compact(c.Skipped)
+		c.Skipped = c.Skipped[max(0, len(c.Skipped)-fsm.MaxSlotRecords):]
 		res, err := m.Apply(ctx, &c)
 		if err != nil {
 			return reply, err

@@ -359,3 +359,13 @@ func TestOpenSlotsBounded(t *testing.T) {
 		t.Fatalf("%d manual slots abandoned, want 3: %+v", abandoned, ss.Runs)
 	}
 }
+
+// TestSavedSearchProperties runs the saved-search steps alone (in
+// TestProperties they are a few among many), with the model's checks
+// after every step.
+func TestSavedSearchProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &model{s: NewState(), now: epoch}
+		t.Repeat(savedSteps(m))
+	})
+}

@@ -19,6 +19,9 @@
 //	<prefix>.mgr.confirm       ConfirmRequest → ConfirmReply    (leader only, after VerifyLeader)
 //	<prefix>.mgr.fixup-result  FixupResult   → FixupResultReply (leader only)
 //	<prefix>.mgr.buckets       BucketsRequest → BucketsReply    (leader only; ≤ 256 ids)
+//	<prefix>.mgr.savedsearch   SavedSearchRequest → SavedSearchReply (leader only; search heads)
+//	<prefix>.results.<name>    a search's NDJSON rows (a saved search's with the Quarry-Slot header)
+//	<prefix>.alerts.<name>     Alert (a saved search's, when its condition holds)
 //	<prefix>.gen               Notice (published by the leader, no reply)
 //	<prefix>.fixup.<site>.<peer>  FixupTask → FixupAck (manager → peer)
 //

@@ -32,7 +32,7 @@ const (
 )
 
 // Ops lists every manager operation, in the order the manager subscribes.
-var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets, OpBundle}
+var Ops = []string{OpRegister, OpHeartbeat, OpTargets, OpBucket, OpGeneration, OpConfig, OpConfirm, OpFixupResult, OpBuckets, OpBundle, OpSavedSearch}
 
 // Remote error codes of the manager protocol (wire.RemoteError.Code).
 const (

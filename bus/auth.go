@@ -131,9 +131,10 @@ type Permissions struct {
 const replDefaultSite = "default"
 
 // SearchHeadOps are the manager operations a search head may send (the
-// generation table, the peer config); never register, heartbeat or any
-// other peer operation.
-var SearchHeadOps = []string{"generation", "config"}
+// generation table, the peer config, the saved-search scheduler's list,
+// claim and finish); never register, heartbeat or any other peer
+// operation.
+var SearchHeadOps = []string{"generation", "config", "savedsearch"}
 
 // RolePermissions returns the permissions of user u under the subject
 // scheme s (DESIGN.md's table). A peer narrowed to Site/Peer publishes
@@ -185,7 +186,9 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 		}
 		return Permissions{
 			PubAllow: pub,
-			PubDeny:  []string{s.All("fixup"), s.Gen(), s.All("search"), s.All("results")},
+			// Never the saved-search scheduler's operation (a search head's)
+			// nor alerts, though mgr.*.<peer> would match it.
+			PubDeny:  []string{s.All("fixup"), s.Gen(), s.All("search"), s.All("results"), s.All("alerts"), s.join("mgr", "savedsearch", ">")},
 			SubAllow: sub,
 		}, nil
 	case RoleSearchHead:
@@ -196,11 +199,11 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 			}
 			sender = u.Head
 		}
-		pub := make([]string, 0, len(SearchHeadOps)+3)
+		pub := make([]string, 0, len(SearchHeadOps)+4)
 		for _, op := range SearchHeadOps {
 			pub = append(pub, s.join("mgr", op, sender))
 		}
-		pub = append(pub, s.All("search"), s.All("results"), pubInbox)
+		pub = append(pub, s.All("search"), s.All("results"), s.All("alerts"), pubInbox)
 		return Permissions{
 			PubAllow: pub,
 			PubDeny:  []string{s.All("repl"), s.All("fixup"), s.All("idem"), s.Gen(), s.join("mgr", "register", ">"), s.join("mgr", "heartbeat", ">")},
@@ -209,7 +212,7 @@ func RolePermissions(s Subjects, u User) (Permissions, error) {
 	case RoleSubscriber:
 		return Permissions{
 			PubDeny:  []string{">"},
-			SubAllow: []string{s.Gen(), s.All("results")},
+			SubAllow: []string{s.Gen(), s.All("results"), s.All("alerts")},
 		}, nil
 	}
 	return Permissions{}, fmt.Errorf("unknown role %q", u.Role)

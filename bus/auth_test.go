@@ -123,6 +123,14 @@ func TestRolePermissionsTable(t *testing.T) {
 		{"sh", "quarry.mgr.bundle.sh", false},
 		{"p1", "quarry.mgr.bundle.p1", true},
 		{"p1", "quarry.mgr.bundle.p2", false},
+		// saved searches: a head claims slots under its own name and
+		// publishes alerts; a peer does neither
+		{"sh", "quarry.mgr.savedsearch.sh", true},
+		{"sh", "quarry.mgr.savedsearch.sh2", false},
+		{"sh", "quarry.alerts.errors", true},
+		{"p1", "quarry.mgr.savedsearch.p1", false},
+		{"peer", "quarry.mgr.savedsearch.p1", false},
+		{"p1", "quarry.alerts.errors", false},
 		{"p1", "quarry.mgr.register.p1", true},
 		{"p1", "quarry.mgr.heartbeat.p1", true},
 		{"p1", "quarry.mgr.register.p2", false},

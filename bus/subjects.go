@@ -176,6 +176,15 @@ func (s Subjects) Results(name string) (string, error) {
 	return s.join("results", name), nil
 }
 
+// Alerts is <prefix>.alerts.<name>: where a saved search's alert is
+// published (SPEC §5).
+func (s Subjects) Alerts(name string) (string, error) {
+	if err := ValidToken("alerts", name); err != nil {
+		return "", err
+	}
+	return s.join("alerts", name), nil
+}
+
 // All is the wildcard subject of one family ("mgr", "search", "repl",
 // "fixup", "bundle", "results"): <prefix>.<family>.>. Used by permissions and
 // by monitoring subscribers.

@@ -95,6 +95,7 @@ func (c Config) clone() Config {
 func (s *State) copySmall(d *stateData) {
 	d.Config = s.d.Config.clone()
 	d.Indexes = slices.Clone(s.d.Indexes)
+	d.Saved = s.d.Saved.clone()
 	d.Peers = make(map[string]*Peer, len(s.d.Peers))
 	for k, p := range s.d.Peers {
 		cp := *p

@@ -39,6 +39,12 @@ const (
 	CmdExtendSeal
 	// Cluster version 8 (BundleVersion, bundle.go).
 	CmdSetBundle
+	// Cluster version 9 (SavedSearchVersion, savedsearch.go).
+	CmdAddSavedSearch
+	CmdRemoveSavedSearch
+	CmdRunSavedSearch
+	CmdClaimSlot
+	CmdFinishSlot
 )
 
 // bodyVersion is the version byte written after the type byte of a command

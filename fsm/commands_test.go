@@ -30,6 +30,10 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&ExtendSeal{Bucket: "b", Peer: "p", From: 5, FromChecksum: "c5", Blocks: 7, LastChecksum: "c7"},
 		&SetClusterVersion{Version: 2}, &MarkFixup{Task: 7, Peer: "p1", Kind: MarkDelivered},
 		&SetBundle{Hash: "sha256:00", Files: map[string]string{"props.conf": "[x]\nTZ = UTC\n"}},
+		&AddSavedSearch{Search: SavedSearch{Name: "s", Search: "index=main", Cron: "@every 1s"}, Now: 1},
+		&RemoveSavedSearch{Name: "s"}, &RunSavedSearch{Name: "s", Now: 1},
+		&ClaimSlot{Name: "s", Slot: 10, Head: "sh1", Now: 1, LeaseMS: 1000, Skipped: []int64{9}},
+		&FinishSlot{Name: "s", Slot: 10, Head: "sh1", Attempt: 1, Status: SlotOK, Count: 3, Now: 2},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))

@@ -236,441 +236,477 @@ func TestProperties(t *testing.T) {
 			}
 			return m.s.d.Buckets[rapid.SampledFrom(ids).Draw(t, "bucket")], true
 		}
-		t.Repeat(map[string]func(*rapid.T){
-			"addBucket": func(t *rapid.T) {
-				origin := peer(t)
-				tc, err := m.s.ChooseTargets(origin, "main")
-				if err != nil {
-					return
+		steps := map[string]func(*rapid.T){}
+		for _, group := range []map[string]func(*rapid.T){
+			bucketSteps(m, peer, bucket), sealSteps(m, peer, bucket), stateSteps(m, peer, bucket),
+			inventorySteps(m, peer, bucket), frozenSteps(m, peer, bucket), savedSteps(m),
+		} {
+			maps.Copy(steps, group)
+		}
+		t.Repeat(steps)
+	})
+}
+
+// bucketSteps: TestProperties' steps of adding buckets and copies, rolls, peers going down and coming back.
+func bucketSteps(m *model, peer func(*rapid.T) string, bucket func(*rapid.T) (*Bucket, bool)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"addBucket": func(t *rapid.T) {
+			origin := peer(t)
+			tc, err := m.s.ChooseTargets(origin, "main")
+			if err != nil {
+				return
+			}
+			m.checkTargets(t, origin, tc)
+			m.local++
+			id := BucketID("main", fmt.Sprint(m.local), guid(origin))
+			if _, failed := m.apply(t, &AddBucket{ID: id, Index: "main", Origin: origin, Targets: tc.Targets, Degraded: tc.Degraded}).(error); failed {
+				t.Fatalf("chosen targets refused")
+			}
+		},
+		"downPrimaryHolder": func(t *rapid.T) {
+			var holders []string
+			for _, id := range m.s.bucketIDs() {
+				for _, tb := range sortedKeys(m.s.d.Buckets[id].Primary) {
+					holders = append(holders, m.s.d.Buckets[id].Primary[tb])
 				}
-				m.checkTargets(t, origin, tc)
-				m.local++
-				id := BucketID("main", fmt.Sprint(m.local), guid(origin))
-				if _, failed := m.apply(t, &AddBucket{ID: id, Index: "main", Origin: origin, Targets: tc.Targets, Degraded: tc.Degraded}).(error); failed {
-					t.Fatalf("chosen targets refused")
+			}
+			if len(holders) == 0 {
+				return
+			}
+			m.apply(t, &PeerDown{ID: rapid.SampledFrom(holders).Draw(t, "holder"), At: m.now})
+		},
+		"down": func(t *rapid.T) { m.apply(t, &PeerDown{ID: peer(t), At: m.now}) },
+		"comeBack": func(t *rapid.T) {
+			p := peer(t)
+			var inv []CopyInfo
+			for _, id := range m.s.bucketIDs() {
+				if c, ok := m.s.d.Buckets[id].Copies[p]; ok && rapid.IntRange(0, 5).Draw(t, "keep") > 0 {
+					inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable})
 				}
-			},
-			"downPrimaryHolder": func(t *rapid.T) {
-				var holders []string
-				for _, id := range m.s.bucketIDs() {
-					for _, tb := range sortedKeys(m.s.d.Buckets[id].Primary) {
-						holders = append(holders, m.s.d.Buckets[id].Primary[tb])
-					}
-				}
-				if len(holders) == 0 {
-					return
-				}
-				m.apply(t, &PeerDown{ID: rapid.SampledFrom(holders).Draw(t, "holder"), At: m.now})
-			},
-			"down": func(t *rapid.T) { m.apply(t, &PeerDown{ID: peer(t), At: m.now}) },
-			"comeBack": func(t *rapid.T) {
-				p := peer(t)
-				var inv []CopyInfo
-				for _, id := range m.s.bucketIDs() {
-					if c, ok := m.s.d.Buckets[id].Copies[p]; ok && rapid.IntRange(0, 5).Draw(t, "keep") > 0 {
-						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable})
-					}
-				}
-				site := ""
-				if pp, ok := m.s.d.Peers[p]; ok {
-					site = pp.Site
-				}
-				m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
-			},
-			"addCopy": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					m.apply(t, &AddCopy{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
-				}
-			},
-			"searchable": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					m.apply(t, &CopySearchable{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
-				}
-			},
-			"removeCopy": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					m.apply(t, &RemoveCopy{Bucket: b.ID, Peer: peer(t)})
-				}
-			},
-			"roll": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					// A latest event up to two minutes old, a random size:
-					// the retention step's rules then freeze some.
-					latest := m.now.UnixNano() - int64(rapid.IntRange(0, 120).Draw(t, "age"))*int64(time.Second)
-					// Sent by nobody named (an older group), by the origin,
-					// or by any peer (refused unless it is the origin).
-					origin := rapid.SampledFrom([]string{"", b.Origin, peer(t)}).Draw(t, "sender")
-					m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: latest, Size: int64(rapid.IntRange(0, 1000).Draw(t, "size")),
-						Events: 1, Blocks: 3, LastChecksum: "c", Origin: origin})
-				}
-			},
-			"seal": func(t *rapid.T) {
-				// As the manager seals: every holder's length, sealed at
-				// the longest.
-				if b, ok := bucket(t); ok {
-					c := &SealBucket{Bucket: b.ID, LastChecksum: "c0"}
-					for _, p := range sortedKeys(b.Copies) {
-						n := int64(rapid.IntRange(0, 9).Draw(t, "blocks"))
-						c.Lengths = append(c.Lengths, PeerLength{Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
-						if n > c.Blocks {
-							c.Blocks, c.LastChecksum = n, fmt.Sprintf("c%d", n)
-						}
-					}
-					// Final only from a group that carries it, as the
-					// manager sends it (SealFinalVersion).
-					v := m.s.ClusterVersion()
-					var holders []string
-					for _, l := range c.Lengths {
-						holders = append(holders, l.Peer)
-					}
-					whole := m.s.SealAnsweredWhole(b.ID, holders)
-					c.Final = v >= SealFinalVersion && whole
-					was := b.Sealed
-					if _, failed := m.apply(t, c).(error); !failed && !was {
-						nb := m.s.d.Buckets[b.ID]
-						if want := v >= SealFinalVersion && len(holders) > 0 && !whole; nb.Provisional != want {
-							t.Fatalf("seal %+v at cluster version %d: provisional %v, want %v", c, v, nb.Provisional, want)
-						}
-					}
-				}
-			},
-			"length": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					p := peer(t)
+			}
+			site := ""
+			if pp, ok := m.s.d.Peers[p]; ok {
+				site = pp.Site
+			}
+			m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
+		},
+		"addCopy": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				m.apply(t, &AddCopy{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
+			}
+		},
+		"searchable": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				m.apply(t, &CopySearchable{Bucket: b.ID, Peer: peer(t), Searchable: rapid.Bool().Draw(t, "srch")})
+			}
+		},
+		"removeCopy": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				m.apply(t, &RemoveCopy{Bucket: b.ID, Peer: peer(t)})
+			}
+		},
+		"roll": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				// A latest event up to two minutes old, a random size:
+				// the retention step's rules then freeze some.
+				latest := m.now.UnixNano() - int64(rapid.IntRange(0, 120).Draw(t, "age"))*int64(time.Second)
+				// Sent by nobody named (an older group), by the origin,
+				// or by any peer (refused unless it is the origin).
+				origin := rapid.SampledFrom([]string{"", b.Origin, peer(t)}).Draw(t, "sender")
+				m.apply(t, &RollBucket{Bucket: b.ID, Earliest: 1, Latest: latest, Size: int64(rapid.IntRange(0, 1000).Draw(t, "size")),
+					Events: 1, Blocks: 3, LastChecksum: "c", Origin: origin})
+			}
+		},
+	}
+}
+
+// sealSteps: TestProperties' steps of seals, lengths, extensions and short copies.
+func sealSteps(m *model, peer func(*rapid.T) string, bucket func(*rapid.T) (*Bucket, bool)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"seal": func(t *rapid.T) {
+			// As the manager seals: every holder's length, sealed at
+			// the longest.
+			if b, ok := bucket(t); ok {
+				c := &SealBucket{Bucket: b.ID, LastChecksum: "c0"}
+				for _, p := range sortedKeys(b.Copies) {
 					n := int64(rapid.IntRange(0, 9).Draw(t, "blocks"))
-					m.apply(t, &CopyLength{Bucket: b.ID, Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
-					if b, ok := m.s.d.Buckets[b.ID]; ok && b.Sealed {
-						if c, ok := b.Copies[p]; ok && c.atSealed(b) {
-							for _, tk := range m.s.d.Tasks {
-								if tk.Bucket == b.ID && tk.Target == p && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
-									t.Fatalf("task %+v open after its copy reported the sealed length", tk)
-								}
-							}
-						}
+					c.Lengths = append(c.Lengths, PeerLength{Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+					if n > c.Blocks {
+						c.Blocks, c.LastChecksum = n, fmt.Sprintf("c%d", n)
 					}
 				}
-			},
-			"extend": func(t *rapid.T) {
-				// A longer copy extends the seal: from the committed seal,
-				// or from a stale one (refused, ErrSealMoved).
-				b, ok := bucket(t)
-				if !ok || len(b.Copies) == 0 {
-					return
+				// Final only from a group that carries it, as the
+				// manager sends it (SealFinalVersion).
+				v := m.s.ClusterVersion()
+				var holders []string
+				for _, l := range c.Lengths {
+					holders = append(holders, l.Peer)
 				}
-				p := rapid.SampledFrom(sortedKeys(b.Copies)).Draw(t, "holder")
-				from, sum := b.Blocks, b.LastChecksum
-				stale := rapid.IntRange(0, 3).Draw(t, "stale") == 0
-				if stale {
-					from, sum = from+1, fmt.Sprintf("c%d", from+1)
-				}
-				n := from + int64(rapid.IntRange(1, 5).Draw(t, "more"))
-				sealed := b.Sealed
-				final := m.s.ClusterVersion() >= SealFinalVersion && !b.Provisional
-				r := m.apply(t, &ExtendSeal{Bucket: b.ID, Peer: p, From: from, FromChecksum: sum, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
-				_, failed := r.(error)
-				if want := sealed && !stale && from > 0 && sum != "" && !final; failed == want {
-					t.Fatalf("extend %s from %d (%q) to %d: refused=%v (%v), want refused=%v", b.ID, from, sum, n, failed, r, !want)
-				}
-				if failed {
-					return
-				}
-				nb := m.s.d.Buckets[b.ID]
-				if nb.Blocks != n || !nb.Copies[p].atSealed(nb) || m.s.d.Generation != m.idx {
-					t.Fatalf("after the extension: bucket %+v, copy %+v, generation %d at %d", nb, nb.Copies[p], m.s.d.Generation, m.idx)
-				}
-				for _, tk := range m.s.d.Tasks {
-					if tk.Bucket == b.ID && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
-						t.Fatalf("task %+v open after the extension", tk)
+				whole := m.s.SealAnsweredWhole(b.ID, holders)
+				c.Final = v >= SealFinalVersion && whole
+				was := b.Sealed
+				if _, failed := m.apply(t, c).(error); !failed && !was {
+					nb := m.s.d.Buckets[b.ID]
+					if want := v >= SealFinalVersion && len(holders) > 0 && !whole; nb.Provisional != want {
+						t.Fatalf("seal %+v at cluster version %d: provisional %v, want %v", c, v, nb.Provisional, want)
 					}
 				}
-			},
-			"short": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					p := peer(t)
-					m.apply(t, &CopyShort{Bucket: b.ID, Peer: p, Short: rapid.Bool().Draw(t, "short")})
-					// A short copy is never a primary — unless the bucket is
-					// sealed and the copy is known at the sealed length: a
-					// fetch completed it (usable's rule).
-					if b, ok := m.s.d.Buckets[b.ID]; ok {
-						if c, ok := b.Copies[p]; ok && c.Short && !(b.Sealed && c.known() && c.atSealed(b)) {
-							for table, q := range b.Primary {
-								if q == p {
-									t.Fatalf("short copy on %s is the primary for %s", p, table)
-								}
-							}
-						}
-					}
-				}
-			},
-			"rebalance": func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
-			"clusterVersion": func(t *rapid.T) {
-				v := rapid.IntRange(1, Version).Draw(t, "version")
-				before := m.s.ClusterVersion()
-				r := m.apply(t, &SetClusterVersion{Version: v})
-				if _, failed := r.(error); failed != (v < before) || m.s.ClusterVersion() != max(v, before) {
-					t.Fatalf("SetClusterVersion %d from %d: %v, now %d", v, before, r, m.s.ClusterVersion())
-				}
-			},
-			"mark": func(t *rapid.T) {
-				ids := sortedTaskIDs(m.s.d.Tasks)
-				if len(ids) == 0 {
-					return
-				}
-				id := rapid.SampledFrom(ids).Draw(t, "task")
-				kind := rapid.SampledFrom([]string{MarkDelivered, MarkReported}).Draw(t, "kind")
+			}
+		},
+		"length": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
 				p := peer(t)
-				if _, failed := m.apply(t, &MarkFixup{Task: id, Peer: p, Kind: kind}).(error); failed || !m.s.Marked(kind, id, p) {
-					t.Fatalf("mark %s of open task %d for %s not recorded", kind, id, p)
+				n := int64(rapid.IntRange(0, 9).Draw(t, "blocks"))
+				m.apply(t, &CopyLength{Bucket: b.ID, Peer: p, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+				if b, ok := m.s.d.Buckets[b.ID]; ok && b.Sealed {
+					if c, ok := b.Copies[p]; ok && c.atSealed(b) {
+						for _, tk := range m.s.d.Tasks {
+							if tk.Bucket == b.ID && tk.Target == p && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
+								t.Fatalf("task %+v open after its copy reported the sealed length", tk)
+							}
+						}
+					}
 				}
-			},
-			"maintenance": func(t *rapid.T) { m.apply(t, &SetMaintenance{Enabled: rapid.Bool().Draw(t, "on")}) },
-			"offline": func(t *rapid.T) {
-				m.apply(t, &PeerOffline{ID: peer(t), EnforceCounts: rapid.Bool().Draw(t, "enforce"), At: m.now})
-			},
-			"detention": func(t *rapid.T) {
-				m.apply(t, &SetPeerState{ID: peer(t), State: StateDetention, At: m.now})
-			},
-			"setDetention": func(t *rapid.T) {
-				by := rapid.SampledFrom([]DetentionBy{DetentionManual, DetentionDisk}).Draw(t, "by")
-				m.apply(t, &SetDetention{ID: peer(t), Enabled: rapid.Bool().Draw(t, "on"), By: by, At: m.now})
-			},
-			"diskRule": func(t *rapid.T) {
-				// The free-disk rule alone, with random reports.
-				disk := map[string]DiskReport{}
-				for _, p := range m.peers {
-					disk[p] = DiskReport{Free: int64(rapid.IntRange(0, 200).Draw(t, "free")), Total: 200}
+			}
+		},
+		"extend": func(t *rapid.T) {
+			// A longer copy extends the seal: from the committed seal,
+			// or from a stale one (refused, ErrSealMoved).
+			b, ok := bucket(t)
+			if !ok || len(b.Copies) == 0 {
+				return
+			}
+			p := rapid.SampledFrom(sortedKeys(b.Copies)).Draw(t, "holder")
+			from, sum := b.Blocks, b.LastChecksum
+			stale := rapid.IntRange(0, 3).Draw(t, "stale") == 0
+			if stale {
+				from, sum = from+1, fmt.Sprintf("c%d", from+1)
+			}
+			n := from + int64(rapid.IntRange(1, 5).Draw(t, "more"))
+			sealed := b.Sealed
+			final := m.s.ClusterVersion() >= SealFinalVersion && !b.Provisional
+			r := m.apply(t, &ExtendSeal{Bucket: b.ID, Peer: p, From: from, FromChecksum: sum, Blocks: n, LastChecksum: fmt.Sprintf("c%d", n)})
+			_, failed := r.(error)
+			if want := sealed && !stale && from > 0 && sum != "" && !final; failed == want {
+				t.Fatalf("extend %s from %d (%q) to %d: refused=%v (%v), want refused=%v", b.ID, from, sum, n, failed, r, !want)
+			}
+			if failed {
+				return
+			}
+			nb := m.s.d.Buckets[b.ID]
+			if nb.Blocks != n || !nb.Copies[p].atSealed(nb) || m.s.d.Generation != m.idx {
+				t.Fatalf("after the extension: bucket %+v, copy %+v, generation %d at %d", nb, nb.Copies[p], m.s.d.Generation, m.idx)
+			}
+			for _, tk := range m.s.d.Tasks {
+				if tk.Bucket == b.ID && (tk.Kind == TaskFetch || tk.Kind == TaskTruncate) {
+					t.Fatalf("task %+v open after the extension", tk)
 				}
-				hb := map[string]time.Time{}
-				for _, p := range m.peers {
+			}
+		},
+		"short": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				p := peer(t)
+				m.apply(t, &CopyShort{Bucket: b.ID, Peer: p, Short: rapid.Bool().Draw(t, "short")})
+				// A short copy is never a primary — unless the bucket is
+				// sealed and the copy is known at the sealed length: a
+				// fetch completed it (usable's rule).
+				if b, ok := m.s.d.Buckets[b.ID]; ok {
+					if c, ok := b.Copies[p]; ok && c.Short && !(b.Sealed && c.known() && c.atSealed(b)) {
+						for table, q := range b.Primary {
+							if q == p {
+								t.Fatalf("short copy on %s is the primary for %s", p, table)
+							}
+						}
+					}
+				}
+			}
+		},
+	}
+}
+
+// stateSteps: TestProperties' steps of the cluster version, marks, maintenance, detention, retention, planning.
+func stateSteps(m *model, peer func(*rapid.T) string, bucket func(*rapid.T) (*Bucket, bool)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"rebalance": func(t *rapid.T) { m.apply(t, &RebalancePrimaries{}) },
+		"clusterVersion": func(t *rapid.T) {
+			v := rapid.IntRange(1, Version).Draw(t, "version")
+			before := m.s.ClusterVersion()
+			r := m.apply(t, &SetClusterVersion{Version: v})
+			if _, failed := r.(error); failed != (v < before) || m.s.ClusterVersion() != max(v, before) {
+				t.Fatalf("SetClusterVersion %d from %d: %v, now %d", v, before, r, m.s.ClusterVersion())
+			}
+		},
+		"mark": func(t *rapid.T) {
+			ids := sortedTaskIDs(m.s.d.Tasks)
+			if len(ids) == 0 {
+				return
+			}
+			id := rapid.SampledFrom(ids).Draw(t, "task")
+			kind := rapid.SampledFrom([]string{MarkDelivered, MarkReported}).Draw(t, "kind")
+			p := peer(t)
+			if _, failed := m.apply(t, &MarkFixup{Task: id, Peer: p, Kind: kind}).(error); failed || !m.s.Marked(kind, id, p) {
+				t.Fatalf("mark %s of open task %d for %s not recorded", kind, id, p)
+			}
+		},
+		"maintenance": func(t *rapid.T) { m.apply(t, &SetMaintenance{Enabled: rapid.Bool().Draw(t, "on")}) },
+		"offline": func(t *rapid.T) {
+			m.apply(t, &PeerOffline{ID: peer(t), EnforceCounts: rapid.Bool().Draw(t, "enforce"), At: m.now})
+		},
+		"detention": func(t *rapid.T) {
+			m.apply(t, &SetPeerState{ID: peer(t), State: StateDetention, At: m.now})
+		},
+		"setDetention": func(t *rapid.T) {
+			by := rapid.SampledFrom([]DetentionBy{DetentionManual, DetentionDisk}).Draw(t, "by")
+			m.apply(t, &SetDetention{ID: peer(t), Enabled: rapid.Bool().Draw(t, "on"), By: by, At: m.now})
+		},
+		"diskRule": func(t *rapid.T) {
+			// The free-disk rule alone, with random reports.
+			disk := map[string]DiskReport{}
+			for _, p := range m.peers {
+				disk[p] = DiskReport{Free: int64(rapid.IntRange(0, 200).Draw(t, "free")), Total: 200}
+			}
+			hb := map[string]time.Time{}
+			for _, p := range m.peers {
+				hb[p] = m.now
+			}
+			rule := DetentionRule{FreeBytes: 50, HysteresisBytes: 20}
+			for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb, Disk: disk, Detention: rule}) {
+				if _, failed := m.apply(t, c).(error); failed {
+					t.Fatalf("planned %T %+v refused", c, c)
+				}
+			}
+			for _, id := range sortedKeys(m.s.d.Peers) {
+				p := m.s.d.Peers[id]
+				if p.State == StateUp && disk[id].Free < rule.FreeBytes {
+					t.Fatalf("peer %s Up with %d bytes free after the rule", id, disk[id].Free)
+				}
+				if p.Detention == DetentionDisk && p.State == StateDetention && disk[id].Free >= rule.FreeBytes+rule.HysteresisBytes {
+					t.Fatalf("peer %s still in disk detention with %d bytes free", id, disk[id].Free)
+				}
+			}
+		},
+		"retention": func(t *rapid.T) {
+			// Retention rules for the planner's steps to apply
+			// (the ordered index against the full pass).
+			c := m.s.d.Config.clone()
+			ic := IndexConfig{Name: "main"}
+			if rapid.Bool().Draw(t, "period") {
+				ic.FrozenTimePeriod = time.Duration(rapid.IntRange(1, 120).Draw(t, "seconds")) * time.Second
+			}
+			if rapid.Bool().Draw(t, "max") {
+				ic.MaxTotalBytes = int64(rapid.IntRange(0, 5000).Draw(t, "maxBytes"))
+			}
+			c.Indexes = []IndexConfig{ic}
+			m.apply(t, &SetConfig{Config: c})
+		},
+		"corrupt": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				m.apply(t, &MarkCorrupt{Bucket: b.ID, Peer: peer(t)})
+			}
+		},
+		"plan": func(t *rapid.T) {
+			hb := map[string]time.Time{}
+			for _, p := range m.peers {
+				if rapid.IntRange(0, 9).Draw(t, "alive") > 0 {
 					hb[p] = m.now
 				}
-				rule := DetentionRule{FreeBytes: 50, HysteresisBytes: 20}
-				for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb, Disk: disk, Detention: rule}) {
-					if _, failed := m.apply(t, c).(error); failed {
-						t.Fatalf("planned %T %+v refused", c, c)
+			}
+			for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
+				checkStreamingTask(t, m.s, c)
+				checkRebuildHeld(t, m.s, c)
+				if _, failed := m.apply(t, c).(error); failed {
+					t.Fatalf("planned %T %+v refused", c, c)
+				}
+			}
+		},
+		"finishTasks": func(t *rapid.T) {
+			for _, id := range sortedTaskIDs(m.s.d.Tasks) {
+				m.apply(t, &FixupDone{ID: id, Failed: rapid.IntRange(0, 4).Draw(t, "fail") == 0})
+			}
+		},
+		// Rebuild from inventories (rebuild.go): a peer reports buckets
+		// nobody knew, some of an origin that registers later ("late"),
+		// with random lengths; the operator's rebuild seals them.
+	}
+}
+
+// inventorySteps: TestProperties' steps of rebuilds from inventories and claimed copies.
+func inventorySteps(m *model, peer func(*rapid.T) string, bucket func(*rapid.T) (*Bucket, bool)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"rebuildInventory": func(t *rapid.T) {
+			p := peer(t)
+			var inv []CopyInfo
+			seen := map[string]bool{}
+			for range rapid.IntRange(1, 3).Draw(t, "reported") {
+				origin := rapid.SampledFrom(append([]string{"late"}, m.peers...)).Draw(t, "origin")
+				id := BucketID("main", fmt.Sprintf("r%d", rapid.IntRange(0, 4).Draw(t, "rid")), guid(origin))
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				n := int64(rapid.IntRange(0, 6).Draw(t, "blocks"))
+				inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Index: "main", Blocks: n, Events: 10 * n,
+					Earliest: 100 - n, Latest: 100 + n, Size: 1000 * n, Hot: origin == p && rapid.Bool().Draw(t, "hot")})
+			}
+			for _, id := range m.s.bucketIDs() {
+				if c, ok := m.s.d.Buckets[id].Copies[p]; ok && !seen[id] {
+					inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
+				}
+			}
+			site := ""
+			if pp, ok := m.s.d.Peers[p]; ok {
+				site = pp.Site
+			}
+			reg := &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now}
+			// Claims of known buckets the managers cannot vouch for
+			// (inventory.go) are not adopted: judged before the entry.
+			unvouched := map[string]bool{}
+			tasks := m.s.taskBucketsFor(p)
+			for _, ci := range inv {
+				if b, ok := m.s.lookup(ci.Bucket); ok && !m.s.vouches(b, reg.ID, reg.GUID, tasks) {
+					unvouched[ci.Bucket] = true
+				}
+			}
+			if _, failed := m.apply(t, reg).(error); failed {
+				return
+			}
+			for _, ci := range inv {
+				b, ok := m.s.d.Buckets[ci.Bucket]
+				if _, frozen := m.s.d.Frozen[ci.Bucket]; frozen {
+					continue
+				}
+				if unvouched[ci.Bucket] {
+					if ok && b.Copies[p] != nil {
+						t.Fatalf("unvouched claim of %s by %s adopted: %+v", ci.Bucket, p, b.Copies[p])
+					}
+					continue
+				}
+				if !ok || b.Copies[p] == nil {
+					t.Fatalf("reported %s on %s is not in the table: %+v", ci.Bucket, p, b)
+				}
+				if !b.Hot && !b.Sealed && ci.Latest > b.Latest {
+					t.Fatalf("rebuilt %s: latest %d, a copy reported %d", b.ID, b.Latest, ci.Latest)
+				}
+			}
+		},
+		// A peer claims copies of buckets it may not hold (review M5):
+		// from InventoryVersion a claim the managers cannot vouch for
+		// is not adopted, and is never a primary.
+		"claimForeign": func(t *rapid.T) {
+			p := peer(t)
+			pp, ok := m.s.d.Peers[p]
+			if !ok {
+				return
+			}
+			var inv []CopyInfo
+			for _, id := range m.s.bucketIDs() {
+				if c, ok := m.s.d.Buckets[id].Copies[p]; ok {
+					inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
+				}
+			}
+			ids := m.s.bucketIDs()
+			if len(ids) == 0 {
+				return
+			}
+			claimed := rapid.SampledFrom(ids).Draw(t, "claimed")
+			if _, held := m.s.d.Buckets[claimed].Copies[p]; held {
+				return
+			}
+			inv = append(inv, CopyInfo{Bucket: claimed, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
+			reg := &RegisterPeer{ID: p, GUID: pp.GUID, Site: pp.Site, Inventory: inv, At: m.now}
+			vouched := m.s.vouches(m.s.d.Buckets[claimed], reg.ID, reg.GUID, m.s.taskBucketsFor(p))
+			if _, failed := m.apply(t, reg).(error); failed {
+				return
+			}
+			b, ok := m.s.d.Buckets[claimed]
+			if !ok {
+				return
+			}
+			if _, adopted := b.Copies[p]; adopted != vouched {
+				t.Fatalf("claim of %s by %s: adopted %v, vouched %v (cluster version %d)", claimed, p, adopted, vouched, m.s.ClusterVersion())
+			}
+			if !vouched {
+				for table, primary := range b.Primary {
+					if primary == p {
+						t.Fatalf("unvouched claimant %s is %s's primary for %s", p, claimed, table)
 					}
 				}
-				for _, id := range sortedKeys(m.s.d.Peers) {
-					p := m.s.d.Peers[id]
-					if p.State == StateUp && disk[id].Free < rule.FreeBytes {
-						t.Fatalf("peer %s Up with %d bytes free after the rule", id, disk[id].Free)
-					}
-					if p.Detention == DetentionDisk && p.State == StateDetention && disk[id].Free >= rule.FreeBytes+rule.HysteresisBytes {
-						t.Fatalf("peer %s still in disk detention with %d bytes free", id, disk[id].Free)
-					}
+			}
+		},
+	}
+}
+
+// frozenSteps: TestProperties' steps of late origins, rebuild seals, freezing.
+func frozenSteps(m *model, peer func(*rapid.T) string, bucket func(*rapid.T) (*Bucket, bool)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"lateOrigin": func(t *rapid.T) {
+			var inv []CopyInfo
+			for _, id := range m.s.bucketIDs() {
+				if _, _, g, _ := ParseBucketID(id); g == guid("late") && rapid.Bool().Draw(t, "holds") {
+					inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
 				}
-			},
-			"retention": func(t *rapid.T) {
-				// Retention rules for the planner's steps to apply
-				// (the ordered index against the full pass).
-				c := m.s.d.Config.clone()
-				ic := IndexConfig{Name: "main"}
-				if rapid.Bool().Draw(t, "period") {
-					ic.FrozenTimePeriod = time.Duration(rapid.IntRange(1, 120).Draw(t, "seconds")) * time.Second
+			}
+			site := ""
+			if m.s.d.Config.Multisite() {
+				site = m.s.d.Config.Sites[0]
+			}
+			if _, failed := m.apply(t, &RegisterPeer{ID: "late", GUID: guid("late"), Site: site, Inventory: inv, At: m.now}).(error); failed {
+				return
+			}
+			for _, ci := range inv {
+				if b, ok := m.s.d.Buckets[ci.Bucket]; ok && b.Origin != "late" {
+					t.Fatalf("bucket %s of late's guid has origin %q after late registered", b.ID, b.Origin)
 				}
-				if rapid.Bool().Draw(t, "max") {
-					ic.MaxTotalBytes = int64(rapid.IntRange(0, 5000).Draw(t, "maxBytes"))
+			}
+		},
+		"rebuildSeal": func(t *rapid.T) {
+			for _, seal := range m.s.RebuildSeals() {
+				if _, failed := m.apply(t, seal).(error); failed {
+					t.Fatalf("rebuild seal %+v refused", seal)
 				}
-				c.Indexes = []IndexConfig{ic}
-				m.apply(t, &SetConfig{Config: c})
-			},
-			"corrupt": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					m.apply(t, &MarkCorrupt{Bucket: b.ID, Peer: peer(t)})
-				}
-			},
-			"plan": func(t *rapid.T) {
-				hb := map[string]time.Time{}
-				for _, p := range m.peers {
-					if rapid.IntRange(0, 9).Draw(t, "alive") > 0 {
-						hb[p] = m.now
-					}
-				}
-				for _, c := range checkedPlan(t, m.s, PlanInput{Now: m.now, LastHeartbeat: hb}) {
-					checkStreamingTask(t, m.s, c)
-					checkRebuildHeld(t, m.s, c)
-					if _, failed := m.apply(t, c).(error); failed {
-						t.Fatalf("planned %T %+v refused", c, c)
+				b := m.s.d.Buckets[seal.Bucket]
+				for _, peer := range sortedKeys(b.Copies) {
+					if c := b.Copies[peer]; c.known() && c.Blocks > b.Blocks {
+						t.Fatalf("rebuilt %s sealed at %d below %s's %d blocks", b.ID, b.Blocks, peer, c.Blocks)
 					}
 				}
-			},
-			"finishTasks": func(t *rapid.T) {
-				for _, id := range sortedTaskIDs(m.s.d.Tasks) {
-					m.apply(t, &FixupDone{ID: id, Failed: rapid.IntRange(0, 4).Draw(t, "fail") == 0})
+			}
+			if again := m.s.RebuildSeals(); len(again) > 0 {
+				t.Fatalf("rebuild seals left after applying them: %+v", again)
+			}
+		},
+		// Retention (frozen.go): a whole-bucket freeze, and a peer that
+		// returns with copies of frozen buckets in its inventory.
+		"freeze": func(t *rapid.T) {
+			if b, ok := bucket(t); ok {
+				if r, ok := m.apply(t, &CreateFixup{Kind: TaskFreeze, Level: LevelRetention, Bucket: b.ID, At: m.now}).(Result); ok {
+					m.apply(t, &FixupDone{ID: r.Index})
 				}
-			},
-			// Rebuild from inventories (rebuild.go): a peer reports buckets
-			// nobody knew, some of an origin that registers later ("late"),
-			// with random lengths; the operator's rebuild seals them.
-			"rebuildInventory": func(t *rapid.T) {
-				p := peer(t)
-				var inv []CopyInfo
-				seen := map[string]bool{}
-				for range rapid.IntRange(1, 3).Draw(t, "reported") {
-					origin := rapid.SampledFrom(append([]string{"late"}, m.peers...)).Draw(t, "origin")
-					id := BucketID("main", fmt.Sprintf("r%d", rapid.IntRange(0, 4).Draw(t, "rid")), guid(origin))
-					if seen[id] {
-						continue
-					}
-					seen[id] = true
-					n := int64(rapid.IntRange(0, 6).Draw(t, "blocks"))
-					inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Index: "main", Blocks: n, Events: 10 * n,
-						Earliest: 100 - n, Latest: 100 + n, Size: 1000 * n, Hot: origin == p && rapid.Bool().Draw(t, "hot")})
+			}
+		},
+		"comeBackFrozen": func(t *rapid.T) {
+			p := peer(t)
+			var inv []CopyInfo
+			for _, id := range sortedKeys(m.s.d.Frozen) {
+				if rapid.Bool().Draw(t, "holds") {
+					inv = append(inv, CopyInfo{Bucket: id, Blocks: 3})
 				}
-				for _, id := range m.s.bucketIDs() {
-					if c, ok := m.s.d.Buckets[id].Copies[p]; ok && !seen[id] {
-						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
-					}
+			}
+			site := ""
+			if pp, ok := m.s.d.Peers[p]; ok {
+				site = pp.Site
+			}
+			m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
+			for _, ci := range inv {
+				if _, back := m.s.d.Buckets[ci.Bucket]; back {
+					t.Fatalf("frozen bucket %s came back through %s's inventory", ci.Bucket, p)
 				}
-				site := ""
-				if pp, ok := m.s.d.Peers[p]; ok {
-					site = pp.Site
+				if fz := m.s.d.Frozen[ci.Bucket]; fz == nil || !slices.Contains(fz.Holders, p) {
+					t.Fatalf("%s returned with frozen %s but is not its holder: %+v", p, ci.Bucket, fz)
 				}
-				reg := &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now}
-				// Claims of known buckets the managers cannot vouch for
-				// (inventory.go) are not adopted: judged before the entry.
-				unvouched := map[string]bool{}
-				tasks := m.s.taskBucketsFor(p)
-				for _, ci := range inv {
-					if b, ok := m.s.lookup(ci.Bucket); ok && !m.s.vouches(b, reg.ID, reg.GUID, tasks) {
-						unvouched[ci.Bucket] = true
-					}
-				}
-				if _, failed := m.apply(t, reg).(error); failed {
-					return
-				}
-				for _, ci := range inv {
-					b, ok := m.s.d.Buckets[ci.Bucket]
-					if _, frozen := m.s.d.Frozen[ci.Bucket]; frozen {
-						continue
-					}
-					if unvouched[ci.Bucket] {
-						if ok && b.Copies[p] != nil {
-							t.Fatalf("unvouched claim of %s by %s adopted: %+v", ci.Bucket, p, b.Copies[p])
-						}
-						continue
-					}
-					if !ok || b.Copies[p] == nil {
-						t.Fatalf("reported %s on %s is not in the table: %+v", ci.Bucket, p, b)
-					}
-					if !b.Hot && !b.Sealed && ci.Latest > b.Latest {
-						t.Fatalf("rebuilt %s: latest %d, a copy reported %d", b.ID, b.Latest, ci.Latest)
-					}
-				}
-			},
-			// A peer claims copies of buckets it may not hold (review M5):
-			// from InventoryVersion a claim the managers cannot vouch for
-			// is not adopted, and is never a primary.
-			"claimForeign": func(t *rapid.T) {
-				p := peer(t)
-				pp, ok := m.s.d.Peers[p]
-				if !ok {
-					return
-				}
-				var inv []CopyInfo
-				for _, id := range m.s.bucketIDs() {
-					if c, ok := m.s.d.Buckets[id].Copies[p]; ok {
-						inv = append(inv, CopyInfo{Bucket: id, Searchable: c.Searchable, Blocks: c.Blocks})
-					}
-				}
-				ids := m.s.bucketIDs()
-				if len(ids) == 0 {
-					return
-				}
-				claimed := rapid.SampledFrom(ids).Draw(t, "claimed")
-				if _, held := m.s.d.Buckets[claimed].Copies[p]; held {
-					return
-				}
-				inv = append(inv, CopyInfo{Bucket: claimed, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
-				reg := &RegisterPeer{ID: p, GUID: pp.GUID, Site: pp.Site, Inventory: inv, At: m.now}
-				vouched := m.s.vouches(m.s.d.Buckets[claimed], reg.ID, reg.GUID, m.s.taskBucketsFor(p))
-				if _, failed := m.apply(t, reg).(error); failed {
-					return
-				}
-				b, ok := m.s.d.Buckets[claimed]
-				if !ok {
-					return
-				}
-				if _, adopted := b.Copies[p]; adopted != vouched {
-					t.Fatalf("claim of %s by %s: adopted %v, vouched %v (cluster version %d)", claimed, p, adopted, vouched, m.s.ClusterVersion())
-				}
-				if !vouched {
-					for table, primary := range b.Primary {
-						if primary == p {
-							t.Fatalf("unvouched claimant %s is %s's primary for %s", p, claimed, table)
-						}
-					}
-				}
-			},
-			"lateOrigin": func(t *rapid.T) {
-				var inv []CopyInfo
-				for _, id := range m.s.bucketIDs() {
-					if _, _, g, _ := ParseBucketID(id); g == guid("late") && rapid.Bool().Draw(t, "holds") {
-						inv = append(inv, CopyInfo{Bucket: id, Searchable: true, Blocks: int64(rapid.IntRange(0, 6).Draw(t, "blocks"))})
-					}
-				}
-				site := ""
-				if m.s.d.Config.Multisite() {
-					site = m.s.d.Config.Sites[0]
-				}
-				if _, failed := m.apply(t, &RegisterPeer{ID: "late", GUID: guid("late"), Site: site, Inventory: inv, At: m.now}).(error); failed {
-					return
-				}
-				for _, ci := range inv {
-					if b, ok := m.s.d.Buckets[ci.Bucket]; ok && b.Origin != "late" {
-						t.Fatalf("bucket %s of late's guid has origin %q after late registered", b.ID, b.Origin)
-					}
-				}
-			},
-			"rebuildSeal": func(t *rapid.T) {
-				for _, seal := range m.s.RebuildSeals() {
-					if _, failed := m.apply(t, seal).(error); failed {
-						t.Fatalf("rebuild seal %+v refused", seal)
-					}
-					b := m.s.d.Buckets[seal.Bucket]
-					for _, peer := range sortedKeys(b.Copies) {
-						if c := b.Copies[peer]; c.known() && c.Blocks > b.Blocks {
-							t.Fatalf("rebuilt %s sealed at %d below %s's %d blocks", b.ID, b.Blocks, peer, c.Blocks)
-						}
-					}
-				}
-				if again := m.s.RebuildSeals(); len(again) > 0 {
-					t.Fatalf("rebuild seals left after applying them: %+v", again)
-				}
-			},
-			// Retention (frozen.go): a whole-bucket freeze, and a peer that
-			// returns with copies of frozen buckets in its inventory.
-			"freeze": func(t *rapid.T) {
-				if b, ok := bucket(t); ok {
-					if r, ok := m.apply(t, &CreateFixup{Kind: TaskFreeze, Level: LevelRetention, Bucket: b.ID, At: m.now}).(Result); ok {
-						m.apply(t, &FixupDone{ID: r.Index})
-					}
-				}
-			},
-			"comeBackFrozen": func(t *rapid.T) {
-				p := peer(t)
-				var inv []CopyInfo
-				for _, id := range sortedKeys(m.s.d.Frozen) {
-					if rapid.Bool().Draw(t, "holds") {
-						inv = append(inv, CopyInfo{Bucket: id, Blocks: 3})
-					}
-				}
-				site := ""
-				if pp, ok := m.s.d.Peers[p]; ok {
-					site = pp.Site
-				}
-				m.apply(t, &RegisterPeer{ID: p, GUID: guid(p), Site: site, Inventory: inv, At: m.now})
-				for _, ci := range inv {
-					if _, back := m.s.d.Buckets[ci.Bucket]; back {
-						t.Fatalf("frozen bucket %s came back through %s's inventory", ci.Bucket, p)
-					}
-					if fz := m.s.d.Frozen[ci.Bucket]; fz == nil || !slices.Contains(fz.Holders, p) {
-						t.Fatalf("%s returned with frozen %s but is not its holder: %+v", p, ci.Bucket, fz)
-					}
-				}
-			},
-		})
-	})
+			}
+		},
+	}
 }
 
 // checkRebuildHeld: a bucket rebuilt from inventories whose copies disagree

@@ -194,6 +194,9 @@ func (g *logGen) command(s *State) Command {
 		rid = fmt.Sprintf("r%d", g.r.IntN(50)) // some retried
 	}
 	req := ReqID{rid}
+	if g.r.IntN(12) == 0 {
+		return g.savedCommand(req) // savedsearch_test.go
+	}
 	switch k := g.r.IntN(27); k {
 	case 0, 1, 2:
 		tc, err := s.ChooseTargets(p, "main")

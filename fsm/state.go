@@ -456,6 +456,9 @@ type stateData struct {
 	Marks map[uint64]*TaskMarks `json:"marks,omitempty"`
 	// Bundle is the configuration bundle in force (bundle.go), nil: none.
 	Bundle *ConfigBundle `json:"bundle,omitempty"`
+	// Saved holds the saved searches and their slots (savedsearch.go);
+	// nil in snapshots from before them and while there are none.
+	Saved *savedSearches `json:"saved_searches,omitempty"`
 }
 
 // RequestRecord remembers one applied request id.

@@ -21,9 +21,11 @@ import (
 // the inventory rules (InventoryVersion, inventory.go): a registration
 // adopts only the claimed copies the managers can vouch for and declares
 // no index unless indexes are created automatically; version 8 adds
-// CmdSetBundle, the configuration bundle (BundleVersion, bundle.go). A
-// build that adds a command type raises Version and lists the type in clusterVersions.
-const Version = 8
+// CmdSetBundle, the configuration bundle (BundleVersion, bundle.go);
+// version 9 the saved-search commands (SavedSearchVersion,
+// savedsearch.go). A build that adds a command type raises Version and
+// lists the type in clusterVersions.
+const Version = 9
 
 // LeftAtVersion is the cluster version from which the FSM records when a
 // copy leaves a hot bucket's searchable set (Bucket.LeftAt).
@@ -38,6 +40,11 @@ var clusterVersions = map[CommandType]int{
 	CmdSetClusterVersion: 2,
 	CmdMarkFixup:         2,
 	CmdExtendSeal:        2,
+	CmdAddSavedSearch:    SavedSearchVersion,
+	CmdRemoveSavedSearch: SavedSearchVersion,
+	CmdRunSavedSearch:    SavedSearchVersion,
+	CmdClaimSlot:         SavedSearchVersion,
+	CmdFinishSlot:        SavedSearchVersion,
 }
 
 // MinClusterVersion is the cluster version a command of type t needs.

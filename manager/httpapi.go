@@ -81,6 +81,11 @@ func (a *httpAPI) routes() http.Handler {
 	mux.HandleFunc("/v1/config", a.read(a.handleGetConfig)) // other methods: 405 JSON
 	mux.HandleFunc("GET /v1/bundle", a.read(a.admin(a.handleGetBundle)))
 	mux.HandleFunc("POST /v1/bundle", a.write(ed.serialised(a.handleSetBundle)))
+	sv := &savedSearchAPI{m: a.m, h: a}                     // savedapi.go
+	mux.HandleFunc("GET /v1/savedsearches", a.read(a.admin(sv.handleList)))
+	mux.HandleFunc("POST /v1/savedsearches", a.write(sv.handleAdd))
+	mux.HandleFunc("DELETE /v1/savedsearches/{name}", a.writeAs(http.MethodDelete, sv.handleRemove))
+	mux.HandleFunc("POST /v1/savedsearches/{name}/run", a.write(sv.handleRun))
 	mux.HandleFunc("/v1/fixups", a.read(a.handleFixups))
 	mux.HandleFunc("/v1/fixups/{id}", a.read(a.handleFixup))
 	mux.HandleFunc("/v1/managers", a.read(a.handleManagers))
@@ -264,6 +269,10 @@ func toAPIError(err error) *APIError {
 		{fsm.ErrBadTask, http.StatusConflict, "bad_task"},
 		{fsm.ErrClusterVersion, http.StatusConflict, "cluster_version"},
 		{fsm.ErrBadBundle, http.StatusBadRequest, "bad_bundle"},
+		{fsm.ErrBadSavedSearch, http.StatusBadRequest, "bad_saved_search"},
+		{fsm.ErrSavedSearchExists, http.StatusConflict, "saved_search_exists"},
+		{fsm.ErrUnknownSavedSearch, http.StatusNotFound, "unknown_saved_search"},
+		{fsm.ErrSlotNotHeld, http.StatusConflict, "slot_not_held"},
 		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
 		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
 		{ErrClosed, http.StatusServiceUnavailable, "shutting_down"},

@@ -37,6 +37,7 @@ var peerOps = map[string]peerOp{
 	api.OpFixupResult: op("fixup result", (*peerService).fixupResult),
 	api.OpBuckets:     op("buckets", (*peerService).buckets),
 	api.OpBundle:      op("bundle", (*peerService).bundle),
+	api.OpSavedSearch: op("saved search", savedSearchOp), // savedops.go
 }
 
 // op binds an operation's handler: guard checks the request's wire version

@@ -92,6 +92,11 @@ type Config struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// (default DefaultBodyReadTimeout; bodydeadline.go).
 	BodyReadTimeout time.Duration
+	// SavedSearchRefresh and SavedSearchGrace tune the saved-search
+	// scheduler (scheduler.go; defaults DefaultSavedSearchRefresh and
+	// DefaultSavedSearchGrace).
+	SavedSearchRefresh time.Duration
+	SavedSearchGrace   time.Duration
 }
 
 // Head is a running search head.
@@ -170,6 +175,12 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8089"
 	}
+	if cfg.SavedSearchRefresh <= 0 {
+		cfg.SavedSearchRefresh = DefaultSavedSearchRefresh
+	}
+	if cfg.SavedSearchGrace <= 0 {
+		cfg.SavedSearchGrace = DefaultSavedSearchGrace
+	}
 	cfg.Jobs = cfg.Jobs.withDefaults()
 	log := cfg.Logger
 	if log == nil {
@@ -237,8 +248,9 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 	// Wait (bounded by ctx) for a first table and config so the first
 	// searches are not refused; a head with no manager keeps trying.
 	h.waitReady(ctx)
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.configLoop()
+	go newScheduler(h).loop() // scheduler.go
 	return h, nil
 }
 
@@ -514,7 +526,7 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	// Streaming output: a pure event search releases each bucket's events
 	// once its marker arrived; anything else is merged at the end.
-	out := &outcome{h: h, plan: plan, emit: emit, cancel: cancel, pub: h.publisher(req.Publish),
+	out := &outcome{h: h, plan: plan, emit: emit, cancel: cancel, pub: h.publisher(req.Publish, req.slot),
 		streamable: emit != nil && plan.Streamable()}
 	out.keep, _ = plan.SortKeep(h.cfg.MaxResults)
 	rn.onBucket = out.take

@@ -27,6 +27,9 @@ type metrics struct {
 	knowledgeReloads prometheus.Counter
 	// knowledgeRefused counts changed --knowledge folders refused.
 	knowledgeRefused prometheus.Counter
+	// savedRuns counts the saved-search slots this head ran, per status
+	// (scheduler.go).
+	savedRuns *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,8 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Knowledge bundles put in force after start (--knowledge: a changed folder that parsed)."}),
 		knowledgeRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_knowledge_refused_total",
 			Help: "Changed --knowledge folders refused (read or parse error, logged with its line); the last good bundle stays in force."}),
+		savedRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_savedsearch_runs_total",
+			Help: "Saved-search slots this head was granted and ran, per status: ok, failed (a failed attempt; the slot may be retried), unrecorded (the run ended but the managers did not record it)."}, []string{"status"}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns)
 	return m
 }
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/query"
 )
 
@@ -18,18 +21,32 @@ import (
 type publisher struct {
 	h       *Head
 	subject string
+	// slot, when set, is the Quarry-Slot header of every message (a saved
+	// search's run, scheduler.go).
+	slot    string
 	buf     bytes.Buffer
 	err     error
 	sent    int // rows in messages published
 	pending int // rows in buf
 }
 
-func (h *Head) publisher(name string) *publisher {
+func (h *Head) publisher(name, slot string) *publisher {
 	if name == "" {
 		return &publisher{}
 	}
 	subj, _ := h.subj.Results(name) // validated before the search started
-	return &publisher{h: h, subject: subj}
+	return &publisher{h: h, subject: subj, slot: slot}
+}
+
+// publish sends one message, with the slot header when set.
+func (p *publisher) publish(data []byte) error {
+	if p.slot == "" {
+		return p.h.nc.Publish(p.subject, data)
+	}
+	m := nats.NewMsg(p.subject)
+	m.Header.Set(api.SlotHeader, p.slot)
+	m.Data = data
+	return p.h.nc.PublishMsg(m)
 }
 
 func (p *publisher) rows(rows []map[string]any) {
@@ -54,7 +71,7 @@ func (p *publisher) flush() {
 	if p.buf.Len() == 0 || p.err != nil {
 		return
 	}
-	if err := p.h.nc.Publish(p.subject, append([]byte(nil), p.buf.Bytes()...)); err != nil {
+	if err := p.publish(append([]byte(nil), p.buf.Bytes()...)); err != nil {
 		p.err = err
 		p.h.log.Warn("publish results", "subject", p.subject, "err", err)
 	} else {
@@ -85,7 +102,7 @@ func (p *publisher) summary(s query.Summary) {
 	}
 	p.flush()
 	b, _ := json.Marshal(map[string]any{"summary": s})
-	if err := p.h.nc.Publish(p.subject, b); err != nil {
+	if err := p.publish(b); err != nil {
 		p.h.log.Warn("publish summary", "subject", p.subject, "err", err)
 	}
 	_ = p.h.nc.Flush()

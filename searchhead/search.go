@@ -33,6 +33,9 @@ type Request struct {
 	// fixed; the search page and `quarry search --site` send it so a
 	// request meant for another site is refused, not silently served).
 	Site string `json:"site,omitempty"`
+	// slot is the Quarry-Slot header of a saved search's run
+	// (scheduler.go); never from a client.
+	slot string
 }
 
 // bucket outcomes in a search.

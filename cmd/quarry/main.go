@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			rebalanceCommand(),
 			indexCommand(),
 			tokenCommand(),
+			savedSearchCommand(),
 			searchCommand(),
 			ingestCommand(),
 			healthCommand(),

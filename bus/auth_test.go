@@ -203,6 +203,13 @@ func TestRolePermissionsTable(t *testing.T) {
 		_ = p1.nc.Flush()
 		testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation(sub) })
 	}
+	// Nor to knowledge bundle fetches: only search heads answer them (and
+	// a peer checks what it gets against the hash it asked for).
+	if _, err := p1.nc.Subscribe("quarry.bundle.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.nc.Flush()
+	testutil.WaitFor(t, 2*time.Second, func() error { return p1.errs.violation("quarry.bundle.>") })
 	// Nor to another peer's key lookups.
 	if _, err := p1.nc.Subscribe("quarry.idem.site1.p2.*", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,9 @@ func writeKnowledge(t *testing.T, dir, extract string) {
 // events, eventtype= and tag= match; a changed folder changes the next
 // search's answer; a broken one is refused and the last good one stays.
 func TestClusterKnowledgeBundle(t *testing.T) {
-	c := Start(t, Options{PeersPerSite: 2})
+	// Per-process bus users: peers fetch the bundle from the heads under
+	// their own permissions.
+	c := Start(t, Options{PeersPerSite: 2, RoleUsers: true})
 	dir := t.TempDir()
 	writeKnowledge(t, dir, `who=(?<user>[a-z]+)`)
 	withKnowledge := func(cfg *searchhead.Config) { cfg.KnowledgeDir = dir }

@@ -157,7 +157,7 @@ func (b *SearchBundle) For(sourcetype string) *SearchRules {
 // Sourcetypes lists the sourcetypes with a stanza of their own, sorted.
 func (b *SearchBundle) Sourcetypes() []string {
 	var out []string
-	for _, st := range sortedRuleKeys(b.rules) {
+	for _, st := range sortedStrKeys(b.rules) {
 		if st != "" {
 			out = append(out, st)
 		}
@@ -172,7 +172,7 @@ func (b *SearchBundle) HasRules() bool { return len(b.rules) > 0 }
 // compile once).
 func (b *SearchBundle) EvalDefs() []EvalDef {
 	var out []EvalDef
-	for _, st := range sortedRuleKeys(b.rules) {
+	for _, st := range sortedStrKeys(b.rules) {
 		out = append(out, b.rules[st].Evals...)
 	}
 	return out
@@ -228,15 +228,6 @@ func globName(pattern, name string) bool {
 		name = name[j+len(p):]
 	}
 	return true
-}
-
-func sortedRuleKeys(m map[string]*SearchRules) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func sortedStrKeys[V any](m map[string]V) []string {
@@ -617,9 +608,10 @@ func ParseLookupSpec(v string) (AutoLookup, error) {
 	return l, nil
 }
 
-// parseEventtypes reads eventtypes.conf: [name] search = ….
-func (b *SearchBundle) parseEventtypes(data []byte) []error {
-	sts, err := ParseConf(EventtypesConf, data)
+// eachStanza parses a .conf file and calls fn for every stanza but
+// [default], collecting the errors.
+func eachStanza(name string, data []byte, fn func(st Stanza) error) []error {
+	sts, err := ParseConf(name, data)
 	if err != nil {
 		return []error{err}
 	}
@@ -628,32 +620,33 @@ func (b *SearchBundle) parseEventtypes(data []byte) []error {
 		if st.Name == "default" {
 			continue
 		}
-		s, ok := st.Get("search")
-		if !ok || strings.TrimSpace(s) == "" {
-			errs = append(errs, fmt.Errorf("%s:%d: [%s]: search = … is required", EventtypesConf, st.Line, st.Name))
-			continue
+		if err := fn(st); err != nil {
+			errs = append(errs, err)
 		}
-		b.eventtypes[st.Name] = s
 	}
 	return errs
 }
 
+// parseEventtypes reads eventtypes.conf: [name] search = ….
+func (b *SearchBundle) parseEventtypes(data []byte) []error {
+	return eachStanza(EventtypesConf, data, func(st Stanza) error {
+		s, ok := st.Get("search")
+		if !ok || strings.TrimSpace(s) == "" {
+			return fmt.Errorf("%s:%d: [%s]: search = … is required", EventtypesConf, st.Line, st.Name)
+		}
+		b.eventtypes[st.Name] = s
+		return nil
+	})
+}
+
 // parseTags reads tags.conf: [field=value] stanzas of tag = enabled.
 func (b *SearchBundle) parseTags(data []byte) []error {
-	sts, err := ParseConf(TagsConf, data)
-	if err != nil {
-		return []error{err}
-	}
-	var errs []error
-	for _, st := range sts {
-		if st.Name == "default" {
-			continue
-		}
+	return eachStanza(TagsConf, data, func(st Stanza) error {
 		field, value, ok := strings.Cut(st.Name, "=")
 		if !ok || field == "" || value == "" {
-			errs = append(errs, fmt.Errorf("%s:%d: [%s]: want [<field>=<value>]", TagsConf, st.Line, st.Name))
-			continue
+			return fmt.Errorf("%s:%d: [%s]: want [<field>=<value>]", TagsConf, st.Line, st.Name)
 		}
+		var errs []error
 		for _, kv := range st.Keys {
 			switch strings.ToLower(kv.Value) {
 			case "enabled":
@@ -663,6 +656,6 @@ func (b *SearchBundle) parseTags(data []byte) []error {
 				errs = append(errs, fmt.Errorf("%s:%d: %s = %q: want enabled or disabled", TagsConf, kv.Line, kv.Key, kv.Value))
 			}
 		}
-	}
-	return errs
+		return errors.Join(errs...)
+	})
 }

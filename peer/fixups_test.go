@@ -176,7 +176,9 @@ func (f *fakeCP) result(id uint64) (api.FixupResult, int) {
 	return rs[0], len(rs)
 }
 
-func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
+// startTestNATS starts a NATS server on loopback and connects a client
+// named name to it; both stop with the test.
+func startTestNATS(t *testing.T, name string) (*bus.Server, *nats.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -186,11 +188,18 @@ func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := bus.Connect(ctx, srv.ClientURL(), bus.ConnectOptions{Name: "managers (fake)", Logger: log})
+	nc, err := bus.Connect(ctx, srv.ClientURL(), bus.ConnectOptions{Name: name, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	return srv, nc
+}
+
+func startFakeCluster(t *testing.T, ids ...string) (*fakeCP, map[string]*Peer) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, nc := startTestNATS(t, "managers (fake)")
 	cp := &fakeCP{targets: map[string][]fsm.CopySpec{}, confirm: map[uint64]bool{}, results: map[uint64][]api.FixupResult{}, confirmed: map[uint64]int{}, nc: nc}
 	peers := map[string]*Peer{}
 	for _, id := range ids {

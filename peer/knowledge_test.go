@@ -14,7 +14,6 @@ import (
 
 	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/bus"
-	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/knowledge"
 )
 
@@ -27,16 +26,7 @@ func TestKnowledgeFetchChecksTheHash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{Name: "n1", Site: fsm.DefaultSite, Listen: "127.0.0.1:0", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := bus.Connect(ctx, srv.ClientURL(), bus.ConnectOptions{Name: "test", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := startTestNATS(t, "search heads (fake)")
 	subj, _ := bus.NewSubjects("quarry")
 	good := knowledge.Files{"props.conf": []byte("[web]\nEXTRACT-u = u=(?<user>\\w+)\n")}
 	forged := knowledge.Files{"props.conf": []byte("[web]\nEXTRACT-u = u=(?<user>x)\n")}

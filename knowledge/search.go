@@ -46,7 +46,7 @@ import (
 
 // MaxKnowledgeBytes bounds a knowledge bundle's files together (lookups
 // included): one NATS message carries it to a peer.
-const MaxKnowledgeBytes = 768 << 10
+const MaxKnowledgeBytes = 512 << 10
 
 // Knowledge bundle files besides props.conf and transforms.conf.
 const (

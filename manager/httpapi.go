@@ -81,7 +81,7 @@ func (a *httpAPI) routes() http.Handler {
 	mux.HandleFunc("/v1/config", a.read(a.handleGetConfig)) // other methods: 405 JSON
 	mux.HandleFunc("GET /v1/bundle", a.read(a.admin(a.handleGetBundle)))
 	mux.HandleFunc("POST /v1/bundle", a.write(ed.serialised(a.handleSetBundle)))
-	sv := &savedSearchAPI{m: a.m, h: a}                     // savedapi.go
+	sv := &savedSearchAPI{m: a.m, h: a} // savedapi.go
 	mux.HandleFunc("GET /v1/savedsearches", a.read(a.admin(sv.handleList)))
 	mux.HandleFunc("POST /v1/savedsearches", a.write(sv.handleAdd))
 	mux.HandleFunc("DELETE /v1/savedsearches/{name}", a.writeAs(http.MethodDelete, sv.handleRemove))

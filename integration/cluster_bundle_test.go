@@ -6,12 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/manager"
+	"github.com/quarry-dev/quarry/peer/hec"
 )
 
 // bundleProps is a stanza for sourcetype app: records start with ts=, the
@@ -112,6 +115,23 @@ func TestClusterConfigBundle(t *testing.T) {
 	waitExact(t, c, []string{head}, "sourcetype=app earliest=1767243601 latest=1767243602", n)
 	waitExact(t, c, []string{head}, `"Caused by" IllegalStateException`, n)
 
+	// quarry ingest FILE --sourcetype app into a cluster peer, two lines
+	// per request at most: its requests are cut only where an event may
+	// start, so every record keeps its stack trace.
+	var file strings.Builder
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&file, "ts=2026-01-03T00:00:%02d ERROR ingested n=%d\njava.lang.Error: x\n\tat a.B.c(B.java:%d)\n", i, i, i)
+	}
+	f := filepath.Join(t.TempDir(), "app.log")
+	if err := os.WriteFile(f, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ingestURL := "http://" + c.Peer(c.PeerIDs()[1]).Addr()
+	if _, err := hec.Ingest(ctx, hec.ClientConfig{URL: ingestURL, Token: HECToken, Index: "main", Sourcetype: "app", Batch: 2}, []string{f}); err != nil {
+		t.Fatal(err)
+	}
+	waitExact(t, c, []string{head}, "ingested earliest=1767398400 latest=1767398440 java.lang.Error", 40)
+
 	// A new bundle: no merging; the next request gives one event per line.
 	applyAndWait("[app]\nTIME_PREFIX = ts=\nTIME_FORMAT = %Y-%m-%dT%H:%M:%S\n")
 	url := "http://" + c.Peer(c.PeerIDs()[0]).Addr() + "/services/collector/raw?index=main&sourcetype=app"
@@ -119,5 +139,5 @@ func TestClusterConfigBundle(t *testing.T) {
 		t.Fatalf("raw after the new bundle: %d code %d", s, code)
 	}
 	waitExact(t, c, []string{head}, "split", 3)
-	waitExact(t, c, []string{head}, "sourcetype=app", 3*n+9)
+	waitExact(t, c, []string{head}, "sourcetype=app", 3*n+40+9) // records, ingested records, split lines
 }

@@ -48,7 +48,8 @@ func TestClusterKnowledgeBundle(t *testing.T) {
 	dir := t.TempDir()
 	writeKnowledge(t, dir, `who=(?<user>[a-z]+)`)
 	withKnowledge := func(cfg *searchhead.Config) { cfg.KnowledgeDir = dir }
-	heads := []string{c.StartSearchHead("sh1", "site1", withKnowledge).URL(), c.StartSearchHead("sh0", "site0", withKnowledge).URL()}
+	heads := []string{c.StartSearchHead("sh1", "site1", withKnowledge).URL(), c.StartSearchHead("sh2", "site2", withKnowledge).URL(),
+		c.StartSearchHead("sh0", "site0", withKnowledge).URL()}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var body strings.Builder

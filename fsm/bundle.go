@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 )
 
@@ -64,7 +65,7 @@ var ErrBadBundle = fmt.Errorf("bad bundle")
 func CheckBundle(c *SetBundle) error {
 	total := 0
 	for name, b := range c.Files {
-		if !bundleFile(name) {
+		if !slices.Contains(BundleFiles, name) {
 			return fmt.Errorf("%w: file %q: a bundle holds only %s", ErrBadBundle, name, strings.Join(BundleFiles, " and "))
 		}
 		total += len(b)
@@ -76,15 +77,6 @@ func CheckBundle(c *SetBundle) error {
 		return fmt.Errorf("%w: hash %q: want sha256:<hex>", ErrBadBundle, c.Hash)
 	}
 	return nil
-}
-
-func bundleFile(name string) bool {
-	for _, n := range BundleFiles {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // applySetBundle puts the bundle in force (no files: none). A plain

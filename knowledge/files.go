@@ -85,6 +85,25 @@ func (f Files) size() int {
 	return n
 }
 
+// FilesFromText is a bundle's files as the wire and the state carry them
+// (text by name).
+func FilesFromText(text map[string]string) Files {
+	f := make(Files, len(text))
+	for name, t := range text {
+		f[name] = []byte(t)
+	}
+	return f
+}
+
+// Text is the files as text by name (FilesFromText's inverse).
+func (f Files) Text() map[string]string {
+	out := make(map[string]string, len(f))
+	for name, b := range f {
+		out[name] = string(b)
+	}
+	return out
+}
+
 // Hash is "sha256:" + hex SHA-256 over the files in name order, each as
 // (8-byte big-endian name length, name, 8-byte big-endian content length,
 // content): equal content, equal hash; no two different bundles share the

@@ -58,10 +58,7 @@ func (a *httpAPI) handleSetBundle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(err))
 		return
 	}
-	files := knowledge.Files{}
-	for name, text := range req.Files {
-		files[name] = []byte(text)
-	}
+	files := knowledge.FilesFromText(req.Files)
 	check := &fsm.SetBundle{Hash: files.Hash(), Files: req.Files}
 	if len(req.Files) == 0 {
 		writeError(w, &APIError{Status: http.StatusBadRequest, Code: "bad_bundle", Message: "POST /v1/bundle: no files: a bundle holds props.conf and/or transforms.conf"})

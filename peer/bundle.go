@@ -26,10 +26,7 @@ func (p *Peer) fetchBundle(ctx context.Context, hash string) (*knowledge.IndexRu
 	if err != nil {
 		return nil, fmt.Errorf("fetch configuration bundle %s: %w", hash, err)
 	}
-	files := knowledge.Files{}
-	for name, text := range reply.Files {
-		files[name] = []byte(text)
-	}
+	files := knowledge.FilesFromText(reply.Files)
 	if got := files.Hash(); got != reply.Hash {
 		return nil, fmt.Errorf("configuration bundle: the managers sent %s with content hashing to %s", reply.Hash, got)
 	}

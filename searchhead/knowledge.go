@@ -40,21 +40,24 @@ type knowledgeStore struct {
 	sub  *nats.Subscription
 }
 
-// load reads, parses and compiles the folder; the bundle and its files.
+// loadKnowledge reads, parses and compiles the folder: the bundle and its
+// files.
 func loadKnowledge(dir string) (*query.Knowledge, knowledge.Files, error) {
 	files, err := knowledge.LoadKnowledgeDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	k, err := compileKnowledge(files)
+	return k, files, err
+}
+
+// compileKnowledge parses and compiles files already read.
+func compileKnowledge(files knowledge.Files) (*query.Knowledge, error) {
 	b, err := knowledge.ParseSearchBundle(files)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	k, err := query.CompileKnowledge(b)
-	if err != nil {
-		return nil, nil, err
-	}
-	return k, files, nil
+	return query.CompileKnowledge(b)
 }
 
 // startKnowledge loads the head's bundle (if any), serves bundle fetches
@@ -133,7 +136,7 @@ func (h *Head) watchKnowledge() {
 		if files.Hash() == ks.cur.Load().Hash() {
 			continue
 		}
-		k, _, err := loadKnowledge(ks.dir)
+		k, err := compileKnowledge(files) // the files just read, not a second read
 		if err != nil {
 			if failed != err.Error() {
 				h.metrics.knowledgeRefused.Inc()

@@ -30,13 +30,9 @@ func bundleCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("cluster bundle apply: %w", err)
 				}
-				text := make(map[string]string, len(files))
-				for name, b := range files {
-					text[name] = string(b)
-				}
 				ctx, cancel := callCtx(c)
 				defer cancel()
-				st, err := cl.ApplyBundle(ctx, text)
+				st, err := cl.ApplyBundle(ctx, files.Text())
 				if err != nil {
 					return fmt.Errorf("cluster bundle apply: %w", err)
 				}

@@ -64,7 +64,7 @@ func tlsCommand() *cli.Command {
 		Usage: "TLS material for quarry's servers",
 		Subcommands: []*cli.Command{{
 			Name:  "gen",
-			Usage: "write a new CA (ca.pem) and, per role, a certificate it signed for --hosts (ROLE/cert.pem, ROLE/key.pem) into --dir",
+			Usage: "write a new CA (ca.pem) and, per role, a certificate it signed for --hosts (ROLE/cert.pem, ROLE/key.pem) into --dir; with --process, one per process (process/NAME/)",
 			Description: `Writes DIR/ca.pem and, for each role of --roles (default: all four), a
 certificate that carries that role and no other: DIR/manager/, DIR/bus/,
 DIR/peer/ and DIR/searchhead/, each holding cert.pem and key.pem (ECDSA
@@ -88,11 +88,19 @@ of them, or the single cert.pem and key.pem an older quarry wrote, is
 refused; --force replaces everything (a new CA; other roles' certificates
 and an older cert.pem and key.pem, signed by the CA it replaces, are
 removed). Production deployments issue each process its own certificate
-from their own CA, with the role's OU.`,
+from their own CA, with the role's OU.
+
+--process NAME:ROLE (repeated or comma-separated) issues a certificate of
+that one process instead: DIR/process/NAME/cert.pem and key.pem, its
+CommonName NAME, its one OU the role's, naming every --hosts entry and NAME
+itself. No two processes then share a key (review M6): the docker-compose
+demo gives each service its own. With --process, role certificates are
+written only for the roles --roles names.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "dir", Required: true, Usage: "folder to write into (created)", EnvVars: envVars("tls-dir")},
 				&cli.StringSliceFlag{Name: "hosts", Required: true, Usage: "DNS names and IP addresses the certificates name (comma-separated or repeated)", EnvVars: envVars("tls-hosts")},
 				&cli.StringSliceFlag{Name: "roles", Usage: "roles to issue a certificate for, of " + strings.Join(tlsconfig.AllRoles, ", ") + " (comma-separated or repeated; default all)", EnvVars: envVars("tls-roles")},
+				&cli.StringSliceFlag{Name: "process", Usage: "`NAME:ROLE` of a process to issue its own certificate for, in DIR/process/NAME/ (comma-separated or repeated); with it, --roles defaults to none", EnvVars: envVars("tls-process")},
 				&cli.DurationFlag{Name: "valid-for", Value: tlsconfig.DefaultValidity, Usage: "validity of the CA and the certificates", EnvVars: envVars("tls-valid-for")},
 				&cli.BoolFlag{Name: "force", Usage: "replace existing files"},
 			},
@@ -106,19 +114,22 @@ func tlsGen(c *cli.Context) error {
 		return fmt.Errorf("tls gen: unexpected arguments %q", c.Args().Slice())
 	}
 	dir := c.String("dir")
-	roles := splitList(c.StringSlice("roles"))
-	files, ok, err := tlsconfig.Existing(dir, roles...)
+	roles, procs, err := tlsGenSubjects(c)
+	if err != nil {
+		return err
+	}
+	files, ok, err := tlsconfig.ExistingFor(dir, roles, procs)
 	if err != nil && !c.Bool("force") {
 		return fmt.Errorf("tls gen: %w (--force replaces them)", err)
 	}
 	if ok && !c.Bool("force") {
-		fmt.Fprintf(os.Stderr, "tls gen: %s already holds %s and the certificates of %s: kept\n", dir, tlsconfig.CAFile, strings.Join(sortedRoles(files), ", "))
+		fmt.Fprintf(os.Stderr, "tls gen: %s already holds %s and the certificates of %s: kept\n", dir, tlsconfig.CAFile, strings.Join(sortedSubjects(files, procs), ", "))
 		return nil
 	}
-	if files, err = tlsconfig.GenerateRoles(dir, splitList(c.StringSlice("hosts")), c.Duration("valid-for"), roles...); err != nil {
+	if files, err = tlsconfig.GenerateFor(dir, splitList(c.StringSlice("hosts")), c.Duration("valid-for"), roles, procs); err != nil {
 		return err
 	}
-	for _, r := range sortedRoles(files) {
+	for _, r := range sortedSubjects(files, procs) {
 		fmt.Fprintf(os.Stderr, "tls gen: %s certificate %s, key %s\n", r, files[r].Cert, files[r].Key)
 	}
 	fmt.Fprintf(os.Stderr, "tls gen: CA %s (give it to every process as --tls-ca)\n", filepath.Join(dir, tlsconfig.CAFile))
@@ -138,13 +149,36 @@ func splitList(values []string) []string {
 	return out
 }
 
-// sortedRoles lists files' roles in tlsconfig.AllRoles order.
-func sortedRoles(files map[string]tlsconfig.Files) []string {
+// tlsGenSubjects reads --roles and --process: every role when neither is
+// given, only the roles --roles names when --process is.
+func tlsGenSubjects(c *cli.Context) ([]string, []tlsconfig.Process, error) {
+	var procs []tlsconfig.Process
+	for _, s := range splitList(c.StringSlice("process")) {
+		p, err := tlsconfig.ParseProcess(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		procs = append(procs, p)
+	}
+	named := splitList(c.StringSlice("roles"))
+	if len(procs) > 0 && len(named) == 0 {
+		return nil, procs, nil
+	}
+	roles, err := tlsconfig.PickRoles(named)
+	return roles, procs, err
+}
+
+// sortedSubjects lists files' keys: roles in tlsconfig.AllRoles order,
+// then the processes in the order given.
+func sortedSubjects(files map[string]tlsconfig.Files, procs []tlsconfig.Process) []string {
 	var out []string
 	for _, r := range tlsconfig.AllRoles {
 		if _, ok := files[r]; ok {
 			out = append(out, r)
 		}
+	}
+	for _, p := range procs {
+		out = append(out, tlsconfig.ProcessKey(p.Name))
 	}
 	return out
 }

@@ -163,3 +163,36 @@ func mustLeaf(t *testing.T, f tlsconfig.Files) *x509.Certificate {
 	}
 	return c
 }
+
+// TestTLSGenProcesses: `quarry tls gen --process NAME:ROLE` writes one
+// certificate per process (process/NAME/, CN NAME, the role's OU) and no
+// role certificate unless --roles names one; a complete folder is kept,
+// a bad process is refused naming it.
+func TestTLSGenProcesses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if err := runQuarry("tls", "gen", "--dir", dir, "--hosts", "localhost", "--process", "m1:manager,p1:peer", "--process", "sh1:searchhead"); err != nil {
+		t.Fatal(err)
+	}
+	for name, role := range map[string]string{"m1": tlsconfig.RoleManager, "p1": tlsconfig.RolePeer, "sh1": tlsconfig.RoleSearchHead} {
+		leaf := mustLeaf(t, tlsconfig.ProcessFiles(dir, name))
+		if leaf.Subject.CommonName != name || len(tlsconfig.Roles(leaf)) != 1 || tlsconfig.Roles(leaf)[0] != role {
+			t.Fatalf("%s: CN %q roles %q", name, leaf.Subject.CommonName, tlsconfig.Roles(leaf))
+		}
+	}
+	if _, err := os.Stat(tlsconfig.FilesIn(dir, tlsconfig.RolePeer).Cert); err == nil {
+		t.Fatal("a role certificate without --roles")
+	}
+	ca, _ := os.ReadFile(filepath.Join(dir, tlsconfig.CAFile))
+	if err := runQuarry("tls", "gen", "--dir", dir, "--hosts", "localhost", "--process", "m1:manager,p1:peer,sh1:searchhead"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, tlsconfig.CAFile)); !bytes.Equal(ca, again) {
+		t.Fatal("a complete folder was not kept")
+	}
+	if err := runQuarry("tls", "gen", "--dir", dir, "--hosts", "localhost", "--process", "m1:manager,p2:peer"); err == nil || !strings.Contains(err.Error(), "some files but not all") {
+		t.Fatalf("a process added to an existing CA: %v", err)
+	}
+	if err := runQuarry("tls", "gen", "--dir", t.TempDir(), "--hosts", "localhost", "--process", "p1:admin"); err == nil || !strings.Contains(err.Error(), `"admin"`) {
+		t.Fatalf("unknown role: %v", err)
+	}
+}

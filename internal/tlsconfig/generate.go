@@ -26,6 +26,11 @@ const (
 	KeyFile  = "key.pem"
 )
 
+// ProcessDir is the folder, under a certificate folder, of the per-process
+// certificates `quarry tls gen --process NAME:ROLE` writes:
+// DIR/process/<name>/cert.pem and key.pem (ProcessFiles).
+const ProcessDir = "process"
+
 // allRolesDir is the folder, under GenerateAllRoles' dir, of its one
 // certificate that carries every role (tests only; not a role name, so
 // `quarry tls gen` never writes or reads it).
@@ -54,15 +59,27 @@ func FilesIn(dir, role string) Files {
 // the folder holds an older quarry's single DIR/cert.pem and key.pem. A
 // role cannot be added to an existing folder: the CA's key is not kept.
 func Existing(dir string, roles ...string) (map[string]Files, bool, error) {
-	roles, err := pickRoles(roles)
+	roles, err := PickRoles(roles)
 	if err != nil {
 		return nil, false, err
 	}
-	out := make(map[string]Files, len(roles))
+	return ExistingFor(dir, roles, nil)
+}
+
+// ExistingFor is Existing for exactly roles (none when empty) and the
+// per-process certificates of procs: their Files by role name and by
+// ProcessKey(name).
+func ExistingFor(dir string, roles []string, procs []Process) (map[string]Files, bool, error) {
+	out := make(map[string]Files, len(roles)+len(procs))
 	want := []string{filepath.Join(dir, CAFile)}
 	for _, r := range roles {
 		f := FilesIn(dir, r)
 		out[r] = f
+		want = append(want, f.Cert, f.Key)
+	}
+	for _, p := range procs {
+		f := ProcessFiles(dir, p.Name)
+		out[ProcessKey(p.Name)] = f
 		want = append(want, f.Cert, f.Key)
 	}
 	have, missing, err := present(want)
@@ -102,9 +119,9 @@ func present(paths []string) (have, missing []string, err error) {
 	return have, missing, nil
 }
 
-// pickRoles is roles checked, without duplicates, in AllRoles order; every
+// PickRoles is roles checked, without duplicates, in AllRoles order; every
 // role when none is given.
-func pickRoles(roles []string) ([]string, error) {
+func PickRoles(roles []string) ([]string, error) {
 	if len(roles) == 0 {
 		return AllRoles, nil
 	}
@@ -133,13 +150,41 @@ func pickRoles(roles []string) ([]string, error) {
 // more can be signed by it, which is what a demo or a test wants. Keys are
 // ECDSA P-256; key.pem is readable by its owner only.
 func GenerateRoles(dir string, hosts []string, validFor time.Duration, roles ...string) (map[string]Files, error) {
-	roles, err := pickRoles(roles)
+	roles, err := PickRoles(roles)
 	if err != nil {
 		return nil, err
 	}
-	specs := make([]certSpec, len(roles))
-	for i, r := range roles {
-		specs[i] = certSpec{sub: r, roles: []string{r}}
+	return GenerateFor(dir, hosts, validFor, roles, nil)
+}
+
+// GenerateFor is GenerateRoles for exactly roles (none when empty) and, for
+// each of procs, a certificate of that one process (review M6: no two
+// processes share a key): DIR/process/<name>/cert.pem and key.pem, its
+// Subject's CommonName the process's name and its one OU the process's
+// role, naming hosts and the name itself (a container's host name). The
+// files are returned by role and by ProcessKey(name). Every per-process
+// certificate of the CA this replaces is removed first.
+func GenerateFor(dir string, hosts []string, validFor time.Duration, roles []string, procs []Process) (map[string]Files, error) {
+	if len(roles) == 0 && len(procs) == 0 {
+		return nil, errors.New("tls gen: no role and no process to issue a certificate for")
+	}
+	specs := make([]certSpec, 0, len(roles)+len(procs))
+	for _, r := range roles {
+		specs = append(specs, certSpec{sub: r, roles: []string{r}})
+	}
+	seen := map[string]bool{}
+	for _, p := range procs {
+		if err := p.check(); err != nil {
+			return nil, err
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("tls gen: process %q named twice", p.Name)
+		}
+		seen[p.Name] = true
+		specs = append(specs, certSpec{sub: ProcessKey(p.Name), roles: []string{p.Role}, cn: p.Name, dns: p.Name})
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ProcessDir)); err != nil {
+		return nil, fmt.Errorf("tls gen: remove %s (signed by the CA this replaces): %w", filepath.Join(dir, ProcessDir), err)
 	}
 	files, err := generate(dir, hosts, validFor, specs)
 	if err != nil {
@@ -178,6 +223,8 @@ func GenerateAllRoles(dir string, hosts []string, validFor time.Duration) (Files
 type certSpec struct {
 	sub   string
 	roles []string
+	cn    string // the Subject's CommonName; the first DNS host when ""
+	dns   string // one more DNS name the certificate names ("" for none)
 }
 
 // generate writes DIR/ca.pem and each spec's DIR/<sub>/cert.pem and
@@ -201,7 +248,11 @@ func generate(dir string, hosts []string, validFor time.Duration, specs []certSp
 		if err := os.MkdirAll(filepath.Dir(f.Cert), 0o755); err != nil {
 			return nil, fmt.Errorf("tls gen: %w", err)
 		}
-		der, kder, err := issue(ca, caKey, now, validFor, dns, ips, sp.roles)
+		names := dns
+		if sp.dns != "" && !slices.Contains(dns, sp.dns) {
+			names = append(slices.Clone(dns), sp.dns)
+		}
+		der, kder, err := issue(ca, caKey, now, validFor, names, ips, sp.roles, sp.cn)
 		if err != nil {
 			return nil, err
 		}
@@ -267,14 +318,17 @@ func newCA(now time.Time, validFor time.Duration) (*x509.Certificate, []byte, *e
 // issue makes a certificate signed by ca for the hosts, carrying roles as
 // OUs, usable by a server and as a client certificate; it returns the
 // certificate's DER and its key's PKCS #8 DER.
-func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time, validFor time.Duration, dns []string, ips []net.IP, roles []string) (der, kder []byte, err error) {
+func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time, validFor time.Duration, dns []string, ips []net.IP, roles []string, cn string) (der, kder []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tls gen: key: %w", err)
 	}
-	cn := "quarry"
-	if len(dns) > 0 {
+	switch {
+	case cn != "":
+	case len(dns) > 0:
 		cn = dns[0]
+	default:
+		cn = "quarry"
 	}
 	ous := make([]string, len(roles))
 	for i, r := range roles {

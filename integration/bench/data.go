@@ -8,7 +8,7 @@ package main
 // The 1M and 5M sets are the README's: their answers are the published
 // ones (qbQueries' check) and their figures are compared with the
 // baselines. The tiny set (20,000 events, the same generator and seed, so
-// the same bytes everywhere) is what CI runs (`make bench-tiny`): the
+// the same bytes everywhere) is what CI runs (`make bench-smoke`): the
 // README publishes no answers for it, so they are computed here, before
 // any part runs, by the oracle (querytest.Reference, a naive scan that
 // shares no execution code with the engine) over the generated events,

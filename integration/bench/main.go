@@ -6,7 +6,7 @@
 // Each part (ingest, query, cluster) registers itself in its own file; run
 // `go run ./integration/bench -parts ingest,query`. `-sizes tiny` runs
 // every part on a set of 20,000 events whose answers the oracle computes
-// (data.go): `make bench-tiny`, which CI runs.
+// (data.go): `make bench-smoke`, which CI runs.
 package main
 
 import (

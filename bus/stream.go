@@ -45,6 +45,8 @@ var (
 	// ErrStreamProtocol: the other end broke the protocol (more chunks than
 	// credits, data before hello, unknown version).
 	ErrStreamProtocol = errors.New("stream protocol violation")
+	// ErrMessageTooLarge: a message passed the receiver's MaxMessage.
+	ErrMessageTooLarge = errors.New("stream message too large")
 	// ErrStreamClosed: the stream was closed locally.
 	ErrStreamClosed = errors.New("stream closed")
 )
@@ -138,6 +140,11 @@ type StreamOptions struct {
 	// IdleTimeout ends the stream with ErrStreamStalled when nothing came
 	// from the other end for that long (default 5 s).
 	IdleTimeout time.Duration
+	// MaxMessage caps one whole message Receiver.Next assembles, in bytes
+	// (0: no cap): past it the stream ends with ErrMessageTooLarge and is
+	// aborted, so a sender cannot make its receiver hold an unbounded
+	// message (review M1).
+	MaxMessage int
 }
 
 func (o StreamOptions) withDefaults(nc *nats.Conn) StreamOptions {
@@ -408,6 +415,12 @@ func (r *Receiver) Next(ctx context.Context) ([]byte, error) {
 		}
 		if c.EOM && r.partial == nil {
 			return c.Data, nil
+		}
+		if max := r.opts.MaxMessage; max > 0 && len(r.partial)+len(c.Data) > max {
+			err := fmt.Errorf("stream %s: %w: a message of more than %d bytes", r.inv.Inbox, ErrMessageTooLarge, max)
+			r.partial = nil
+			r.Close(err)
+			return nil, err
 		}
 		r.partial = append(r.partial, c.Data...)
 		if c.EOM {

@@ -603,3 +603,33 @@ func TestStreamThrottle(t *testing.T) {
 		t.Fatal("throttled copy differs")
 	}
 }
+
+// TestStreamMaxMessage (review M1): a receiver with MaxMessage takes
+// messages up to it whole, and a message past it ends the stream with
+// ErrMessageTooLarge before more than the cap is held — the sender's
+// stream is aborted rather than left to fill the receiver.
+func TestStreamMaxMessage(t *testing.T) {
+	_, snc, rnc := streamPair(t)
+	r := mustReceiver(t, rnc, 0, StreamOptions{ChunkSize: 1000, Window: 8, MaxMessage: 2500})
+	s := mustSender(t, snc, r.Invite())
+	fits, over := randomBytes(t, 2500), randomBytes(t, 1<<20)
+	errc := make(chan error, 1)
+	go func() {
+		ctx := ctxTimeout(t, 10*time.Second)
+		if err := s.Send(ctx, fits); err != nil {
+			errc <- err
+			return
+		}
+		errc <- s.Send(ctx, over)
+	}()
+	ctx := ctxTimeout(t, 10*time.Second)
+	if got, err := r.Next(ctx); err != nil || !bytes.Equal(got, fits) {
+		t.Fatalf("a message of exactly MaxMessage: %d bytes, %v", len(got), err)
+	}
+	if got, err := r.Next(ctx); !errors.Is(err, ErrMessageTooLarge) || got != nil {
+		t.Fatalf("a message past MaxMessage: %d bytes, %v; want ErrMessageTooLarge", len(got), err)
+	}
+	if err := <-errc; !errors.Is(err, ErrStreamAborted) {
+		t.Fatalf("the sender of the large message: %v, want ErrStreamAborted", err)
+	}
+}

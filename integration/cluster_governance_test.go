@@ -151,6 +151,15 @@ func TestSearchMemoryBudgetCluster(t *testing.T) {
 	} else {
 		t.Logf("peak growth over the refused searches: RSS %d KiB, live heap %d KiB", rss>>10, live>>10)
 	}
+	// One stream message past a head's whole budget ends the search the
+	// same way before the head holds it (bus.StreamOptions.MaxMessage):
+	// a peer's batch of a sort is one message of its bucket's rows.
+	tiny := c.StartSearchHead("sh4", "site1", func(cfg *searchhead.Config) { cfg.SearchMemory = 4 << 10 })
+	if a := post(tiny.URL(), "* | sort 0 _raw"); a.Status != 400 || a.Code != "limit_exceeded" || !strings.Contains(a.Error, "(one message from peer") {
+		t.Fatalf("a message past twice a 4 KiB head budget: %d %s %q", a.Status, a.Code, a.Error)
+	} else {
+		t.Logf("a message past twice a 4 KiB head budget: %s", a.Error)
+	}
 	// The peer's own POST /v1/search keeps every partial for its merge:
 	// the same budget applies.
 	id := c.PeerIDs()[0]

@@ -928,3 +928,13 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 // eventFields orders an event's keys in a streamed line.
 var eventFields = []string{"_time", "_raw", "host", "source", "sourcetype", "index", "splunk_server", "_bkt", "_cd"}
+
+// searchMemory is one search's memory budget on this head: --search-memory,
+// query.DefaultSearchMemory when unset. It also caps one stream message
+// from a peer (bus.StreamOptions.MaxMessage).
+func (h *Head) searchMemory() int64 {
+	if h.cfg.SearchMemory > 0 {
+		return h.cfg.SearchMemory
+	}
+	return query.DefaultSearchMemory
+}

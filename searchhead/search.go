@@ -451,7 +451,8 @@ func deadlineOf(ctx context.Context) time.Time {
 
 // openStream makes a receiver for one peer's answer and starts its reader.
 func (r *run) newReceiver() (*bus.Receiver, error) {
-	return bus.NewReceiver(r.h.nc, 0, bus.StreamOptions{Window: 32, IdleTimeout: r.h.cfg.PeerTimeout, Heartbeat: r.h.cfg.PeerTimeout / 3})
+	return bus.NewReceiver(r.h.nc, 0, bus.StreamOptions{Window: 32, IdleTimeout: r.h.cfg.PeerTimeout, Heartbeat: r.h.cfg.PeerTimeout / 3,
+		MaxMessage: int(maxMessage(r.h.searchMemory()))})
 }
 
 // openStream starts the reader of one peer's answer stream (rcv nil: a
@@ -699,6 +700,16 @@ func (r *run) collect() error {
 func (r *run) handle(ev streamEvent) {
 	s := ev.s
 	if ev.err != nil {
+		if errors.Is(ev.err, bus.ErrMessageTooLarge) {
+			// One message past twice the budget (maxMessage): every
+			// copy's would be, so the search ends as when the held
+			// partials pass the budget.
+			n := maxMessage(r.h.searchMemory()) + 1
+			err := r.plan.Charge(n, "the partial results held on search head "+r.h.cfg.ID+" (one message from peer "+s.peer+")")
+			r.plan.Release(n)
+			r.limitErr = r.h.limitRefusal(err)
+			return
+		}
 		if !s.finished {
 			r.failStream(s, fmt.Sprintf("peer %s: %v", s.peer, ev.err))
 		}
@@ -931,3 +942,10 @@ func lastFailure(br *bucketRun) query.Failure {
 	}
 	return f
 }
+
+// maxMessage caps one stream message from a peer at twice the head's
+// budget for a search (review M1: bus.Receiver.Next held any message
+// whole). Twice, not once: a message is decoded and then cut (a sort's
+// rows past --max-results, SortKeep) before its rows are charged, so a
+// message somewhat over the budget may still leave the search within it.
+func maxMessage(budget int64) int64 { return 2 * budget }

@@ -68,28 +68,27 @@ func (p *Peer) adminMatch(tok string) (configured, known, ok bool) {
 	case p.cfg.ManagerToken != "":
 		return true, true, equalToken(tok, p.cfg.ManagerToken)
 	}
-	var digest string
+	var a *clusterAuth
 	if p.cl != nil {
-		if d := p.cl.adminDigest.Load(); d != nil {
-			digest = *d
-		}
+		a = p.cl.auth.Load()
 	}
-	if digest == "" {
+	if a == nil || a.adminDigest == "" {
 		return true, false, false
 	}
-	return true, true, fsm.TokenMatches(digest, tok)
+	return true, true, fsm.TokenMatches(a.key, a.adminDigest, tok)
 }
 
-// searchTokens are the search tokens in force: the cluster config's on a
-// cluster member (refreshed with every heartbeat), the flags' standalone.
-func (p *Peer) searchTokens() []fsm.SearchToken {
+// searchTokens are the search tokens in force and the token key they are
+// keyed under: the cluster config's on a cluster member (refreshed with
+// every heartbeat), the flags' standalone (secrets, no key).
+func (p *Peer) searchTokens() ([]fsm.SearchToken, []byte) {
 	if p.cl != nil {
-		if t := p.cl.searchToks.Load(); t != nil {
-			return *t
+		if a := p.cl.auth.Load(); a != nil {
+			return a.searchTokens, a.key
 		}
-		return nil
+		return nil, nil
 	}
-	return p.cfg.SearchTokens
+	return p.cfg.SearchTokens, nil
 }
 
 // checkAuthConfig refuses a non-loopback listen address without an admin
@@ -174,7 +173,7 @@ func (p *Peer) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 // admin token, or a cluster member on loopback, is open (said at start);
 // otherwise the admin token reads every index.
 func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
-	toks := p.searchTokens()
+	toks, key := p.searchTokens()
 	tok := bearer(r)
 	configured, _, isAdmin := p.adminMatch(tok)
 	if len(toks) == 0 && (!configured || p.cfg.NATS != "" && p.loopback) {
@@ -190,7 +189,7 @@ func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
 		return nil, 0, ""
 	}
 	for _, t := range toks {
-		if fsm.TokenMatches(t.Token, tok) {
+		if fsm.TokenMatches(key, t.Token, tok) {
 			if len(t.Indexes) == 0 {
 				return nil, 0, ""
 			}

@@ -59,14 +59,15 @@ package hec
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,9 +83,12 @@ import (
 
 // Token is a HEC token as the cluster config (or --hec-token) defines it.
 type Token struct {
-	// Value is the secret, or its digest (fsm.TokenDigest) as a cluster
+	// Value is the secret, or its digest (fsm.KeyedDigest) as a cluster
 	// peer gets it: the managers never send secrets (SPEC §7).
 	Value string
+	// Key is the cluster's token key a keyed digest Value is checked under
+	// (api.PeerConfig.TokenKey); nil for a secret or an unkeyed digest.
+	Key []byte
 	// Indexes the token may write to; empty means any index. The first is
 	// the default index when DefaultIndex is empty.
 	Indexes      []string
@@ -237,13 +241,13 @@ type Config struct {
 // Handler serves the HEC endpoints.
 type Handler struct {
 	cfg    Config
-	tokens atomic.Pointer[map[tokenKey]*tokenState] // replaced whole by SetTokens
-	rules  atomic.Pointer[knowledge.IndexRules]     // SetIndexRules; nil: built-ins only
-	tmu    sync.Mutex                               // serialises SetTokens
-	pool   sync.Pool                                // *decoder
-	bufs   [len(sizeClasses)]sync.Pool              // *pooledBuf by size class
-	gzips  sync.Pool                                // *gzip.Reader
-	budget *budget                                  // MaxInFlightBytes
+	tokens atomic.Pointer[tokenSet]             // replaced whole by SetTokens
+	rules  atomic.Pointer[knowledge.IndexRules] // SetIndexRules; nil: built-ins only
+	tmu    sync.Mutex                           // serialises SetTokens
+	pool   sync.Pool                            // *decoder
+	bufs   [len(sizeClasses)]sync.Pool          // *pooledBuf by size class
+	gzips  sync.Pool                            // *gzip.Reader
+	budget *budget                              // MaxInFlightBytes
 
 	requests *prometheus.CounterVec
 	// byEndpoint and latency: every HEC request by endpoint (event, raw,
@@ -400,15 +404,17 @@ func New(cfg Config) *Handler {
 
 // SetTokens replaces the tokens (a cluster peer gets new ones from the
 // managers' config). A token that stays keeps its channels and unread acks;
-// a removed token's are forgotten.
+// a removed token's are forgotten. A token given by its keyed digest
+// (Token.Key) is a new token when the cluster's key first arrives: its
+// channels and idempotency keys start afresh then (SECURITY.md, L1).
 func (h *Handler) SetTokens(tokens []Token) {
 	h.tmu.Lock()
 	defer h.tmu.Unlock()
 	old := map[tokenKey]*tokenState{}
 	if p := h.tokens.Load(); p != nil {
-		old = *p
+		old = p.byKey
 	}
-	next := make(map[tokenKey]*tokenState, len(tokens))
+	next := &tokenSet{byKey: make(map[tokenKey]*tokenState, len(tokens))}
 	for _, t := range tokens {
 		k := tokenKeyOf(t.Value)
 		st := &tokenState{Token: t}
@@ -417,28 +423,48 @@ func (h *Handler) SetTokens(tokens []Token) {
 		} else {
 			st.tokenChannels = &tokenChannels{channels: map[string]*channel{}}
 		}
-		next[k] = st
+		next.byKey[k] = st
+		if len(t.Key) > 0 && !slices.ContainsFunc(next.keys, func(k []byte) bool { return bytes.Equal(k, t.Key) }) {
+			next.keys = append(next.keys, t.Key)
+		}
 	}
-	h.tokens.Store(&next)
+	h.tokens.Store(next)
+}
+
+// tokenSet is the tokens in force: by the sum their value or digest
+// names, and the keys keyed digests among them are under (one in a
+// cluster that has a token key, none before).
+type tokenSet struct {
+	byKey map[tokenKey]*tokenState
+	keys  [][]byte
 }
 
 // token is the current state of a token value, nil when unknown: found by
-// the value's SHA-256, then compared in constant time.
+// the value's keyed digest under each key, else its SHA-256, then compared
+// in constant time.
 func (h *Handler) token(v string) *tokenState {
-	t := (*h.tokens.Load())[sha256.Sum256([]byte(v))]
-	if t == nil || !fsm.TokenMatches(t.Value, v) {
+	set := h.tokens.Load()
+	for _, key := range set.keys {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(v))
+		var k tokenKey
+		m.Sum(k[:0])
+		if t := set.byKey[k]; t != nil && fsm.TokenMatches(t.Key, t.Value, v) {
+			return t
+		}
+	}
+	t := set.byKey[sha256.Sum256([]byte(v))]
+	if t == nil || !fsm.TokenMatches(t.Key, t.Value, v) {
 		return nil
 	}
 	return t
 }
 
-// tokenKeyOf is the SHA-256 a token is found by: of the secret, or the
-// one a digest names.
+// tokenKeyOf is the sum a token is found by: the SHA-256 of a secret, or
+// the sum a digest names (SHA-256 or HMAC-SHA256).
 func tokenKeyOf(v string) tokenKey {
-	var k tokenKey
-	if fsm.IsTokenDigest(v) {
-		hex.Decode(k[:], []byte(v[len(fsm.TokenDigestPrefix):])) // checked by IsTokenDigest
-		return k
+	if sum, ok := fsm.DigestSum(v); ok {
+		return sum
 	}
 	return sha256.Sum256([]byte(v))
 }

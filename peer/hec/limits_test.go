@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/valyala/fastjson"
@@ -568,5 +569,38 @@ func TestTokenShareOfTheBudget(t *testing.T) {
 	}
 	if status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good); status != 200 || r.Code != 0 {
 		t.Fatalf("another token beside it: %d %+v", status, r)
+	}
+}
+
+// TestKeyedTokenLookup: a token given by its keyed digest (a cluster
+// peer's, once the cluster has a token key) takes its secret and nothing
+// else — not a near miss, not the digest itself, not the secret's unkeyed
+// digest — and the same tokens reset with the key's switch still work.
+func TestKeyedTokenLookup(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, fsm.TokenKeySize)
+	const secret = "s3cret-token-0001"
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.Tokens = []Token{{Value: fsm.TokenDigest(secret)}}
+	})
+	post := func(tok string) int {
+		status, _ := f.post(t, "/services/collector/event", "Splunk "+tok, "", good)
+		return status
+	}
+	if s := post(secret); s != 200 {
+		t.Fatalf("unkeyed digest: the secret got %d", s)
+	}
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret), Key: key}})
+	for _, tok := range []string{"s3cret-token-000", "s3cret-token-0002", fsm.KeyedDigest(key, secret), fsm.TokenDigest(secret)} {
+		if s := post(tok); s != 403 {
+			t.Fatalf("keyed digest: token %q got %d, want 403", tok, s)
+		}
+	}
+	if s := post(secret); s != 200 {
+		t.Fatalf("keyed digest: the secret got %d", s)
+	}
+	// A keyed digest without its key matches nothing.
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret)}})
+	if s := post(secret); s != 403 {
+		t.Fatalf("keyed digest without a key: the secret got %d", s)
 	}
 }

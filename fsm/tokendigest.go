@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -136,4 +137,23 @@ func (c Config) WithoutTokens() Config {
 		c.SearchTokens[i].Token = ""
 	}
 	return c
+}
+
+// ShortTokenLength: a configured token shorter than this is warned about
+// at start (manager, peer, search head), never refused — SPEC §8's CLI
+// examples and existing deployments use short tokens. A short
+// human-chosen secret is what an offline guess of a digest finds first
+// (review L1); `quarry token add` makes 48-character ones.
+const ShortTokenLength = 16
+
+// ShortTokenWarning is the warning logged, once per kind, for the short
+// tokens among secrets; "" when none is short (or all are empty). The
+// secret itself is never in it.
+func ShortTokenWarning(kind string, secrets ...string) string {
+	for _, s := range secrets {
+		if s != "" && !IsTokenDigest(s) && len(s) < ShortTokenLength {
+			return fmt.Sprintf("a configured %s is shorter than %d characters: anyone who gets one of its digests can guess it offline; use a long random token (quarry token add makes 48 characters)", kind, ShortTokenLength)
+		}
+	}
+	return ""
 }

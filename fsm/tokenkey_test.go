@@ -174,3 +174,17 @@ func TestStatusShowsNoDigest(t *testing.T) {
 	h.must(&SetTokenKey{Key: testKey(4)})
 	check("keyed")
 }
+
+// TestShortTokenWarning: a short secret is warned about by kind, never
+// named; long secrets, digests and empty values are not.
+func TestShortTokenWarning(t *testing.T) {
+	if w := ShortTokenWarning("admin token", "T"); !strings.Contains(w, "admin token") || strings.Contains(w, `"T"`) {
+		t.Fatalf("short: %q", w)
+	}
+	if w := ShortTokenWarning("HEC token", "a-long-enough-token", "", TokenDigest("x"), KeyedDigest(testKey(1), "x")); w != "" {
+		t.Fatalf("nothing short: %q", w)
+	}
+	if w := ShortTokenWarning("HEC token", "a-long-enough-token", "short"); w == "" {
+		t.Fatal("one short among long ones: no warning")
+	}
+}

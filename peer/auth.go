@@ -24,6 +24,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -273,5 +274,26 @@ func (p *Peer) reportSearchable(bucket string, done chan<- error) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// warnShortTokens warns, once per kind, about the tokens given by flags
+// that are shorter than fsm.ShortTokenLength (review L1; never refused,
+// never printed). A cluster member's tokens come as digests.
+func warnShortTokens(log *slog.Logger, cfg Config) {
+	var hec, search []string
+	for _, t := range cfg.Tokens {
+		hec = append(hec, t.Value)
+	}
+	for _, t := range cfg.SearchTokens {
+		search = append(search, t.Token)
+	}
+	for _, w := range []string{
+		fsm.ShortTokenWarning("admin token", cfg.AdminToken), fsm.ShortTokenWarning("manager token (--token)", cfg.ManagerToken),
+		fsm.ShortTokenWarning("HEC token", hec...), fsm.ShortTokenWarning("search token", search...),
+	} {
+		if w != "" {
+			log.Warn(w)
+		}
 	}
 }

@@ -188,6 +188,9 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		log = slog.Default()
 	}
 	log = log.With("searchhead", cfg.ID)
+	if w := fsm.ShortTokenWarning("admin token", cfg.AdminToken); w != "" {
+		log.Warn(w) // review L1: warned, never refused, never printed
+	}
 	subj, err := bus.NewSubjects(cfg.SubjectPrefix)
 	if err != nil {
 		return nil, err

@@ -578,9 +578,10 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 // NoSearchTokensWarning is what revoking the last search token answers.
 const NoSearchTokensWarning = "no search token is left: search heads and peers that listen on loopback only and have no admin token now serve searches without a token (SPEC §7); others refuse every search but the admin token's"
 
-// RevokeResponse answers DELETE /v1/tokens/{id}: the id, the kinds of
-// token it removed (hec, search) and, when no search token is left, a
-// warning.
+// RevokeResponse answers DELETE /v1/tokens/{id}: the id of the removed
+// token as GET /v1/tokens lists it (KeyedTokenID, whichever id form was
+// asked), the kinds of token it removed (hec, search) and, when no search
+// token is left, a warning.
 type RevokeResponse struct {
 	Revoked string   `json:"revoked"`
 	Kinds   []string `json:"kinds"`
@@ -596,17 +597,25 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 	var (
 		kinds   []string
 		warning string
+		listed  string
 	)
 	ok := e.edit(w, r, func(s *fsm.State, cfg *fsm.Config) error {
-		kinds, warning = nil, ""
+		kinds, warning, listed = nil, "", id
 		key := fsm.TokenKeyOf(s)
+		named := func(tok string) bool {
+			if !tokenNamed(key, tok, id) {
+				return false
+			}
+			listed = KeyedTokenID(key, tok)
+			return true
+		}
 		n := len(cfg.HECTokens)
-		cfg.HECTokens = slices.DeleteFunc(cfg.HECTokens, func(t fsm.HECToken) bool { return tokenNamed(key, t.Token, id) })
+		cfg.HECTokens = slices.DeleteFunc(cfg.HECTokens, func(t fsm.HECToken) bool { return named(t.Token) })
 		if len(cfg.HECTokens) < n {
 			kinds = append(kinds, TokenKindHEC)
 		}
 		n = len(cfg.SearchTokens)
-		cfg.SearchTokens = slices.DeleteFunc(cfg.SearchTokens, func(t fsm.SearchToken) bool { return tokenNamed(key, t.Token, id) })
+		cfg.SearchTokens = slices.DeleteFunc(cfg.SearchTokens, func(t fsm.SearchToken) bool { return named(t.Token) })
 		if len(cfg.SearchTokens) < n {
 			kinds = append(kinds, TokenKindSearch)
 			if len(cfg.SearchTokens) == 0 {
@@ -619,6 +628,6 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 		return nil
 	})
 	if ok {
-		writeJSON(w, http.StatusOK, RevokeResponse{Revoked: id, Kinds: kinds, Warning: warning})
+		writeJSON(w, http.StatusOK, RevokeResponse{Revoked: listed, Kinds: kinds, Warning: warning})
 	}
 }

@@ -245,7 +245,7 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 		return nil
 	})
 	// By the unkeyed id the CLI computes from a secret it is given.
-	if res, err := cl.RevokeToken(ctx, TokenID(srch.Token)); err != nil || res.Warning != NoSearchTokensWarning {
+	if res, err := cl.RevokeToken(ctx, TokenID(srch.Token)); err != nil || res.Warning != NoSearchTokensWarning || res.Revoked != srch.ID {
 		t.Fatalf("revoke the last search token %s by its unkeyed id: %+v %v; want the warning", srch.ID, res, err)
 	}
 	g.eventually(10*time.Second, func(id string, m *Manager) error {

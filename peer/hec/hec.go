@@ -59,7 +59,6 @@ package hec
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -67,7 +66,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,73 +398,6 @@ func New(cfg Config) *Handler {
 			h.duplicates, keys, forgotten)
 	}
 	return h
-}
-
-// SetTokens replaces the tokens (a cluster peer gets new ones from the
-// managers' config). A token that stays keeps its channels and unread acks;
-// a removed token's are forgotten. A token given by its keyed digest
-// (Token.Key) is a new token when the cluster's key first arrives: its
-// channels and idempotency keys start afresh then (SECURITY.md, L1).
-func (h *Handler) SetTokens(tokens []Token) {
-	h.tmu.Lock()
-	defer h.tmu.Unlock()
-	old := map[tokenKey]*tokenState{}
-	if p := h.tokens.Load(); p != nil {
-		old = p.byKey
-	}
-	next := &tokenSet{byKey: make(map[tokenKey]*tokenState, len(tokens))}
-	for _, t := range tokens {
-		k := tokenKeyOf(t.Value)
-		st := &tokenState{Token: t}
-		if o := old[k]; o != nil {
-			st.tokenChannels = o.tokenChannels
-		} else {
-			st.tokenChannels = &tokenChannels{channels: map[string]*channel{}}
-		}
-		next.byKey[k] = st
-		if len(t.Key) > 0 && !slices.ContainsFunc(next.keys, func(k []byte) bool { return bytes.Equal(k, t.Key) }) {
-			next.keys = append(next.keys, t.Key)
-		}
-	}
-	h.tokens.Store(next)
-}
-
-// tokenSet is the tokens in force: by the sum their value or digest
-// names, and the keys keyed digests among them are under (one in a
-// cluster that has a token key, none before).
-type tokenSet struct {
-	byKey map[tokenKey]*tokenState
-	keys  [][]byte
-}
-
-// token is the current state of a token value, nil when unknown: found by
-// the value's keyed digest under each key, else its SHA-256, then compared
-// in constant time.
-func (h *Handler) token(v string) *tokenState {
-	set := h.tokens.Load()
-	for _, key := range set.keys {
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(v))
-		var k tokenKey
-		m.Sum(k[:0])
-		if t := set.byKey[k]; t != nil && fsm.TokenMatches(t.Key, t.Value, v) {
-			return t
-		}
-	}
-	t := set.byKey[sha256.Sum256([]byte(v))]
-	if t == nil || !fsm.TokenMatches(t.Key, t.Value, v) {
-		return nil
-	}
-	return t
-}
-
-// tokenKeyOf is the sum a token is found by: the SHA-256 of a secret, or
-// the sum a digest names (SHA-256 or HMAC-SHA256).
-func tokenKeyOf(v string) tokenKey {
-	if sum, ok := fsm.DigestSum(v); ok {
-		return sum
-	}
-	return sha256.Sum256([]byte(v))
 }
 
 // Register mounts the HEC endpoints on mux.

@@ -170,11 +170,17 @@ type PeerConfig struct {
 	// auto-created), sorted.
 	KnownIndexes []string       `json:"known_indexes"`
 	HECTokens    []fsm.HECToken `json:"hec_tokens"`
-	// AdminTokenDigest is the digest (fsm.TokenDigest) of the managers'
+	// AdminTokenDigest is the digest (fsm.KeyedDigest) of the managers'
 	// admin token: a peer's admin endpoints (roll, searchable, pprof, every
 	// index's search) take that token, checked against this, so peers are
 	// not given the secret.
 	AdminTokenDigest string `json:"admin_token_digest,omitempty"`
+	// TokenKey is the cluster's token key (fsm.TokenKeyOf), under which
+	// the token digests above are keyed (fsm.KeyedDigest): peers and
+	// search heads check presented tokens with it (fsm.TokenMatches).
+	// Sent only in the config replies to registered peers and to search
+	// heads; absent while the cluster has none (digests unkeyed).
+	TokenKey []byte `json:"token_key,omitempty"`
 	// SearchTokens: search heads and peers check searches against them.
 	SearchTokens  []fsm.SearchToken `json:"search_tokens,omitempty"`
 	MaxHotBytes   int64             `json:"max_hot_bytes"`

@@ -127,4 +127,5 @@ func (s *State) copySmall(d *stateData) {
 		b.Files = maps.Clone(b.Files)
 		d.Bundle = &b
 	}
+	d.TokenKey = slices.Clone(s.d.TokenKey)
 }

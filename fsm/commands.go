@@ -45,6 +45,8 @@ const (
 	CmdRunSavedSearch
 	CmdClaimSlot
 	CmdFinishSlot
+	// Cluster version 10 (TokenKeyVersion, tokenkey.go).
+	CmdSetTokenKey
 )
 
 // bodyVersion is the version byte written after the type byte of a command

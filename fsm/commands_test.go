@@ -34,6 +34,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		&RemoveSavedSearch{Name: "s"}, &RunSavedSearch{Name: "s", Now: 1},
 		&ClaimSlot{Name: "s", Slot: 10, Head: "sh1", Now: 1, LeaseMS: 1000, Skipped: []int64{9}},
 		&FinishSlot{Name: "s", Slot: 10, Head: "sh1", Attempt: 1, Status: SlotOK, Count: 3, Now: 2},
+		&SetTokenKey{Key: make([]byte, TokenKeySize)},
 	}
 	if len(cmds) != len(registry) {
 		t.Fatalf("%d commands tested, %d registered", len(cmds), len(registry))

@@ -459,6 +459,10 @@ type stateData struct {
 	// Saved holds the saved searches and their slots (savedsearch.go);
 	// nil in snapshots from before them and while there are none.
 	Saved *savedSearches `json:"saved_searches,omitempty"`
+	// TokenKey is the cluster's token key (tokenkey.go); nil in snapshots
+	// from before it and until the leader proposed it. Never shown by a
+	// read: Marshal's bytes are hashed (GET /v1/state/hash), never served.
+	TokenKey []byte `json:"token_key,omitempty"`
 }
 
 // RequestRecord remembers one applied request id.

@@ -23,9 +23,11 @@ import (
 // no index unless indexes are created automatically; version 8 adds
 // CmdSetBundle, the configuration bundle (BundleVersion, bundle.go);
 // version 9 the saved-search commands (SavedSearchVersion,
-// savedsearch.go). A build that adds a command type raises Version and
+// savedsearch.go); version 10 CmdSetTokenKey, the token key under which
+// token secrets are digested before they leave the managers
+// (TokenKeyVersion, tokenkey.go). A build that adds a command type raises Version and
 // lists the type in clusterVersions.
-const Version = 9
+const Version = 10
 
 // LeftAtVersion is the cluster version from which the FSM records when a
 // copy leaves a hot bucket's searchable set (Bucket.LeftAt).

@@ -191,7 +191,8 @@ const maxListed = 1000
 // RF/SF met, valid (site0 has a primary for every bucket) and complete
 // (every bucket meets RF, SF and the site policy), per site with the failing
 // buckets, per peer its counts, and the buckets that wait for fixup with the
-// level and the open task they wait for. Its config is Config.Redacted.
+// level and the open task they wait for. Its config is Config.WithoutTokens: no
+// token secret nor digest of any form (review L1).
 func (s *State) Status() Status {
 	st := Status{
 		Generation:           s.d.Generation,
@@ -201,7 +202,7 @@ func (s *State) Status() Status {
 		Sites:                map[string]SiteStatus{},
 		Peers:                []PeerStatus{},
 		Fixups:               []FixupStatus{},
-		Config:               s.d.Config.Redacted(),
+		Config:               s.d.Config.WithoutTokens(),
 	}
 	ss := map[string]*SiteStatus{}
 	for _, t := range s.tables() {

@@ -2,10 +2,13 @@ package integration
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,13 +60,34 @@ func (b *busTap) find(secrets []string) (string, int) {
 // config), a search head starts (its config and generation table), events
 // are ingested and searched, and a peer asks each manager operation it may
 // ask (config, heartbeat, generation, buckets) is recorded: none holds a
-// secret.
+// secret. Review L1: once the cluster has its token key, neither does any
+// read or message hold the unkeyed SHA-256 of a secret (an offline
+// oracle); no HTTP read holds the key, nor GET /v1/status any digest; on
+// the bus only config replies carry the key; and the peers and the head,
+// checking with it, take the right HEC, search and admin tokens and refuse
+// a wrong one.
 func TestNoReadShowsASecret(t *testing.T) {
 	c := Start(t, Options{RoleUsers: true, PeersPerSite: 2,
 		SearchTokens: []fsm.SearchToken{{Token: walkSearchToken}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	secrets := []string{HECToken, NoAckHECToken, walkSearchToken, AdminToken}
+	var key []byte
+	c.WaitFor(20*time.Second, func() error {
+		c.State(func(s *fsm.State) { key = fsm.TokenKeyOf(s) })
+		if key == nil {
+			return fmt.Errorf("the cluster has no token key yet")
+		}
+		return nil
+	})
+	// Unkeyed digests, as the full form and as the bare hex.
+	var oracles []string
+	for _, s := range secrets {
+		d := fsm.TokenDigest(s)
+		oracles = append(oracles, d, strings.TrimPrefix(d, fsm.TokenDigestPrefix))
+	}
+	keyB64, _ := json.Marshal(key)
+	keyForms := []string{string(keyB64[1 : len(keyB64)-1]), hex.EncodeToString(key)}
 
 	tap := &busTap{}
 	for _, site := range c.Opts.Sites {
@@ -108,9 +132,9 @@ func TestNoReadShowsASecret(t *testing.T) {
 	}
 	check := func(what, body string) {
 		t.Helper()
-		for _, s := range secrets {
+		for _, s := range slices.Concat(secrets, oracles, keyForms) {
 			if strings.Contains(body, s) {
-				t.Errorf("%s shows secret %q: %.400s", what, s, body)
+				t.Errorf("%s shows secret, unkeyed digest or token key %q: %.400s", what, s, body)
 			}
 		}
 	}
@@ -120,6 +144,9 @@ func TestNoReadShowsASecret(t *testing.T) {
 			"/v1/state/hash", "/v1/config", "/v1/tokens", "/metrics", "/healthz", "/", "/ui/cluster.js", "/ui/cluster.css"} {
 			check("manager GET "+base+path, get(base+path, ""))
 			check("manager GET "+base+path+" (admin token)", get(base+path, AdminToken))
+		}
+		if st := get(base+"/v1/status", AdminToken); strings.Contains(st, fsm.TokenDigestPrefix) {
+			t.Errorf("manager GET %s/v1/status shows a token digest: %.400s", base, st)
 		}
 	}
 	scheme := c.Opts.TLS.Scheme() + "://"
@@ -158,12 +185,76 @@ func TestNoReadShowsASecret(t *testing.T) {
 		}
 		return nil
 	})
-	if leak, n := tap.find(secrets); leak != "" {
+	if leak, n := tap.find(slices.Concat(secrets, oracles)); leak != "" {
 		t.Errorf("%s (of %d messages)", leak, n)
 	}
-	// The walk saw the configs it meant to: they carry the digests.
-	if seen, n := tap.find([]string{fsm.TokenDigest(HECToken)}); seen == "" {
-		t.Errorf("no bus message of %d carried the HEC token's digest: the tap missed the config replies", n)
+	// The key rides only in config replies (a peer config: it names the
+	// known indexes), to registered peers and heads.
+	if leak := tap.findWithout(keyForms, `"known_indexes"`); leak != "" {
+		t.Error(leak)
+	}
+	// The walk saw the configs it meant to: they carry the keyed digests.
+	if seen, n := tap.find([]string{fsm.KeyedDigest(key, HECToken)}); seen == "" {
+		t.Errorf("no bus message of %d carried the HEC token's keyed digest: the tap missed the config replies", n)
+	}
+	checkTokensAfterTheKey(ctx, t, c, key, head.URL(), walkSearchToken)
+}
+
+// findWithout is the first recorded message that holds one of secrets but
+// not marker.
+func (b *busTap) findWithout(secrets []string, marker string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.msgs {
+		for _, s := range secrets {
+			if strings.Contains(string(m.Data), s) && !strings.Contains(string(m.Data), marker) || strings.Contains(m.Subject+fmt.Sprint(m.Header), s) {
+				return fmt.Sprintf("bus message on %s holds %q outside a config reply: %.300s", m.Subject, s, m.Data)
+			}
+		}
+	}
+	return ""
+}
+
+// checkTokensAfterTheKey: with keyed digests, a restarted peer (which got
+// the keyed config at registration), every other peer and the head take
+// the right HEC, search and admin tokens and refuse wrong ones.
+func checkTokensAfterTheKey(ctx context.Context, t *testing.T, c *Cluster, key []byte, headURL, searchToken string) {
+	t.Helper()
+	scheme := c.Opts.TLS.Scheme() + "://"
+	client := c.HTTPClient(10 * time.Second)
+	status := func(url, token string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, id := range c.PeerIDs() {
+		base := scheme + c.Peer(id).Addr()
+		if s, code, _ := hecPostBody(t, base, HECToken, `{"event":"keyed token test"}`); s != http.StatusOK || code != 0 {
+			t.Errorf("peer %s HEC with the right token: %d code %d", id, s, code)
+		}
+		if s, code, _ := hecPostBody(t, base, HECToken+"x", `{"event":"keyed token test"}`); s != http.StatusForbidden || code != 4 {
+			t.Errorf("peer %s HEC with a wrong token: %d code %d, want 403 code 4", id, s, code)
+		}
+		if s, code, _ := hecPostBody(t, base, fsm.KeyedDigest(key, HECToken), `{"event":"keyed token test"}`); s != http.StatusForbidden || code != 4 {
+			t.Errorf("peer %s HEC with the token's keyed digest: %d code %d, want 403 code 4", id, s, code)
+		}
+		for tok, want := range map[string]int{searchToken: 200, AdminToken: 200, "wrong-" + searchToken: 403} {
+			if s := status(base+"/v1/buckets", tok); s != want {
+				t.Errorf("peer %s GET /v1/buckets: %d, want %d", id, s, want)
+			}
+		}
+	}
+	for tok, want := range map[string]int{searchToken: 200, "wrong-" + searchToken: 403} {
+		a, err := SearchHTTPWith(ctx, client, headURL, tok, map[string]any{"query": "index=main walk | head 1"})
+		if err != nil || a.Status != want {
+			t.Errorf("search head with a %s token: %v (HTTP %d), want %d", map[bool]string{true: "right", false: "wrong"}[want == 200], err, a.Status, want)
+		}
 	}
 }
 

@@ -122,12 +122,34 @@ type TokenRequest struct {
 	Publish []string `json:"publish,omitempty"`
 }
 
-// TokenID is a token's public id: the first 16 hex digits of its SHA-256.
-// Lists and revocations name a token by it, so the secret never has to
-// appear in a URL, a log line or a listing.
+// TokenID is a token's id in a cluster without a token key: the first 16
+// hex digits of its SHA-256. The CLI computes it from a secret it is given
+// to revoke (the secret never leaves the CLI), and DELETE /v1/tokens/{id}
+// takes it in any cluster.
 func TokenID(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:8])
+}
+
+// KeyedTokenID is a token's public id: the first 16 hex digits of its
+// digest under the cluster's token key (fsm.KeyedDigest), TokenID while
+// the cluster has none. Lists and revocations name a token by it, so the
+// secret never has to appear in a URL, a log line or a listing; keyed, it
+// lets no one who reads a listing check guesses of the secret offline
+// (review L1). Stable within a cluster: the key never changes once set.
+func KeyedTokenID(key []byte, token string) string {
+	if len(key) == 0 {
+		return TokenID(token)
+	}
+	sum, _ := fsm.DigestSum(fsm.KeyedDigest(key, token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// tokenNamed reports whether id names token: its KeyedTokenID, or its
+// TokenID (what the CLI computes from a secret, and the id a listing
+// showed before the cluster had its key).
+func tokenNamed(key []byte, token, id string) bool {
+	return KeyedTokenID(key, token) == id || TokenID(token) == id
 }
 
 // IsTokenID reports whether s has the form of a TokenID.
@@ -387,12 +409,12 @@ func (e *configEditor) handleRemoveIndex(w http.ResponseWriter, r *http.Request)
 		var users []string
 		for _, t := range cfg.HECTokens {
 			if slices.Contains(t.Indexes, name) || t.DefaultIndex == name {
-				users = append(users, "hec "+TokenID(t.Token))
+				users = append(users, "hec "+KeyedTokenID(fsm.TokenKeyOf(s), t.Token))
 			}
 		}
 		for _, t := range cfg.SearchTokens {
 			if slices.Contains(t.Indexes, name) {
-				users = append(users, "search "+TokenID(t.Token))
+				users = append(users, "search "+KeyedTokenID(fsm.TokenKeyOf(s), t.Token))
 			}
 		}
 		if len(users) > 0 {
@@ -408,17 +430,18 @@ func (e *configEditor) handleRemoveIndex(w http.ResponseWriter, r *http.Request)
 
 // ---- tokens -----------------------------------------------------------------
 
-func tokenViews(cfg fsm.Config) []TokenView {
+// tokenViews lists the tokens of cfg by their KeyedTokenID under key.
+func tokenViews(cfg fsm.Config, key []byte) []TokenView {
 	var out []TokenView
 	for _, t := range cfg.HECTokens {
 		ack := t.Ack
-		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindHEC, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes,
+		v := TokenView{ID: KeyedTokenID(key, t.Token), Kind: TokenKindHEC, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes,
 			DefaultIndex: t.DefaultIndex, UseAck: &ack, AllowQueryStringAuth: t.AllowQueryStringAuth, Disabled: t.Disabled,
 			Host: t.Host, Source: t.Source, Sourcetype: t.Sourcetype}
 		out = append(out, v)
 	}
 	for _, t := range cfg.SearchTokens {
-		v := TokenView{ID: TokenID(t.Token), Kind: TokenKindSearch, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes, Publish: t.Publish}
+		v := TokenView{ID: KeyedTokenID(key, t.Token), Kind: TokenKindSearch, Prefix: tokenPrefix(t.Token), Indexes: t.Indexes, Publish: t.Publish}
 		out = append(out, v)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -439,8 +462,9 @@ func (e *configEditor) handleListTokens(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	var cfg fsm.Config
-	e.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": tokenViews(cfg)})
+	var key []byte
+	e.m.state.Read(func(s *fsm.State) { cfg, key = s.Config(), fsm.TokenKeyOf(s) })
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": tokenViews(cfg, key)})
 }
 
 // indexDeclared: the index may be named by a token. With
@@ -495,15 +519,22 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id := TokenID(req.Token)
+	var id string
 	ok := e.edit(w, r, func(s *fsm.State, cfg *fsm.Config) error {
+		key := fsm.TokenKeyOf(s)
+		id = KeyedTokenID(key, req.Token)
+		// Ids must stay unique in both forms: a revocation removes every
+		// token either names.
+		clash := func(tok string) bool {
+			return tok == req.Token || TokenID(tok) == TokenID(req.Token) || KeyedTokenID(key, tok) == id
+		}
 		for _, t := range cfg.HECTokens {
-			if t.Token == req.Token || TokenID(t.Token) == id {
+			if clash(t.Token) {
 				return &APIError{Status: http.StatusConflict, Code: "token_exists", Message: fmt.Sprintf("%v: token %s is already a HEC token", ErrTokenExists, id)}
 			}
 		}
 		for _, t := range cfg.SearchTokens {
-			if t.Token == req.Token || TokenID(t.Token) == id {
+			if clash(t.Token) {
 				return &APIError{Status: http.StatusConflict, Code: "token_exists", Message: fmt.Sprintf("%v: token %s is already a search token", ErrTokenExists, id)}
 			}
 		}
@@ -531,8 +562,10 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var cfg fsm.Config
-	e.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	for _, v := range tokenViews(cfg) {
+	var key []byte
+	e.m.state.Read(func(s *fsm.State) { cfg, key = s.Config(), fsm.TokenKeyOf(s) })
+	id = KeyedTokenID(key, req.Token)
+	for _, v := range tokenViews(cfg, key) {
 		if v.ID == id {
 			v.Token = req.Token // shown once, to the admin who added it
 			writeJSON(w, http.StatusCreated, map[string]any{"token": v})
@@ -545,9 +578,10 @@ func (e *configEditor) handleAddToken(w http.ResponseWriter, r *http.Request) {
 // NoSearchTokensWarning is what revoking the last search token answers.
 const NoSearchTokensWarning = "no search token is left: search heads and peers that listen on loopback only and have no admin token now serve searches without a token (SPEC §7); others refuse every search but the admin token's"
 
-// RevokeResponse answers DELETE /v1/tokens/{id}: the id, the kinds of
-// token it removed (hec, search) and, when no search token is left, a
-// warning.
+// RevokeResponse answers DELETE /v1/tokens/{id}: the id of the removed
+// token as GET /v1/tokens lists it (KeyedTokenID, whichever id form was
+// asked), the kinds of token it removed (hec, search) and, when no search
+// token is left, a warning.
 type RevokeResponse struct {
 	Revoked string   `json:"revoked"`
 	Kinds   []string `json:"kinds"`
@@ -563,16 +597,25 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 	var (
 		kinds   []string
 		warning string
+		listed  string
 	)
 	ok := e.edit(w, r, func(s *fsm.State, cfg *fsm.Config) error {
-		kinds, warning = nil, ""
+		kinds, warning, listed = nil, "", id
+		key := fsm.TokenKeyOf(s)
+		named := func(tok string) bool {
+			if !tokenNamed(key, tok, id) {
+				return false
+			}
+			listed = KeyedTokenID(key, tok)
+			return true
+		}
 		n := len(cfg.HECTokens)
-		cfg.HECTokens = slices.DeleteFunc(cfg.HECTokens, func(t fsm.HECToken) bool { return TokenID(t.Token) == id })
+		cfg.HECTokens = slices.DeleteFunc(cfg.HECTokens, func(t fsm.HECToken) bool { return named(t.Token) })
 		if len(cfg.HECTokens) < n {
 			kinds = append(kinds, TokenKindHEC)
 		}
 		n = len(cfg.SearchTokens)
-		cfg.SearchTokens = slices.DeleteFunc(cfg.SearchTokens, func(t fsm.SearchToken) bool { return TokenID(t.Token) == id })
+		cfg.SearchTokens = slices.DeleteFunc(cfg.SearchTokens, func(t fsm.SearchToken) bool { return named(t.Token) })
 		if len(cfg.SearchTokens) < n {
 			kinds = append(kinds, TokenKindSearch)
 			if len(cfg.SearchTokens) == 0 {
@@ -585,6 +628,6 @@ func (e *configEditor) handleRevokeToken(w http.ResponseWriter, r *http.Request)
 		return nil
 	})
 	if ok {
-		writeJSON(w, http.StatusOK, RevokeResponse{Revoked: id, Kinds: kinds, Warning: warning})
+		writeJSON(w, http.StatusOK, RevokeResponse{Revoked: listed, Kinds: kinds, Warning: warning})
 	}
 }

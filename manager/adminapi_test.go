@@ -119,6 +119,7 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	key := waitTokenKey(t, l)
 
 	v, err := cl.AddIndex(ctx, IndexRequest{Name: "web", FrozenTimePeriod: "30d", MaxTotalBytes: 1 << 30, MaxDataSize: 8 << 20})
 	if err != nil {
@@ -131,7 +132,9 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hec.Token) != 48 || hec.ID != TokenID(hec.Token) || hec.DefaultIndex != "web" || hec.UseAck == nil || *hec.UseAck {
+	// Ids are keyed once the cluster has its token key (review L1): no
+	// listing is an offline oracle for the unkeyed SHA-256 of a secret.
+	if len(hec.Token) != 48 || hec.ID != KeyedTokenID(key, hec.Token) || hec.ID == TokenID(hec.Token) || hec.DefaultIndex != "web" || hec.UseAck == nil || *hec.UseAck {
 		t.Fatalf("added hec token %+v", hec)
 	}
 	srch, err := cl.AddToken(ctx, TokenRequest{Kind: TokenKindSearch, Token: "search-secret-1", Indexes: []string{"main"}})
@@ -156,6 +159,9 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 	for _, tv := range list {
 		if tv.Token != "" || strings.Contains(tv.Prefix, hec.Token) || len(tv.Prefix) > 8 {
 			t.Fatalf("listing shows a secret: %+v", tv)
+		}
+		if tv.ID != hec.ID && tv.ID != KeyedTokenID(key, "search-secret-1") {
+			t.Fatalf("listing's id %s is not a keyed id", tv.ID)
 		}
 	}
 	// No read shows a secret (SPEC §7): ?reveal is refused.
@@ -238,8 +244,9 @@ func TestAdminAPIIndexesAndTokens(t *testing.T) {
 		}
 		return nil
 	})
-	if res, err := cl.RevokeToken(ctx, srch.ID); err != nil || res.Warning != NoSearchTokensWarning {
-		t.Fatalf("revoke the last search token %s: %+v %v; want the warning", srch.ID, res, err)
+	// By the unkeyed id the CLI computes from a secret it is given.
+	if res, err := cl.RevokeToken(ctx, TokenID(srch.Token)); err != nil || res.Warning != NoSearchTokensWarning || res.Revoked != srch.ID {
+		t.Fatalf("revoke the last search token %s by its unkeyed id: %+v %v; want the warning", srch.ID, res, err)
 	}
 	g.eventually(10*time.Second, func(id string, m *Manager) error {
 		c := configOf(m)

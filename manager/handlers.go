@@ -296,26 +296,31 @@ func (a *httpAPI) handleJoin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.m.Managers())
 }
 
-// handleGetConfig is GET /v1/config: the committed cluster config.
+// handleGetConfig is GET /v1/config: the committed cluster config, its
+// tokens as digests under the cluster's token key (never the key).
 func (a *httpAPI) handleGetConfig(w http.ResponseWriter, r *http.Request) {
 	var cfg fsm.Config
-	a.m.state.Read(func(s *fsm.State) { cfg = s.Config() })
-	writeJSON(w, http.StatusOK, cfg.Redacted())
+	var key []byte
+	a.m.state.Read(func(s *fsm.State) { cfg, key = s.Config(), fsm.TokenKeyOf(s) })
+	writeJSON(w, http.StatusOK, cfg.Redacted(key))
 }
 
 // keepSecrets resolves the tokens of a POSTed config that are given by
-// their digest (as GET /v1/config shows them) to the secrets the cluster
-// holds, so a config read, edited and posted back keeps its tokens. A
-// digest that names no token of that kind is refused: a new token needs
-// its secret.
-func keepSecrets(cur fsm.Config, cfg *fsm.Config) *APIError {
+// their digest (as GET /v1/config shows them: keyed under the cluster's
+// token key, or the unkeyed form a config read before the key showed) to
+// the secrets the cluster holds, so a config read, edited and posted back
+// keeps its tokens. A digest that names no token of that kind is refused:
+// a new token needs its secret.
+func keepSecrets(cur fsm.Config, key []byte, cfg *fsm.Config) *APIError {
 	hec := map[string]string{}
 	for _, t := range cur.HECTokens {
 		hec[fsm.TokenDigest(t.Token)] = t.Token
+		hec[fsm.KeyedDigest(key, t.Token)] = t.Token
 	}
 	search := map[string]string{}
 	for _, t := range cur.SearchTokens {
 		search[fsm.TokenDigest(t.Token)] = t.Token
+		search[fsm.KeyedDigest(key, t.Token)] = t.Token
 	}
 	cfg.HECTokens = slices.Clone(cfg.HECTokens)
 	for i, t := range cfg.HECTokens {
@@ -352,8 +357,9 @@ func (a *httpAPI) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var cur fsm.Config
-	a.m.state.Read(func(s *fsm.State) { cur = s.Config() })
-	if err := keepSecrets(cur, &cfg); err != nil {
+	var key []byte
+	a.m.state.Read(func(s *fsm.State) { cur, key = s.Config(), fsm.TokenKeyOf(s) })
+	if err := keepSecrets(cur, key, &cfg); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -365,5 +371,5 @@ func (a *httpAPI) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"config": cfg.Redacted(), "result": res})
+	writeJSON(w, http.StatusOK, map[string]any{"config": cfg.Redacted(key), "result": res})
 }

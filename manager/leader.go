@@ -181,6 +181,7 @@ func (m *Manager) tick(ctx context.Context) {
 	m.leadMu.Unlock()
 	m.metrics.ticks.Inc()
 	m.raiseClusterVersion(ctx)
+	m.ensureTokenKey(ctx)
 
 	// Plan under the FSM's read lock: the planner copies only what its
 	// simulation changes and visits only the buckets that may need work

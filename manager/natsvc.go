@@ -171,8 +171,10 @@ func (m *Manager) status() api.Status {
 // peerConfigOf is the peer config of a committed state, with its id.
 func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 	// Secrets never leave the managers (SPEC §7): peers and search heads
-	// get each token's digest and check presented tokens against it.
-	c := s.Config().Redacted()
+	// get each token's digest under the cluster's token key, and the key
+	// to check presented tokens against them (fsm.TokenMatches).
+	key := fsm.TokenKeyOf(s)
+	c := s.Config().Redacted(key)
 	targetTimeout := m.cfg.TargetTimeout
 	if c.TargetTimeout > 0 {
 		targetTimeout = c.TargetTimeout // set through the admin API
@@ -181,7 +183,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
-		AdminTokenDigest:  fsm.TokenDigest(m.cfg.AdminToken),
+		AdminTokenDigest: fsm.KeyedDigest(key, m.cfg.AdminToken), TokenKey: key,
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(), BundleHash: fsm.BundleHashOf(s),
 	}
 	if c.Multisite() {

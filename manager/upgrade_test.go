@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quarry-dev/quarry/api"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 )
@@ -428,4 +429,70 @@ func makeSearchableTask(t *testing.T, g *group, b, target string, at time.Time) 
 		return nil
 	})
 	return task
+}
+
+// TestTokenKeyWaitsForTheClusterVersion: while a manager of the build
+// before fsm.TokenKeyVersion is in the group, the leader proposes no token
+// key (a SetTokenKey is refused with ErrClusterVersion) and peers get the
+// unkeyed digests they can check; once every manager runs the new build
+// the leader draws one key, every manager holds the same, and the peers'
+// config turns keyed with the key in it (review L1).
+func TestTokenKeyWaitsForTheClusterVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three managers restarted one at a time")
+	}
+	old := fsm.TokenKeyVersion - 1
+	g := newGroup(t, 3, func(c *Config) { c.fsmVersion = old })
+	cfg := configOf(g.leader())
+	cfg.HECTokens = []fsm.HECToken{{Token: "hec-secret-0001", Ack: true}}
+	g.apply(&fsm.SetConfig{Config: cfg})
+	l := g.leader()
+	_, _, _, ticks := l.LeaderState()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if _, _, _, n := l.LeaderState(); n < ticks+5 {
+			return fmt.Errorf("leader ticked %d times, want 5", n-ticks)
+		}
+		return nil
+	})
+	var pc api.PeerConfig
+	l.Read(func(s *fsm.State) {
+		if fsm.TokenKeyOf(s) != nil {
+			t.Fatal("a token key below the cluster version")
+		}
+		pc = l.peerConfigOf(s)
+	})
+	if pc.TokenKey != nil || pc.HECTokens[0].Token != fsm.TokenDigest("hec-secret-0001") || pc.AdminTokenDigest != fsm.TokenDigest(testToken) {
+		t.Fatalf("peer config below the version: %+v", pc)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := l.Apply(ctx, &fsm.SetTokenKey{Key: make([]byte, fsm.TokenKeySize)}); !errors.Is(err, fsm.ErrClusterVersion) {
+		t.Fatalf("SetTokenKey below the version: %v, want ErrClusterVersion", err)
+	}
+
+	for _, id := range []string{"m1", "m2", "m3"} {
+		cfg := g.cfgs[id]
+		g.kill(id)
+		cfg.Bootstrap, cfg.Join, cfg.fsmVersion = nil, "", 0
+		g.ms[id], g.cfgs[id] = mustNewManager(t, cfg), cfg
+	}
+	var key []byte
+	g.eventually(30*time.Second, func(id string, m *Manager) error {
+		var k []byte
+		m.Read(func(s *fsm.State) { k = fsm.TokenKeyOf(s) })
+		switch {
+		case k == nil:
+			return fmt.Errorf("%s: no token key yet (cluster version %d)", id, m.ClusterVersion())
+		case key == nil:
+			key = k
+		case !bytes.Equal(k, key):
+			t.Fatalf("%s holds another token key", id)
+		}
+		return nil
+	})
+	l = g.leader()
+	l.Read(func(s *fsm.State) { pc = l.peerConfigOf(s) })
+	if !bytes.Equal(pc.TokenKey, key) || pc.HECTokens[0].Token != fsm.KeyedDigest(key, "hec-secret-0001") || pc.AdminTokenDigest != fsm.KeyedDigest(key, testToken) {
+		t.Fatalf("peer config once keyed: %+v", pc)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -68,28 +69,27 @@ func (p *Peer) adminMatch(tok string) (configured, known, ok bool) {
 	case p.cfg.ManagerToken != "":
 		return true, true, equalToken(tok, p.cfg.ManagerToken)
 	}
-	var digest string
+	var a *clusterAuth
 	if p.cl != nil {
-		if d := p.cl.adminDigest.Load(); d != nil {
-			digest = *d
-		}
+		a = p.cl.auth.Load()
 	}
-	if digest == "" {
+	if a == nil || a.adminDigest == "" {
 		return true, false, false
 	}
-	return true, true, fsm.TokenMatches(digest, tok)
+	return true, true, fsm.TokenMatches(a.key, a.adminDigest, tok)
 }
 
-// searchTokens are the search tokens in force: the cluster config's on a
-// cluster member (refreshed with every heartbeat), the flags' standalone.
-func (p *Peer) searchTokens() []fsm.SearchToken {
+// searchTokens are the search tokens in force and the token key they are
+// keyed under: the cluster config's on a cluster member (refreshed with
+// every heartbeat), the flags' standalone (secrets, no key).
+func (p *Peer) searchTokens() ([]fsm.SearchToken, []byte) {
 	if p.cl != nil {
-		if t := p.cl.searchToks.Load(); t != nil {
-			return *t
+		if a := p.cl.auth.Load(); a != nil {
+			return a.searchTokens, a.key
 		}
-		return nil
+		return nil, nil
 	}
-	return p.cfg.SearchTokens
+	return p.cfg.SearchTokens, nil
 }
 
 // checkAuthConfig refuses a non-loopback listen address without an admin
@@ -174,7 +174,7 @@ func (p *Peer) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 // admin token, or a cluster member on loopback, is open (said at start);
 // otherwise the admin token reads every index.
 func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
-	toks := p.searchTokens()
+	toks, key := p.searchTokens()
 	tok := bearer(r)
 	configured, _, isAdmin := p.adminMatch(tok)
 	if len(toks) == 0 && (!configured || p.cfg.NATS != "" && p.loopback) {
@@ -190,7 +190,7 @@ func (p *Peer) searchScope(r *http.Request) ([]string, int, string) {
 		return nil, 0, ""
 	}
 	for _, t := range toks {
-		if fsm.TokenMatches(t.Token, tok) {
+		if fsm.TokenMatches(key, t.Token, tok) {
 			if len(t.Indexes) == 0 {
 				return nil, 0, ""
 			}
@@ -274,5 +274,26 @@ func (p *Peer) reportSearchable(bucket string, done chan<- error) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// warnShortTokens warns, once per kind, about the tokens given by flags
+// that are shorter than fsm.ShortTokenLength (review L1; never refused,
+// never printed). A cluster member's tokens come as digests.
+func warnShortTokens(log *slog.Logger, cfg Config) {
+	var hec, search []string
+	for _, t := range cfg.Tokens {
+		hec = append(hec, t.Value)
+	}
+	for _, t := range cfg.SearchTokens {
+		search = append(search, t.Token)
+	}
+	for _, w := range []string{
+		fsm.ShortTokenWarning("admin token", cfg.AdminToken), fsm.ShortTokenWarning("manager token (--token)", cfg.ManagerToken),
+		fsm.ShortTokenWarning("HEC token", hec...), fsm.ShortTokenWarning("search token", search...),
+	} {
+		if w != "" {
+			log.Warn(w)
+		}
 	}
 }

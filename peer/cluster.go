@@ -74,12 +74,23 @@ type cluster struct {
 	// dataSizes are the max_data_size roll sizes last handed to the store.
 	dataSizes map[string]int64
 
-	// searchToks are the cluster config's search tokens, read by every
-	// /v1/search and GET /v1/buckets (auth.go), set by the heartbeats.
-	searchToks atomic.Pointer[[]fsm.SearchToken]
-	// adminDigest is the managers' admin token digest (auth.go), set by
+	// auth is what the peer checks API tokens against (auth.go): the
+	// cluster config's search tokens, the managers' admin token digest and
+	// the cluster's token key they are keyed under, replaced together by
 	// the heartbeats' config refresh.
-	adminDigest atomic.Pointer[string]
+	auth atomic.Pointer[clusterAuth]
+}
+
+// clusterAuth is a cluster member's token checks, from one config.
+type clusterAuth struct {
+	key          []byte
+	adminDigest  string
+	searchTokens []fsm.SearchToken
+}
+
+// authOf is the token checks of a peer config.
+func authOf(cfg api.PeerConfig) *clusterAuth {
+	return &clusterAuth{key: cfg.TokenKey, adminDigest: cfg.AdminTokenDigest, searchTokens: cfg.SearchTokens}
 }
 
 func (p *Peer) site() string {
@@ -223,8 +234,7 @@ func (p *Peer) joinCluster() ([]hec.Token, error) {
 	go cl.fix.loop(cl.stop, &cl.wg, fixupRetry(cfg))
 	toks := hecTokensOf(cl.cfg)
 	cl.tokens = toks
-	cl.searchToks.Store(&cl.cfg.SearchTokens)
-	cl.adminDigest.Store(&cl.cfg.AdminTokenDigest)
+	cl.auth.Store(authOf(cl.cfg))
 	p.log.Info("joined the cluster", "peers", len(peers), "min_copies", cl.repl.minCopies, "tokens", len(toks))
 	return toks, nil
 }
@@ -265,12 +275,14 @@ func (p *Peer) refreshTokens(ctx context.Context) bool {
 	if p.cl.repl.setTimeout(cfg.TargetTimeout) {
 		p.log.Info("target_timeout from the cluster config", "target_timeout", cfg.TargetTimeout)
 	}
-	if old := p.cl.adminDigest.Load(); old == nil || *old != cfg.AdminTokenDigest {
-		p.cl.adminDigest.Store(&cfg.AdminTokenDigest)
-	}
-	if old := p.cl.searchToks.Load(); old == nil || !reflect.DeepEqual(*old, cfg.SearchTokens) {
-		p.cl.searchToks.Store(&cfg.SearchTokens)
-		p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
+	if old, next := p.cl.auth.Load(), authOf(cfg); old == nil || !reflect.DeepEqual(old, next) {
+		p.cl.auth.Store(next)
+		if old == nil || !reflect.DeepEqual(old.searchTokens, next.searchTokens) {
+			p.log.Info("search tokens updated from the cluster config", "tokens", len(cfg.SearchTokens))
+		}
+		if old != nil && len(old.key) == 0 && len(next.key) > 0 {
+			p.log.Info("the cluster's token key arrived: tokens are checked against keyed digests")
+		}
 	}
 	if !p.refreshBundle(ctx, cfg.BundleHash) {
 		return false

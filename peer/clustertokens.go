@@ -1,9 +1,11 @@
 package peer
 
 import (
-	"github.com/quarry-dev/quarry/api"
 	"slices"
+	"strings"
 
+	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/peer/hec"
 )
 
@@ -28,6 +30,9 @@ func hecTokensOf(cfg api.PeerConfig) []hec.Token {
 	var out []hec.Token
 	for _, t := range cfg.HECTokens {
 		ht := hec.TokenFromConfig(t)
+		if len(cfg.TokenKey) > 0 && strings.HasPrefix(t.Token, fsm.KeyedDigestPrefix) {
+			ht.Key = cfg.TokenKey
+		}
 		if len(ht.Indexes) == 0 && declared != nil {
 			ht.Indexes = declared
 			if ht.DefaultIndex == "" {

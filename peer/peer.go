@@ -324,6 +324,7 @@ func Start(cfg Config) (*Peer, error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger.With("peer", cfg.ID, "site", cfg.Site)
+	warnShortTokens(log, cfg)
 	if err := makeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}

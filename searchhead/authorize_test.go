@@ -1,6 +1,8 @@
 package searchhead
 
 import (
+	"bytes"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,5 +84,38 @@ func TestPublishNamesPerToken(t *testing.T) {
 	h.serveSearch(w, r)
 	if w.Code != 403 || !strings.Contains(w.Body.String(), "publish_not_allowed") {
 		t.Fatalf("a publish outside the token's names: %d %s, want 403 publish_not_allowed", w.Code, w.Body)
+	}
+}
+
+// TestKeyedSearchTokens: with the cluster's token key, a search token given
+// by its keyed digest is taken for its secret and nothing else, keeps its
+// index scope, and its caller's label is the keyed id (as quarry token
+// list shows it), not a prefix of the unkeyed SHA-256 (review L1).
+func TestKeyedSearchTokens(t *testing.T) {
+	key := bytes.Repeat([]byte{5}, fsm.TokenKeySize)
+	h := &Head{tokenKey: key, tokens: []fsm.SearchToken{
+		{Token: fsm.KeyedDigest(key, "search-secret-1"), Indexes: []string{"web"}},
+		{Token: fsm.TokenDigest("old-form-secret")}, // a config from before the key
+	}}
+	c, err := h.identifyToken("search-secret-1")
+	if err != nil || len(c.indexes) != 1 || c.indexes[0] != "web" {
+		t.Fatalf("the keyed token: %+v %v", c, err)
+	}
+	sum, _ := fsm.DigestSum(fsm.KeyedDigest(key, "search-secret-1"))
+	unkeyed := strings.TrimPrefix(fsm.TokenDigest("search-secret-1"), fsm.TokenDigestPrefix)
+	if c.label != hex.EncodeToString(sum[:8]) || strings.HasPrefix(unkeyed, c.label) {
+		t.Fatalf("label %q: want the keyed id", c.label)
+	}
+	if _, err := h.identifyToken("old-form-secret"); err != nil {
+		t.Fatalf("an unkeyed digest: %v", err)
+	}
+	for _, bad := range []string{"search-secret-2", fsm.KeyedDigest(key, "search-secret-1"), "old-form-secreT"} {
+		if _, err := h.identifyToken(bad); err == nil {
+			t.Errorf("token %q was taken", bad)
+		}
+	}
+	h.tokenKey = bytes.Repeat([]byte{6}, fsm.TokenKeySize) // another cluster's key
+	if _, err := h.identifyToken("search-secret-1"); err == nil {
+		t.Error("the keyed token was taken under another key")
 	}
 }

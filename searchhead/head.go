@@ -120,6 +120,7 @@ type Head struct {
 
 	tokMu      sync.RWMutex
 	tokens     []fsm.SearchToken
+	tokenKey   []byte   // the cluster's token key the tokens' digests are keyed under (nil: unkeyed)
 	indexes    []string // every index the cluster knows (config), sorted
 	tokensSeen bool
 	configID   string
@@ -187,6 +188,9 @@ func New(ctx context.Context, cfg Config) (*Head, error) {
 		log = slog.Default()
 	}
 	log = log.With("searchhead", cfg.ID)
+	if w := fsm.ShortTokenWarning("admin token", cfg.AdminToken); w != "" {
+		log.Warn(w) // review L1: warned, never refused, never printed
+	}
 	subj, err := bus.NewSubjects(cfg.SubjectPrefix)
 	if err != nil {
 		return nil, err
@@ -292,7 +296,10 @@ func (h *Head) refreshConfig() {
 		return
 	}
 	h.tokMu.Lock()
-	h.tokens, h.tokensSeen, h.configID = pc.SearchTokens, true, pc.ID
+	if len(h.tokenKey) == 0 && len(pc.TokenKey) > 0 {
+		h.log.Info("the cluster's token key arrived: search tokens are checked against keyed digests")
+	}
+	h.tokens, h.tokenKey, h.tokensSeen, h.configID = pc.SearchTokens, pc.TokenKey, true, pc.ID
 	h.indexes = pc.KnownIndexes
 	h.tokMu.Unlock()
 }
@@ -409,12 +416,12 @@ func (h *Head) identify(r *http.Request) (caller, error) {
 }
 
 func (h *Head) identifyToken(tok string) (caller, error) {
-	if h.cfg.AdminToken != "" && tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1 {
-		return tokenCaller(tok, nil), nil
-	}
 	h.tokMu.RLock()
-	toks := h.tokens
+	toks, key := h.tokens, h.tokenKey
 	h.tokMu.RUnlock()
+	if h.cfg.AdminToken != "" && tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1 {
+		return tokenCaller(key, tok, nil), nil
+	}
 	if len(toks) == 0 && h.cfg.AdminToken == "" && h.ln != nil && isLoopback(h.ln.Addr()) {
 		return caller{label: "nobody"}, nil // loopback only, said at start (identify checks the client is local)
 	}
@@ -422,12 +429,12 @@ func (h *Head) identifyToken(tok string) (caller, error) {
 		return caller{}, &RequestError{Status: 401, Code: "token_required", Msg: "a search token is required: Authorization: Bearer <token>"}
 	}
 	for _, t := range toks {
-		if fsm.TokenMatches(t.Token, tok) {
+		if fsm.TokenMatches(key, t.Token, tok) {
 			var ix []string
 			if len(t.Indexes) > 0 {
 				ix = append([]string{}, t.Indexes...)
 			}
-			c := tokenCaller(tok, ix)
+			c := tokenCaller(key, tok, ix)
 			c.publish = &t
 			return c, nil
 		}
@@ -435,12 +442,14 @@ func (h *Head) identifyToken(tok string) (caller, error) {
 	return caller{}, &RequestError{Status: 403, Code: "invalid_token", Msg: "invalid search token"}
 }
 
-// tokenCaller names a caller by its token's digest; its label is the
-// token's id (the digest's first 16 hex digits, as quarry token list
-// shows it).
-func tokenCaller(tok string, indexes []string) caller {
-	d := fsm.TokenDigest(tok)
-	return caller{owner: d, label: strings.TrimPrefix(d, fsm.TokenDigestPrefix)[:16], indexes: indexes}
+// tokenCaller names a caller by its token's digest (owner: unkeyed, kept
+// in this process only, so a job keeps its owner when the cluster's token
+// key arrives); its label is the token's id (the first 16 hex digits of
+// its digest under the cluster's token key, as quarry token list shows
+// it), which the Splunk API shows the token's own holder.
+func tokenCaller(key []byte, tok string, indexes []string) caller {
+	sum, _ := fsm.DigestSum(fsm.KeyedDigest(key, tok))
+	return caller{owner: fsm.TokenDigest(tok), label: hex.EncodeToString(sum[:8]), indexes: indexes}
 }
 
 // requestToken is the token a request carries: Authorization: Bearer T,

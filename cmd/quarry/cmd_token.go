@@ -188,6 +188,9 @@ func runTokenRevoke(c *cli.Context, cl *manager.Client, args []string, out strin
 	if out == "json" {
 		return printJSONTo(c.App.Writer, res)
 	}
+	if res.Revoked != "" {
+		id = res.Revoked // as token list shows it (keyed once the cluster has its token key)
+	}
 	fmt.Fprintf(c.App.Writer, "token %s revoked (%s)\n", id, strings.Join(res.Kinds, ", "))
 	return nil
 }

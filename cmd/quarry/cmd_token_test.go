@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/quarry-dev/quarry/fsm"
+	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/manager"
 )
 
@@ -38,7 +40,26 @@ func mustStartManager(t *testing.T) (string, *manager.Manager) {
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval of the condition above
 	}
+	// Token ids are keyed once the cluster has its token key: wait for it,
+	// so the ids a test expects (tokenIDOf) stay the same throughout.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if tokenKeyOf(m) == nil {
+			return fmt.Errorf("manager m1 has no token key yet")
+		}
+		return nil
+	})
 	return "http://" + m.HTTPAddr(), m
+}
+
+func tokenKeyOf(m *manager.Manager) []byte {
+	var key []byte
+	m.Read(func(s *fsm.State) { key = fsm.TokenKeyOf(s) })
+	return key
+}
+
+// tokenIDOf is a secret's id as m lists it (manager.KeyedTokenID).
+func tokenIDOf(m *manager.Manager, secret string) string {
+	return manager.KeyedTokenID(tokenKeyOf(m), secret)
 }
 
 // runQuarry runs `quarry args…` in process and returns stdout, stderr and
@@ -92,7 +113,7 @@ func TestIndexAndTokenCommands(t *testing.T) {
 	// A HEC token with its secret given, a generated search token.
 	out = run("token", "add", "hec", "--indexes", "web", "--useack=false", "--value", "hec-token-0001", "--output", "json")
 	var added struct{ Token manager.TokenView }
-	if err := json.Unmarshal([]byte(out), &added); err != nil || added.Token.Token != "hec-token-0001" || added.Token.ID != manager.TokenID("hec-token-0001") {
+	if err := json.Unmarshal([]byte(out), &added); err != nil || added.Token.Token != "hec-token-0001" || added.Token.ID != tokenIDOf(m, "hec-token-0001") {
 		t.Fatalf("token add json: %q %v", out, err)
 	}
 	// Per-token event defaults (issue 29 item 2).
@@ -112,7 +133,7 @@ func TestIndexAndTokenCommands(t *testing.T) {
 		t.Fatalf("tokens %+v %+v", cfg.HECTokens, cfg.SearchTokens)
 	}
 	out = run("token", "list")
-	if strings.Contains(out, "hec-token-0001") || strings.Contains(out, searchSecret) || !strings.Contains(out, manager.TokenID("hec-token-0001")) || !strings.Contains(out, "hec-…") {
+	if strings.Contains(out, "hec-token-0001") || strings.Contains(out, searchSecret) || !strings.Contains(out, tokenIDOf(m, "hec-token-0001")) || !strings.Contains(out, "hec-…") {
 		t.Fatalf("token list shows a secret or misses the id:\n%s", out)
 	}
 
@@ -147,7 +168,7 @@ func TestIndexAndTokenCommands(t *testing.T) {
 	}
 
 	// Revoke by secret and by id, then the index can go.
-	if out := run("token", "revoke", "hec-token-0001"); out != "token "+manager.TokenID("hec-token-0001")+" revoked (hec)\n" {
+	if out := run("token", "revoke", "hec-token-0001"); out != "token "+tokenIDOf(m, "hec-token-0001")+" revoked (hec)\n" {
 		t.Fatalf("revoke by secret: %q", out)
 	}
 	out, errOut, err := runInProcess(t, "token", "revoke", manager.TokenID(searchSecret))

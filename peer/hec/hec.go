@@ -61,7 +61,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,9 +81,12 @@ import (
 
 // Token is a HEC token as the cluster config (or --hec-token) defines it.
 type Token struct {
-	// Value is the secret, or its digest (fsm.TokenDigest) as a cluster
+	// Value is the secret, or its digest (fsm.KeyedDigest) as a cluster
 	// peer gets it: the managers never send secrets (SPEC §7).
 	Value string
+	// Key is the cluster's token key a keyed digest Value is checked under
+	// (api.PeerConfig.TokenKey); nil for a secret or an unkeyed digest.
+	Key []byte
 	// Indexes the token may write to; empty means any index. The first is
 	// the default index when DefaultIndex is empty.
 	Indexes      []string
@@ -237,13 +239,13 @@ type Config struct {
 // Handler serves the HEC endpoints.
 type Handler struct {
 	cfg    Config
-	tokens atomic.Pointer[map[tokenKey]*tokenState] // replaced whole by SetTokens
-	rules  atomic.Pointer[knowledge.IndexRules]     // SetIndexRules; nil: built-ins only
-	tmu    sync.Mutex                               // serialises SetTokens
-	pool   sync.Pool                                // *decoder
-	bufs   [len(sizeClasses)]sync.Pool              // *pooledBuf by size class
-	gzips  sync.Pool                                // *gzip.Reader
-	budget *budget                                  // MaxInFlightBytes
+	tokens atomic.Pointer[tokenSet]             // replaced whole by SetTokens
+	rules  atomic.Pointer[knowledge.IndexRules] // SetIndexRules; nil: built-ins only
+	tmu    sync.Mutex                           // serialises SetTokens
+	pool   sync.Pool                            // *decoder
+	bufs   [len(sizeClasses)]sync.Pool          // *pooledBuf by size class
+	gzips  sync.Pool                            // *gzip.Reader
+	budget *budget                              // MaxInFlightBytes
 
 	requests *prometheus.CounterVec
 	// byEndpoint and latency: every HEC request by endpoint (event, raw,
@@ -396,51 +398,6 @@ func New(cfg Config) *Handler {
 			h.duplicates, keys, forgotten)
 	}
 	return h
-}
-
-// SetTokens replaces the tokens (a cluster peer gets new ones from the
-// managers' config). A token that stays keeps its channels and unread acks;
-// a removed token's are forgotten.
-func (h *Handler) SetTokens(tokens []Token) {
-	h.tmu.Lock()
-	defer h.tmu.Unlock()
-	old := map[tokenKey]*tokenState{}
-	if p := h.tokens.Load(); p != nil {
-		old = *p
-	}
-	next := make(map[tokenKey]*tokenState, len(tokens))
-	for _, t := range tokens {
-		k := tokenKeyOf(t.Value)
-		st := &tokenState{Token: t}
-		if o := old[k]; o != nil {
-			st.tokenChannels = o.tokenChannels
-		} else {
-			st.tokenChannels = &tokenChannels{channels: map[string]*channel{}}
-		}
-		next[k] = st
-	}
-	h.tokens.Store(&next)
-}
-
-// token is the current state of a token value, nil when unknown: found by
-// the value's SHA-256, then compared in constant time.
-func (h *Handler) token(v string) *tokenState {
-	t := (*h.tokens.Load())[sha256.Sum256([]byte(v))]
-	if t == nil || !fsm.TokenMatches(t.Value, v) {
-		return nil
-	}
-	return t
-}
-
-// tokenKeyOf is the SHA-256 a token is found by: of the secret, or the
-// one a digest names.
-func tokenKeyOf(v string) tokenKey {
-	var k tokenKey
-	if fsm.IsTokenDigest(v) {
-		hex.Decode(k[:], []byte(v[len(fsm.TokenDigestPrefix):])) // checked by IsTokenDigest
-		return k
-	}
-	return sha256.Sum256([]byte(v))
 }
 
 // Register mounts the HEC endpoints on mux.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/store"
 	"github.com/valyala/fastjson"
@@ -569,4 +570,67 @@ func TestTokenShareOfTheBudget(t *testing.T) {
 	if status, r := f.post(t, "/services/collector/event", "Splunk ack2", chanB, good); status != 200 || r.Code != 0 {
 		t.Fatalf("another token beside it: %d %+v", status, r)
 	}
+}
+
+// TestKeyedTokenLookup: a token given by its keyed digest (a cluster
+// peer's, once the cluster has a token key) takes its secret and nothing
+// else — not a near miss, not the digest itself, not the secret's unkeyed
+// digest — and the same tokens reset with the key's switch still work.
+func TestKeyedTokenLookup(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, fsm.TokenKeySize)
+	const secret = "s3cret-token-0001"
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.Tokens = []Token{{Value: fsm.TokenDigest(secret)}}
+	})
+	post := func(tok string) int {
+		status, _ := f.post(t, "/services/collector/event", "Splunk "+tok, "", good)
+		return status
+	}
+	if s := post(secret); s != 200 {
+		t.Fatalf("unkeyed digest: the secret got %d", s)
+	}
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret), Key: key}})
+	for _, tok := range []string{"s3cret-token-000", "s3cret-token-0002", fsm.KeyedDigest(key, secret), fsm.TokenDigest(secret)} {
+		if s := post(tok); s != 403 {
+			t.Fatalf("keyed digest: token %q got %d, want 403", tok, s)
+		}
+	}
+	if s := post(secret); s != 200 {
+		t.Fatalf("keyed digest: the secret got %d", s)
+	}
+	// A keyed digest without its key matches nothing.
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret)}})
+	if s := post(secret); s != 403 {
+		t.Fatalf("keyed digest without a key: the secret got %d", s)
+	}
+}
+
+// TestAckChannelsSurviveTheKey: when the cluster's token key arrives and a
+// token comes back as its keyed digest, its channel goes on (the next ack
+// id follows the last, unread acks still answer) instead of starting
+// afresh; another token's secret does not adopt it.
+func TestAckChannelsSurviveTheKey(t *testing.T) {
+	key := bytes.Repeat([]byte{8}, fsm.TokenKeySize)
+	const secret, other = "ack-secret-0001", "ack-secret-0002"
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.Tokens = []Token{{Value: fsm.TokenDigest(secret), Ack: true}, {Value: fsm.TokenDigest(other), Ack: true}}
+	})
+	for want := int64(0); want < 2; want++ {
+		if s, r := f.post(t, "/services/collector/event", "Splunk "+secret, chanA, good); s != 200 || r.AckID == nil || *r.AckID != want {
+			t.Fatalf("before the key: %d %+v, want ack id %d", s, r, want)
+		}
+	}
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret), Ack: true, Key: key}, {Value: fsm.KeyedDigest(key, other), Ack: true, Key: key}})
+	if s, r := f.post(t, "/services/collector/event", "Splunk "+other, chanA, good); s != 200 || r.AckID == nil || *r.AckID != 0 {
+		t.Fatalf("another token on the same channel id: %d %+v, want its own channel (ack id 0)", s, r)
+	}
+	if s, r := f.post(t, "/services/collector/event", "Splunk "+secret, chanA, good); s != 200 || r.AckID == nil || *r.AckID != 2 {
+		t.Fatalf("after the key: %d %+v, want ack id 2 (the channel goes on)", s, r)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if a := f.acks(t, "Splunk "+secret, chanA, 0, 1, 2); !a["0"] || !a["1"] || !a["2"] {
+			return fmt.Errorf("acks %v", a)
+		}
+		return nil
+	})
 }

@@ -16,7 +16,7 @@ func (h *Handler) Sweep() (channels, acks int) {
 		return 0, 0
 	}
 	seen := map[*tokenChannels]bool{}
-	for _, t := range *tm {
+	for _, t := range tm.byKey {
 		if seen[t.tokenChannels] {
 			continue
 		}

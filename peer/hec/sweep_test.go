@@ -63,10 +63,10 @@ func TestSweepFreesAStuckChannel(t *testing.T) {
 	if c, a := h.Sweep(); c != 2 || a != 2 {
 		t.Fatalf("sweep after ChannelIdle forgot %d channels, %d acks; want 2, 2", c, a)
 	}
-	if n := (*h.tokens.Load()); len(n) != 2 {
+	if n := h.tokens.Load().byKey; len(n) != 2 {
 		t.Fatalf("tokens %d", len(n))
 	}
-	for _, tk := range *h.tokens.Load() {
+	for _, tk := range h.tokens.Load().byKey {
 		if len(tk.channels) != 0 || tk.pending.Load() != 0 {
 			t.Fatalf("after the sweeps: %d channels, %d pending", len(tk.channels), tk.pending.Load())
 		}

@@ -480,7 +480,7 @@ func plain(r Reply) Reply {
 func (h *Handler) auth(r *http.Request) (*tokenState, *Reply) {
 	a := r.Header.Get("Authorization")
 	if a == "" {
-		if qt := r.URL.Query().Get("token"); qt != "" {
+		if qt := queryToken(r); qt != "" {
 			if t := h.token(qt); t != nil && t.AllowQueryStringAuth {
 				if t.Disabled {
 					rp := plain(replyTokenDisabled)
@@ -492,28 +492,7 @@ func (h *Handler) auth(r *http.Request) (*tokenState, *Reply) {
 		rp := plain(replyTokenRequired)
 		return nil, &rp
 	}
-	var tok string
-	scheme, rest, _ := strings.Cut(a, " ")
-	rest = strings.TrimSpace(rest)
-	switch strings.ToLower(scheme) {
-	case "splunk":
-		tok = rest
-	case "basic":
-		raw, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			rp := plain(replyInvalidAuth)
-			return nil, &rp
-		}
-		_, pw, ok := strings.Cut(string(raw), ":")
-		if !ok {
-			rp := plain(replyInvalidAuth)
-			return nil, &rp
-		}
-		tok = pw
-	default:
-		rp := plain(replyInvalidAuth)
-		return nil, &rp
-	}
+	tok := headerToken(a)
 	if tok == "" {
 		rp := plain(replyInvalidAuth)
 		return nil, &rp
@@ -528,6 +507,37 @@ func (h *Handler) auth(r *http.Request) (*tokenState, *Reply) {
 		return nil, &rp
 	}
 	return t, nil
+}
+
+// headerToken is the token an Authorization header presents ("Splunk
+// <token>", or basic auth with the token as password); "" when it
+// presents none in a form HEC takes.
+func headerToken(a string) string {
+	scheme, rest, _ := strings.Cut(a, " ")
+	rest = strings.TrimSpace(rest)
+	switch strings.ToLower(scheme) {
+	case "splunk":
+		return rest
+	case "basic":
+		raw, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return ""
+		}
+		_, pw, _ := strings.Cut(string(raw), ":")
+		return pw
+	}
+	return ""
+}
+
+// queryToken is ?token=<token> (taken only for a token that allows it).
+func queryToken(r *http.Request) string { return r.URL.Query().Get("token") }
+
+// presentedToken is the secret a request that auth took presented.
+func presentedToken(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		return headerToken(a)
+	}
+	return queryToken(r)
 }
 
 var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)

@@ -150,7 +150,13 @@ func (h *Handler) commitKeyed(w http.ResponseWriter, r *http.Request, t *tokenSt
 			return
 		}
 	}
-	tok := tokenKeyOf(t.Value)
+	// A key's scope is the SHA-256 of the token's secret, computed here
+	// from what the request presented — not the digest the managers sent,
+	// which becomes keyed once (cluster version 10, fsm.SetTokenKey): a
+	// retry that straddles that switch, or reaches a peer on the other side
+	// of it, still finds its key (exactly once). The scope never leaves the
+	// peers (their journals and the peer-only quarry.idem subjects).
+	tok := sha256.Sum256([]byte(presentedToken(r)))
 	total := uint32(len(evs))
 	for {
 		f, cl := h.cfg.Keys.Begin(tok, k.key, k.body, total, h.cfg.Now())

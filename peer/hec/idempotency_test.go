@@ -1,6 +1,7 @@
 package hec
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 	"github.com/quarry-dev/quarry/peer/idem"
 	"github.com/quarry-dev/quarry/peer/store"
@@ -203,4 +205,38 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 			t.Fatalf("bare key %q read as %q", v, k)
 		}
 	})
+}
+
+// TestIdempotencyAcrossTheTokenKey (review L1, issue 24): when the
+// cluster's token key arrives and a token comes back as its keyed digest,
+// a key its shipper used before the switch is still known — a retry that
+// straddles the switch is answered, not stored again; with the header
+// only on the retry a resend is stored, as without a key.
+func TestIdempotencyAcrossTheTokenKey(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, fsm.TokenKeySize)
+	const secret = "idem-secret-0001"
+	f := newFixtureWith(t, store.Options{BlockInterval: 5 * time.Millisecond}, func(c *Config) {
+		c.Tokens = []Token{{Value: fsm.TokenDigest(secret), Ack: true}}
+	})
+	body := good + good
+	if st, r := f.postKeyed(t, "/services/collector/event", "Splunk "+secret, chA, "k-switch", body); st != 200 || r.Code != 0 {
+		t.Fatalf("before the key: %d %+v", st, r)
+	}
+	f.h.SetTokens([]Token{{Value: fsm.KeyedDigest(key, secret), Ack: true, Key: key}})
+	st, r := f.postKeyed(t, "/services/collector/event", "Splunk "+secret, chB, "k-switch", body)
+	if st != 200 || r.Code != 0 || r.AckID == nil {
+		t.Fatalf("the retry after the key: %d %+v", st, r)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if !f.acks(t, "Splunk "+secret, chB, *r.AckID)[fmt.Sprint(*r.AckID)] {
+			return errors.New("the retry's ack is not true")
+		}
+		return nil
+	})
+	if n := f.events(t); n != 2 {
+		t.Fatalf("stored %d events, want 2: the retry across the switch was stored again", n)
+	}
+	if st, r := f.postKeyed(t, "/services/collector/event", "Splunk "+secret, chA, "k-switch", good); st != 422 || r.Code != 24 {
+		t.Fatalf("another body under the key after the switch: %d %+v, want 422 code 24", st, r)
+	}
 }

@@ -19,7 +19,8 @@ import (
 // the unkeyed tokens' channels are kept aside (tokenSet.legacy) and the
 // first request that presents the secret moves them to its keyed token
 // (adopt), so a shipper's unread acks survive the switch. Idempotency keys
-// are scoped by the digest and do not (SECURITY.md, L1).
+// are scoped by the presented secret's SHA-256 (commitKeyed), which the
+// switch does not change.
 func (h *Handler) SetTokens(tokens []Token) {
 	h.tmu.Lock()
 	defer h.tmu.Unlock()

@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		closing:    make(chan struct{}),
 		applied:    make(chan struct{}, 1),
 	}
-	m.warnShortTokens()
+	warnShortTokens(m.log, cfg)
 	m.mux = newMuxFSM(m.state)
 	m.mux.onApply = func() {
 		m.gens.observe(m.state, time.Now())
@@ -397,22 +397,22 @@ func (m *Manager) Snapshot() error { return m.node.raft.Snapshot().Error() }
 
 // warnShortTokens warns, once per kind, about the configured tokens shorter
 // than fsm.ShortTokenLength (review L1; never refused, never printed).
-func (m *Manager) warnShortTokens() {
+func warnShortTokens(log *slog.Logger, cfg Config) {
 	var hec, search []string
-	if m.cfg.Seed != nil {
-		for _, t := range m.cfg.Seed.HECTokens {
+	if cfg.Seed != nil {
+		for _, t := range cfg.Seed.HECTokens {
 			hec = append(hec, t.Token)
 		}
-		for _, t := range m.cfg.Seed.SearchTokens {
+		for _, t := range cfg.Seed.SearchTokens {
 			search = append(search, t.Token)
 		}
 	}
 	for _, w := range []string{
-		fsm.ShortTokenWarning("admin token", m.cfg.AdminToken), fsm.ShortTokenWarning("read token", m.cfg.ReadToken),
+		fsm.ShortTokenWarning("admin token", cfg.AdminToken), fsm.ShortTokenWarning("read token", cfg.ReadToken),
 		fsm.ShortTokenWarning("HEC token", hec...), fsm.ShortTokenWarning("search token", search...),
 	} {
 		if w != "" {
-			m.log.Warn(w)
+			log.Warn(w)
 		}
 	}
 }

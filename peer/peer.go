@@ -306,18 +306,24 @@ func identityBorn(dir string) int64 {
 	return st.ModTime().UnixNano()
 }
 
-// Start opens the store (recovering it), and serves HTTP on cfg.HTTPAddr.
-func Start(cfg Config) (*Peer, error) {
+// checkStartConfig refuses a config Start cannot run with: no id, no data
+// folder, unreadable TLS files, or an auth setup checkAuthConfig refuses.
+func checkStartConfig(cfg Config) error {
 	if cfg.ID == "" {
-		return nil, errors.New("peer: --id is required")
+		return errors.New("peer: --id is required")
 	}
 	if cfg.DataDir == "" {
-		return nil, errors.New("peer: --data-dir is required")
+		return errors.New("peer: --data-dir is required")
 	}
 	if err := cfg.TLS.Check(); err != nil {
-		return nil, fmt.Errorf("peer: %w", err)
+		return fmt.Errorf("peer: %w", err)
 	}
-	if err := checkAuthConfig(cfg); err != nil {
+	return checkAuthConfig(cfg)
+}
+
+// Start opens the store (recovering it), and serves HTTP on cfg.HTTPAddr.
+func Start(cfg Config) (*Peer, error) {
+	if err := checkStartConfig(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -284,7 +282,7 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 
 	// A node with the wrong deployment password cannot join the cluster:
 	// its route is refused (both ends log it) and n1's routes stay n2's.
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	bad := cfg("s1n3", "site1")
 	bad.Password, bad.GatewayListen = "wrong", ""
 	bad.ClusterListen, bad.Routes = "127.0.0.1:0", []string{n1.ClusterURL()}
@@ -308,24 +306,6 @@ func TestClusterAndGatewayWithAuth(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// lockedBuffer is an io.Writer safe for concurrent log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Cutting a site's gateways (not its server): the site's own clients keep

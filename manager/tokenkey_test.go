@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,29 +19,11 @@ import (
 	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestShortTokensWarnedNotRefused: a manager started with a short admin
 // token and short seed HEC tokens starts (short tokens are not refused),
 // warns once per kind, and never prints a secret nor the token key.
 func TestShortTokensWarnedNotRefused(t *testing.T) {
-	var buf lockedBuffer
+	var buf testutil.LockedBuffer
 	g := newGroup(t, 1, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.AdminToken = "T"

@@ -14,7 +14,7 @@ import (
 )
 
 // Limits of a peer's own POST /v1/search (single-peer search), as a search
-// head has them (issue 26, review M1); README "Limits".
+// head has them (issue 26, review M1); docs/LIMITS.md.
 const (
 	DefaultSearchTimeout = 2 * time.Minute // a single-peer search's time limit
 	DefaultMaxResults    = 50000           // result rows of one single-peer search (Splunk's maxresultrows)
@@ -125,7 +125,7 @@ func (p *Peer) writeSearchError(w http.ResponseWriter, r *http.Request, err erro
 		writeError(w, http.StatusBadRequest, "bad_query", err.Error())
 	case query.IsLimitError(err):
 		// A value or a group count passed a limit of the search: the error
-		// names it (README "Limits").
+		// names it (docs/LIMITS.md).
 		p.searchErrors.WithLabelValues("limit_exceeded").Inc()
 		writeError(w, http.StatusBadRequest, "limit_exceeded", err.Error())
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

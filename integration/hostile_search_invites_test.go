@@ -12,7 +12,7 @@ import (
 	"github.com/quarry-dev/quarry/internal/testutil"
 )
 
-// TestClusterSearchInvitesReachOnlyTheirPeer (SECURITY.md, review finding
+// TestHostileSearchInvitesReachOnlyTheirPeer (SECURITY.md, review finding
 // M4): a search head sends each peer its own request, with only that
 // peer's stream invite, on the peer's own subject. A process holding a
 // peer's NATS credentials cannot subscribe to its site's search subject or
@@ -20,7 +20,7 @@ import (
 // only way to answer, forge or abort that peer's stream: inboxes are
 // random, and each user subscribes only its own). What it does receive on
 // its own subject names its own peer and no other. Searches stay exact.
-func TestClusterSearchInvitesReachOnlyTheirPeer(t *testing.T) {
+func TestHostileSearchInvitesReachOnlyTheirPeer(t *testing.T) {
 	c := Start(t, Options{RoleUsers: true, PeersPerSite: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

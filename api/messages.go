@@ -112,6 +112,9 @@ type Register struct {
 	// attributes as "http_addr" so search heads and tools find it.
 	HTTPAddr  string `json:"http_addr,omitempty"`
 	Inventory []Copy `json:"inventory"`
+	// KeyedDigests: as ConfigRequest.KeyedDigests, for the config in the
+	// registration's reply.
+	KeyedDigests bool `json:"keyed_digests,omitempty"`
 	// Upload, Part and Parts split an inventory too large for one message
 	// (the bus's max payload, 1 MiB by default, holds about 3,000 copies)
 	// over Parts messages, numbered 1..Parts, that share Upload (an id the
@@ -446,6 +449,12 @@ const CodeSealHold = "seal_hold"
 type ConfigRequest struct {
 	V    int    `json:"v"`
 	Peer string `json:"peer,omitempty"`
+	// KeyedDigests: the asker checks tokens against digests keyed under the
+	// cluster's token key (PeerConfig.TokenKey). A build before it leaves
+	// it out and is sent the unkeyed digests it can check, so a rolling
+	// upgrade that reaches the managers first keeps every older peer and
+	// search head taking its tokens.
+	KeyedDigests bool `json:"keyed_digests,omitempty"`
 }
 
 // BundleRequest is <prefix>.mgr.bundle: a registered peer (itself, the

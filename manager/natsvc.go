@@ -168,13 +168,36 @@ func (m *Manager) status() api.Status {
 	return st
 }
 
-// peerConfigOf is the peer config of a committed state, with its id.
-func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
-	// Secrets never leave the managers (SPEC §7): peers and search heads
-	// get each token's digest under the cluster's token key, and the key
-	// to check presented tokens against them (fsm.TokenMatches).
+// peerConfigOf is the peer config of a committed state, with its id, for
+// an asker that checks keyed digests (api.ConfigRequest.KeyedDigests).
+func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig { return m.peerConfigFor(s, true) }
+
+// peerConfigFor is the peer config of a committed state. Secrets never
+// leave the managers (SPEC §7): peers and search heads get each token's
+// digest and check presented tokens against it (fsm.TokenMatches) — keyed
+// under the cluster's token key, sent with it, when keyed is true and the
+// cluster has one; the unkeyed digests an older build checks otherwise.
+// Both forms carry the same id: the unkeyed config's and the key's hash,
+// so the key's arrival changes the id once and an older build that
+// fetched the unkeyed form finds its id current.
+func (m *Manager) peerConfigFor(s *fsm.State, keyed bool) api.PeerConfig {
 	key := fsm.TokenKeyOf(s)
-	c := s.Config().Redacted(key)
+	pc := m.unkeyedPeerConfig(s)
+	b, _ := json.Marshal(pc) // plain data: cannot fail
+	sum := sha256.Sum256(append(b, key...))
+	pc.ID = hex.EncodeToString(sum[:8])
+	pc.Generation, pc.TableVersion = s.CurrentGeneration(), s.TableVersion()
+	if keyed && key != nil {
+		c := s.Config().Redacted(key)
+		pc.HECTokens, pc.SearchTokens = c.HECTokens, c.SearchTokens
+		pc.AdminTokenDigest, pc.TokenKey = fsm.KeyedDigest(key, m.cfg.AdminToken), key
+	}
+	return pc
+}
+
+// unkeyedPeerConfig is the peer config with unkeyed digests and no id.
+func (m *Manager) unkeyedPeerConfig(s *fsm.State) api.PeerConfig {
+	c := s.Config().Redacted(nil)
 	targetTimeout := m.cfg.TargetTimeout
 	if c.TargetTimeout > 0 {
 		targetTimeout = c.TargetTimeout // set through the admin API
@@ -183,7 +206,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
-		AdminTokenDigest: fsm.KeyedDigest(key, m.cfg.AdminToken), TokenKey: key,
+		AdminTokenDigest:  fsm.TokenDigest(m.cfg.AdminToken),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(), BundleHash: fsm.BundleHashOf(s),
 	}
 	if c.Multisite() {
@@ -191,10 +214,6 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig {
 		// mode, so a peer's ack rule min(2, RF) counts the policy (SPEC §4).
 		pc.ReplicationFactor = c.SiteReplicationFactor.Total
 	}
-	b, _ := json.Marshal(pc) // plain data: cannot fail
-	sum := sha256.Sum256(b)
-	pc.ID = hex.EncodeToString(sum[:8])
-	pc.Generation, pc.TableVersion = s.CurrentGeneration(), s.TableVersion()
 	return pc
 }
 

@@ -201,7 +201,7 @@ func (ps *peerService) register(ctx context.Context, r api.Register) (api.Regist
 	m.state.Read(func(s *fsm.State) {
 		p, _ := s.Peer(r.Peer)
 		reply.State = p.State
-		reply.Config = m.peerConfigOf(s)
+		reply.Config = m.peerConfigFor(s, r.KeyedDigests)
 		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: reply.Config.ID}
 	})
 	m.log.Info("peer registered over NATS", "peer", r.Peer, "site", r.Site, "copies", len(r.Inventory))
@@ -697,7 +697,7 @@ func (ps *peerService) config(ctx context.Context, r api.ConfigRequest) (api.Pee
 	var pc api.PeerConfig
 	known := false
 	m.state.Read(func(s *fsm.State) {
-		pc = m.peerConfigOf(s)
+		pc = m.peerConfigFor(s, r.KeyedDigests)
 		_, known = s.Peer(r.Peer)
 	})
 	switch {

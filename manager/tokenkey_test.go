@@ -126,6 +126,16 @@ func TestConfigSecretsNeverLeave(t *testing.T) {
 		t.Fatalf("the peers' config cannot check its tokens: %s", pb)
 	}
 
+	// An older peer or search head (its config request without
+	// keyed_digests, mid rolling upgrade) is sent the unkeyed digests it
+	// can check and no key, under the same config id.
+	var old api.PeerConfig
+	l.Read(func(s *fsm.State) { old = l.peerConfigFor(s, false) })
+	if old.ID != pc.ID || old.TokenKey != nil || len(old.HECTokens) != 1 || old.HECTokens[0].Token != fsm.TokenDigest(hecSecret) ||
+		old.SearchTokens[0].Token != fsm.TokenDigest(searchSecret) || old.AdminTokenDigest != fsm.TokenDigest(testToken) {
+		t.Fatalf("an older build's config: %+v, want the unkeyed digests under id %s", old, pc.ID)
+	}
+
 	// Round trip: what GET answered, edited, posted back, keeps the secrets;
 	// so does a config read before the cluster had its key (unkeyed).
 	for _, form := range []string{"keyed", "unkeyed"} {

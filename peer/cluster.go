@@ -102,7 +102,7 @@ func (p *Peer) site() string {
 
 func (p *Peer) register(ctx context.Context, cp ControlPlane) error {
 	host, _ := os.Hostname()
-	r := api.Register{Peer: p.cfg.ID, GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: []api.Copy{}}
+	r := api.Register{Peer: p.cfg.ID, GUID: p.guid, Site: p.site(), Host: host, Attrs: p.cfg.Attrs, Inventory: []api.Copy{}, KeyedDigests: true}
 	if p.ln != nil {
 		r.HTTPAddr = p.ln.Addr().String()
 	}

@@ -345,7 +345,7 @@ func SendGeneration(ctx context.Context, nc *nats.Conn, inv bus.Invite, build fu
 
 // Config fetches the peer config.
 func (c *ManagerClient) Config(ctx context.Context, peer string) (api.PeerConfig, error) {
-	return call[api.ConfigRequest, api.PeerConfig](ctx, c, api.OpConfig, api.ConfigRequest{V: api.WireVersion, Peer: peer})
+	return call[api.ConfigRequest, api.PeerConfig](ctx, c, api.OpConfig, api.ConfigRequest{V: api.WireVersion, Peer: peer, KeyedDigests: true})
 }
 
 // Bundle fetches the configuration bundle in force, as peer.

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quarry-dev/quarry/api"
+	"github.com/quarry-dev/quarry/bus"
 	"github.com/quarry-dev/quarry/fsm"
 	"github.com/quarry-dev/quarry/internal/testutil"
 )
@@ -193,4 +195,45 @@ func waitTokenKey(t testing.TB, m *Manager) []byte {
 		return nil
 	})
 	return key
+}
+
+// TestOlderPeerGetsUnkeyedDigests (review L1, rolling upgrade): over the
+// bus, a registration or config request that leaves keyed_digests out — a
+// peer of a build before the token key — is answered with the unkeyed
+// digests it can check and no key; one that sets it gets the keyed ones
+// and the key; both under the same config id.
+func TestOlderPeerGetsUnkeyedDigests(t *testing.T) {
+	b := startTestBus(t, "p1")
+	g := newGroup(t, 1, func(c *Config) {
+		c.NATS, c.NATSUser, c.NATSPassword = b.srv.ClientURL(), "mgr", "mgr-pw"
+	})
+	key := waitTokenKey(t, g.leader())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p1 := newFakePeer(t, b, "p1")
+	reg := func(keyed bool) api.PeerConfig {
+		r, err := p1.cli.Register(ctx, api.Register{RequestID: fmt.Sprintf("reg-%v", keyed), Peer: "p1", GUID: p1.guid, Site: "site1", KeyedDigests: keyed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Config
+	}
+	old, cur := reg(false), reg(true)
+	if old.TokenKey != nil || old.AdminTokenDigest != fsm.TokenDigest(testToken) {
+		t.Fatalf("an older peer's registration: key %v, admin digest %q; want no key and the unkeyed digest", old.TokenKey, old.AdminTokenDigest)
+	}
+	if !bytes.Equal(cur.TokenKey, key) || cur.AdminTokenDigest != fsm.KeyedDigest(key, testToken) || cur.ID != old.ID {
+		t.Fatalf("a current peer's registration: key %v, admin digest %q, id %s (older's %s)", cur.TokenKey, cur.AdminTokenDigest, cur.ID, old.ID)
+	}
+	subj, err := b.subj.MgrOp(api.OpConfig, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := bus.Request[api.ConfigRequest, api.PeerConfig](ctx, p1.nc, subj, api.ConfigRequest{V: api.WireVersion, Peer: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.TokenKey != nil || pc.AdminTokenDigest != fsm.TokenDigest(testToken) || pc.ID != old.ID {
+		t.Fatalf("an older peer's config request: key %v, admin digest %q, id %s", pc.TokenKey, pc.AdminTokenDigest, pc.ID)
+	}
 }

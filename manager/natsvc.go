@@ -162,15 +162,11 @@ func (m *Manager) status() api.Status {
 			st = m.statusCached
 			return
 		}
-		st = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+		st = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigFor(s, true).ID}
 		m.statusAt, m.statusCached = idx, st
 	})
 	return st
 }
-
-// peerConfigOf is the peer config of a committed state, with its id, for
-// an asker that checks keyed digests (api.ConfigRequest.KeyedDigests).
-func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig { return m.peerConfigFor(s, true) }
 
 // peerConfigFor is the peer config of a committed state. Secrets never
 // leave the managers (SPEC §7): peers and search heads get each token's
@@ -182,7 +178,7 @@ func (m *Manager) peerConfigOf(s *fsm.State) api.PeerConfig { return m.peerConfi
 // fetched the unkeyed form finds its id current.
 func (m *Manager) peerConfigFor(s *fsm.State, keyed bool) api.PeerConfig {
 	key := fsm.TokenKeyOf(s)
-	pc := m.unkeyedPeerConfig(s)
+	pc := unkeyedPeerConfig(s, &m.cfg)
 	b, _ := json.Marshal(pc) // plain data: cannot fail
 	sum := sha256.Sum256(append(b, key...))
 	pc.ID = hex.EncodeToString(sum[:8])
@@ -196,9 +192,9 @@ func (m *Manager) peerConfigFor(s *fsm.State, keyed bool) api.PeerConfig {
 }
 
 // unkeyedPeerConfig is the peer config with unkeyed digests and no id.
-func (m *Manager) unkeyedPeerConfig(s *fsm.State) api.PeerConfig {
+func unkeyedPeerConfig(s *fsm.State, cfg *Config) api.PeerConfig {
 	c := s.Config().Redacted(nil)
-	targetTimeout := m.cfg.TargetTimeout
+	targetTimeout := cfg.TargetTimeout
 	if c.TargetTimeout > 0 {
 		targetTimeout = c.TargetTimeout // set through the admin API
 	}
@@ -206,7 +202,7 @@ func (m *Manager) unkeyedPeerConfig(s *fsm.State) api.PeerConfig {
 		V: api.WireVersion, Indexes: c.Indexes, AutoCreateIndexes: c.AutoCreateIndexes, KnownIndexes: s.Indexes(),
 		HECTokens: c.HECTokens, SearchTokens: c.SearchTokens, MaxHotBytes: c.MaxHotBytes, MaxHotSpan: c.MaxHotSpan, MaxHotBuckets: c.MaxHotBuckets,
 		TargetTimeout: targetTimeout, HeartbeatPeriod: c.HeartbeatPeriod, Maintenance: s.Maintenance(),
-		AdminTokenDigest:  fsm.TokenDigest(m.cfg.AdminToken),
+		AdminTokenDigest:  fsm.TokenDigest(cfg.AdminToken),
 		ReplicationFactor: c.ReplicationFactor, Multisite: c.Multisite(), BundleHash: fsm.BundleHashOf(s),
 	}
 	if c.Multisite() {

@@ -29,7 +29,7 @@ func (t *natsTerm) publishNotices(ctx context.Context) {
 			maint bool
 		)
 		m.state.Read(func(s *fsm.State) {
-			st = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+			st = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigFor(s, true).ID}
 			maint = s.Maintenance()
 		})
 		var kinds []api.NoticeKind

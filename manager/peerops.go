@@ -279,7 +279,7 @@ func (ps *peerService) targets(ctx context.Context, r api.TargetsRequest) (api.T
 			p, _ := s.Peer(t.Peer)
 			reply.Targets = append(reply.Targets, api.Target{Peer: t.Peer, Site: subjectSite(p), Searchable: t.Searchable})
 		}
-		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigFor(s, true).ID}
 	})
 	return reply, nil
 }
@@ -350,7 +350,7 @@ func (ps *peerService) replaceTarget(ctx context.Context, r api.TargetsRequest) 
 				reply.Targets = []api.Target{{Peer: c.Peer, Site: subjectSite(p), Searchable: c.Searchable}}
 			}
 		}
-		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigOf(s).ID}
+		reply.Status = api.Status{Generation: s.CurrentGeneration(), TableVersion: s.TableVersion(), ConfigID: m.peerConfigFor(s, true).ID}
 	})
 	m.log.Info("replacement replication target chosen", "bucket", id, "failed", r.Replace[0], "replacement", spec.Peer)
 	return reply, nil

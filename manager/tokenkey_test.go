@@ -119,7 +119,7 @@ func TestConfigSecretsNeverLeave(t *testing.T) {
 		t.Fatalf("GET /v1/status shows a digest: %s", status)
 	}
 	var pc api.PeerConfig
-	l.Read(func(s *fsm.State) { pc = l.peerConfigOf(s) })
+	l.Read(func(s *fsm.State) { pc = l.peerConfigFor(s, true) })
 	pb, _ := json.Marshal(pc)
 	noLeak("the peers' config", pb, true)
 	if len(pc.HECTokens) != 1 || !bytes.Equal(pc.TokenKey, key) || !fsm.TokenMatches(pc.TokenKey, pc.HECTokens[0].Token, hecSecret) ||

@@ -459,7 +459,7 @@ func TestTokenKeyWaitsForTheClusterVersion(t *testing.T) {
 		if fsm.TokenKeyOf(s) != nil {
 			t.Fatal("a token key below the cluster version")
 		}
-		pc = l.peerConfigOf(s)
+		pc = l.peerConfigFor(s, true)
 	})
 	if pc.TokenKey != nil || pc.HECTokens[0].Token != fsm.TokenDigest("hec-secret-0001") || pc.AdminTokenDigest != fsm.TokenDigest(testToken) {
 		t.Fatalf("peer config below the version: %+v", pc)
@@ -491,7 +491,7 @@ func TestTokenKeyWaitsForTheClusterVersion(t *testing.T) {
 		return nil
 	})
 	l = g.leader()
-	l.Read(func(s *fsm.State) { pc = l.peerConfigOf(s) })
+	l.Read(func(s *fsm.State) { pc = l.peerConfigFor(s, true) })
 	if !bytes.Equal(pc.TokenKey, key) || pc.HECTokens[0].Token != fsm.KeyedDigest(key, "hec-secret-0001") || pc.AdminTokenDigest != fsm.KeyedDigest(key, testToken) {
 		t.Fatalf("peer config once keyed: %+v", pc)
 	}

@@ -711,6 +711,9 @@ func TestNATSConfigPushAndReconnect(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
+	// The token key changes the config id once; the changes below are
+	// compared with what follows it.
+	waitTokenKey(t, g.leader())
 	p1 := newFakePeer(t, b, "p1")
 	r := p1.register(ctx, nil)
 	notices := &noticeLog{}

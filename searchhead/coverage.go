@@ -90,12 +90,16 @@ func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label
 
 // hotConfirmWait bounds the table confirmation at a search's end: long
 // enough to outlast an election (a leader killed or paused: Raft's 1 s
-// heartbeat and election timeouts, a new leader in 1–3 s), so those
-// searches come back complete, a few seconds late; a head cut off from
-// the managers for longer answers partial. hotConfirmTry bounds one
-// attempt, so a paused leader's silence does not use up the whole wait.
+// heartbeat and election timeouts, a new leader in 1–3 s) and a leader
+// whose bus node was cut off (its client gives that connection up after
+// two unanswered pings, 4–6 s, bus.StalePingInterval, then reconnects to
+// another node: the e2e site2 cut saw a search give up at 5 s while the
+// leader, on the witness, was still reconnecting), so those searches come
+// back complete, a few seconds late; a head cut off from the managers for
+// longer answers partial. hotConfirmTry bounds one attempt, so a paused
+// leader's silence does not use up the whole wait.
 const (
-	hotConfirmWait = 5 * time.Second
+	hotConfirmWait = 10 * time.Second
 	hotConfirmTry  = time.Second
 )
 

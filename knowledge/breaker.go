@@ -43,7 +43,14 @@ func newLineBreaker(re *regexp.Regexp) *lineBreaker {
 		b.first = nil
 		return b
 	}
-	b.anchored = regexp.MustCompile(`^(?:` + re.String() + `)`)
+	// The parsed tree, not the source: a source ending inside \Q…
+	// (quoted to the end) would swallow the closing parenthesis.
+	anchored, err := regexp.Compile(`^(?:` + tree.String() + `)`)
+	if err != nil {
+		b.first = nil
+		return b
+	}
+	b.anchored = anchored
 	return b
 }
 

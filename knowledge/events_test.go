@@ -41,6 +41,10 @@ func TestEvents(t *testing.T) {
 			"[s]\nLINE_BREAKER = ([\\r\\n]+)\\d{4}-\n", "s",
 			"2026-01-01 a\n  more\n2026-01-02 b\n\n2026-01-03 c",
 			[]string{"2026-01-01 a\n  more", "2026-01-02 b", "2026-01-03 c"}},
+		{"breaker quoted to the end with \\Q (no \\E)",
+			"[s]\nLINE_BREAKER = ([\\r\\n]+)\\Q{4-\n", "s",
+			"a\n{4-b\nc\n{4-d",
+			[]string{"a", "{4-b\nc", "{4-d"}},
 		{"breaker with text before the group ends the event",
 			"[s]\nLINE_BREAKER = ;(\\s*)\n", "s", "a; b;c;",
 			[]string{"a;", "b;", "c;"}},
@@ -148,6 +152,7 @@ func TestLineBreakerFastPath(t *testing.T) {
 		{`(\n)\b`, ""},
 		{`(.)`, ""},
 		{`(é)`, ""},
+		{`(\n)\Q{4-`, "\n"}, // quoted to the end of the source
 	}
 	for _, tt := range tests {
 		rules := mustRules(t, "[s]\nLINE_BREAKER = "+tt.pattern+"\n")

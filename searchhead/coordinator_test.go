@@ -363,3 +363,84 @@ func TestSettleBarrierPlansAgain(t *testing.T) {
 		t.Fatalf("a replica planned from the barrier's table is doubted: %s", why)
 	}
 }
+
+// TestFailoverToHotReplicaTakesBarrier: a hot bucket whose origin fails
+// mid-search goes to a replica only on a table at least as new as the
+// search's barrier (hotfailover.go): the barrier is taken without holding
+// up the loop, the bucket waits for it, and a replica that left the
+// bucket's searchable set meanwhile is passed over for the next copy; one
+// still in the set is read, planned from the barrier's table, so a leave
+// after the barrier does not fail it at the end.
+func TestFailoverToHotReplicaTakesBarrier(t *testing.T) {
+	hot := fsm.BucketInfo{Index: "main", Hot: true, Origin: "p1", SearchableOn: []string{"p1", "p2", "p3"}}
+	left := hot
+	left.SearchableOn, left.LeftAt = []string{"p1", "p3"}, map[string]uint64{"p2": 8}
+	for _, tc := range []struct {
+		name     string
+		answer   fsm.BucketInfo // the bucket at the barrier's table (version 8)
+		barrier  bool           // a barrier (version 8) was taken before the failover
+		wantPeer string
+	}{
+		{"replica left before the barrier: next copy", left, false, "p3"},
+		{"replica still whole at the barrier: read", hot, false, "p2"},
+		{"barrier taken earlier, replica left: next copy", left, true, "p3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": hot}, map[string][]string{"b1": {"p1", "p2", "p3"}})
+			r := f.r
+			r.h.tables.own().Apply(fsm.GenerationView{Version: 7, Full: true, Peers: slices.Collect(maps.Values(r.peers)),
+				Buckets: map[string]fsm.BucketInfo{"b1": hot}, LeftAtFrom: 2})
+			r.buckets["b1"].tver = 7
+			r.h.tables.fetchGen = func(ctx context.Context, site string, since uint64) (fsm.GenerationView, error) {
+				return fsm.GenerationView{Version: 8, Since: since, LeftAtFrom: 2, Buckets: map[string]fsm.BucketInfo{"b1": tc.answer}}, nil
+			}
+			r.begun = time.Now()
+			if tc.barrier {
+				v, err := r.barrierAfterBegin()
+				r.barrier = &barrierResult{v, err}
+			}
+			r.failStream(f.stream("p1"), "peer p1 sent no progress")
+			if q := f.queued()["b1"]; !slices.Equal(q, []string{"p2"}) {
+				t.Fatalf("after the origin failed: queued to %v, want p2", q)
+			}
+			sent := r.gateHotReplicas("p2", r.retries["p2"])
+			delete(r.retries, "p2")
+			if !tc.barrier {
+				if len(sent) != 0 || r.barrierWait == nil {
+					t.Fatalf("sent %v with no barrier taken; want the bucket held for the barrier", sent)
+				}
+				if r.pending() == 0 {
+					t.Fatal("a bucket held for the barrier is not pending: the search would end without it")
+				}
+				select {
+				case b := <-r.barrierWait:
+					r.takeBarrier(b)
+				case <-time.After(10 * time.Second):
+					t.Fatal("no barrier")
+				}
+				sent = r.gateHotReplicas("p2", r.retries["p2"])
+				delete(r.retries, "p2")
+			}
+			br := r.buckets["b1"]
+			got := ""
+			if len(sent) == 1 {
+				got = "p2"
+			} else if q := f.queued()["b1"]; len(q) == 1 {
+				got = q[0]
+			}
+			if got != tc.wantPeer || br.tver != 8 {
+				t.Fatalf("bucket goes to %q on table version %d; want %s on 8", got, br.tver, tc.wantPeer)
+			}
+			if got != "p2" {
+				return
+			}
+			// A leave after the barrier, seen before the search's end.
+			later := hot
+			later.SearchableOn, later.LeftAt = []string{"p1", "p3"}, map[string]uint64{"p2": 9}
+			br.hotFrom, br.state = "p2", bSearched
+			if why := hotReplicaDoubt(br, later, true, 2, *r.barrier); why != "" {
+				t.Fatalf("a replica read on the barrier's table is doubted for a later leave: %s", why)
+			}
+		})
+	}
+}

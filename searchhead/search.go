@@ -159,6 +159,10 @@ type run struct {
 	catchUps int                 // table refreshes this search made (catchUp)
 	begun    time.Time           // when the search started (confirmHotReplicas)
 	barrier  *barrierResult      // the managers' table version after begun (settleBarrier, confirmHotReplicas); nil: not asked yet
+	// barrierWait brings the barrier a failover to a hot replica asked for
+	// (hotfailover.go; nil: none under way); awaiting holds those buckets.
+	barrierWait chan barrierResult
+	awaiting    map[string][]string
 
 	// onBucket is called with a bucket's partials once its marker arrived
 	// (streaming output); nil when the output is built at the end.
@@ -548,8 +552,11 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 // flushRetries sends the explicit bucket lists collected so far.
 func (r *run) flushRetries() error {
 	for _, p := range slices.Sorted(maps.Keys(r.retries)) {
-		ids := r.retries[p]
+		ids := r.gateHotReplicas(p, r.retries[p])
 		delete(r.retries, p)
+		if len(ids) == 0 {
+			continue
+		}
 		peer, ok := r.peers[p]
 		if !ok {
 			for _, id := range ids {
@@ -674,6 +681,8 @@ func (r *run) collect() error {
 			if r.limitErr != nil {
 				return r.limitErr
 			}
+		case b := <-r.barrierWait:
+			r.takeBarrier(b)
 		case <-check.C:
 			now := time.Now()
 			for _, s := range r.streams {

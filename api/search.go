@@ -61,6 +61,11 @@ type SearchRequest struct {
 	// request needs none: the peer takes the lengths from the generation
 	// table. An addition to SPEC §5's request.
 	Sealed map[string]CopyLength `json:"sealed,omitempty"`
+	// CountsBinary: the head reads a count-only partial's keys front-coded
+	// (query.Partial.EncodeCounts); a peer sends them so only then. A head
+	// of an older build leaves it out and gets the JSON lists it reads. An
+	// addition to SPEC §5's request.
+	CountsBinary bool `json:"counts_binary,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
 	// index outside it, whatever Buckets says.

@@ -200,6 +200,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		return
 	}
 	plan.SetMemoryLimit(s.p.cfg.SearchMemory)
+	plan.SetBinaryCounts(req.CountsBinary)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
 	// The stream opens and beats before the request resolves its buckets
@@ -480,7 +481,7 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 		return
 	}
 	for _, b := range splitPartial(part) {
-		enc, err := b.Encode()
+		enc, err := plan.EncodePartial(b)
 		if err != nil {
 			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: fmt.Sprintf("encode: %v", err)})
 			return
@@ -548,7 +549,7 @@ func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(ap
 		}
 	}
 	if len(searched) > 0 {
-		enc, err := plan.Combine(keep).Encode()
+		enc, err := plan.EncodePartial(plan.Combine(keep))
 		if err != nil {
 			for _, b := range searched {
 				_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Error: fmt.Sprintf("encode: %v", err)})

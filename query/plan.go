@@ -19,6 +19,8 @@ type Plan struct {
 	latest   int64 // exclusive, unix ns; math.MaxInt64 when unbounded
 	now      time.Time
 	server   string
+	// binaryCounts: the head reads front-coded counts (SetBinaryCounts).
+	binaryCounts bool
 
 	pre   []Command // streaming commands run on the peer
 	split Command   // first command that needs the global view, or nil

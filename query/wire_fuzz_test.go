@@ -39,13 +39,16 @@ func FuzzMergePartial(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		b, err := p.Encode()
-		if err != nil {
-			f.Fatal(err)
+		for _, binaryCounts := range []bool{false, true} {
+			b, err := p.EncodeCounts(binaryCounts)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b, uint8(len(plans)-1))
 		}
-		f.Add(b, uint8(len(plans)-1))
 	}
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","counts":{"k":["a","b"],"n":[1]}}`), uint8(2))
+	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","counts":{"b":"AAFhAQEBYgI="}}`), uint8(2))
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","groups":[{"k":[1,{"$t":"x"}],"a":[null]}]}`), uint8(1))
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"events","events":[{"t":-1,"b":"x","f":{"bytes":{"$t":"9"},"status":[1,"2"]}}]}`), uint8(4))
 	f.Fuzz(func(t *testing.T, b []byte, which uint8) {

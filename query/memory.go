@@ -39,14 +39,6 @@ func (p *Plan) SetMemoryLimit(n int64) {
 	}
 }
 
-// SetBinaryCounts makes EncodePartial front-code count-only aggregates
-// (the head that sent the search asked for it, api.SearchRequest.CountsBinary).
-func (p *Plan) SetBinaryCounts(on bool) { p.binaryCounts = on }
-
-// EncodePartial encodes a partial of this search for its head
-// (Partial.EncodeCounts).
-func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) { return pt.EncodeCounts(p.binaryCounts) }
-
 // MemoryLimit is the search's budget in bytes.
 func (p *Plan) MemoryLimit() int64 {
 	if p.mem == nil {

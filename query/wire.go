@@ -134,6 +134,14 @@ func wireValue(v any) any {
 // Encode writes the partial's versioned wire form (JSON).
 func (p *Partial) Encode() ([]byte, error) { return p.EncodeCounts(false) }
 
+// SetBinaryCounts makes EncodePartial front-code count-only aggregates
+// (the head that sent the search asked for it, api.SearchRequest.CountsBinary).
+func (p *Plan) SetBinaryCounts(on bool) { p.binaryCounts = on }
+
+// EncodePartial encodes a partial of this search for its head
+// (Partial.EncodeCounts).
+func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) { return pt.EncodeCounts(p.binaryCounts) }
+
 // EncodeCounts is Encode with a count-only aggregate's keys front-coded
 // (countsWire.B) when binaryCounts is set: only for a search head that
 // asked for it (api.SearchRequest.CountsBinary).

@@ -552,8 +552,9 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 // flushRetries sends the explicit bucket lists collected so far.
 func (r *run) flushRetries() error {
 	for _, p := range slices.Sorted(maps.Keys(r.retries)) {
-		ids := r.gateHotReplicas(p, r.retries[p])
-		delete(r.retries, p)
+		ids := r.retries[p]
+		delete(r.retries, p) // before the gate: its failovers may queue more
+		ids = r.gateHotReplicas(p, ids)
 		if len(ids) == 0 {
 			continue
 		}

@@ -66,6 +66,12 @@ type SearchRequest struct {
 	// of an older build leaves it out and gets the JSON lists it reads. An
 	// addition to SPEC §5's request.
 	CountsBinary bool `json:"counts_binary,omitempty"`
+	// CountsTop > 0: the search is a top the head merges from bounded
+	// partials (query.Plan.SetCountsTop): a peer may list only a
+	// partial's CountsTop largest counts with their bound. A peer of an
+	// older build sends every key, which the head merges exactly too. An
+	// addition to SPEC §5's request.
+	CountsTop int `json:"counts_top,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
 	// index outside it, whatever Buckets says.

@@ -416,6 +416,11 @@ type aggregator struct {
 	// runs are sorted (key, count) lists straight from value postings of a
 	// single-key count; merged without hashing when top/rare finalize.
 	runs [][]keyCount
+	// bounded are top partials that list only their largest counts
+	// (topcounts.go); undecided: they did not decide the top
+	// (Merge answers ErrCountsUndecided).
+	bounded   []boundedRun
+	undecided bool
 }
 
 const spanKey = "\x00span"
@@ -632,6 +637,10 @@ func (a *aggregator) mergeCounts(c *countsWire) {
 		for i, k := range c.K {
 			run[i] = keyCount{k: k, n: c.N[i]}
 		}
+		if c.O > 0 { // bounded (Plan.checkBounded let it in)
+			a.bounded = append(a.bounded, boundedRun{run: run, bound: c.O, total: c.T})
+			return
+		}
 		a.addRun(run)
 		return
 	}
@@ -661,7 +670,8 @@ func (a *aggregator) wireGroups() []group {
 func (a *aggregator) mergeAggregator(o *aggregator) {
 	if a.countOnly && o.countOnly {
 		a.runs = append(a.runs, o.runs...)
-		o.runs = nil
+		a.bounded = append(a.bounded, o.bounded...)
+		o.runs, o.bounded = nil, nil
 		if len(a.counts) == 0 {
 			a.counts, o.counts = o.counts, map[string]int64{}
 			return

@@ -120,9 +120,22 @@ type topEntry struct {
 // (pruned, with the total of every count), the merged runs, the folded
 // counts, or the groups.
 func (t TopCmd) entries(a *aggregator) (store []topEntry, pruned bool, prunedTotal int64) {
+	if len(a.bounded) > 0 {
+		// only a TopLimit search gets bounded partials (Plan.checkBounded)
+		cand, total, err := a.topBounded(t.Limit)
+		if err != nil {
+			a.undecided = true
+			return nil, true, 0
+		}
+		store = make([]topEntry, len(cand))
+		for i, kc := range cand {
+			store[i] = topEntry{jk: kc.k, n: kc.n}
+		}
+		return store, true, total
+	}
 	if !t.Rare && t.Limit > 0 && len(t.By) == 0 && a.countOnly && len(a.counts) == 0 && len(a.runs) > 1 {
 		var cand []keyCount
-		cand, prunedTotal, pruned = a.topCandidates(t.Limit)
+		cand, prunedTotal, _, pruned = a.topCandidates(t.Limit)
 		if pruned {
 			store = make([]topEntry, len(cand))
 			for i, kc := range cand {

@@ -46,6 +46,9 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		case TimechartCmd:
 			rows, cols = c.finalize(a, p.earliest, p.latest, p.Bounded())
 		}
+		if a.undecided {
+			return nil, nil, ErrCountsUndecided
+		}
 		if a.valuesCut {
 			p.warn(valuesWarning)
 		}
@@ -97,6 +100,9 @@ func (p *Plan) CheckPartial(pt *Partial) error {
 		return fmt.Errorf("partial of kind %q, the plan wants %q", pt.Kind, want)
 	}
 	if p.Aggregating() {
+		if err := p.checkBounded(pt); err != nil {
+			return err
+		}
 		return p.newAggregator().checkShape(pt)
 	}
 	return nil

@@ -21,6 +21,9 @@ type Plan struct {
 	server   string
 	// binaryCounts: the head reads front-coded counts (SetBinaryCounts).
 	binaryCounts bool
+	// countsTop: a top's partials list their countsTop largest counts
+	// and a bound (SetCountsTop, topcounts.go); 0: every key.
+	countsTop int
 
 	pre   []Command // streaming commands run on the peer
 	split Command   // first command that needs the global view, or nil

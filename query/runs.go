@@ -54,11 +54,12 @@ func (h *runHeap) Pop() any {
 
 // topCandidates finds, without merging every run, a set of keys with their
 // exact total counts that contains every key whose total is among the k
-// largest (ties included), and the sum of all counts. A key whose total
-// reaches T over R runs has at least T/R in one run (pigeonhole); T is the
-// k-th largest exact total among each run's own top k. ok is false when
-// the bound does not help (fewer than k candidates).
-func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
+// largest (ties included), the sum of all counts, and the threshold T: a
+// key left out totals less than T. A key whose total reaches T over R runs
+// has at least T/R in one run (pigeonhole); T is the k-th largest exact
+// total among each run's own top k. ok is false when the bound does not
+// help (fewer than k candidates).
+func (a *aggregator) topCandidates(k int) ([]keyCount, int64, int64, bool) {
 	runs := a.runs
 	R := int64(len(runs))
 	var total int64
@@ -93,7 +94,7 @@ func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
 		}
 	}
 	if len(seed) < k {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	totals := make([]int64, 0, len(seed))
 	for key := range seed {
@@ -102,7 +103,7 @@ func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
 	sort.Slice(totals, func(i, j int) bool { return totals[i] > totals[j] })
 	T := totals[k-1]
 	if T <= 0 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	cand := map[string]bool{}
 	entries := 0
@@ -119,13 +120,13 @@ func (a *aggregator) topCandidates(k int) ([]keyCount, int64, bool) {
 		// events each, every one a candidate): a binary search in every
 		// run per candidate costs more than merging the runs once (3–4
 		// minutes against seconds on the 5M set).
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	out := make([]keyCount, 0, len(cand))
 	for key := range cand {
 		out = append(out, keyCount{key, exact(key)})
 	}
-	return out, total, true
+	return out, total, T, true
 }
 
 // mergedRuns merges the sorted runs, summing equal keys.

@@ -46,10 +46,17 @@ type Partial struct {
 // rest, and its count, each length and count a uvarint. A high-cardinality
 // top (a path with ids) sends a third of the bytes and decodes in a sixth
 // of the time; a head that did not ask never gets B (it would read no keys).
+//
+// O and T make it bounded (topcounts.go; only for a head that asked,
+// api.SearchRequest.CountsTop): the keys listed are the partial's largest
+// counts, O the largest count of a key left out (> 0) and T the sum of
+// every count, listed or not.
 type countsWire struct {
 	K []string `json:"k,omitempty"`
 	N []int64  `json:"n,omitempty"`
 	B []byte   `json:"b,omitempty"`
+	O int64    `json:"o,omitempty"`
+	T int64    `json:"t,omitempty"`
 }
 
 // frontCode fills B from K and N (which it clears).
@@ -139,8 +146,14 @@ func (p *Partial) Encode() ([]byte, error) { return p.EncodeCounts(false) }
 func (p *Plan) SetBinaryCounts(on bool) { p.binaryCounts = on }
 
 // EncodePartial encodes a partial of this search for its head
-// (Partial.EncodeCounts).
-func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) { return pt.EncodeCounts(p.binaryCounts) }
+// (Partial.EncodeCounts), a top's counts bounded when the head asked
+// (SetCountsTop).
+func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) {
+	if p.countsTop > 0 && pt.agg != nil && pt.agg.countOnly && pt.Groups == nil && pt.Counts == nil {
+		pt.Counts = pt.agg.boundedCounts(p.countsTop)
+	}
+	return pt.EncodeCounts(p.binaryCounts)
+}
 
 // EncodeCounts is Encode with a count-only aggregate's keys front-coded
 // (countsWire.B) when binaryCounts is set: only for a search head that

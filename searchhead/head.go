@@ -515,7 +515,32 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	defer h.metrics.running.Dec()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SearchTimeout)
 	defer cancel()
+	countsTop := query.CountsTopFor(plan.TopLimit())
+	resp, err := h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, countsTop)
+	if countsTop > 0 && errors.Is(err, query.ErrCountsUndecided) {
+		// The peers' bounded top partials did not prove the top (query/
+		// topcounts.go): the same search again, every key sent. Nothing
+		// was emitted or published: a top is merged at the end.
+		h.metrics.topReruns.Inc()
+		h.log.Info("top not decided by bounded partials; searching again with every key", "query", req.Query)
+		if _, plan, err = h.check(req, now); err != nil {
+			return nil, err
+		}
+		plan.SetMemoryLimit(h.cfg.SearchMemory)
+		resp, err = h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, 0)
+	}
+	return resp, err
+}
+
+// searchOnce runs a search's plan over the cluster once: plan the buckets,
+// collect every bucket's outcome, merge and summarise. countsTop bounds a
+// top's partials (run.countsTop); with it, the merge may answer
+// query.ErrCountsUndecided, and the caller searches again without.
+func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *query.Plan, req Request, pref *Preference,
+	now, start time.Time, indexes []string, emit func(rows []map[string]any, fields []string) error, countsTop int) (*query.Response, error) {
+	var err error
 	rn := h.newRun(ctx, plan, req, pref, now, indexes)
+	rn.countsTop = countsTop
 	if w := h.staleTableWarning(); w != "" {
 		rn.warn(w)
 	}
@@ -555,10 +580,10 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	}
 	rn.confirmHotReplicas()
 	sum := rn.summary()
-	h.metrics.observeSummary(sum)
 	h.log.Debug("search finished", "search", rn.id, "generation", rn.generation, "table_version", rn.version,
 		"buckets_expected", sum.Buckets.Total, "buckets_marked", sum.Buckets.Successful, "partial", sum.Partial)
 	if err := allowPartialError(req, sum); err != nil {
+		h.metrics.observeSummary(sum)
 		return nil, err
 	}
 	resp := &query.Response{Results: []map[string]any{}, Fields: []string{}}
@@ -569,10 +594,14 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	if !out.streamable {
 		cut, err := h.mergeAtEnd(plan, out.parts, resp, &sum, emit, pub)
 		if err != nil {
+			if !errors.Is(err, query.ErrCountsUndecided) { // searched again: counted then
+				h.metrics.observeSummary(sum)
+			}
 			return nil, err
 		}
 		out.limitHit = out.limitHit || cut
 	}
+	h.metrics.observeSummary(sum)
 	if out.limitHit {
 		sum.Warnings = append(sum.Warnings, fmt.Sprintf("result limit of %d rows reached: results are truncated; narrow the search or add | head", h.cfg.MaxResults))
 	}

@@ -30,6 +30,9 @@ type metrics struct {
 	// savedRuns counts the saved-search slots this head ran, per status
 	// (scheduler.go).
 	savedRuns *prometheus.CounterVec
+	// topReruns counts tops searched again because the peers' bounded
+	// partials did not decide them (query/topcounts.go).
+	topReruns prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,8 +59,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Changed --knowledge folders refused (read or parse error, logged with its line); the last good bundle stays in force."}),
 		savedRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_searchhead_savedsearch_runs_total",
 			Help: "Saved-search slots this head was granted and ran, per status: ok, failed (a failed attempt; the slot may be retried), unrecorded (the run ended but the managers did not record it)."}, []string{"status"}),
+		topReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_top_reruns_total",
+			Help: "top searches run a second time with every key because the peers' bounded partials (each peer's largest counts and a bound) did not prove the answer."}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns)
 	return m
 }
 

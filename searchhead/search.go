@@ -138,6 +138,9 @@ type run struct {
 	indexes   []string // token scope (nil: all)
 	site      string   // the head's site
 	tsite     string   // table site of the default plan
+	// countsTop: peers bound a top's partials to their countsTop largest
+	// counts (api.SearchRequest.CountsTop); 0 asks for every key.
+	countsTop int
 
 	generation, version uint64
 	peers               map[string]fsm.GenerationPeer
@@ -424,7 +427,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 

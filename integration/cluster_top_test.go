@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// TestSearchTopBoundedExact (issue 27): a top through a search head is
+// merged from bounded partials — each peer's largest counts and a bound
+// (query/topcounts.go). On skewed values the bound decides in one search;
+// on flat values it cannot, and the head searches again with every key
+// (quarry_searchhead_top_reruns_total). Both answers are exactly the
+// counts of what was ingested, complete, from every site's head.
+func TestSearchTopBoundedExact(t *testing.T) {
+	c := Start(t, Options{})
+	const n = 6000
+	var raws []string
+	paths, flats := map[string]int{}, map[string]int{}
+	hot := 0
+	for i := 0; i < n; i++ {
+		path := fmt.Sprintf("/item/%d", i) // a tail of keys seen once
+		if hot < 3300 && (i%2 == 0 || i%10 == 1) {
+			// /hot0 … /hot9 with 600, 540, …, 60 events
+			k := 0
+			for rest := hot; rest >= (10-k)*60; k++ {
+				rest -= (10 - k) * 60
+			}
+			path = fmt.Sprintf("/hot%d", k)
+			hot++
+		}
+		flat := strconv.Itoa(i % 1500) // 4 events each: no bound decides
+		paths[path]++
+		flats[flat]++
+		raws = append(raws, fmt.Sprintf("topb ev%dx path=%s flat=%s", i, path, flat))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i, origin := range []string{"site1-p1", "site2-p1"} {
+		var bs [][]string
+		for j := i * n / 2; j < (i+1)*n/2; j += 250 {
+			bs = append(bs, raws[j:j+250])
+		}
+		if _, unacked, err := c.IngestAcked(ctx, origin, bs, 30*time.Second); err != nil || len(unacked) > 0 {
+			t.Fatalf("ingest through %s: %v (%d batches not acked)", origin, err, len(unacked))
+		}
+	}
+	waitComplete(t, c)
+
+	expect := func(counts map[string]int, limit int, numeric bool) string {
+		type kv struct {
+			k string
+			n int
+		}
+		var all []kv
+		for k, v := range counts {
+			all = append(all, kv{k, v})
+		}
+		sort.Slice(all, func(i, j int) bool {
+			if all[i].n != all[j].n {
+				return all[i].n > all[j].n
+			}
+			if numeric {
+				a, _ := strconv.Atoi(all[i].k)
+				b, _ := strconv.Atoi(all[j].k)
+				return a < b
+			}
+			return all[i].k < all[j].k
+		})
+		s := ""
+		for _, e := range all[:limit] {
+			s += fmt.Sprintf("%s=%d ", e.k, e.n)
+		}
+		return s
+	}
+	got := func(rows []map[string]any, field string) string {
+		s := ""
+		for _, r := range rows {
+			s += fmt.Sprintf("%v=%v ", r[field], r["count"])
+		}
+		return s
+	}
+	reruns := func(url string) float64 {
+		text, _ := scrape(t, url+"/metrics")
+		return metricValue(text, "quarry_searchhead_top_reruns_total")
+	}
+	for _, site := range []string{"site1", "site2", fsm.Site0} {
+		sh := c.StartSearchHead("sh-"+site, site)
+		for _, q := range []struct {
+			query, field string
+			counts       map[string]int
+			limit        int
+			numeric      bool
+			rerun        bool
+		}{
+			{"topb | top limit=10 path", "path", paths, 10, false, false},
+			{"topb | top limit=3 flat", "flat", flats, 3, true, true},
+		} {
+			before := reruns(sh.URL())
+			a := search(t, sh.URL(), map[string]any{"query": q.query})
+			if a.Status != 200 {
+				t.Fatalf("%s %s: HTTP %d %s", site, q.query, a.Status, a.Error)
+			}
+			if s := a.Resp.Summary; s.Partial || s.Buckets.Total != s.Buckets.Successful {
+				t.Fatalf("%s %s: summary %+v", site, q.query, s)
+			}
+			if g, w := got(a.Resp.Results, q.field), expect(q.counts, q.limit, q.numeric); g != w {
+				t.Fatalf("%s %s:\n got %s\nwant %s", site, q.query, g, w)
+			}
+			if ran := reruns(sh.URL()) - before; (ran > 0) != q.rerun {
+				t.Fatalf("%s %s: searched again %v times, want a second search %v", site, q.query, ran, q.rerun)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"iter"
 	"sort"
 )
 
@@ -49,14 +50,17 @@ func (p *Plan) TopLimit() int {
 }
 
 // CountsTopFor is how many keys a head asks each peer to keep for a top of
-// limit N: enough that on skewed data the bound decides in one search
-// (the bench's paths: the 10th path has 2 % of the events, the 1,000th
-// a few), small enough to ship in a packet or two.
+// limit N: 3N+20. Enough that on skewed data (the bench's paths: the 10th
+// path has 2 % of the events, the 50th a fraction of that) the bound
+// decides in one search; small, because a peer finds its largest counts
+// from postings runs by a threshold (topCandidates) that is only cheap
+// while few keys reach it — with 328 keys kept, a peer of the 1M bench
+// set spent half its search time there.
 func CountsTopFor(limit int) int {
 	if limit <= 0 {
 		return 0
 	}
-	return min(8*limit+248, MaxCountsTop)
+	return min(3*limit+20, MaxCountsTop)
 }
 
 // SetCountsTop makes EncodePartial bound a top's count-only partials to
@@ -74,47 +78,78 @@ func (p *Plan) SetCountsTop(m int) {
 
 // boundedCounts is the count-only aggregator's wire form keeping only its
 // m largest counts (keys sorted), with O and T set when it left any out.
+// Runs (one per bucket's value postings) are never hashed: one run is
+// read as it is, several go through boundedRuns' threshold or, when the
+// counts are too flat for it, a merge of the sorted runs.
 func (a *aggregator) boundedCounts(m int) *countsWire {
-	if len(a.counts) == 0 && len(a.runs) > 1 {
-		if c := a.boundedRuns(m); c != nil {
-			return c
+	if len(a.counts) == 0 && len(a.runs) > 0 {
+		if len(a.runs) > 1 {
+			if c := a.boundedRuns(m); c != nil {
+				return c
+			}
 		}
+		run := a.mergedRuns()
+		return selectBounded(m, len(run), func(yield func(string, int64) bool) {
+			for _, kc := range run {
+				if !yield(kc.k, kc.n) {
+					return
+				}
+			}
+		})
 	}
 	a.foldRuns()
-	if len(a.counts) <= m {
-		return a.wireCounts()
+	return selectBounded(m, len(a.counts), func(yield func(string, int64) bool) {
+		for k, n := range a.counts {
+			if !yield(k, n) {
+				return
+			}
+		}
+	})
+}
+
+// selectBounded is the bounded wire form of n distinct keys with their
+// exact counts: every key when n ≤ m or when every key past the m largest
+// counts 0 (a short top shows those too), else the m largest with O and T.
+func selectBounded(m, n int, all iter.Seq2[string, int64]) *countsWire {
+	if n <= m {
+		return listAll(n, all)
 	}
 	var total int64
 	h := make(minCountHeap, 0, m+1)
-	for k, n := range a.counts {
-		total += n
-		if len(h) < m {
-			heap.Push(&h, keyCount{k, n})
-		} else if n > h[0].n {
-			h[0] = keyCount{k, n}
+	var bound int64 // the largest count pushed out of the heap or never in
+	for k, c := range all {
+		total += c
+		switch {
+		case len(h) < m:
+			heap.Push(&h, keyCount{k, c})
+		case c > h[0].n:
+			bound = max(bound, h[0].n)
+			h[0] = keyCount{k, c}
 			heap.Fix(&h, 0)
-		}
-	}
-	// The bound is the largest count left out (no greater than the
-	// smallest kept).
-	var bound int64
-	kept := make(map[string]bool, m)
-	for _, kc := range h {
-		kept[kc.k] = true
-	}
-	for k, n := range a.counts {
-		if !kept[k] && n > bound {
-			bound = n
+		default:
+			bound = max(bound, c)
 		}
 	}
 	if bound == 0 {
-		// every key left out counted 0: send them all rather than lose
-		// a row a short top would show with count 0
-		return a.wireCounts()
+		return listAll(n, all)
 	}
 	sort.Slice(h, func(i, j int) bool { return h[i].k < h[j].k })
 	c := &countsWire{K: make([]string, len(h)), N: make([]int64, len(h)), O: bound, T: total}
 	for i, kc := range h {
+		c.K[i], c.N[i] = kc.k, kc.n
+	}
+	return c
+}
+
+// listAll is every key with its count, keys sorted.
+func listAll(n int, all iter.Seq2[string, int64]) *countsWire {
+	kcs := make([]keyCount, 0, n)
+	for k, c := range all {
+		kcs = append(kcs, keyCount{k, c})
+	}
+	sort.Slice(kcs, func(i, j int) bool { return kcs[i].k < kcs[j].k })
+	c := &countsWire{K: make([]string, len(kcs)), N: make([]int64, len(kcs))}
+	for i, kc := range kcs {
 		c.K[i], c.N[i] = kc.k, kc.n
 	}
 	return c

@@ -198,7 +198,7 @@ func (c *cbCluster) ingestAndWait(cfg Config, file string, n int) error {
 	}
 	ingestSecs := time.Since(start).Seconds()
 	fmt.Printf("ingest with acks at RF=3 through site1-p1: %d events in %.1f s = %.1fk events/s%s\n",
-		n, ingestSecs, float64(n)/ingestSecs/1000, c.target("≥ 1/3 of the single-peer baseline 133.6k/s = 44.5k/s"))
+		n, ingestSecs, float64(n)/ingestSecs/1000, c.target("≥ 0.8× one standalone peer's ingest with acks, issue 27"))
 	if err := c.rollAll(); err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (c *cbCluster) fanOut() error {
 	}
 	fmt.Printf("fan-out overhead (a term that never occurs, all time, 6 peers): head median %.2f ms p99 %.2f ms; one peer median %.2f ms p99 %.2f ms; overhead median %.2f ms, p99 %.2f ms%s\n",
 		percentile(viaHead, 0.5), percentile(viaHead, 0.99), percentile(direct, 0.5), percentile(direct, 0.99),
-		percentile(viaHead, 0.5)-percentile(direct, 0.5), percentile(viaHead, 0.99)-percentile(direct, 0.99), c.target("< 5 ms"))
+		percentile(viaHead, 0.5)-percentile(direct, 0.5), percentile(viaHead, 0.99)-percentile(direct, 0.99), c.target("median < 1 ms, p99 < 3 ms, issue 27"))
 	return nil
 }
 

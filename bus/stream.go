@@ -145,6 +145,13 @@ type StreamOptions struct {
 	// aborted, so a sender cannot make its receiver hold an unbounded
 	// message (review M1).
 	MaxMessage int
+	// InviteOnSameConn: the caller publishes the invite on the receiver's
+	// own connection, after NewReceiver returns (a search head's request
+	// to its peer). The server reads a connection in order, so the
+	// subscription is in place before the invite leaves, and NewReceiver
+	// skips the flush (a round trip to the server) it otherwise makes
+	// so that an invite sent any other way finds the subscription.
+	InviteOnSameConn bool
 }
 
 func (o StreamOptions) withDefaults(nc *nats.Conn) StreamOptions {
@@ -235,9 +242,11 @@ func NewReceiver(nc *nats.Conn, resume uint64, o StreamOptions) (*Receiver, erro
 	// Credits bound what is pending; lift the client's own pending limits
 	// so they can never drop a chunk before the credit check sees it.
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("stream receiver: flush: %w", err)
+	if !o.InviteOnSameConn {
+		if err := nc.Flush(); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("stream receiver: flush: %w", err)
+		}
 	}
 	r.sub = sub
 	r.inv = Invite{
@@ -546,10 +555,10 @@ func NewSender(ctx context.Context, nc *nats.Conn, inv Invite) (*Sender, error) 
 		return nil, fmt.Errorf("stream sender: subscribe: %w", err)
 	}
 	s.sub = sub
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("stream %s: flush: %w", inv.Inbox, err)
-	}
+	// No flush before the hello (a round trip to the server): the
+	// subscription goes out on nc before the hello does, and the server
+	// reads a connection in order, so the credit answering the hello finds
+	// it; across a gateway a lost hello or credit is re-sent below.
 	hello := frame{kind: kindHello, payload: []byte(ctrl)}.encode()
 	idle := time.NewTimer(time.Duration(inv.IdleMs) * time.Millisecond)
 	defer idle.Stop()

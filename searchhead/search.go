@@ -459,7 +459,7 @@ func deadlineOf(ctx context.Context) time.Time {
 // openStream makes a receiver for one peer's answer and starts its reader.
 func (r *run) newReceiver() (*bus.Receiver, error) {
 	return bus.NewReceiver(r.h.nc, 0, bus.StreamOptions{Window: 32, IdleTimeout: r.h.cfg.PeerTimeout, Heartbeat: r.h.cfg.PeerTimeout / 3,
-		MaxMessage: int(maxMessage(r.h.searchMemory()))})
+		MaxMessage: int(maxMessage(r.h.searchMemory())), InviteOnSameConn: true})
 }
 
 // openStream starts the reader of one peer's answer stream (rcv nil: a

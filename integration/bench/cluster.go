@@ -16,8 +16,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,7 +122,7 @@ func clusterBenchSize(cfg Config, size string) error {
 	if err != nil {
 		return err
 	}
-	singleMed, err := cbSinglePeer(cfg, size, file, n)
+	singleMed, singleAns, err := cbSinglePeer(cfg, size, file, n)
 	if err != nil {
 		return err
 	}
@@ -157,34 +159,119 @@ func clusterBenchSize(cfg Config, size string) error {
 	if err := c.queries(size, singleMed); err != nil {
 		return err
 	}
+	if err := c.fieldQueries(singleMed, singleAns); err != nil {
+		return err
+	}
 	return c.searchesPerSecond(size, qpsFor)
 }
 
 // cbSinglePeer is the single-peer side of the comparison, same run: the
-// median of 5 of each published query on one standalone peer holding the
-// whole set, every answer checked.
-func cbSinglePeer(cfg Config, size, file string, n int) (map[string]float64, error) {
+// median of 5 of each published query (a–e, every answer checked) and
+// field-value query (P1–P8, its answer kept for the head's to equal) on
+// one standalone peer holding the whole set.
+func cbSinglePeer(cfg Config, size, file string, n int) (map[string]float64, map[string][]map[string]any, error) {
 	single, stopSingle, err := qbStartPeerWithData(cfg, size, file, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer stopSingle()
-	singleMed := map[string]float64{}
+	singleMed, answers := map[string]float64{}, map[string][]map[string]any{}
+	type idq struct{ id, spl string }
+	var all []idq
 	for _, q := range qbQueries {
+		all = append(all, idq{q.id, q.spl})
+	}
+	for _, q := range qbFieldQueries {
+		all = append(all, idq{q.id, q.spl})
+	}
+	for i, q := range all {
 		var ts []float64
-		for i := 0; i < 5; i++ {
+		for j := 0; j < 5; j++ {
 			r, took, err := single.search(context.Background(), q.spl)
 			if err != nil {
-				return nil, fmt.Errorf("single peer %s: %w", q.id, err)
+				return nil, nil, fmt.Errorf("single peer %s: %w", q.id, err)
 			}
-			if err := q.verify(size, r); err != nil {
-				return nil, fmt.Errorf("single peer %s: %w", q.id, err)
+			if i < len(qbQueries) {
+				if err := qbQueries[i].verify(size, r); err != nil {
+					return nil, nil, fmt.Errorf("single peer %s: %w", q.id, err)
+				}
 			}
+			answers[q.id] = r.Results
 			ts = append(ts, took.Seconds())
 		}
 		singleMed[q.id] = percentile(ts, 0.5)
 	}
-	return singleMed, nil
+	return singleMed, answers, nil
+}
+
+// fieldQueries runs P1–P8 through the head, 5 times each, beside one
+// standalone peer holding the whole set: every answer must equal the
+// peer's (floats within 1e-9 relative: sums merged in another order).
+func (c *cbCluster) fieldQueries(singleMed map[string]float64, singleAns map[string][]map[string]any) error {
+	head := qbHTTPSearcher{url: c.head}
+	for _, q := range qbFieldQueries {
+		var ts []float64
+		answer := "ok"
+		for i := 0; i < 5; i++ {
+			r, took, err := head.search(context.Background(), q.spl)
+			if err != nil {
+				return fmt.Errorf("head %s: %w", q.id, err)
+			}
+			if err := sameAnswer(r.Results, singleAns[q.id]); err != nil {
+				answer = "WRONG: " + err.Error()
+			}
+			if r.Summary.Partial {
+				answer = "PARTIAL"
+			}
+			ts = append(ts, took.Seconds())
+		}
+		med := percentile(ts, 0.5)
+		fmt.Printf("%-3s %-72s %9.4f %9.4f %11.4f %6.2fx %s\n", q.id, q.spl, ts[0], med, singleMed[q.id], med/singleMed[q.id], answer)
+		if answer != "ok" {
+			return fmt.Errorf("query %s through the head: %s", q.id, answer)
+		}
+	}
+	return nil
+}
+
+// benchNumber is v as a number (a float64 or a json.Number).
+func benchNumber(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// sameAnswer compares two result sets row by row: equal values, numbers
+// within 1e-9 relative.
+func sameAnswer(got, want []map[string]any) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d rows, the single peer %d", len(got), len(want))
+	}
+	for i := range got {
+		if len(got[i]) != len(want[i]) {
+			return fmt.Errorf("row %d: %v, the single peer %v", i, got[i], want[i])
+		}
+		for k, w := range want[i] {
+			g := got[i][k]
+			gf, gok := benchNumber(g)
+			wf, wok := benchNumber(w)
+			if gok && wok {
+				if d := math.Abs(gf - wf); d > 1e-9*math.Max(math.Abs(gf), math.Abs(wf)) {
+					return fmt.Errorf("row %d %s: %v, the single peer %v", i, k, g, w)
+				}
+				continue
+			}
+			if fmt.Sprint(g) != fmt.Sprint(w) {
+				return fmt.Errorf("row %d %s: %v, the single peer %v", i, k, g, w)
+			}
+		}
+	}
+	return nil
 }
 
 // ingestAndWait ingests the set with acks through site1's first peer, rolls

@@ -72,6 +72,10 @@ type SearchRequest struct {
 	// older build sends every key, which the head merges exactly too. An
 	// addition to SPEC §5's request.
 	CountsTop int `json:"counts_top,omitempty"`
+	// SetsBinary: the head reads dc/values sets front-coded
+	// (query.Plan.SetBinarySets); a peer sends them so only then. An
+	// addition to SPEC §5's request.
+	SetsBinary bool `json:"sets_binary,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
 	// index outside it, whatever Buckets says.

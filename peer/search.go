@@ -202,6 +202,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	plan.SetMemoryLimit(s.p.cfg.SearchMemory)
 	plan.SetBinaryCounts(req.CountsBinary)
 	plan.SetCountsTop(req.CountsTop)
+	plan.SetBinarySets(req.SetsBinary)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
 	// The stream opens and beats before the request resolves its buckets

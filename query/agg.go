@@ -16,23 +16,26 @@ import (
 // perc keeps every numeric value, so merging partials from any number of
 // buckets gives the same answer as one pass over all events.
 type aggState struct {
-	N      int64     `json:"n,omitempty"`  // count / count(field)
-	Sum    float64   `json:"s,omitempty"`  // sum, avg
-	NumN   int64     `json:"nn,omitempty"` // numeric values seen (avg)
-	HasNum bool      `json:"hn,omitempty"`
-	NumMin float64   `json:"mn,omitempty"`
-	NumMax float64   `json:"mx,omitempty"`
-	HasStr bool      `json:"hs,omitempty"`
-	StrMin string    `json:"sn,omitempty"`
-	StrMax string    `json:"sx,omitempty"`
-	Set    []string  `json:"set,omitempty"` // dc, values: sorted distinct values (wire form)
-	Nums   []float64 `json:"nums,omitempty"`
-	HasE   bool      `json:"he,omitempty"`
-	ET     int64     `json:"et,omitempty"`
-	EV     string    `json:"ev,omitempty"`
-	HasL   bool      `json:"hl,omitempty"`
-	LT     int64     `json:"lt,omitempty"`
-	LV     string    `json:"lv,omitempty"`
+	N      int64    `json:"n,omitempty"`  // count / count(field)
+	Sum    float64  `json:"s,omitempty"`  // sum, avg
+	NumN   int64    `json:"nn,omitempty"` // numeric values seen (avg)
+	HasNum bool     `json:"hn,omitempty"`
+	NumMin float64  `json:"mn,omitempty"`
+	NumMax float64  `json:"mx,omitempty"`
+	HasStr bool     `json:"hs,omitempty"`
+	StrMin string   `json:"sn,omitempty"`
+	StrMax string   `json:"sx,omitempty"`
+	Set    []string `json:"set,omitempty"` // dc, values: sorted distinct values (wire form)
+	// SB is Set front-coded (frontCodeSet), for a head that asked
+	// (api.SearchRequest.SetsBinary); never both.
+	SB   []byte    `json:"sb,omitempty"`
+	Nums []float64 `json:"nums,omitempty"`
+	HasE bool      `json:"he,omitempty"`
+	ET   int64     `json:"et,omitempty"`
+	EV   string    `json:"ev,omitempty"`
+	HasL bool      `json:"hl,omitempty"`
+	LT   int64     `json:"lt,omitempty"`
+	LV   string    `json:"lv,omitempty"`
 
 	set map[string]struct{}
 	// runs are further distinct values as ascending runs (a bucket's

@@ -21,6 +21,8 @@ type Plan struct {
 	server   string
 	// binaryCounts: the head reads front-coded counts (SetBinaryCounts).
 	binaryCounts bool
+	// binarySets: the head reads front-coded dc/values sets (SetBinarySets).
+	binarySets bool
 	// countsTop: a top's partials list their countsTop largest counts
 	// and a bound (SetCountsTop, topcounts.go); 0: every key.
 	countsTop int

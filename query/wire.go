@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -145,20 +146,29 @@ func (p *Partial) Encode() ([]byte, error) { return p.EncodeCounts(false) }
 // (the head that sent the search asked for it, api.SearchRequest.CountsBinary).
 func (p *Plan) SetBinaryCounts(on bool) { p.binaryCounts = on }
 
+// SetBinarySets makes EncodePartial front-code dc/values sets (aggState.SB;
+// the head that sent the search asked for it, api.SearchRequest.SetsBinary).
+func (p *Plan) SetBinarySets(on bool) { p.binarySets = on }
+
 // EncodePartial encodes a partial of this search for its head
 // (Partial.EncodeCounts), a top's counts bounded when the head asked
-// (SetCountsTop).
+// (SetCountsTop), sets front-coded when it asked (SetBinarySets).
 func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) {
 	if p.countsTop > 0 && pt.agg != nil && pt.agg.countOnly && pt.Groups == nil && pt.Counts == nil {
 		pt.Counts = pt.agg.boundedCounts(p.countsTop)
 	}
-	return pt.EncodeCounts(p.binaryCounts)
+	return pt.encode(p.binaryCounts, p.binarySets)
 }
 
 // EncodeCounts is Encode with a count-only aggregate's keys front-coded
 // (countsWire.B) when binaryCounts is set: only for a search head that
 // asked for it (api.SearchRequest.CountsBinary).
 func (p *Partial) EncodeCounts(binaryCounts bool) ([]byte, error) {
+	return p.encode(binaryCounts, false)
+}
+
+// encode is the wire form, counts and sets front-coded as asked.
+func (p *Partial) encode(binaryCounts, binarySets bool) ([]byte, error) {
 	if p.agg != nil && p.Groups == nil && p.Counts == nil {
 		if p.agg.countOnly {
 			p.Counts = p.agg.wireCounts()
@@ -171,6 +181,9 @@ func (p *Partial) EncodeCounts(binaryCounts bool) ([]byte, error) {
 		c := *p.Counts
 		c.frontCode()
 		w.Counts = &c
+	}
+	if binarySets {
+		w.Groups = frontCodeSets(p.Groups)
 	}
 	w.V = WireVersion
 	w.Events = make([]wireRow, len(p.Events))
@@ -220,6 +233,9 @@ func DecodePartial(b []byte) (*Partial, error) {
 			return nil, fmt.Errorf("decode partial: front-coded counts: %w", err)
 		}
 	}
+	if err := frontDecodeSets(p.Groups); err != nil {
+		return nil, fmt.Errorf("decode partial: front-coded set: %w", err)
+	}
 	if c := p.Counts; c != nil && len(c.K) != len(c.N) {
 		return nil, fmt.Errorf("decode partial: counts of %d keys with %d numbers", len(c.K), len(c.N))
 	}
@@ -250,4 +266,101 @@ func normalizeWire(v any) any {
 		return nil
 	}
 	return v
+}
+
+// frontCodeSets is groups with every dc/values set front-coded (SB): per
+// value the length it shares with the value before it, then the length and
+// bytes of the rest, each length a uvarint. The groups' states are copied,
+// never changed.
+func frontCodeSets(groups []group) []group {
+	out, cloned := groups, false
+	for i := range groups {
+		var states []*aggState
+		for j, st := range groups[i].States {
+			if st == nil || len(st.Set) == 0 {
+				continue
+			}
+			if states == nil {
+				states = slices.Clone(groups[i].States)
+			}
+			c := *st
+			c.SB, c.Set = frontCodeStrings(st.Set), nil
+			states[j] = &c
+		}
+		if states != nil {
+			if !cloned {
+				out, cloned = slices.Clone(groups), true
+			}
+			out[i].States = states
+		}
+	}
+	return out
+}
+
+func frontCodeStrings(vals []string) []byte {
+	b := make([]byte, 0, 4*len(vals))
+	prev := ""
+	for _, v := range vals {
+		l := 0
+		for l < len(prev) && l < len(v) && prev[l] == v[l] {
+			l++
+		}
+		b = binary.AppendUvarint(b, uint64(l))
+		b = binary.AppendUvarint(b, uint64(len(v)-l))
+		b = append(b, v[l:]...)
+		prev = v
+	}
+	return b
+}
+
+// frontDecodeSets turns every SB back into Set; a state with both, or a
+// malformed SB, is an error, never a guess.
+func frontDecodeSets(groups []group) error {
+	for _, g := range groups {
+		for _, st := range g.States {
+			if st == nil || st.SB == nil {
+				continue
+			}
+			if len(st.Set) > 0 {
+				return fmt.Errorf("a set both listed and front-coded")
+			}
+			vals, err := frontDecodeStrings(st.SB)
+			if err != nil {
+				return err
+			}
+			st.Set, st.SB = vals, nil
+		}
+	}
+	return nil
+}
+
+func frontDecodeStrings(b []byte) ([]string, error) {
+	var out []string
+	prev := ""
+	next := func() (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, fmt.Errorf("bad varint at %d bytes from the end", len(b))
+		}
+		b = b[n:]
+		return v, nil
+	}
+	for len(b) > 0 {
+		shared, err := next()
+		if err != nil {
+			return nil, err
+		}
+		rest, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if shared > uint64(len(prev)) || rest > uint64(len(b)) {
+			return nil, fmt.Errorf("a value sharing %d bytes with one of %d, with %d more of %d left", shared, len(prev), rest, len(b))
+		}
+		v := prev[:shared] + string(b[:rest])
+		b = b[rest:]
+		out = append(out, v)
+		prev = v
+	}
+	return out, nil
 }

@@ -39,8 +39,8 @@ func FuzzMergePartial(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		for _, binaryCounts := range []bool{false, true} {
-			b, err := p.EncodeCounts(binaryCounts)
+		for _, binary := range []bool{false, true} {
+			b, err := p.encode(binary, binary)
 			if err != nil {
 				f.Fatal(err)
 			}

@@ -427,7 +427,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 

@@ -65,13 +65,7 @@ func (c *countsWire) frontCode() {
 	b := make([]byte, 0, 8*len(c.K))
 	prev := ""
 	for i, k := range c.K {
-		l := 0
-		for l < len(prev) && l < len(k) && prev[l] == k[l] {
-			l++
-		}
-		b = binary.AppendUvarint(b, uint64(l))
-		b = binary.AppendUvarint(b, uint64(len(k)-l))
-		b = append(b, k[l:]...)
+		b = frontAppend(b, prev, k)
 		b = binary.AppendUvarint(b, uint64(c.N[i]))
 		prev = k
 	}
@@ -81,38 +75,11 @@ func (c *countsWire) frontCode() {
 // frontDecode fills K and N from B (which it clears); a malformed B is an
 // error, never a guess.
 func (c *countsWire) frontDecode() error {
-	b, prev := c.B, ""
-	next := func() (uint64, error) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, fmt.Errorf("bad varint at %d bytes from the end", len(b))
-		}
-		b = b[n:]
-		return v, nil
-	}
-	for len(b) > 0 {
-		shared, err := next()
-		if err != nil {
-			return err
-		}
-		rest, err := next()
-		if err != nil {
-			return err
-		}
-		if shared > uint64(len(prev)) || rest > uint64(len(b)) {
-			return fmt.Errorf("a key sharing %d bytes with one of %d, with %d more of %d left", shared, len(prev), rest, len(b))
-		}
-		k := prev[:shared] + string(b[:rest])
-		b = b[rest:]
-		n, err := next()
-		if err != nil {
-			return err
-		}
-		if n > math.MaxInt64 {
-			return fmt.Errorf("a count of %d", n)
-		}
-		c.K, c.N = append(c.K, k), append(c.N, int64(n))
-		prev = k
+	err := frontWalk(c.B, true, func(k string, n int64) {
+		c.K, c.N = append(c.K, k), append(c.N, n)
+	})
+	if err != nil {
+		return err
 	}
 	c.B = nil
 	return nil
@@ -301,13 +268,7 @@ func frontCodeStrings(vals []string) []byte {
 	b := make([]byte, 0, 4*len(vals))
 	prev := ""
 	for _, v := range vals {
-		l := 0
-		for l < len(prev) && l < len(v) && prev[l] == v[l] {
-			l++
-		}
-		b = binary.AppendUvarint(b, uint64(l))
-		b = binary.AppendUvarint(b, uint64(len(v)-l))
-		b = append(b, v[l:]...)
+		b = frontAppend(b, prev, v)
 		prev = v
 	}
 	return b
@@ -336,6 +297,26 @@ func frontDecodeSets(groups []group) error {
 
 func frontDecodeStrings(b []byte) ([]string, error) {
 	var out []string
+	err := frontWalk(b, false, func(v string, _ int64) { out = append(out, v) })
+	return out, err
+}
+
+// frontAppend appends v front-coded after prev: the length it shares with
+// prev, then the length and bytes of the rest, each length a uvarint.
+func frontAppend(b []byte, prev, v string) []byte {
+	l := 0
+	for l < len(prev) && l < len(v) && prev[l] == v[l] {
+		l++
+	}
+	b = binary.AppendUvarint(b, uint64(l))
+	b = binary.AppendUvarint(b, uint64(len(v)-l))
+	return append(b, v[l:]...)
+}
+
+// frontWalk reads front-coded values (frontAppend), each followed by a
+// uvarint count when counted, and calls each in order; malformed input
+// is an error, never a guess.
+func frontWalk(b []byte, counted bool, each func(v string, n int64)) error {
 	prev := ""
 	next := func() (uint64, error) {
 		v, n := binary.Uvarint(b)
@@ -348,19 +329,28 @@ func frontDecodeStrings(b []byte) ([]string, error) {
 	for len(b) > 0 {
 		shared, err := next()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rest, err := next()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if shared > uint64(len(prev)) || rest > uint64(len(b)) {
-			return nil, fmt.Errorf("a value sharing %d bytes with one of %d, with %d more of %d left", shared, len(prev), rest, len(b))
+			return fmt.Errorf("a value sharing %d bytes with one of %d, with %d more of %d left", shared, len(prev), rest, len(b))
 		}
 		v := prev[:shared] + string(b[:rest])
 		b = b[rest:]
-		out = append(out, v)
+		var n uint64
+		if counted {
+			if n, err = next(); err != nil {
+				return err
+			}
+			if n > math.MaxInt64 {
+				return fmt.Errorf("a count of %d", n)
+			}
+		}
+		each(v, int64(n))
 		prev = v
 	}
-	return out, nil
+	return nil
 }

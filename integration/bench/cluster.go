@@ -6,11 +6,13 @@ package main
 // 6 peers on 2 sites at RF=3 (origin:2,total:3, SF origin:1,total:2) and a
 // site1 search head, all as `quarry` processes on loopback. It ingests the
 // set through site1's first peer with acks, then measures
-//   - ingest with acks at RF=3 (events/s) against the single-peer baseline;
+//   - ingest with acks at RF=3 (events/s; issue 27's target: 0.8× one
+//     standalone peer's, printed by the single-peer step before it);
 //   - fan-out overhead: a term that never occurs, over all time, through
 //     the head vs straight to one peer (median and p99 of 40 runs);
-//   - the five queries through the head (median of 5) against the same
-//     queries on one standalone peer holding the whole set (same run);
+//   - the five queries and P1–P8 through the head (median of 5) against
+//     the same queries on one standalone peer holding the whole set (same
+//     run); P1–P8's answers must equal the peer's;
 //   - searches per second the head sustains for query e (4 clients, 10 s).
 // Every answer is checked.
 
@@ -19,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quarry-dev/quarry/query"
 	"math"
 	"net/http"
 	"os"
@@ -208,27 +211,10 @@ func cbSinglePeer(cfg Config, size, file string, n int) (map[string]float64, map
 // standalone peer holding the whole set: every answer must equal the
 // peer's (floats within 1e-9 relative: sums merged in another order).
 func (c *cbCluster) fieldQueries(singleMed map[string]float64, singleAns map[string][]map[string]any) error {
-	head := qbHTTPSearcher{url: c.head}
 	for _, q := range qbFieldQueries {
-		var ts []float64
-		answer := "ok"
-		for i := 0; i < 5; i++ {
-			r, took, err := head.search(context.Background(), q.spl)
-			if err != nil {
-				return fmt.Errorf("head %s: %w", q.id, err)
-			}
-			if err := sameAnswer(r.Results, singleAns[q.id]); err != nil {
-				answer = "WRONG: " + err.Error()
-			}
-			if r.Summary.Partial {
-				answer = "PARTIAL"
-			}
-			ts = append(ts, took.Seconds())
-		}
-		med := percentile(ts, 0.5)
-		fmt.Printf("%-3s %-72s %9.4f %9.4f %11.4f %6.2fx %s\n", q.id, q.spl, ts[0], med, singleMed[q.id], med/singleMed[q.id], answer)
-		if answer != "ok" {
-			return fmt.Errorf("query %s through the head: %s", q.id, answer)
+		want := singleAns[q.id]
+		if err := c.headRow(q.id, q.spl, singleMed[q.id], func(r *query.Response) error { return sameAnswer(r.Results, want) }); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -336,29 +322,38 @@ func (c *cbCluster) fanOut() error {
 // queries runs the published queries through the head (5 times each),
 // every answer checked, beside the single peer's medians.
 func (c *cbCluster) queries(size string, singleMed map[string]float64) error {
-	head := qbHTTPSearcher{url: c.head}
 	fmt.Printf("%-3s %-72s %9s %9s %11s %7s %s\n", "id", "query", "first", "median", "1 peer med", "ratio", "answer")
 	for _, q := range qbQueries {
-		var ts []float64
-		answer := "ok"
-		for i := 0; i < 5; i++ {
-			r, took, err := head.search(context.Background(), q.spl)
-			if err != nil {
-				return fmt.Errorf("head %s: %w", q.id, err)
-			}
-			if err := q.verify(size, r); err != nil {
-				answer = "WRONG: " + err.Error()
-			}
-			if r.Summary.Partial {
-				answer = "PARTIAL"
-			}
-			ts = append(ts, took.Seconds())
+		if err := c.headRow(q.id, q.spl, singleMed[q.id], func(r *query.Response) error { return q.verify(size, r) }); err != nil {
+			return err
 		}
-		med := percentile(ts, 0.5)
-		fmt.Printf("%-3s %-72s %9.4f %9.4f %11.4f %6.2fx %s\n", q.id, q.spl, ts[0], med, singleMed[q.id], med/singleMed[q.id], answer)
-		if answer != "ok" {
-			return fmt.Errorf("query %s through the head: %s", q.id, answer)
+	}
+	return nil
+}
+
+// headRow runs one query through the head 5 times, checks every answer,
+// and prints its first and median time beside one peer's median.
+func (c *cbCluster) headRow(id, spl string, single float64, check func(*query.Response) error) error {
+	head := qbHTTPSearcher{url: c.head}
+	var ts []float64
+	answer := "ok"
+	for i := 0; i < 5; i++ {
+		r, took, err := head.search(context.Background(), spl)
+		if err != nil {
+			return fmt.Errorf("head %s: %w", id, err)
 		}
+		if err := check(r); err != nil {
+			answer = "WRONG: " + err.Error()
+		}
+		if r.Summary.Partial {
+			answer = "PARTIAL"
+		}
+		ts = append(ts, took.Seconds())
+	}
+	med := percentile(ts, 0.5)
+	fmt.Printf("%-3s %-72s %9.4f %9.4f %11.4f %6.2fx %s\n", id, spl, ts[0], med, single, med/single, answer)
+	if answer != "ok" {
+		return fmt.Errorf("query %s through the head: %s", id, answer)
 	}
 	return nil
 }

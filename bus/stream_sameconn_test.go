@@ -57,44 +57,39 @@ func startFrozenProxy(t *testing.T, server string) *frozenProxy {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				defer s.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						// Every protocol line is written whole in one
-						// flush of the client's buffer here.
-						p.pings.Add(int64(bytes.Count(buf[:n], []byte("PING\r\n"))))
-						if _, werr := s.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
+				// Every protocol line is written whole in one flush of
+				// the client's buffer here.
+				pump(s, c, func(b []byte) { p.pings.Add(int64(bytes.Count(b, []byte("PING\r\n")))) })
 			}()
 			go func() {
 				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						p.gate.RLock() // waits while the test holds the gate
-						p.gate.RUnlock()
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
+				pump(c, s, func([]byte) {
+					p.gate.RLock() // waits while the test holds the gate
+					p.gate.RUnlock()
+				})
 			}()
 		}
 	}()
 	return p
+}
+
+// pump copies src to dst, calling before on each piece before it is
+// written, and closes dst when src ends.
+func pump(dst, src net.Conn, before func([]byte)) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			before(buf[:n])
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // TestReceiverInviteOnSameConn: a receiver whose invite goes out on its

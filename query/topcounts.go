@@ -133,12 +133,7 @@ func selectBounded(m, n int, all iter.Seq2[string, int64]) *countsWire {
 	if bound == 0 {
 		return listAll(n, all)
 	}
-	sort.Slice(h, func(i, j int) bool { return h[i].k < h[j].k })
-	c := &countsWire{K: make([]string, len(h)), N: make([]int64, len(h)), O: bound, T: total}
-	for i, kc := range h {
-		c.K[i], c.N[i] = kc.k, kc.n
-	}
-	return c
+	return countsOf(h, bound, total)
 }
 
 // listAll is every key with its count, keys sorted.
@@ -147,8 +142,14 @@ func listAll(n int, all iter.Seq2[string, int64]) *countsWire {
 	for k, c := range all {
 		kcs = append(kcs, keyCount{k, c})
 	}
+	return countsOf(kcs, 0, 0)
+}
+
+// countsOf is the wire form of kcs (sorted here by key), with bound O and
+// total T (0, 0: unbounded).
+func countsOf(kcs []keyCount, bound, total int64) *countsWire {
 	sort.Slice(kcs, func(i, j int) bool { return kcs[i].k < kcs[j].k })
-	c := &countsWire{K: make([]string, len(kcs)), N: make([]int64, len(kcs))}
+	c := &countsWire{K: make([]string, len(kcs)), N: make([]int64, len(kcs)), O: bound, T: total}
 	for i, kc := range kcs {
 		c.K[i], c.N[i] = kc.k, kc.n
 	}
@@ -174,13 +175,7 @@ func (a *aggregator) boundedRuns(m int) *countsWire {
 	if bound <= 0 {
 		return nil
 	}
-	kept := cand[:m]
-	sort.Slice(kept, func(i, j int) bool { return kept[i].k < kept[j].k })
-	c := &countsWire{K: make([]string, m), N: make([]int64, m), O: bound, T: total}
-	for i, kc := range kept {
-		c.K[i], c.N[i] = kc.k, kc.n
-	}
-	return c
+	return countsOf(cand[:m], bound, total)
 }
 
 type minCountHeap []keyCount

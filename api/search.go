@@ -76,6 +76,14 @@ type SearchRequest struct {
 	// (query.Plan.SetBinarySets); a peer sends them so only then. An
 	// addition to SPEC §5's request.
 	SetsBinary bool `json:"sets_binary,omitempty"`
+	// NumsBinary: the head reads perc/median values packed
+	// (query.Plan.SetBinaryNums); a peer sends them so only then. An
+	// addition to SPEC §5's request.
+	NumsBinary bool `json:"nums_binary,omitempty"`
+	// Framed: the head reads the stream's messages framed
+	// (EncodeSearchMsg): a batch's partial after a JSON header, not
+	// inside it. An addition to SPEC §5's request.
+	Framed bool `json:"framed,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
 	// index outside it, whatever Buckets says.

@@ -203,6 +203,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	plan.SetBinaryCounts(req.CountsBinary)
 	plan.SetCountsTop(req.CountsTop)
 	plan.SetBinarySets(req.SetsBinary)
+	plan.SetBinaryNums(req.NumsBinary)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
 	// The stream opens and beats before the request resolves its buckets
@@ -217,7 +218,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		return
 	}
 	st.Requests.Add(1)
-	out := &answerStream{snd: snd, ctx: ctx, cancel: cancel, peer: s.p.cfg.ID}
+	out := &answerStream{snd: snd, ctx: ctx, cancel: cancel, peer: s.p.cfg.ID, framed: req.Framed}
 	var done atomic.Int64
 	stopBeats := s.beat(ctx, req, out, &done)
 	items, version, code, rerr := s.resolve(ctx, req, plan)
@@ -283,13 +284,14 @@ type answerStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	peer   string
+	framed bool // the head reads framed messages (api.EncodeSearchMsg)
 	mu     sync.Mutex
 	err    error
 }
 
 func (a *answerStream) send(m api.SearchMsg) error {
 	m.Peer = a.peer
-	b, err := json.Marshal(m)
+	b, err := api.EncodeSearchMsg(m, a.framed)
 	if err != nil {
 		return err
 	}

@@ -30,12 +30,15 @@ type aggState struct {
 	// (api.SearchRequest.SetsBinary); never both.
 	SB   []byte    `json:"sb,omitempty"`
 	Nums []float64 `json:"nums,omitempty"`
-	HasE bool      `json:"he,omitempty"`
-	ET   int64     `json:"et,omitempty"`
-	EV   string    `json:"ev,omitempty"`
-	HasL bool      `json:"hl,omitempty"`
-	LT   int64     `json:"lt,omitempty"`
-	LV   string    `json:"lv,omitempty"`
+	// NB is Nums packed (packNums), for a head that asked
+	// (api.SearchRequest.NumsBinary); never both.
+	NB   []byte `json:"nb,omitempty"`
+	HasE bool   `json:"he,omitempty"`
+	ET   int64  `json:"et,omitempty"`
+	EV   string `json:"ev,omitempty"`
+	HasL bool   `json:"hl,omitempty"`
+	LT   int64  `json:"lt,omitempty"`
+	LV   string `json:"lv,omitempty"`
 
 	set map[string]struct{}
 	// runs are further distinct values as ascending runs (a bucket's

@@ -23,6 +23,8 @@ type Plan struct {
 	binaryCounts bool
 	// binarySets: the head reads front-coded dc/values sets (SetBinarySets).
 	binarySets bool
+	// binaryNums: the head reads packed perc/median values (SetBinaryNums).
+	binaryNums bool
 	// countsTop: a top's partials list their countsTop largest counts
 	// and a bound (SetCountsTop, topcounts.go); 0: every key.
 	countsTop int

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +104,7 @@ func TestFrontCodedSets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := p.encode(false, binarySets)
+			b, err := p.encode(wireForms{sets: binarySets})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,5 +144,86 @@ func TestFrontCodedSets(t *testing.T) {
 		if _, err := DecodePartial([]byte(bad)); err == nil {
 			t.Errorf("%s: decoded", bad)
 		}
+	}
+}
+
+// TestPackedNums: perc/median values read back exactly and in order from
+// either packed form (integers, floats with NaN, infinities and -0); a
+// malformed form is refused; a head that asked gets NB and merges the
+// same answer as from the lists.
+func TestPackedNums(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for i := 0; i < 200; i++ {
+		n := r.Intn(50)
+		nums := make([]float64, n)
+		for j := range nums {
+			nums[j] = float64(r.Int63n(1<<53) - 1<<52)
+			if i%2 == 1 && r.Intn(5) == 0 {
+				nums[j] = []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0.5, -1e300, 1 << 53}[r.Intn(7)]
+			}
+		}
+		b := packNums(nums)
+		got, err := unpackNums(b)
+		if err != nil {
+			t.Fatalf("%v: %v", nums, err)
+		}
+		if len(got) != len(nums) {
+			t.Fatalf("%d values read back as %d", len(nums), len(got))
+		}
+		for j := range nums {
+			if math.Float64bits(got[j]) != math.Float64bits(nums[j]) {
+				t.Fatalf("value %d: %v read back as %v (form %d)", j, nums[j], got[j], b[0])
+			}
+		}
+	}
+	if b := packNums([]float64{100, 7, 1e6}); b[0] != numsInts || len(b) > 8 {
+		t.Fatalf("integers packed as %v", b)
+	}
+	for _, bad := range [][]byte{nil, {9, 1}, {numsFloats, 1, 2, 3}, {numsInts, 0x80}, {numsInts, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f}} {
+		if got, err := unpackNums(bad); err == nil {
+			t.Errorf("%v: read as %v", bad, got)
+		}
+	}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var evs []Event
+	for i := 0; i < 300; i++ {
+		evs = append(evs, Event{Time: base + int64(i), Host: fmt.Sprintf("h%d", i%3), Sourcetype: "s", Index: "main",
+			Raw: fmt.Sprintf("bytes=%d ms=%d.%d", (i*7919)%1000, i%13, i%10)})
+	}
+	seg := NewMemSegment("main~1~S", "main", evs)
+	for _, q := range []string{"* | stats perc90(bytes) perc10(ms) by host", "* | stats perc50(ms) perc99(bytes) count"} {
+		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answers []string
+		for _, packed := range []bool{false, true} {
+			p, err := plan.RunSegment(context.Background(), seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := p.encode(wireForms{nums: packed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hasNB := strings.Contains(string(b), `"nb":`); hasNB != packed || strings.Contains(string(b), `"nums":`) == packed {
+				t.Fatalf("%s: packed %v, wire %.300s", q, packed, b)
+			}
+			d, err := DecodePartial(b)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			rows, _, err := plan.Merge([]*Partial{d, d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, fmt.Sprint(Results(rows)))
+		}
+		if answers[0] != answers[1] {
+			t.Fatalf("%s: lists %s, packed %s", q, answers[0], answers[1])
+		}
+	}
+	if _, err := DecodePartial([]byte(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"nums":[1],"nb":"AQI="}]}]}`)); err == nil {
+		t.Fatal("a state with both forms decoded")
 	}
 }

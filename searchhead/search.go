@@ -2,7 +2,6 @@ package searchhead
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -427,7 +426,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 
@@ -526,9 +525,8 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 				return
 			}
 			s.lastRecv.Store(time.Now().UnixNano())
-			var m api.SearchMsg
 			var part *query.Partial
-			err = json.Unmarshal(b, &m)
+			m, err := api.DecodeSearchMsg(b)
 			if err == nil && m.Kind == api.SearchBatch {
 				// Decoded here, in parallel across peers, not on the
 				// coordinator.
@@ -538,8 +536,8 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 				if err != nil {
 					err = fmt.Errorf("bucket %s: %w", m.Bucket, err)
 				}
-				m.Partial = nil
 			}
+			m.Partial = nil // decoded, or not a batch's (it may alias b)
 			if err != nil {
 				err = fmt.Errorf("undecodable search message: %w", err)
 				rcv.Close(err)

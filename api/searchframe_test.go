@@ -42,7 +42,7 @@ func TestSearchFrame(t *testing.T) {
 	}
 	hdr := []byte(`{"kind":"batch","peer":"p1"}`)
 	for name, b := range map[string][]byte{
-		"no header length":   {searchFrame},
+		"no header length":    {searchFrame},
 		"header past the end": append([]byte{searchFrame, 200}, hdr...),
 		"header not JSON":     append([]byte{searchFrame, 3}, "{x}"...),
 		"partial twice":       append(append([]byte{searchFrame, byte(len(`{"kind":"batch","partial":{}}`))}, `{"kind":"batch","partial":{}}`...), "{}"...),

@@ -82,7 +82,8 @@ type SearchRequest struct {
 	NumsBinary bool `json:"nums_binary,omitempty"`
 	// Framed: the head reads the stream's messages framed
 	// (EncodeSearchMsg): a batch's partial after a JSON header, not
-	// inside it. An addition to SPEC §5's request.
+	// inside it, and consecutive markers as one message (SearchMarkers).
+	// An addition to SPEC §5's request.
 	Framed bool `json:"framed,omitempty"`
 	// Indexes limits the search to these indexes (the search token's
 	// scope); empty means every index. A peer never answers a bucket of an
@@ -138,9 +139,12 @@ func ValidBucketID(id string) error {
 const (
 	SearchBatch  = "batch"
 	SearchMarker = "marker"
-	SearchBeat   = "beat"
-	SearchDone   = "done"
-	SearchError  = "error"
+	// SearchMarkers carries consecutive markers in Markers, in order: only
+	// to a head that reads framed messages (SearchRequest.Framed).
+	SearchMarkers = "markers"
+	SearchBeat    = "beat"
+	SearchDone    = "done"
+	SearchError   = "error"
 )
 
 // Marker outcomes.
@@ -181,6 +185,16 @@ type SearchMsg struct {
 	// the same way on every copy, so the head ends the search with it
 	// instead of re-dispatching the bucket.
 	Code string `json:"code,omitempty"`
+	// Batches, on a marker of a bucket searched alone (not combined), is
+	// how many batches the peer sent for it before the marker: the head
+	// proves the results arrived by counting them. A peer of this build
+	// sends no batch for a bucket without events to a head that reads
+	// framed messages; without Batches (an older peer) a searched marker
+	// needs at least one batch before it.
+	Batches *int `json:"batches,omitempty"`
+	// Markers (kind markers) are markers sent together, in the order they
+	// were made; each is read as if it came alone.
+	Markers []SearchMsg `json:"markers,omitempty"`
 	// Done: the table version the peer used; beats: buckets done so far.
 	TableVersion uint64 `json:"table_version,omitempty"`
 	// Newest (done) is the newest table version the peer has heard of

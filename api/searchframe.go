@@ -17,7 +17,9 @@ import (
 //	without its partial), the partial's bytes as they are
 //
 // A JSON message never begins with 0x01, so DecodeSearchMsg reads both
-// forms; a peer of an older build ignores Framed and sends JSON.
+// forms; a peer of an older build ignores Framed and sends JSON. Such a
+// head also reads consecutive markers sent as one message (SearchMarkers):
+// a search over 50 buckets that match nothing sent 50 stream messages.
 const searchFrame = 0x01
 
 // maxSearchHeader bounds a framed message's header (a marker or batch
@@ -47,8 +49,10 @@ func EncodeSearchMsg(m SearchMsg, framed bool) ([]byte, error) {
 func DecodeSearchMsg(b []byte) (SearchMsg, error) {
 	var m SearchMsg
 	if len(b) == 0 || b[0] != searchFrame {
-		err := json.Unmarshal(b, &m)
-		return m, err
+		if err := json.Unmarshal(b, &m); err != nil {
+			return m, err
+		}
+		return m, checkMarkers(m)
 	}
 	n, k := binary.Uvarint(b[1:])
 	if k <= 0 || n > maxSearchHeader || n > uint64(len(b)-1-k) {
@@ -64,5 +68,16 @@ func DecodeSearchMsg(b []byte) (SearchMsg, error) {
 	if len(rest) > 0 {
 		m.Partial = rest
 	}
-	return m, nil
+	return m, checkMarkers(m)
+}
+
+// checkMarkers: a marker list holds only markers, and only a markers
+// message holds one.
+func checkMarkers(m SearchMsg) error {
+	for _, x := range m.Markers {
+		if m.Kind != SearchMarkers || x.Kind != SearchMarker || x.Partial != nil || x.Markers != nil {
+			return errors.New("search message: a marker list holds only markers, and only in a markers message")
+		}
+	}
+	return nil
 }

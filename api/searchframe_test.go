@@ -16,6 +16,7 @@ func TestSearchFrame(t *testing.T) {
 		{Kind: SearchBatch, Peer: "p1", Buckets: []string{"main~1~G", "main~2~G"}, Partial: partial},
 		{Kind: SearchMarker, Peer: "p1", Bucket: "main~1~G", Outcome: MarkerSearched, Scanned: 7, Length: &CopyLength{Blocks: 3, Checksum: "c9"}},
 		{Kind: SearchDone, Peer: "p1", TableVersion: 4, Done: 2},
+		{Kind: SearchMarkers, Peer: "p1", Markers: []SearchMsg{{Kind: SearchMarker, Bucket: "b1", Outcome: MarkerSkipped}, {Kind: SearchMarker, Bucket: "b2", Outcome: MarkerSearched, Batches: new(int)}}},
 	}
 	for _, m := range msgs {
 		for _, framed := range []bool{false, true} {
@@ -47,6 +48,9 @@ func TestSearchFrame(t *testing.T) {
 		"header not JSON":     append([]byte{searchFrame, 3}, "{x}"...),
 		"partial twice":       append(append([]byte{searchFrame, byte(len(`{"kind":"batch","partial":{}}`))}, `{"kind":"batch","partial":{}}`...), "{}"...),
 		"huge header length":  {searchFrame, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"a batch in a list":   []byte(`{"kind":"markers","markers":[{"kind":"batch","bucket":"b"}]}`),
+		"a list in a list":    []byte(`{"kind":"markers","markers":[{"kind":"marker","markers":[{"kind":"marker"}]}]}`),
+		"a list on a marker":  []byte(`{"kind":"marker","markers":[{"kind":"marker"}]}`),
 	} {
 		if m, err := DecodeSearchMsg(b); err == nil {
 			t.Errorf("%s: decoded %+v", name, m)

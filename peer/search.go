@@ -243,7 +243,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 		snd.Abort(errors.New("search cancelled while queued"))
 		return
 	}
-	s.scan(ctx, plan, items, out.send, &done)
+	s.scan(ctx, plan, items, out, &done)
 	stopBeats()
 	if ctx.Err() != nil || out.failed() {
 		s.cancelled()
@@ -286,20 +286,71 @@ type answerStream struct {
 	peer   string
 	framed bool // the head reads framed messages (api.EncodeSearchMsg)
 	mu     sync.Mutex
-	err    error
+	// pending markers, for a head that reads framed messages (send)
+	pending      []api.SearchMsg
+	pendingSince time.Time
+	err          error
 }
 
 func (a *answerStream) send(m api.SearchMsg) error {
 	m.Peer = a.peer
-	b, err := api.EncodeSearchMsg(m, a.framed)
-	if err != nil {
-		return err
+	var b []byte
+	if !a.framed || m.Kind != api.SearchMarker {
+		var err error
+		if b, err = api.EncodeSearchMsg(m, a.framed); err != nil { // outside the lock
+			return err
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
 		return a.err
 	}
+	if b == nil {
+		// Markers wait to travel together (api.SearchMarkers), in order:
+		// until the next other message, maxMarkerList of them, or the
+		// first has waited markerListAge (checked as markers come; the
+		// next beat or the done sends the rest).
+		if len(a.pending) == 0 {
+			a.pendingSince = time.Now()
+		}
+		a.pending = append(a.pending, m)
+		if len(a.pending) < maxMarkerList && time.Since(a.pendingSince) < markerListAge {
+			return nil
+		}
+		return a.flushLocked()
+	}
+	if err := a.flushLocked(); err != nil {
+		return err
+	}
+	return a.sendLocked(b)
+}
+
+// Marker lists: at most maxMarkerList markers per message, the first
+// waiting at most about markerListAge for the others.
+const (
+	maxMarkerList = 256
+	markerListAge = 20 * time.Millisecond
+)
+
+// flushLocked sends the markers waiting, as one message.
+func (a *answerStream) flushLocked() error {
+	if len(a.pending) == 0 {
+		return nil
+	}
+	m := api.SearchMsg{Kind: api.SearchMarkers, Peer: a.peer, Markers: a.pending}
+	if len(a.pending) == 1 {
+		m = a.pending[0]
+	}
+	a.pending = nil
+	b, err := api.EncodeSearchMsg(m, a.framed)
+	if err != nil {
+		return err
+	}
+	return a.sendLocked(b)
+}
+
+func (a *answerStream) sendLocked(b []byte) error {
 	if err := a.snd.Send(a.ctx, b); err != nil {
 		a.err = err
 		a.cancel() // the head is gone: stop scanning
@@ -413,7 +464,7 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 // search combines the partials of the buckets each worker searched into
 // one batch per worker, sent when the worker is done
 // (api.SearchMsg.Buckets): combining and encoding stay parallel.
-func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []searchItem, send func(api.SearchMsg) error, done *atomic.Int64) {
+func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []searchItem, out *answerStream, done *atomic.Int64) {
 	work := make(chan searchItem)
 	var wg sync.WaitGroup
 	for w := 0; w < min(runtime.GOMAXPROCS(0), len(items)); w++ {
@@ -425,11 +476,11 @@ func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []sear
 				comb = &combiner{}
 			}
 			for it := range work {
-				s.searchBucket(ctx, plan, it.bucket, it.seg, it.length, it.err, send, comb)
+				s.searchBucket(ctx, plan, it.bucket, it.seg, it.length, it.err, out, comb)
 				done.Add(1)
 			}
 			if comb != nil && ctx.Err() == nil {
-				s.sendCombined(plan, comb, send)
+				s.sendCombined(plan, comb, out)
 			}
 		}()
 	}
@@ -448,10 +499,10 @@ feed:
 // searchBucket runs the peer half over one bucket and sends its batches
 // and marker.
 func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, bucket string, seg query.Segment, length *api.CopyLength,
-	problem string, send func(api.SearchMsg) error, comb *combiner) {
+	problem string, out *answerStream, comb *combiner) {
 	st := &s.p.searchStats
 	if problem != "" {
-		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
+		_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: problem})
 		return
 	}
 	if h := s.p.cfg.BeforeSearchBucket; h != nil {
@@ -465,7 +516,7 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 				m.Code = api.SearchCodeLimit
 				s.p.searchLimitHits.WithLabelValues(query.LimitName(err)).Inc()
 			}
-			_ = send(m)
+			_ = out.send(m)
 		}
 		return
 	}
@@ -478,19 +529,25 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 		if err := plan.Charge(est, "the partial results held on peer "+s.p.cfg.ID); err != nil {
 			plan.Release(est)
 			s.p.searchLimitHits.WithLabelValues("search_memory").Inc()
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error(), Code: api.SearchCodeLimit})
+			_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: err.Error(), Code: api.SearchCodeLimit})
 			return
 		}
 		comb.add(bucket, part, length, est)
 		return
 	}
-	for _, b := range splitPartial(part) {
+	// A head that reads framed messages gets no batch for a bucket with no
+	// events: the marker says how many batches came before it (Batches).
+	batches := splitPartial(part)
+	if out.framed && part.Kind == "events" && len(part.Events) == 0 {
+		batches = nil
+	}
+	for _, b := range batches {
 		enc, err := plan.EncodePartial(b)
 		if err != nil {
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: fmt.Sprintf("encode: %v", err)})
+			_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Error: fmt.Sprintf("encode: %v", err)})
 			return
 		}
-		if send(api.SearchMsg{Kind: api.SearchBatch, Bucket: bucket, Partial: enc}) != nil {
+		if out.send(api.SearchMsg{Kind: api.SearchBatch, Bucket: bucket, Partial: enc}) != nil {
 			return
 		}
 	}
@@ -501,7 +558,8 @@ func (s *searchService) searchBucket(ctx context.Context, plan *query.Plan, buck
 	} else {
 		st.Buckets.Add(1)
 	}
-	_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned, Length: length})
+	n := len(batches)
+	_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: bucket, Outcome: outcome, Scanned: part.Scanned, Length: length, Batches: &n})
 }
 
 // segment is a bucket's segment with the length it covers, for the
@@ -541,7 +599,7 @@ func (c *combiner) add(bucket string, p *query.Partial, l *api.CopyLength, charg
 
 // sendCombined sends one batch combining the searched buckets' aggregates,
 // then every collected bucket's marker.
-func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(api.SearchMsg) error) {
+func (s *searchService) sendCombined(plan *query.Plan, c *combiner, out *answerStream) {
 	defer plan.Release(c.charged)
 	st := &s.p.searchStats
 	var searched []string
@@ -556,10 +614,10 @@ func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(ap
 		enc, err := plan.EncodePartial(plan.Combine(keep))
 		if err != nil {
 			for _, b := range searched {
-				_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Error: fmt.Sprintf("encode: %v", err)})
+				_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Error: fmt.Sprintf("encode: %v", err)})
 			}
 			searched = nil
-		} else if send(api.SearchMsg{Kind: api.SearchBatch, Buckets: searched, Partial: enc}) != nil {
+		} else if out.send(api.SearchMsg{Kind: api.SearchBatch, Buckets: searched, Partial: enc}) != nil {
 			return
 		}
 	}
@@ -567,14 +625,14 @@ func (s *searchService) sendCombined(plan *query.Plan, c *combiner, send func(ap
 		b := c.buckets[i]
 		if p.Skipped {
 			st.Skipped.Add(1)
-			_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped, Length: c.lengths[i]})
+			_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSkipped, Length: c.lengths[i]})
 			continue
 		}
 		if !slices.Contains(searched, b) {
 			continue
 		}
 		st.Buckets.Add(1)
-		_ = send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned, Length: c.lengths[i]})
+		_ = out.send(api.SearchMsg{Kind: api.SearchMarker, Bucket: b, Outcome: api.MarkerSearched, Scanned: p.Scanned, Length: c.lengths[i]})
 	}
 }
 

@@ -162,6 +162,45 @@ func TestCoordinatorProof(t *testing.T) {
 	}
 }
 
+// TestCoordinatorBatchCount: a marker that says how many batches came
+// before it (a peer of this build, api.SearchMsg.Batches) proves the bucket
+// only when exactly that many arrived — none for a bucket without events.
+func TestCoordinatorBatchCount(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		sent, claimed int
+		ok            bool
+	}{
+		{"no events, no batch", 0, 0, true},
+		{"two batches, both arrived", 2, 2, true},
+		{"a batch said, none arrived", 0, 1, false},
+		{"two said, one arrived", 1, 2, false},
+		{"none said, one arrived", 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "*", map[string]fsm.BucketInfo{"b1": sealed(5, "0000abcd")}, map[string][]string{"b1": {"p1", "p3"}})
+			for range tc.sent {
+				f.send("p1", api.SearchMsg{Kind: api.SearchBatch, Bucket: "b1"})
+			}
+			n := tc.claimed
+			f.send("p1", api.SearchMsg{Kind: api.SearchMarker, Bucket: "b1", Outcome: api.MarkerSearched, Length: length(5, "0000abcd"), Batches: &n})
+			if tc.ok {
+				if f.state("b1") != bSearched || f.merged["any"] != tc.sent {
+					t.Fatalf("state %d, merged %d: want searched, %d merged", f.state("b1"), f.merged["any"], tc.sent)
+				}
+				return
+			}
+			br := f.r.buckets["b1"]
+			if br.state != bPending || f.merged["any"] != 0 || !slices.Equal(f.queued()["b1"], []string{"p3"}) {
+				t.Fatalf("state %d, merged %d, queued %v: want pending, nothing merged, sent to p3", br.state, f.merged["any"], f.queued())
+			}
+			if len(br.failures) != 1 || !strings.Contains(br.failures[0].Reason, "batches, and") {
+				t.Fatalf("failures %+v", br.failures)
+			}
+		})
+	}
+}
+
 // TestCoordinatorComboFailsOverOnce: a stream failing with a combined
 // answer pending sends each of its buckets to exactly one next copy (it
 // sent a combo's siblings to two: the "combined answer overlapped a bucket

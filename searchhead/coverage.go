@@ -46,11 +46,18 @@ const (
 //     at most a block interval SPEC §5 step 6 allows;
 //   - a warm bucket without a sealed length (a roll reported without
 //     one): a copy in the table's searchable set, as for a hot replica;
-//   - a searched marker without any batch before it (the results of the
-//     bucket never arrived) is never whole.
+//   - a searched marker that says how many batches came before it
+//     (api.SearchMsg.Batches) is whole only if that many arrived; one that
+//     does not say (an older peer) only if at least one did (the results
+//     of the bucket never arrived).
 func (r *run) proof(br *bucketRun, peer string, m *api.SearchMsg) (reason, label string) {
-	if m.Outcome == api.MarkerSearched && br.combo == nil && len(br.parts) == 0 {
-		return fmt.Sprintf("peer %s marked bucket %s searched without sending its results", peer, br.id), unprovenNoBatch
+	if m.Outcome == api.MarkerSearched && br.combo == nil {
+		if m.Batches != nil && *m.Batches != len(br.parts) {
+			return fmt.Sprintf("peer %s marked bucket %s searched after %d batches, and %d arrived", peer, br.id, *m.Batches, len(br.parts)), unprovenNoBatch
+		}
+		if m.Batches == nil && len(br.parts) == 0 {
+			return fmt.Sprintf("peer %s marked bucket %s searched without sending its results", peer, br.id), unprovenNoBatch
+		}
 	}
 	l := m.Length
 	if l == nil {

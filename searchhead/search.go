@@ -544,6 +544,16 @@ func (r *run) openStream(peer string, buckets []string, rcv *bus.Receiver) (*pee
 				deliver(streamEvent{s: s, err: err})
 				return
 			}
+			if m.Kind == api.SearchMarkers {
+				// consecutive markers sent as one (api.SearchMarkers): each
+				// read as if it came alone (DecodeSearchMsg checked them)
+				for i := range m.Markers {
+					x := m.Markers[i]
+					x.Peer = m.Peer
+					deliver(streamEvent{s: s, msg: &x})
+				}
+				continue
+			}
 			deliver(streamEvent{s: s, msg: &m, part: part})
 		}
 	}()

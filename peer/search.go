@@ -204,6 +204,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	plan.SetCountsTop(req.CountsTop)
 	plan.SetBinarySets(req.SetsBinary)
 	plan.SetBinaryNums(req.NumsBinary)
+	plan.SetBlobs(req.Framed)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
 	// The stream opens and beats before the request resolves its buckets

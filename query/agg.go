@@ -32,13 +32,17 @@ type aggState struct {
 	Nums []float64 `json:"nums,omitempty"`
 	// NB is Nums packed (packNums), for a head that asked
 	// (api.SearchRequest.NumsBinary); never both.
-	NB   []byte `json:"nb,omitempty"`
-	HasE bool   `json:"he,omitempty"`
-	ET   int64  `json:"et,omitempty"`
-	EV   string `json:"ev,omitempty"`
-	HasL bool   `json:"hl,omitempty"`
-	LT   int64  `json:"lt,omitempty"`
-	LV   string `json:"lv,omitempty"`
+	NB []byte `json:"nb,omitempty"`
+	// SBX and NBX name SB and NB in the blobs after the JSON
+	// (wireblobs.go), for a head that asked (Plan.SetBlobs).
+	SBX  *blobRef `json:"sbx,omitempty"`
+	NBX  *blobRef `json:"nbx,omitempty"`
+	HasE bool     `json:"he,omitempty"`
+	ET   int64    `json:"et,omitempty"`
+	EV   string   `json:"ev,omitempty"`
+	HasL bool     `json:"hl,omitempty"`
+	LT   int64    `json:"lt,omitempty"`
+	LV   string   `json:"lv,omitempty"`
 
 	set map[string]struct{}
 	// runs are further distinct values as ascending runs (a bucket's

@@ -25,6 +25,8 @@ type Plan struct {
 	binarySets bool
 	// binaryNums: the head reads packed perc/median values (SetBinaryNums).
 	binaryNums bool
+	// blobs: the head reads byte fields after the JSON (SetBlobs).
+	blobs bool
 	// countsTop: a top's partials list their countsTop largest counts
 	// and a bound (SetCountsTop, topcounts.go); 0: every key.
 	countsTop int

@@ -57,8 +57,10 @@ type countsWire struct {
 	K []string `json:"k,omitempty"`
 	N []int64  `json:"n,omitempty"`
 	B []byte   `json:"b,omitempty"`
-	O int64    `json:"o,omitempty"`
-	T int64    `json:"t,omitempty"`
+	// BX names B in the blobs after the JSON (wireblobs.go).
+	BX *blobRef `json:"bx,omitempty"`
+	O  int64    `json:"o,omitempty"`
+	T  int64    `json:"t,omitempty"`
 }
 
 // frontCode fills B from K and N (which it clears).
@@ -123,7 +125,12 @@ func (p *Plan) SetBinaryNums(on bool) { p.binaryNums = on }
 
 // wireForms are the compact forms a partial is written in, each only for
 // a head that asked for it.
-type wireForms struct{ counts, sets, nums bool }
+type wireForms struct{ counts, sets, nums, blobs bool }
+
+// SetBlobs makes EncodePartial write byte fields after the JSON
+// (wireblobs.go; the head that sent the search reads framed messages,
+// api.SearchRequest.Framed).
+func (p *Plan) SetBlobs(on bool) { p.blobs = on }
 
 // EncodePartial encodes a partial of this search for its head
 // (Partial.EncodeCounts), a top's counts bounded when the head asked
@@ -132,7 +139,7 @@ func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) {
 	if p.countsTop > 0 && pt.agg != nil && pt.agg.countOnly && pt.Groups == nil && pt.Counts == nil {
 		pt.Counts = pt.agg.boundedCounts(p.countsTop)
 	}
-	return pt.encode(wireForms{counts: p.binaryCounts, sets: p.binarySets, nums: p.binaryNums})
+	return pt.encode(wireForms{counts: p.binaryCounts, sets: p.binarySets, nums: p.binaryNums, blobs: p.blobs})
 }
 
 // EncodeCounts is Encode with a count-only aggregate's keys front-coded
@@ -170,13 +177,29 @@ func (p *Partial) encode(forms wireForms) ([]byte, error) {
 		}
 		w.Events[i] = wireRow{T: r.T, B: r.B, C: r.C, F: f}
 	}
-	return json.Marshal(&w)
+	var bw blobWriter
+	if forms.blobs {
+		moveToBlobs(&w, &bw)
+	}
+	js, err := json.Marshal(&w)
+	if err != nil || len(bw.b) == 0 {
+		return js, err
+	}
+	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(js)+len(bw.b))
+	out = append(out, partialBlobs)
+	out = binary.AppendUvarint(out, uint64(len(js)))
+	out = append(out, js...)
+	return append(out, bw.b...), nil
 }
 
 // DecodePartial reads a partial's wire form; an unknown version is an error.
 func DecodePartial(b []byte) (*Partial, error) {
 	// One pass: the version is checked after the decode (a partial of
 	// another version that does not even decode is named by its version).
+	b, blobs, err := splitBlobs(b)
+	if err != nil {
+		return nil, err
+	}
 	var w wirePartial
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
@@ -205,6 +228,9 @@ func DecodePartial(b []byte) (*Partial, error) {
 	}
 	if p.Kind != "events" && p.Kind != "agg" {
 		return nil, fmt.Errorf("decode partial: unknown kind %q", p.Kind)
+	}
+	if err := takeBlobs(&p, blobs); err != nil {
+		return nil, fmt.Errorf("decode partial: %w", err)
 	}
 	if c := p.Counts; c != nil && c.B != nil {
 		if len(c.K) > 0 || len(c.N) > 0 {

@@ -1,7 +1,9 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -225,5 +227,72 @@ func TestPackedNums(t *testing.T) {
 	}
 	if _, err := DecodePartial([]byte(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"nums":[1],"nb":"AQI="}]}]}`)); err == nil {
 		t.Fatal("a state with both forms decoded")
+	}
+}
+
+// TestPartialBlobs: with blobs (a head that reads framed messages) a
+// partial's counts, sets and packed values travel after its JSON and merge
+// to the same answer as inside it; a blob named outside the blobs, a field
+// both in the JSON and the blobs, or a cut header is refused.
+func TestPartialBlobs(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var evs []Event
+	for i := 0; i < 300; i++ {
+		evs = append(evs, Event{Time: base + int64(i), Host: fmt.Sprintf("h%d", i%3), Sourcetype: "s", Index: "main",
+			Raw: fmt.Sprintf("path=/a/b%d bytes=%d", i%17, (i*7919)%1000)})
+	}
+	seg := NewMemSegment("main~1~S", "main", evs)
+	for _, q := range []string{"* | stats dc(path) perc90(bytes) values(path) by host", "* | top limit=3 path", "* | stats count by path"} {
+		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answers []string
+		for _, blobs := range []bool{false, true} {
+			p, err := plan.RunSegment(context.Background(), seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := p.encode(wireForms{counts: true, sets: true, nums: true, blobs: blobs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (b[0] == partialBlobs) != blobs {
+				t.Fatalf("%s: blobs %v, wire %.100q", q, blobs, b)
+			}
+			if blobs && (bytes.Contains(b, []byte(`"sb":`)) || bytes.Contains(b, []byte(`"nb":`)) || bytes.Contains(b, []byte(`"b":`))) {
+				t.Fatalf("%s: byte fields left in the JSON: %.300q", q, b)
+			}
+			d, err := DecodePartial(b)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			rows, _, err := plan.Merge([]*Partial{d, d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, fmt.Sprint(Results(rows)))
+		}
+		if answers[0] != answers[1] {
+			t.Fatalf("%s: inside %s, after %s", q, answers[0], answers[1])
+		}
+	}
+	frame := func(js string, blobs string) []byte {
+		b := append([]byte{partialBlobs}, binary.AppendUvarint(nil, uint64(len(js)))...)
+		return append(append(b, js...), blobs...)
+	}
+	for name, b := range map[string][]byte{
+		"past the blobs":         frame(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"sbx":[1,4]}]}]}`, "\x00\x01a"),
+		"negative place":         frame(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"nbx":[-1,1]}]}]}`, "\x01\x02"),
+		"both in JSON and blobs": frame(`{"v":2,"kind":"agg","counts":{"b":"AAFhAQ==","bx":[0,4]}}`, "\x00\x01a\x01"),
+		"header past the end":    append([]byte{partialBlobs, 0x7f}, `{"v":2}`...),
+		"cut header":             {partialBlobs, 0x80},
+	} {
+		if p, err := DecodePartial(b); err == nil {
+			t.Errorf("%s: decoded %+v", name, p)
+		}
+	}
+	if p, err := DecodePartial(frame(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"sbx":[0,3]}]}]}`, "\x00\x01a")); err != nil || len(p.Groups) != 1 || fmt.Sprint(p.Groups[0].States[0].Set) != "[a]" {
+		t.Fatalf("a set in the blobs: %+v, %v", p, err)
 	}
 }

@@ -40,7 +40,7 @@ func FuzzMergePartial(f *testing.F) {
 			f.Fatal(err)
 		}
 		for _, binary := range []bool{false, true} {
-			b, err := p.encode(wireForms{binary, binary, binary})
+			b, err := p.encode(wireForms{binary, binary, binary, binary})
 			if err != nil {
 				f.Fatal(err)
 			}

@@ -137,7 +137,7 @@ func (p *Plan) SetBlobs(on bool) { p.blobs = on }
 // (SetCountsTop), sets front-coded when it asked (SetBinarySets).
 func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) {
 	if p.countsTop > 0 && pt.agg != nil && pt.agg.countOnly && pt.Groups == nil && pt.Counts == nil {
-		pt.Counts = pt.agg.boundedCounts(p.countsTop)
+		pt.Counts = pt.agg.boundedCounts(p.countsTop, p.TopLimit())
 	}
 	return pt.encode(wireForms{counts: p.binaryCounts, sets: p.binarySets, nums: p.binaryNums, blobs: p.blobs})
 }

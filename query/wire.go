@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unsafe"
 )
 
 // WireVersion is the version of the partial-result wire form. A decoder
@@ -379,35 +380,26 @@ func frontAppend(b []byte, prev, v string) []byte {
 
 // frontWalk reads front-coded values (frontAppend), each followed by a
 // uvarint count when counted; malformed input is an error, never a guess.
-// The values are built in one buffer and share one string (substrings of
-// it): one allocation for the lot, not one per value — a partial's set of
-// 40k client addresses decoded in a third of the time.
+// A first pass checks the form and sums the values' lengths; the second
+// builds them all in one buffer that becomes one string the values are
+// substrings of (never written after): one allocation for the lot, not
+// one per value or per buffer growth — a partial's set of 40k client
+// addresses decoded in a third of the time.
 func frontWalk(b []byte, counted bool) (vals []string, counts []int64, err error) {
-	i := 0
-	next := func() (uint64, bool) {
-		if i < len(b) && b[i] < 0x80 { // the usual one-byte length
-			i++
-			return uint64(b[i-1]), true
-		}
-		v, n := binary.Uvarint(b[i:])
-		if n <= 0 {
-			return 0, false
-		}
-		i += n
-		return v, true
+	size, n, err := frontSize(b, counted)
+	if err != nil || n == 0 {
+		return nil, nil, err
 	}
-	arena := make([]byte, 0, 3*len(b))
-	ends := make([]int, 0, len(b)/4)
-	prev := 0 // where the previous value starts in arena
+	arena := make([]byte, 0, size)
+	ends := make([]int, 0, n)
+	if counted {
+		counts = make([]int64, 0, n)
+	}
+	prev, i := 0, 0 // where the previous value starts in arena; where b is read
 	for i < len(b) {
-		shared, ok1 := next()
-		rest, ok2 := next()
-		if !ok1 || !ok2 {
-			return nil, nil, fmt.Errorf("bad varint at %d bytes from the end", len(b)-i)
-		}
-		if shared > uint64(len(arena)-prev) || rest > uint64(len(b)-i) {
-			return nil, nil, fmt.Errorf("a value sharing %d bytes with one of %d, with %d more of %d left", shared, len(arena)-prev, rest, len(b)-i)
-		}
+		shared, k := uvarintAt(b, i)
+		rest, k2 := uvarintAt(b, i+k)
+		i += k + k2
 		start := len(arena)
 		arena = append(arena, arena[prev:prev+int(shared)]...)
 		arena = append(arena, b[i:i+int(rest)]...)
@@ -415,20 +407,12 @@ func frontWalk(b []byte, counted bool) (vals []string, counts []int64, err error
 		ends = append(ends, len(arena))
 		prev = start
 		if counted {
-			n, ok := next()
-			if !ok {
-				return nil, nil, fmt.Errorf("bad varint at %d bytes from the end", len(b)-i)
-			}
-			if n > math.MaxInt64 {
-				return nil, nil, fmt.Errorf("a count of %d", n)
-			}
-			counts = append(counts, int64(n))
+			c, k := uvarintAt(b, i)
+			i += k
+			counts = append(counts, int64(c))
 		}
 	}
-	if len(ends) == 0 {
-		return nil, counts, nil
-	}
-	all := string(arena)
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
 	vals = make([]string, len(ends))
 	from := 0
 	for j, e := range ends {
@@ -437,3 +421,61 @@ func frontWalk(b []byte, counted bool) (vals []string, counts []int64, err error
 	}
 	return vals, counts, nil
 }
+
+// uvarintAt is the uvarint at b[i:] and its length, for input frontSize
+// checked.
+func uvarintAt(b []byte, i int) (uint64, int) {
+	if b[i] < 0x80 {
+		return uint64(b[i]), 1
+	}
+	return binary.Uvarint(b[i:])
+}
+
+// frontSize checks front-coded input and returns the total length of its
+// values and how many there are.
+func frontSize(b []byte, counted bool) (size, n int, err error) {
+	i, prevLen := 0, 0
+	next := func() (uint64, error) {
+		v, k := binary.Uvarint(b[i:])
+		if k <= 0 {
+			return 0, fmt.Errorf("bad varint at %d bytes from the end", len(b)-i)
+		}
+		i += k
+		return v, nil
+	}
+	for i < len(b) {
+		shared, err := next()
+		if err != nil {
+			return 0, 0, err
+		}
+		rest, err := next()
+		if err != nil {
+			return 0, 0, err
+		}
+		if shared > uint64(prevLen) || rest > uint64(len(b)-i) {
+			return 0, 0, fmt.Errorf("a value sharing %d bytes with one of %d, with %d more of %d left", shared, prevLen, rest, len(b)-i)
+		}
+		i += int(rest)
+		prevLen = int(shared) + int(rest)
+		if size += prevLen; size > maxFrontBytes {
+			return 0, 0, fmt.Errorf("front-coded values of more than %d bytes", maxFrontBytes)
+		}
+		n++
+		if counted {
+			c, err := next()
+			if err != nil {
+				return 0, 0, err
+			}
+			if c > math.MaxInt64 {
+				return 0, 0, fmt.Errorf("a count of %d", c)
+			}
+		}
+	}
+	return size, n, nil
+}
+
+// maxFrontBytes bounds what a front-coded field may expand to (a value
+// can share every byte of the one before: 3 bytes per value of any
+// length). A partial's decoded size is charged to the search's memory
+// budget after the decode; this keeps the decode itself bounded.
+const maxFrontBytes = 1 << 30

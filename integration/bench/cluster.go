@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -263,6 +264,7 @@ func sameAnswer(got, want []map[string]any) error {
 // ingestAndWait ingests the set with acks through site1's first peer, rolls
 // every hot bucket and waits until the head counts every event, complete.
 func (c *cbCluster) ingestAndWait(cfg Config, file string, n int) error {
+	cpu0 := c.cpuByRole()
 	start := time.Now()
 	cmd := command(cfg.Bin, "ingest", "--quiet", "--hec", c.peers["site1-p1"], "--token", "bench-token", file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -281,6 +283,7 @@ func (c *cbCluster) ingestAndWait(cfg Config, file string, n int) error {
 		r, _, err := head.search(context.Background(), "| stats count")
 		if err == nil && !r.Summary.Partial {
 			if got, _ := qbCountOf(r); got == int64(n) {
+				c.printIngestCPU(cpu0, n)
 				return nil
 			}
 		}
@@ -289,6 +292,54 @@ func (c *cbCluster) ingestAndWait(cfg Config, file string, n int) error {
 		}
 		time.Sleep(time.Second) // polling the cluster
 	}
+}
+
+// cpuByRole is the CPU time the cluster's processes have used so far, by
+// role in the bench's ingest: the origin (site1-p1), site1's other peers
+// (raw replicas), site2's peers (searchable replicas), and the rest
+// (buses, manager, head). nil where /proc cannot be read.
+func (c *cbCluster) cpuByRole() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.All() {
+		cpu, ok := procCPU(p.Pid())
+		if !ok {
+			return nil
+		}
+		role := "buses, manager and head"
+		switch {
+		case p.Name == "site1-p1":
+			role = "origin site1-p1"
+		case strings.HasPrefix(p.Name, "site1-"):
+			role = "site1's raw replicas"
+		case strings.HasPrefix(p.Name, "site2-"):
+			role = "site2's searchable replicas"
+		}
+		out[role] += cpu
+	}
+	return out
+}
+
+// printIngestCPU prints the cluster's CPU for the ingest, from before it
+// to every event counted through the head, by role, and against the
+// standalone peer's when this run measured it.
+func (c *cbCluster) printIngestCPU(before map[string]float64, n int) {
+	after := c.cpuByRole()
+	if before == nil || after == nil {
+		return
+	}
+	var total float64
+	var parts []string
+	for _, role := range []string{"origin site1-p1", "site2's searchable replicas", "site1's raw replicas", "buses, manager and head"} {
+		d := after[role] - before[role]
+		total += d
+		parts = append(parts, fmt.Sprintf("%s %.1f s", role, d))
+	}
+	per := total / float64(n) * 1e6
+	ratio := ""
+	if standaloneIngestCPU > 0 {
+		ratio = fmt.Sprintf("; %.2f× the standalone peer's %.1f µs/event", per/standaloneIngestCPU, standaloneIngestCPU)
+	}
+	fmt.Printf("cluster CPU for the ingest at RF=3, until the head counts every event: %.1f s = %.1f µs/event (%s)%s\n", total, per, strings.Join(parts, ", "), ratio)
 }
 
 // fanOut measures the head's overhead on a term that never occurs, over

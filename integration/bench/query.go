@@ -794,6 +794,7 @@ func qbStartPeerWithData(cfg Config, size, file string, n int) (qbSearcher, func
 			return nil, nil, err
 		}
 		fmt.Printf("ingesting %s into a standalone peer …\n", file)
+		cpu0, cpuOK := procCPU(p.cmd.Process.Pid)
 		cmd := command(cfg.Bin, "ingest", "--hec", "http://"+p.addr, "--token", token, "--quiet", file)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -807,6 +808,10 @@ func qbStartPeerWithData(cfg Config, size, file string, n int) (qbSearcher, func
 				return nil, nil, fmt.Errorf("peer did not make all %d events searchable within 5 minutes", n)
 			}
 			time.Sleep(500 * time.Millisecond) // polling a child process
+		}
+		if cpu1, ok := procCPU(p.cmd.Process.Pid); ok && cpuOK {
+			standaloneIngestCPU = (cpu1 - cpu0) / float64(n) * 1e6
+			fmt.Printf("standalone peer's CPU for the ingest, until every event is searchable: %.1f s = %.1f µs/event\n", cpu1-cpu0, standaloneIngestCPU)
 		}
 		p.stop()
 	}

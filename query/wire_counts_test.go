@@ -83,6 +83,41 @@ func TestFrontCodedCounts(t *testing.T) {
 	}
 }
 
+// sameBothWays runs q over seg and writes its partial in each of two
+// forms; check sees each wire form and its decoded partial; both decoded
+// partials, merged twice each, must give the same answer.
+func sameBothWays(t *testing.T, seg Segment, now time.Time, q string, forms [2]wireForms, check func(b []byte, d *Partial, second bool)) {
+	t.Helper()
+	plan, err := Compile(Request{Query: q, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	for i, f := range forms {
+		p, err := plan.RunSegment(context.Background(), seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.encode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := DecodePartial(b)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		check(b, d, i == 1)
+		rows, _, err := plan.Merge([]*Partial{d, d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, fmt.Sprint(Results(rows)))
+	}
+	if answers[0] != answers[1] {
+		t.Fatalf("%s: %+v gives %s, %+v gives %s", q, forms[0], answers[0], forms[1], answers[1])
+	}
+}
+
 // TestFrontCodedSets: dc/values sets front-coded (aggState.SB, for a head
 // that asked) decode to exactly the sets the JSON form carries and merge
 // to the same answer; a head that did not ask gets the lists; a malformed
@@ -96,29 +131,12 @@ func TestFrontCodedSets(t *testing.T) {
 	}
 	seg := NewMemSegment("main~1~S", "main", evs)
 	for _, q := range []string{"* | stats dc(path)", "* | stats dc(path) values(n) count by host", "* | stats values(path) by n"} {
-		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var answers []string
-		for _, binarySets := range []bool{false, true} {
-			p, err := plan.RunSegment(context.Background(), seg)
-			if err != nil {
-				t.Fatal(err)
+		sameBothWays(t, seg, time.Unix(0, base), q, [2]wireForms{{}, {sets: true}}, func(b []byte, d *Partial, binary bool) {
+			if hasSB := strings.Contains(string(b), `"sb":`); hasSB != binary {
+				t.Fatalf("%s: binary %v, wire %.300s", q, binary, b)
 			}
-			b, err := p.encode(wireForms{sets: binarySets})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if hasSB := strings.Contains(string(b), `"sb":`); hasSB != binarySets {
-				t.Fatalf("%s: binary %v, wire %.300s", q, binarySets, b)
-			}
-			if hasSet := strings.Contains(string(b), `"set":`); hasSet == binarySets {
-				t.Fatalf("%s: binary %v, wire %.300s", q, binarySets, b)
-			}
-			d, err := DecodePartial(b)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
+			if hasSet := strings.Contains(string(b), `"set":`); hasSet == binary {
+				t.Fatalf("%s: binary %v, wire %.300s", q, binary, b)
 			}
 			for _, g := range d.Groups {
 				for _, st := range g.States {
@@ -127,15 +145,7 @@ func TestFrontCodedSets(t *testing.T) {
 					}
 				}
 			}
-			rows, _, err := plan.Merge([]*Partial{d, d})
-			if err != nil {
-				t.Fatal(err)
-			}
-			answers = append(answers, fmt.Sprint(Results(rows)))
-		}
-		if answers[0] != answers[1] {
-			t.Fatalf("%s: lists %s, front-coded %s", q, answers[0], answers[1])
-		}
+		})
 	}
 	for _, bad := range []string{
 		`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"sb":"gA=="}]}]}`,             // a varint cut short
@@ -194,36 +204,11 @@ func TestPackedNums(t *testing.T) {
 	}
 	seg := NewMemSegment("main~1~S", "main", evs)
 	for _, q := range []string{"* | stats perc90(bytes) perc10(ms) by host", "* | stats perc50(ms) perc99(bytes) count"} {
-		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var answers []string
-		for _, packed := range []bool{false, true} {
-			p, err := plan.RunSegment(context.Background(), seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := p.encode(wireForms{nums: packed})
-			if err != nil {
-				t.Fatal(err)
-			}
+		sameBothWays(t, seg, time.Unix(0, base), q, [2]wireForms{{}, {nums: true}}, func(b []byte, _ *Partial, packed bool) {
 			if hasNB := strings.Contains(string(b), `"nb":`); hasNB != packed || strings.Contains(string(b), `"nums":`) == packed {
 				t.Fatalf("%s: packed %v, wire %.300s", q, packed, b)
 			}
-			d, err := DecodePartial(b)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			rows, _, err := plan.Merge([]*Partial{d, d})
-			if err != nil {
-				t.Fatal(err)
-			}
-			answers = append(answers, fmt.Sprint(Results(rows)))
-		}
-		if answers[0] != answers[1] {
-			t.Fatalf("%s: lists %s, packed %s", q, answers[0], answers[1])
-		}
+		})
 	}
 	if _, err := DecodePartial([]byte(`{"v":2,"kind":"agg","groups":[{"k":[],"s":[{"nums":[1],"nb":"AQI="}]}]}`)); err == nil {
 		t.Fatal("a state with both forms decoded")
@@ -243,39 +228,17 @@ func TestPartialBlobs(t *testing.T) {
 	}
 	seg := NewMemSegment("main~1~S", "main", evs)
 	for _, q := range []string{"* | stats dc(path) perc90(bytes) values(path) by host", "* | top limit=3 path", "* | stats count by path"} {
-		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var answers []string
-		for _, blobs := range []bool{false, true} {
-			p, err := plan.RunSegment(context.Background(), seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := p.encode(wireForms{counts: true, sets: true, nums: true, blobs: blobs})
-			if err != nil {
-				t.Fatal(err)
-			}
+		all := wireForms{counts: true, sets: true, nums: true}
+		withBlobs := all
+		withBlobs.blobs = true
+		sameBothWays(t, seg, time.Unix(0, base), q, [2]wireForms{all, withBlobs}, func(b []byte, _ *Partial, blobs bool) {
 			if (b[0] == partialBlobs) != blobs {
 				t.Fatalf("%s: blobs %v, wire %.100q", q, blobs, b)
 			}
 			if blobs && (bytes.Contains(b, []byte(`"sb":`)) || bytes.Contains(b, []byte(`"nb":`)) || bytes.Contains(b, []byte(`"b":`))) {
 				t.Fatalf("%s: byte fields left in the JSON: %.300q", q, b)
 			}
-			d, err := DecodePartial(b)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			rows, _, err := plan.Merge([]*Partial{d, d})
-			if err != nil {
-				t.Fatal(err)
-			}
-			answers = append(answers, fmt.Sprint(Results(rows)))
-		}
-		if answers[0] != answers[1] {
-			t.Fatalf("%s: inside %s, after %s", q, answers[0], answers[1])
-		}
+		})
 	}
 	frame := func(js string, blobs string) []byte {
 		b := append([]byte{partialBlobs}, binary.AppendUvarint(nil, uint64(len(js)))...)

@@ -8,7 +8,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -270,7 +269,7 @@ func (s *searchService) refuse(ctx context.Context, inv bus.Invite, code string,
 	if serr != nil {
 		return
 	}
-	b, _ := json.Marshal(api.SearchMsg{Kind: api.SearchError, Peer: s.p.cfg.ID, Code: code, Error: err.Error()})
+	b, _ := api.EncodeSearchMsg(api.SearchMsg{Kind: api.SearchError, Peer: s.p.cfg.ID, Code: code, Error: err.Error()}, false)
 	if serr := snd.Send(ctx, b); serr != nil {
 		snd.Abort(serr)
 		return

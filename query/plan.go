@@ -19,14 +19,9 @@ type Plan struct {
 	latest   int64 // exclusive, unix ns; math.MaxInt64 when unbounded
 	now      time.Time
 	server   string
-	// binaryCounts: the head reads front-coded counts (SetBinaryCounts).
-	binaryCounts bool
-	// binarySets: the head reads front-coded dc/values sets (SetBinarySets).
-	binarySets bool
-	// binaryNums: the head reads packed perc/median values (SetBinaryNums).
-	binaryNums bool
-	// blobs: the head reads byte fields after the JSON (SetBlobs).
-	blobs bool
+	// forms: the compact wire forms the head reads (SetBinaryCounts,
+	// SetBinarySets, SetBinaryNums, SetBlobs).
+	forms wireForms
 	// countsTop: a top's partials list their countsTop largest counts
 	// and a bound (SetCountsTop, topcounts.go); 0: every key.
 	countsTop int

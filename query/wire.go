@@ -113,16 +113,16 @@ func (p *Partial) Encode() ([]byte, error) { return p.EncodeCounts(false) }
 
 // SetBinaryCounts makes EncodePartial front-code count-only aggregates
 // (the head that sent the search asked for it, api.SearchRequest.CountsBinary).
-func (p *Plan) SetBinaryCounts(on bool) { p.binaryCounts = on }
+func (p *Plan) SetBinaryCounts(on bool) { p.forms.counts = on }
 
 // SetBinarySets makes EncodePartial front-code dc/values sets (aggState.SB;
 // the head that sent the search asked for it, api.SearchRequest.SetsBinary).
-func (p *Plan) SetBinarySets(on bool) { p.binarySets = on }
+func (p *Plan) SetBinarySets(on bool) { p.forms.sets = on }
 
 // SetBinaryNums makes EncodePartial write perc/median values packed
 // (aggState.NB, wirenums.go; the head that sent the search asked for it,
 // api.SearchRequest.NumsBinary).
-func (p *Plan) SetBinaryNums(on bool) { p.binaryNums = on }
+func (p *Plan) SetBinaryNums(on bool) { p.forms.nums = on }
 
 // wireForms are the compact forms a partial is written in, each only for
 // a head that asked for it.
@@ -131,7 +131,7 @@ type wireForms struct{ counts, sets, nums, blobs bool }
 // SetBlobs makes EncodePartial write byte fields after the JSON
 // (wireblobs.go; the head that sent the search reads framed messages,
 // api.SearchRequest.Framed).
-func (p *Plan) SetBlobs(on bool) { p.blobs = on }
+func (p *Plan) SetBlobs(on bool) { p.forms.blobs = on }
 
 // EncodePartial encodes a partial of this search for its head
 // (Partial.EncodeCounts), a top's counts bounded when the head asked
@@ -140,7 +140,7 @@ func (p *Plan) EncodePartial(pt *Partial) ([]byte, error) {
 	if p.countsTop > 0 && pt.agg != nil && pt.agg.countOnly && pt.Groups == nil && pt.Counts == nil {
 		pt.Counts = pt.agg.boundedCounts(p.countsTop, p.TopLimit())
 	}
-	return pt.encode(wireForms{counts: p.binaryCounts, sets: p.binarySets, nums: p.binaryNums, blobs: p.blobs})
+	return pt.encode(p.forms)
 }
 
 // EncodeCounts is Encode with a count-only aggregate's keys front-coded

@@ -87,18 +87,19 @@ func (s *aggState) add(spec *AggSpec, r *Row) {
 	if v == nil {
 		return
 	}
+	var one [1]string // a single value's list, on the stack
 	switch spec.Func {
 	case "count":
 		s.N++
 	case "sum", "avg":
-		for _, x := range values(v) {
+		for _, x := range valuesIn(v, &one) {
 			if f, ok := parseNum(x); ok {
 				s.Sum += f
 				s.NumN++
 			}
 		}
 	case "min", "max":
-		for _, x := range values(v) {
+		for _, x := range valuesIn(v, &one) {
 			if f, ok := parseNum(x); ok {
 				if !s.HasNum {
 					s.NumMin, s.NumMax, s.HasNum = f, f, true
@@ -123,11 +124,11 @@ func (s *aggState) add(spec *AggSpec, r *Row) {
 		if s.set == nil {
 			s.set = map[string]struct{}{}
 		}
-		for _, x := range values(v) {
+		for _, x := range valuesIn(v, &one) {
 			s.set[x] = struct{}{}
 		}
 	case "perc":
-		for _, x := range values(v) {
+		for _, x := range valuesIn(v, &one) {
 			if f, ok := parseNum(x); ok {
 				s.Nums = append(s.Nums, f)
 			}

@@ -47,6 +47,19 @@ func exprFields(e Expr, fn func(string)) {
 // needs _raw, a field only search-time extraction can give, or whole
 // events (no table and no aggregation).
 func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []string) (needs []string, ok bool) {
+	needs, ok = pipelineNeeds(pre, split, aggSpecs, aggKeys)
+	if !ok || slices.Contains(needs, "_raw") {
+		return nil, false
+	}
+	return needs, true
+}
+
+// pipelineNeeds lists every row field the peer half can observe: what its
+// streaming commands read (a field an eval assigns first is not read), then
+// what its aggregation reads. ok is false when that cannot be named: a
+// command it does not know, a pattern (table *), an empty name, or a
+// pipeline that hands whole rows on (no table and no aggregation).
+func pipelineNeeds(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []string) (needs []string, ok bool) {
 	seen := map[string]bool{}
 	assigned := map[string]bool{}
 	ok = true
@@ -54,7 +67,7 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 		if assigned[f] || seen[f] {
 			return
 		}
-		if f == "_raw" || f == "" {
+		if f == "" || strings.Contains(f, "*") {
 			ok = false
 		}
 		seen[f] = true
@@ -94,11 +107,9 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 				}
 			}
 		case SearchCmd:
-			// `| search status>=500` compares fields only; a word or a
-			// phrase matches _raw.
-			if !searchFields(compiledSearch(x), need) {
-				return nil, false
-			}
+			// `| search status>=500` compares fields; a word, a phrase
+			// or a glob term matches _raw.
+			filterFields(compiledSearch(x), need)
 		default:
 			return nil, false
 		}
@@ -117,24 +128,26 @@ func planColumns(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []str
 			need(f)
 		}
 	}
-	return needs, ok
+	if !ok {
+		return nil, false
+	}
+	return needs, true
 }
 
-// searchFields calls need with every field a compiled search compares;
-// false when it also matches _raw (a word, a phrase, a glob term).
-func searchFields(c *cnode, need func(string)) bool {
+// filterFields calls need with every field a compiled search reads: the
+// fields it compares, and _raw for a word, a phrase or a glob term.
+func filterFields(c *cnode, need func(string)) {
 	switch c.kind {
-	case '*':
-		return true
 	case 'f':
 		need(c.field)
-		return true
+	case 't', 'g':
+		need("_raw")
 	case '!':
-		return searchFields(c.l, need)
+		filterFields(c.l, need)
 	case '&', '|':
-		return searchFields(c.l, need) && searchFields(c.r, need)
+		filterFields(c.l, need)
+		filterFields(c.r, need)
 	}
-	return false
 }
 
 // keysColumnar reports whether dedup or sort keys named so can be read

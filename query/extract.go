@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/valyala/fastjson"
@@ -72,15 +73,25 @@ func extractKV(raw string, fn func(k, v string)) {
 }
 
 // extractFields adds the search-time fields of raw to f (never overwriting).
-func extractFields(raw string, f map[string]any) { extractMode(raw, f, false) }
+func extractFields(raw string, f map[string]any) { extractMode(raw, f, false, nil) }
+
+// extractWanted is extractFields keeping only the fields named in want: a
+// wanted field gets exactly the value extractFields would give it.
+func extractWanted(raw string, f map[string]any, want []string) { extractMode(raw, f, false, want) }
 
 // extractJSON is extractFields for KV_MODE = json: a JSON object's fields
 // only, no key=value pairs.
-func extractJSON(raw string, f map[string]any) { extractMode(raw, f, true) }
+func extractJSON(raw string, f map[string]any) { extractMode(raw, f, true, nil) }
 
-func extractMode(raw string, f map[string]any, jsonOnly bool) {
-	added := map[string]bool{}
+// extractMode adds the fields of raw (a JSON object's, or its key=value
+// pairs unless jsonOnly) to f, only those named in want when want is not
+// nil; a field's value never depends on which others are kept.
+func extractMode(raw string, f map[string]any, jsonOnly bool, want []string) {
+	var added map[string]bool
 	add := func(k, v string) {
+		if want != nil && !slices.Contains(want, k) {
+			return
+		}
 		if old, ok := f[k]; ok {
 			if !added[k] {
 				return
@@ -92,6 +103,9 @@ func extractMode(raw string, f map[string]any, jsonOnly bool) {
 				f[k] = append(x, v)
 			}
 			return
+		}
+		if added == nil {
+			added = make(map[string]bool, 4)
 		}
 		added[k] = true
 		f[k] = v

@@ -53,6 +53,9 @@ type Plan struct {
 	sortCols bool
 	sortKeep int
 
+	// rows: the fields a row decoded from an event holds (rows.go); nil:
+	// every field.
+	rows *rowProj
 	// growsValues: the streaming prefix has an eval or rex, which can
 	// make a row larger than its event (segExec.bigRow).
 	growsValues bool
@@ -199,6 +202,7 @@ func Compile(req Request) (*Plan, error) {
 		}
 		p.sortCols, p.sortKeep = keep > 0 && keysColumnar(fields), keep
 	}
+	p.rows = planRows(p)
 	if p.know.rowRules() {
 		// columns hold what the built-in extraction sees, not the bundle's
 		p.colOK, p.dedupCols, p.sortCols = false, false, false

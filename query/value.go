@@ -140,6 +140,19 @@ func values(v any) []string {
 	return []string{s}
 }
 
+// valuesIn is values with a single value listed in one, so a caller that
+// only reads the list allocates nothing.
+func valuesIn(v any, one *[1]string) []string {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []string:
+		return x
+	}
+	one[0], _ = str(v)
+	return one[:]
+}
+
 // compareValues orders two values: numerically when both are numbers,
 // a number before a string, else as strings; absent values sort last. It
 // is a total order, so a sort or a merge of sorted runs gives the same

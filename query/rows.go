@@ -1,0 +1,313 @@
+package query
+
+// Rows from events: decodeRows walks the events a bucket's search must
+// decode, verifies them and hands each row to the streaming prefix and then
+// to the aggregation (or to the rows a search returns).
+//
+// When the plan can name every field its peer half reads (rowProj), a row
+// holds only those fields: the others are never copied out of the event,
+// and search-time extraction keeps only the names read. A bucket where no
+// name read is host, source, sourcetype or one of its indexed fields
+// decodes no event at all: the rows come from _raw and the bucket's times
+// (RawSource). `* | rex "rt=(?<ms>\d+)ms" | stats avg(ms)` reads _raw and
+// ms, so a row is those two fields.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// rowProj is the fields a plan's peer half reads (pipelineNeeds, and the
+// search expression's for verifying a row), in first-read order.
+type rowProj struct {
+	names []string
+	// extract are the names search-time extraction may give: the names
+	// that are not default fields.
+	extract []string
+}
+
+// planRows is the plan's row projection; nil when rows must be whole: a
+// pipeline whose reads cannot be named, or a knowledge bundle whose rules
+// make a row (they may read and write any field).
+func planRows(p *Plan) *rowProj {
+	if p.know.rowRules() {
+		return nil
+	}
+	needs, ok := pipelineNeeds(p.pre, p.split, p.aggSpecs, p.aggKeys)
+	if !ok {
+		return nil
+	}
+	if p.filter != nil {
+		filterFields(p.filter, func(f string) {
+			if f == "" || containsStar(f) {
+				ok = false
+			}
+			if !slices.Contains(needs, f) {
+				needs = append(needs, f)
+			}
+		})
+	}
+	if !ok {
+		return nil
+	}
+	pr := &rowProj{names: needs}
+	for _, n := range needs {
+		if !isDefaultField(n) {
+			pr.extract = append(pr.extract, n)
+		}
+	}
+	return pr
+}
+
+func containsStar(s string) bool { return strings.IndexByte(s, '*') >= 0 }
+
+// unsafeString is b as a string without a copy, for a look that keeps
+// nothing of it (a raw-only filter's verification).
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// fromRaw reports whether the rows of x's bucket can be built from _raw and
+// the times alone: no name read is host, source, sourcetype or a field the
+// bucket indexes, and the segment can hand out _raw by itself.
+func (pr *rowProj) fromRaw(x *segExec) (RawSource, bool) {
+	rs, ok := x.seg.(RawSource)
+	if !ok {
+		return nil, false
+	}
+	for _, n := range pr.names {
+		switch n {
+		case "host", "source", "sourcetype":
+			return nil, false
+		}
+		if !isDefaultField(n) && x.idx[n] {
+			return nil, false
+		}
+	}
+	return rs, true
+}
+
+// row is the projected row of an event: each name read, as baseRow and the
+// search-time extraction would give it. ev is nil on the raw path
+// (fromRaw), where no name needs it.
+//
+// f is the map the row fills: a fresh one when rows are kept, the sink's
+// own, cleared, when they only pass into an aggregation (no map per event).
+func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, t int64, raw string, ord uint32, bkt string) Row {
+	for _, n := range pr.names {
+		switch n {
+		case "_time":
+			f[n] = Time(t)
+		case "_raw":
+			f[n] = raw
+		case "host":
+			f[n] = ev.Host
+		case "source":
+			f[n] = ev.Source
+		case "sourcetype":
+			f[n] = ev.Sourcetype
+		case "index":
+			if ev != nil {
+				f[n] = ev.Index
+			} else {
+				f[n] = x.seg.Index()
+			}
+		case "splunk_server":
+			f[n] = x.p.server
+		case "_bkt":
+			f[n] = bkt
+		case "_cd":
+			f[n] = int64(ord)
+		default:
+			if ev != nil {
+				indexedValue(ev.Fields, n, f)
+			}
+		}
+	}
+	if len(pr.extract) > 0 {
+		extractWanted(raw, f, pr.extract)
+	}
+	return Row{T: t, B: bkt, C: ord, F: f}
+}
+
+// indexedValue sets f[name] to the event's indexed values of name as
+// baseRow does: one value, or a multivalue in the order sent.
+func indexedValue(fields []Field, name string, f map[string]any) {
+	for _, fl := range fields {
+		if fl.Name != name {
+			continue
+		}
+		switch old := f[name].(type) {
+		case nil:
+			f[name] = fl.Value
+		case string:
+			f[name] = []string{old, fl.Value}
+		case []string:
+			f[name] = append(old, fl.Value)
+		}
+	}
+}
+
+// rowSink is where decodeRows hands the rows of one bucket.
+type rowSink struct {
+	x     *segExec
+	vb    *roaring.Bitmap // events to verify on the row
+	agg   *aggregator
+	env   *evalEnv
+	rows  *[]Row
+	err   error // a limit the streaming commands passed, or ctx's
+	check bool  // the current row is verified on the row
+	// row is the row being taken; with an aggregation, which keeps values
+	// but never a row, its map is reused from event to event.
+	row Row
+}
+
+// projected fills s.row with p.rows' projection of an event (rowProj.row).
+func (s *rowSink) projected(ev *Event, t int64, raw string, ord uint32, bkt string) *Row {
+	var f map[string]any
+	if s.agg != nil && s.row.F != nil {
+		f = s.row.F
+		clear(f)
+	} else {
+		f = make(map[string]any, len(s.x.p.rows.names)+2)
+	}
+	s.row = s.x.p.rows.row(s.x, f, ev, t, raw, ord, bkt)
+	return &s.row
+}
+
+// take verifies r when it must be, runs the streaming prefix on it and
+// hands it on; false stops the walk (s.err says why).
+func (s *rowSink) take(r *Row) bool {
+	p := s.x.p
+	if s.check && !p.filter.matchRow(r) {
+		return true
+	}
+	for _, cmd := range p.pre {
+		if !applyStreaming(cmd, r, s.env) {
+			if s.err = s.env.err; s.err != nil {
+				return false // a value passed a limit
+			}
+			return true
+		}
+	}
+	if s.err = s.x.bigRow(r, s.agg); s.err != nil {
+		return false
+	}
+	if s.agg != nil {
+		s.agg.add(r)
+	} else {
+		*s.rows = append(*s.rows, *r)
+	}
+	return true
+}
+
+// decodeRows decodes the events of decode (verifying those of verify on
+// the row) through the streaming prefix into agg, or into rows when the
+// search does not aggregate; a plain count decodes only _raw, or nothing
+// but the verification.
+func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify bset, agg *aggregator, env *evalEnv, rows *[]Row) error {
+	p, seg := x.p, x.seg
+	s := &rowSink{x: x, agg: agg, env: env, rows: rows}
+	if !verify.isEmpty() {
+		s.vb = verify.bitmap(x.n)
+	}
+	var db *roaring.Bitmap
+	if !decode.all {
+		db = decode.b
+	}
+	rawOnly := p.filter.rawOnly()
+	// A plain count needs no row once the event is verified.
+	justCount := agg != nil && len(p.pre) == 0 && p.countOnly() && len(agg.keys) == 0 && rawOnly
+	// every 4096 events the walk looks whether the search was cancelled
+	alive := func() bool {
+		part.Scanned++
+		if part.Scanned%4096 == 0 {
+			if s.err = ctx.Err(); s.err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	// verified: the event passes a raw-only filter, or is left to check on
+	// the row (s.check)
+	verified := func(ord uint32, raw string) bool {
+		s.check = s.vb != nil && s.vb.Contains(ord)
+		if s.check && rawOnly {
+			var lower string
+			if !p.filter.matchRaw(raw, &lower) {
+				return false
+			}
+			s.check = false
+		}
+		return true
+	}
+	var counted int64
+	var err error
+	var rs RawSource
+	rawRows := false
+	switch {
+	case justCount:
+		rs, rawRows = seg.(RawSource)
+	case p.rows != nil:
+		rs, rawRows = p.rows.fromRaw(x)
+	}
+	switch {
+	case rawRows && justCount:
+		// only _raw is looked at: decode nothing else
+		err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
+			if !alive() {
+				return false
+			}
+			if verified(ord, unsafeString(raw)) {
+				counted++
+			}
+			return true
+		})
+	case rawRows:
+		// the rows need _raw and times alone (rowProj.fromRaw)
+		var ts []int64
+		if ts, err = x.times(); err != nil {
+			break
+		}
+		err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
+			if !alive() {
+				return false
+			}
+			if !verified(ord, unsafeString(raw)) {
+				return true
+			}
+			return s.take(s.projected(nil, ts[ord], string(raw), ord, part.Bucket))
+		})
+	default:
+		err = seg.Events(db, func(ord uint32, ev *Event) bool {
+			if !alive() {
+				return false
+			}
+			if !verified(ord, ev.Raw) {
+				return true
+			}
+			if justCount {
+				counted++
+				return true
+			}
+			if p.rows != nil {
+				return s.take(s.projected(ev, ev.Time, ev.Raw, ord, part.Bucket))
+			}
+			s.row = p.eventRow(ev, part.Bucket, ord)
+			return s.take(&s.row)
+		})
+	}
+	if err == nil {
+		err = s.err
+	}
+	if err != nil {
+		return fmt.Errorf("search bucket %s: decode: %w", seg.BucketID(), err)
+	}
+	if counted > 0 {
+		agg.addCount(nil, counted)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package query
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// rawMemSeg is a MemSegment that also hands out _raw alone (RawSource), as
+// the peer's stored segments do. The bytes it hands out are overwritten
+// after each call, so a row that kept them without a copy would be caught.
+type rawMemSeg struct {
+	*MemSegment
+	calls *int
+}
+
+func (s rawMemSeg) RawEvents(ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
+	*s.calls++
+	var buf []byte
+	return s.Events(ords, func(o uint32, ev *Event) bool {
+		buf = append(buf[:0], ev.Raw...)
+		more := fn(o, buf)
+		for i := range buf {
+			buf[i] = '#'
+		}
+		return more
+	})
+}
+
+// TestRowProjection: the fields a plan's peer half reads, or nil when a row
+// must be whole.
+func TestRowProjection(t *testing.T) {
+	for _, c := range []struct {
+		q    string
+		want []string // nil: whole rows
+	}{
+		{`* | rex "rt=(?<ms>\d+)ms" | stats avg(ms) max(ms) count(ms)`, []string{"_raw", "ms"}},
+		{`| eval x=len(_raw) | stats max(x)`, []string{"_raw"}},
+		{`| eval x=bytes*2, y=x+1 | stats sum(y) by host`, []string{"bytes", "host"}},
+		{`error status>=500 | stats count by user`, []string{"user", "_raw", "status"}},
+		{`| rex field=path "/(?<top>[a-z]+)" | top top`, []string{"path", "top"}},
+		{`| where len(_raw) > 10 | timechart span=1h count`, []string{"_raw", "_time"}},
+		{`| table host, status`, []string{"host", "status"}},
+		{`error | table host, status`, []string{"host", "status", "_raw"}},
+		{`| search err* | stats dc(user)`, []string{"_raw", "user"}},
+		{`NOT status=200 | stats count`, []string{"status"}},
+		{`| stats count`, []string{}},
+		{`error`, nil},                     // whole events are the answer
+		{`| fields host | sort host`, nil}, // rows handed on whole
+		{`| table * | stats count`, nil},   // a pattern names no field
+		{`| stats count by *`, nil},
+	} {
+		p, err := Compile(Request{Query: c.q})
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		var got []string
+		if p.rows != nil {
+			got = p.rows.names
+		}
+		if c.want == nil && got != nil || c.want != nil && !slices.Equal(sortedCopy(got), sortedCopy(c.want)) {
+			t.Errorf("%s: projection %q, want %q", c.q, got, c.want)
+		}
+	}
+}
+
+// TestRowProjectionLookup: a lookup may write any field of its table, so a
+// pipeline with one has no projection.
+func TestRowProjectionLookup(t *testing.T) {
+	if _, ok := pipelineNeeds([]Command{LookupCmd{}}, StatsCmd{Aggs: []AggSpec{{Func: "count"}}}, []AggSpec{{Func: "count"}}, nil); ok {
+		t.Fatal("a pipeline with a lookup got a projection")
+	}
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// TestProjectedRowsMatchOracle: searches whose rows are projected, over
+// segments that can hand out _raw alone, answer exactly what the oracle
+// answers on whole rows.
+func TestProjectedRowsMatchOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 5))
+	events := genEvents(r, 2000)
+	calls := 0
+	var segs []Segment
+	for _, s := range segmentsByIndex(events, 3) {
+		segs = append(segs, rawMemSeg{s.(*MemSegment), &calls})
+	}
+	fixed := []string{
+		`* | rex "rt=(?<rtms>\d+)ms" | stats avg(rtms) max(rtms) count(rtms) values(rtms)`,
+		`| rex "rt=(?<status>\d+)ms" | stats count by status`,
+		`| rex "rt=(?<user>\d)" | stats dc(user) values(user) by index`,
+		`| eval x=len(_raw) | stats max(x) min(x) by index`,
+		`| rex "(?<level>ERROR|error)" | stats count by level`,
+		`| stats values(level) dc(latency) earliest(user) latest(action) by index`,
+		`error | stats values(msg) count(score)`,
+		`| rex field=path "/(?<top>[a-z]+)" | top top`,
+		`| where isnotnull(tags) | stats values(tags) count by index`,
+		`NOT user=bob | stats dc(user) by _bkt, _cd`,
+		`| stats count by splunk_server, index, host`,
+		`| eval s=status*1 | timechart span=30m max(s) values(_time)`,
+		`| table user, rtms | stats count by user`,
+	}
+	n := 150
+	if testing.Short() || raceEnabled {
+		n = 60
+	}
+	now := genBase.Add(5 * time.Hour)
+	for i := 0; i < n+len(fixed); i++ {
+		q := ""
+		if i < len(fixed) {
+			q = fixed[i]
+		} else {
+			q = genQuery(r)
+		}
+		req := Request{Query: q, Now: now, Server: "p1"}
+		resp, err := Search(context.Background(), req, segs)
+		if err != nil {
+			t.Fatalf("Search(%q): %v", q, err)
+		}
+		want := oracleSearch(t, req, segs)
+		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {
+			t.Fatalf("query %q: projected rows differ from the oracle: %s", q, diff)
+		}
+	}
+	if calls == 0 {
+		t.Fatal("no search read _raw alone: the raw path was never taken")
+	}
+}

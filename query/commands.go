@@ -51,6 +51,12 @@ func applyStreaming(c Command, r *Row, env *evalEnv) bool {
 		if !ok {
 			return true
 		}
+		if x.fast != nil {
+			if v, ok := x.fast.find(src); ok {
+				r.F[x.fast.name] = v
+			}
+			return true
+		}
 		m := x.Re.FindStringSubmatch(src)
 		if m == nil {
 			return true

@@ -76,8 +76,25 @@ func extractKV(raw string, fn func(k, v string)) {
 func extractFields(raw string, f map[string]any) { extractMode(raw, f, false, nil) }
 
 // extractWanted is extractFields keeping only the fields named in want: a
-// wanted field gets exactly the value extractFields would give it.
-func extractWanted(raw string, f map[string]any, want []string) { extractMode(raw, f, false, want) }
+// wanted field gets exactly the value extractFields would give it. A
+// key=value pair's key ends right before its '=', so an event that is not
+// a JSON object and holds none of the wanted names followed by '=' gives
+// none of them: it is not scanned (wantEq are the names with '=' added).
+func extractWanted(raw string, f map[string]any, want, wantEq []string) {
+	if t := strings.TrimLeft(raw, " \t\r\n"); !strings.HasPrefix(t, "{") {
+		found := false
+		for _, w := range wantEq {
+			if strings.Contains(raw, w) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+	}
+	extractMode(raw, f, false, want)
+}
 
 // extractJSON is extractFields for KV_MODE = json: a JSON object's fields
 // only, no key=value pairs.

@@ -114,6 +114,10 @@ type (
 	RexCmd struct {
 		Field string
 		Re    *regexp.Regexp
+		// fast matches Re without the regexp engine when Re is a
+		// literal, one named group of ASCII class characters and a
+		// literal (rexfast.go); nil otherwise.
+		fast *litGroup
 	}
 	// StatsCmd aggregates by fields.
 	StatsCmd struct {

@@ -261,6 +261,7 @@ func parseRexCmd(a *argParser, rest string, restPos int) (Command, error) {
 	if c.Re == nil {
 		return nil, a.errAt(a.peekTok(), "a quoted regular expression")
 	}
+	c.fast = compileLitGroup(c.Re)
 	return c, nil
 }
 

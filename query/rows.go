@@ -27,8 +27,8 @@ import (
 type rowProj struct {
 	names []string
 	// extract are the names search-time extraction may give: the names
-	// that are not default fields.
-	extract []string
+	// that are not default fields; extractEq each with '=' after it.
+	extract, extractEq []string
 }
 
 // planRows is the plan's row projection; nil when rows must be whole: a
@@ -59,6 +59,7 @@ func planRows(p *Plan) *rowProj {
 	for _, n := range needs {
 		if !isDefaultField(n) {
 			pr.extract = append(pr.extract, n)
+			pr.extractEq = append(pr.extractEq, n+"=")
 		}
 	}
 	return pr
@@ -128,7 +129,7 @@ func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, t int64, raw str
 		}
 	}
 	if len(pr.extract) > 0 {
-		extractWanted(raw, f, pr.extract)
+		extractWanted(raw, f, pr.extract, pr.extractEq)
 	}
 	return Row{T: t, B: bkt, C: ord, F: f}
 }

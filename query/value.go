@@ -120,6 +120,18 @@ func parseNum(s string) (float64, bool) {
 	if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.') {
 		return 0, false
 	}
+	if len(s) <= 15 {
+		// plain digits (rt=123ms's 123): the integer, exact in a float64
+		// below 10^15, is what ParseFloat would give
+		n := int64(0)
+		i := 0
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			n = n*10 + int64(s[i]-'0')
+		}
+		if i == len(s) {
+			return float64(n), true
+		}
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, false

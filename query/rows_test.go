@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 // after each call, so a row that kept them without a copy would be caught.
 type rawMemSeg struct {
 	*MemSegment
-	calls *int
+	calls *atomic.Int64
 }
 
 func (s rawMemSeg) RawEvents(ords *roaring.Bitmap, fn func(uint32, []byte) bool) error {
-	*s.calls++
+	s.calls.Add(1)
 	var buf []byte
 	return s.Events(ords, func(o uint32, ev *Event) bool {
 		buf = append(buf[:0], ev.Raw...)
@@ -88,7 +89,7 @@ func sortedCopy(s []string) []string {
 func TestProjectedRowsMatchOracle(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 5))
 	events := genEvents(r, 2000)
-	calls := 0
+	var calls atomic.Int64
 	var segs []Segment
 	for _, s := range segmentsByIndex(events, 3) {
 		segs = append(segs, rawMemSeg{s.(*MemSegment), &calls})
@@ -130,7 +131,7 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 			t.Fatalf("query %q: projected rows differ from the oracle: %s", q, diff)
 		}
 	}
-	if calls == 0 {
+	if calls.Load() == 0 {
 		t.Fatal("no search read _raw alone: the raw path was never taken")
 	}
 }

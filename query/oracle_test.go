@@ -84,6 +84,13 @@ func TestOracle(t *testing.T) {
 		"splunk_server=p1 | stats count", "_bkt=web* | stats count by index", "NOT _cd>100 | stats count",
 		"bytes=1.50 OR score=5e2 | stats count", "| stats count by host, index, sourcetype",
 	}
+	matchOracle(t, r, segs, fixed, n, now)
+}
+
+// matchOracle runs the fixed queries, then n generated ones, over segs and
+// fails at the first whose answer is not the oracle's.
+func matchOracle(t *testing.T, r *rand.Rand, segs []Segment, fixed []string, n int, now time.Time) {
+	t.Helper()
 	for i := 0; i < n+len(fixed); i++ {
 		var q string
 		if i < len(fixed) {

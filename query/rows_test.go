@@ -1,7 +1,6 @@
 package query
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -113,24 +112,7 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 60
 	}
-	now := genBase.Add(5 * time.Hour)
-	for i := 0; i < n+len(fixed); i++ {
-		q := ""
-		if i < len(fixed) {
-			q = fixed[i]
-		} else {
-			q = genQuery(r)
-		}
-		req := Request{Query: q, Now: now, Server: "p1"}
-		resp, err := Search(context.Background(), req, segs)
-		if err != nil {
-			t.Fatalf("Search(%q): %v", q, err)
-		}
-		want := oracleSearch(t, req, segs)
-		if ok, diff := sameResults(canon(t, resp.Results), canon(t, want)); !ok {
-			t.Fatalf("query %q: projected rows differ from the oracle: %s", q, diff)
-		}
-	}
+	matchOracle(t, r, segs, fixed, n, genBase.Add(5*time.Hour))
 	if calls.Load() == 0 {
 		t.Fatal("no search read _raw alone: the raw path was never taken")
 	}

@@ -71,45 +71,52 @@ func containsStar(s string) bool { return strings.IndexByte(s, '*') >= 0 }
 // nothing of it (a raw-only filter's verification).
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// fromRaw reports whether the rows of x's bucket can be built from _raw and
-// the times alone: no name read is host, source, sourcetype or a field the
-// bucket indexes, and the segment can hand out _raw by itself.
-func (pr *rowProj) fromRaw(x *segExec) (RawSource, bool) {
+// fromRaw reports whether the rows of x's bucket can be built without
+// decoding events: from _raw, the times and, for each name read that is
+// host, source, sourcetype or a field the bucket indexes, its column (cols,
+// nil when there is none to read). An event lacking an indexed field has
+// no value in its column either, so search-time extraction gives it the
+// field as it would on a decoded row. false when the segment cannot hand
+// out _raw alone or keeps no column for such a name.
+func (pr *rowProj) fromRaw(x *segExec) (RawSource, *colSet, bool, error) {
 	rs, ok := x.seg.(RawSource)
 	if !ok {
-		return nil, false
+		return nil, nil, false, nil
 	}
+	var colNames []string
 	for _, n := range pr.names {
-		switch n {
-		case "host", "source", "sourcetype":
-			return nil, false
-		}
-		if !isDefaultField(n) && x.idx[n] {
-			return nil, false
+		switch {
+		case n == "host", n == "source", n == "sourcetype", !isDefaultField(n) && x.idx[n]:
+			colNames = append(colNames, n)
 		}
 	}
-	return rs, true
+	if len(colNames) == 0 {
+		return rs, nil, true, nil
+	}
+	cs, ok := x.seg.(ColumnSource)
+	if !ok {
+		return nil, nil, false, nil
+	}
+	set, ok, err := x.loadColumnsOf(cs, colNames)
+	if err != nil || !ok {
+		return nil, nil, false, err
+	}
+	return rs, set, true, nil
 }
 
 // row is the projected row of an event: each name read, as baseRow and the
-// search-time extraction would give it. ev is nil on the raw path
-// (fromRaw), where no name needs it.
+// search-time extraction would give it. On the raw path (fromRaw) ev is
+// nil and cols, when not nil, gives the names that need the event.
 //
 // f is the map the row fills: a fresh one when rows are kept, the sink's
 // own, cleared, when they only pass into an aggregation (no map per event).
-func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, t int64, raw string, ord uint32, bkt string) Row {
+func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, cols *colSet, t int64, raw string, ord uint32, bkt string) Row {
 	for _, n := range pr.names {
 		switch n {
 		case "_time":
 			f[n] = Time(t)
 		case "_raw":
 			f[n] = raw
-		case "host":
-			f[n] = ev.Host
-		case "source":
-			f[n] = ev.Source
-		case "sourcetype":
-			f[n] = ev.Sourcetype
 		case "index":
 			if ev != nil {
 				f[n] = ev.Index
@@ -122,11 +129,25 @@ func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, t int64, raw str
 			f[n] = bkt
 		case "_cd":
 			f[n] = int64(ord)
+		}
+		if ev == nil {
+			continue
+		}
+		switch n {
+		case "host":
+			f[n] = ev.Host
+		case "source":
+			f[n] = ev.Source
+		case "sourcetype":
+			f[n] = ev.Sourcetype
 		default:
-			if ev != nil {
+			if !isDefaultField(n) {
 				indexedValue(ev.Fields, n, f)
 			}
 		}
+	}
+	if cols != nil {
+		cols.fill(f, ord, nil, bkt, "", "")
 	}
 	if len(pr.extract) > 0 {
 		extractWanted(raw, f, pr.extract, pr.extractEq)
@@ -167,7 +188,7 @@ type rowSink struct {
 }
 
 // projected fills s.row with p.rows' projection of an event (rowProj.row).
-func (s *rowSink) projected(ev *Event, t int64, raw string, ord uint32, bkt string) *Row {
+func (s *rowSink) projected(ev *Event, cols *colSet, t int64, raw string, ord uint32, bkt string) *Row {
 	var f map[string]any
 	if s.agg != nil && s.row.F != nil {
 		f = s.row.F
@@ -175,7 +196,7 @@ func (s *rowSink) projected(ev *Event, t int64, raw string, ord uint32, bkt stri
 	} else {
 		f = make(map[string]any, len(s.x.p.rows.names)+2)
 	}
-	s.row = s.x.p.rows.row(s.x, f, ev, t, raw, ord, bkt)
+	s.row = s.x.p.rows.row(s.x, f, ev, cols, t, raw, ord, bkt)
 	return &s.row
 }
 
@@ -248,12 +269,16 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 	var counted int64
 	var err error
 	var rs RawSource
+	var cols *colSet
 	rawRows := false
 	switch {
 	case justCount:
 		rs, rawRows = seg.(RawSource)
 	case p.rows != nil:
-		rs, rawRows = p.rows.fromRaw(x)
+		var err error
+		if rs, cols, rawRows, err = p.rows.fromRaw(x); err != nil {
+			return fmt.Errorf("search bucket %s: %w", seg.BucketID(), err)
+		}
 	}
 	switch {
 	case rawRows && justCount:
@@ -280,7 +305,7 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 			if !verified(ord, unsafeString(raw)) {
 				return true
 			}
-			return s.take(s.projected(nil, ts[ord], string(raw), ord, part.Bucket))
+			return s.take(s.projected(nil, cols, ts[ord], string(raw), ord, part.Bucket))
 		})
 	default:
 		err = seg.Events(db, func(ord uint32, ev *Event) bool {
@@ -295,7 +320,7 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 				return true
 			}
 			if p.rows != nil {
-				return s.take(s.projected(ev, ev.Time, ev.Raw, ord, part.Bucket))
+				return s.take(s.projected(ev, nil, ev.Time, ev.Raw, ord, part.Bucket))
 			}
 			s.row = p.eventRow(ev, part.Bucket, ord)
 			return s.take(&s.row)

@@ -75,15 +75,58 @@ func (s *aggState) nums() []float64 {
 	return s.Nums
 }
 
+// rowValue is one field's value in the row being added, looked up once,
+// and its number parsed once, for every aggregate of the row that reads
+// that field (`stats avg(ms) max(ms) count(ms)` reads ms once, parses it
+// once). It remembers the last field asked for only.
+type rowValue struct {
+	field  string
+	v      any
+	looked bool
+	single bool // v is one value, not a multivalue
+	parsed bool
+	num    float64
+	isNum  bool
+}
+
+// get is field's value in r (_time from r.T when the row has no field).
+func (m *rowValue) get(field string, r *Row) any {
+	if !m.looked || m.field != field {
+		*m = rowValue{field: field, looked: true, v: r.F[field]}
+		if m.v == nil && field == "_time" {
+			m.v = Time(r.T)
+		}
+		_, multi := m.v.([]string)
+		m.single = !multi
+	}
+	return m.v
+}
+
+// parse is parseNum(x) for a value x of the field get returned; a single
+// value is parsed once.
+func (m *rowValue) parse(x string) (float64, bool) {
+	if !m.single {
+		return parseNum(x)
+	}
+	if !m.parsed {
+		m.num, m.isNum = parseNum(x)
+		m.parsed = true
+	}
+	return m.num, m.isNum
+}
+
 func (s *aggState) add(spec *AggSpec, r *Row) {
+	var m rowValue
+	s.addFrom(spec, r, &m)
+}
+
+// addFrom is add with the row's value of the spec's field through m.
+func (s *aggState) addFrom(spec *AggSpec, r *Row, m *rowValue) {
 	if spec.Func == "count" && spec.Field == "" {
 		s.N++
 		return
 	}
-	v := r.F[spec.Field]
-	if v == nil && spec.Field == "_time" {
-		v = Time(r.T)
-	}
+	v := m.get(spec.Field, r)
 	if v == nil {
 		return
 	}
@@ -93,14 +136,14 @@ func (s *aggState) add(spec *AggSpec, r *Row) {
 		s.N++
 	case "sum", "avg":
 		for _, x := range valuesIn(v, &one) {
-			if f, ok := parseNum(x); ok {
+			if f, ok := m.parse(x); ok {
 				s.Sum += f
 				s.NumN++
 			}
 		}
 	case "min", "max":
 		for _, x := range valuesIn(v, &one) {
-			if f, ok := parseNum(x); ok {
+			if f, ok := m.parse(x); ok {
 				if !s.HasNum {
 					s.NumMin, s.NumMax, s.HasNum = f, f, true
 				} else {
@@ -129,7 +172,7 @@ func (s *aggState) add(spec *AggSpec, r *Row) {
 		}
 	case "perc":
 		for _, x := range valuesIn(v, &one) {
-			if f, ok := parseNum(x); ok {
+			if f, ok := m.parse(x); ok {
 				s.Nums = append(s.Nums, f)
 			}
 		}
@@ -522,8 +565,9 @@ func (a *aggregator) addFrom(r *Row, i int) {
 			return
 		}
 		g := a.groupFor(a.kbuf)
+		var m rowValue
 		for j := range a.specs {
-			g.States[j].add(&a.specs[j], r)
+			g.States[j].addFrom(&a.specs[j], r, &m)
 		}
 		return
 	}

@@ -107,6 +107,8 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 		`| stats count by splunk_server, index, host`,
 		`| eval s=status*1 | timechart span=30m max(s) values(_time)`,
 		`| table user, rtms | stats count by user`,
+		// status is a multivalue on some events: each value is parsed
+		`| stats avg(status) max(status) min(status) sum(status) perc90(status) count(status) by index`,
 	}
 	n := 150
 	if testing.Short() || raceEnabled {

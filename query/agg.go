@@ -152,14 +152,17 @@ func (s *aggState) addFrom(spec *AggSpec, r *Row, m *rowValue) {
 				}
 				continue
 			}
+			// a kept string is copied: the row's may live in a buffer
+			// reused for the next event (rowsBorrowRaw)
 			if !s.HasStr {
+				x = strings.Clone(x)
 				s.StrMin, s.StrMax, s.HasStr = x, x, true
 			} else {
 				if x < s.StrMin {
-					s.StrMin = x
+					s.StrMin = strings.Clone(x)
 				}
 				if x > s.StrMax {
-					s.StrMax = x
+					s.StrMax = strings.Clone(x)
 				}
 			}
 		}

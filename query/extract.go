@@ -79,21 +79,30 @@ func extractFields(raw string, f map[string]any) { extractMode(raw, f, false, ni
 // wanted field gets exactly the value extractFields would give it. A
 // key=value pair's key ends right before its '=', so an event that is not
 // a JSON object and holds none of the wanted names followed by '=' gives
-// none of them: it is not scanned (wantEq are the names with '=' added).
-func extractWanted(raw string, f map[string]any, want, wantEq []string) {
-	if t := strings.TrimLeft(raw, " \t\r\n"); !strings.HasPrefix(t, "{") {
-		found := false
-		for _, w := range wantEq {
-			if strings.Contains(raw, w) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return
-		}
+// none of them: it is not scanned.
+func extractWanted(raw string, f map[string]any, want []string) {
+	if t := strings.TrimLeft(raw, " \t\r\n"); !strings.HasPrefix(t, "{") && !keyBeforeEq(raw, want) {
+		return
 	}
 	extractMode(raw, f, false, want)
+}
+
+// keyBeforeEq reports whether one of names occurs in raw right before an
+// '=' (looking from each '=', rarer in log lines than a name's first byte).
+func keyBeforeEq(raw string, names []string) bool {
+	for i := strings.IndexByte(raw, '='); i >= 0; {
+		for _, n := range names {
+			if i >= len(n) && raw[i-len(n):i] == n {
+				return true
+			}
+		}
+		k := strings.IndexByte(raw[i+1:], '=')
+		if k < 0 {
+			return false
+		}
+		i += 1 + k
+	}
+	return false
 }
 
 // extractJSON is extractFields for KV_MODE = json: a JSON object's fields

@@ -26,6 +26,38 @@ type litGroup struct {
 	prefix, suffix string
 	class          [4]uint64 // bit b: byte b is a class character
 	name           string
+	// rare is the offset in prefix of the byte a log line holds least
+	// often (rareByteOffset): the prefix is looked for where that byte is,
+	// '=' of "rt=" rather than the 'r' of every word.
+	rare int
+}
+
+// byteCommonness ranks how often a byte occurs in log text: letters and
+// digits most, then the space and the separators of paths, addresses and
+// times, then other punctuation; a guess, which only decides how fast a
+// prefix is found, never whether.
+func byteCommonness(c byte) int {
+	switch {
+	case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		return 4
+	case c >= 'A' && c <= 'Z', c == ' ':
+		return 3
+	case c == '/', c == '.', c == '-', c == ':', c == '"', c == ',':
+		return 2
+	}
+	return 1
+}
+
+// rareByteOffset is the offset of prefix's least common byte (the last of
+// equals).
+func rareByteOffset(prefix string) int {
+	best := 0
+	for i := 1; i < len(prefix); i++ {
+		if byteCommonness(prefix[i]) <= byteCommonness(prefix[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 // compileLitGroup is re's litGroup, or nil when re is not of that form.
@@ -67,6 +99,7 @@ func compileLitGroup(re *regexp.Regexp) *litGroup {
 			g.class[c>>6] |= 1 << (c & 63)
 		}
 	}
+	g.rare = rareByteOffset(g.prefix)
 	if len(t.Sub) == 3 {
 		if g.suffix, ok = literalOf(t.Sub[2]); !ok || g.suffix == "" || g.in(g.suffix[0]) {
 			return nil
@@ -92,13 +125,23 @@ func (g *litGroup) in(c byte) bool { return g.class[c>>6]&(1<<(c&63)) != 0 }
 
 // find is the group's value in s's leftmost match, as the regexp engine
 // would give it; false when s does not match.
+//
+// The prefix's starts are visited in ascending order: each one has the
+// prefix's rare byte at start+rare, so the walk looks for that byte and
+// checks the prefix around it.
 func (g *litGroup) find(s string) (string, bool) {
-	for from := 0; ; {
-		p := strings.Index(s[from:], g.prefix)
-		if p < 0 {
+	rb := g.prefix[g.rare]
+	for at := g.rare; at < len(s); at++ {
+		k := strings.IndexByte(s[at:], rb)
+		if k < 0 {
 			return "", false
 		}
-		i := from + p + len(g.prefix)
+		at += k
+		start := at - g.rare
+		if !strings.HasPrefix(s[start:], g.prefix) {
+			continue
+		}
+		i := start + len(g.prefix)
 		j := i
 		for j < len(s) && g.in(s[j]) {
 			j++
@@ -106,6 +149,6 @@ func (g *litGroup) find(s string) (string, bool) {
 		if j > i && strings.HasPrefix(s[j:], g.suffix) {
 			return s[i:j], true
 		}
-		from += p + 1
 	}
+	return "", false
 }

@@ -15,6 +15,8 @@ var rexFastPatterns = []struct {
 	{`user=(?<user>\w+)`, true},
 	{`"(?<path>[a-z/._]+)"`, true},
 	{`ré=(?<v>[0-9a-f]+);`, true},
+	{`a=a=(?<v>\d+)`, true}, // the prefix overlaps itself
+	{`x/y=(?<v>[a-z]+)`, true},
 	{`rt=(?<ms>\d+)\d`, false},       // the suffix starts with a class character
 	{`(?i)rt=(?<ms>\d+)ms`, false},   // case-insensitive literal
 	{`rt=(?<ms>\d+?)ms`, false},      // lazy run
@@ -51,7 +53,7 @@ func TestRexFastMatchesRegexp(t *testing.T) {
 		"", "rt=", "rt=ms", "rt=12ms", "x rt=12 rt=13ms", "rt=rt=7ms", "rt=12m rt=9ms",
 		"rt=99999ms tail", "rrt=1ms", "rt=1", "rt=12mss", "user=", "user=bob,x", "user=_a9 user=z",
 		`GET "/api/v1/cart" 200`, `""`, `"/a b"`, "ré=ff;", "ré=fg;", "ré=\xffab;", "rt=\xff12ms",
-		"rt=١٢ms", "rt=12ms\x00", "x=rt=5msrt=6ms",
+		"rt=١٢ms", "rt=12ms\x00", "x=rt=5msrt=6ms", "a=a=a=5", "a=a=a=a=", "=a=a=1", "x/y=x/y=ab", "/y=ab x/y=c",
 	}
 	for _, c := range rexFastPatterns {
 		if !c.fast {

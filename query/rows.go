@@ -27,8 +27,8 @@ import (
 type rowProj struct {
 	names []string
 	// extract are the names search-time extraction may give: the names
-	// that are not default fields; extractEq each with '=' after it.
-	extract, extractEq []string
+	// that are not default fields.
+	extract []string
 }
 
 // planRows is the plan's row projection; nil when rows must be whole: a
@@ -59,7 +59,6 @@ func planRows(p *Plan) *rowProj {
 	for _, n := range needs {
 		if !isDefaultField(n) {
 			pr.extract = append(pr.extract, n)
-			pr.extractEq = append(pr.extractEq, n+"=")
 		}
 	}
 	return pr
@@ -150,7 +149,7 @@ func (pr *rowProj) row(x *segExec, f map[string]any, ev *Event, cols *colSet, t 
 		cols.fill(f, ord, nil, bkt, "", "")
 	}
 	if len(pr.extract) > 0 {
-		extractWanted(raw, f, pr.extract, pr.extractEq)
+		extractWanted(raw, f, pr.extract)
 	}
 	return Row{T: t, B: bkt, C: ord, F: f}
 }
@@ -171,6 +170,26 @@ func indexedValue(fields []Field, name string, f map[string]any) {
 			f[name] = append(old, fl.Value)
 		}
 	}
+}
+
+// borrowsRaw reports whether agg keeps no string of a row beyond the row
+// itself: no group keys, and only aggregates that keep numbers or copy the
+// strings they keep (min and max). Its rows may then hold the event's _raw
+// in the segment's buffer, uncopied: every value the row gets from it (a
+// rex group, an extracted field) is gone with the row, which is reused for
+// the next event.
+func borrowsRaw(agg *aggregator) bool {
+	if agg == nil || len(agg.keys) > 0 {
+		return false
+	}
+	for _, s := range agg.specs {
+		switch s.Func {
+		case "count", "sum", "avg", "min", "max", "perc":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // rowSink is where decodeRows hands the rows of one bucket.
@@ -298,6 +317,7 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 		if ts, err = x.times(); err != nil {
 			break
 		}
+		borrow := borrowsRaw(agg)
 		err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
 			if !alive() {
 				return false
@@ -305,7 +325,11 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 			if !verified(ord, unsafeString(raw)) {
 				return true
 			}
-			return s.take(s.projected(nil, cols, ts[ord], string(raw), ord, part.Bucket))
+			r := unsafeString(raw)
+			if !borrow {
+				r = string(raw)
+			}
+			return s.take(s.projected(nil, cols, ts[ord], r, ord, part.Bucket))
 		})
 	default:
 		err = seg.Events(db, func(ord uint32, ev *Event) bool {

@@ -3,6 +3,7 @@ package query
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,6 +108,11 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 		`| stats count by splunk_server, index, host`,
 		`| eval s=status*1 | timechart span=30m max(s) values(_time)`,
 		`| table user, rtms | stats count by user`,
+		// rows that borrow _raw (borrowsRaw): the strings min and max
+		// keep must be copies, the buffer is overwritten after each event
+		`| rex "(?<w>[a-z]+)=" | stats min(w) max(w) count(w)`,
+		`| eval x=substr(_raw, 1, 12) | stats min(x) max(x) perc50(x) avg(x)`,
+		`| stats min(level) max(user) min(action) max(msg) sum(latency)`,
 		// status is a multivalue on some events: each value is parsed
 		`| stats avg(status) max(status) min(status) sum(status) perc90(status) count(status) by index`,
 	}
@@ -117,5 +123,29 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 	matchOracle(t, r, segs, fixed, n, genBase.Add(5*time.Hour))
 	if calls.Load() == 0 {
 		t.Fatal("no search read _raw alone: the raw path was never taken")
+	}
+}
+
+// TestKeyBeforeEq: keyBeforeEq is "one of the names followed by '=' occurs
+// in raw", on random lines over a small alphabet.
+func TestKeyBeforeEq(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	names := [][]string{{"ms"}, {"a", "ms"}, {"user", "x.y"}, {"="}}
+	const alpha = "ams=ux.y r"
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, r.IntN(12))
+		for j := range b {
+			b[j] = alpha[r.IntN(len(alpha))]
+		}
+		raw := string(b)
+		for _, ns := range names {
+			want := false
+			for _, n := range ns {
+				want = want || strings.Contains(raw, n+"=")
+			}
+			if got := keyBeforeEq(raw, ns); got != want {
+				t.Fatalf("keyBeforeEq(%q, %q) = %v, want %v", raw, ns, got, want)
+			}
+		}
 	}
 }

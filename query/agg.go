@@ -153,7 +153,7 @@ func (s *aggState) addFrom(spec *AggSpec, r *Row, m *rowValue) {
 				continue
 			}
 			// a kept string is copied: the row's may live in a buffer
-			// reused for the next event (rowsBorrowRaw)
+			// reused for the next event (borrowsRaw)
 			if !s.HasStr {
 				x = strings.Clone(x)
 				s.StrMin, s.StrMax, s.HasStr = x, x, true

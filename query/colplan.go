@@ -117,9 +117,6 @@ func pipelineNeeds(pre []Command, split Command, aggSpecs []AggSpec, aggKeys []s
 			break
 		}
 	}
-	if !ok {
-		return nil, false
-	}
 	if !truncated {
 		if aggSpecs == nil {
 			return nil, false
@@ -398,13 +395,7 @@ func (x *segExec) runColumns(set bset, cs *colSet, agg *aggregator, rows *[]Row)
 			rest.Add(o)
 			return
 		}
-		var f map[string]any
-		if agg != nil && scratch != nil {
-			f = scratch
-			clear(f)
-		} else {
-			f = make(map[string]any, len(cs.names)+2)
-		}
+		f := rowMap(scratch, agg != nil, len(cs.names)+2)
 		cs.fill(f, o, ts, bucket, index, server)
 		r := Row{T: ts[o], B: bucket, C: o, F: f}
 		for _, cmd := range x.p.pre {

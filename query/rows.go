@@ -44,7 +44,7 @@ func planRows(p *Plan) *rowProj {
 	}
 	if p.filter != nil {
 		filterFields(p.filter, func(f string) {
-			if f == "" || containsStar(f) {
+			if f == "" || strings.Contains(f, "*") {
 				ok = false
 			}
 			if !slices.Contains(needs, f) {
@@ -64,7 +64,16 @@ func planRows(p *Plan) *rowProj {
 	return pr
 }
 
-func containsStar(s string) bool { return strings.IndexByte(s, '*') >= 0 }
+// rowMap is the map of the next row: prev, cleared, when rows pass only
+// into an aggregation (which keeps values, never a row's map) and there is
+// one; else a new map for about n fields.
+func rowMap(prev map[string]any, reuse bool, n int) map[string]any {
+	if reuse && prev != nil {
+		clear(prev)
+		return prev
+	}
+	return make(map[string]any, n)
+}
 
 // unsafeString is b as a string without a copy, for a look that keeps
 // nothing of it (a raw-only filter's verification).
@@ -208,13 +217,7 @@ type rowSink struct {
 
 // projected fills s.row with p.rows' projection of an event (rowProj.row).
 func (s *rowSink) projected(ev *Event, cols *colSet, t int64, raw string, ord uint32, bkt string) *Row {
-	var f map[string]any
-	if s.agg != nil && s.row.F != nil {
-		f = s.row.F
-		clear(f)
-	} else {
-		f = make(map[string]any, len(s.x.p.rows.names)+2)
-	}
+	f := rowMap(s.row.F, s.agg != nil, len(s.x.p.rows.names)+2)
 	s.row = s.x.p.rows.row(s.x, f, ev, cols, t, raw, ord, bkt)
 	return &s.row
 }

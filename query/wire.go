@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unsafe"
 )
 
 // WireVersion is the version of the partial-result wire form. A decoder
@@ -412,7 +411,7 @@ func frontWalk(b []byte, counted bool) (vals []string, counts []int64, err error
 			counts = append(counts, int64(c))
 		}
 	}
-	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	all := unsafeString(arena)
 	vals = make([]string, len(ends))
 	from := 0
 	for j, e := range ends {

@@ -321,14 +321,21 @@ func (x *segExec) decodeRows(ctx context.Context, part *Partial, decode, verify 
 			break
 		}
 		borrow := borrowsRaw(agg)
+		var fold *rexFold
+		if rx := fusedRex(p, agg); rx != nil && cols == nil {
+			fold = newRexFold(rx, agg)
+		}
 		err = rs.RawEvents(db, func(ord uint32, raw []byte) bool {
 			if !alive() {
 				return false
 			}
-			if !verified(ord, unsafeString(raw)) {
+			r := unsafeString(raw)
+			if !verified(ord, r) {
 				return true
 			}
-			r := unsafeString(raw)
+			if fold != nil && !s.check && fold.add(r) {
+				return true
+			}
 			if !borrow {
 				r = string(raw)
 			}

@@ -113,6 +113,15 @@ func TestProjectedRowsMatchOracle(t *testing.T) {
 		`| rex "(?<w>[a-z]+)=" | stats min(w) max(w) count(w)`,
 		`| eval x=substr(_raw, 1, 12) | stats min(x) max(x) perc50(x) avg(x)`,
 		`| stats min(level) max(user) min(action) max(msg) sum(latency)`,
+		// rex matches folded into stats without a row (rexagg.go); the
+		// events it does not match take rows, where extraction may give
+		// the group's field (latency, level) as a number, a string or a
+		// multivalue
+		`* | rex "rt=(?<rtms>\d+)ms" | stats avg(rtms) max(rtms) min(rtms) sum(rtms) count(rtms) count perc50(rtms)`,
+		`| rex "rt=(?<latency>\d+)ms" | stats min(latency) max(latency) avg(latency) count(latency) count`,
+		`| rex "user=(?<level>\w+)" | stats min(level) max(level) count(level) avg(level) sum(level)`,
+		`| rex "user=(?<latency>[a-z]+)" | stats max(latency) min(latency) perc90(latency) count`,
+		`error | rex "rt=(?<rtms>\d+)ms" | stats max(rtms) count`,
 		// status is a multivalue on some events: each value is parsed
 		`| stats avg(status) max(status) min(status) sum(status) perc90(status) count(status) by index`,
 	}

@@ -80,6 +80,12 @@ type SearchRequest struct {
 	// (query.Plan.SetBinaryNums); a peer sends them so only then. An
 	// addition to SPEC §5's request.
 	NumsBinary bool `json:"nums_binary,omitempty"`
+	// DistinctCounts: the head asks each dc's count instead of its set
+	// (query.Plan.SetDistinctCounts): it does so only for a stats search
+	// whose time range leaves one bucket, whose partial nothing merges. A
+	// peer of an older build sends the sets, which merge exactly too. An
+	// addition to SPEC §5's request.
+	DistinctCounts bool `json:"distinct_counts,omitempty"`
 	// Framed: the head reads the stream's messages framed
 	// (EncodeSearchMsg): a batch's partial after a JSON header, not
 	// inside it, and consecutive markers as one message (SearchMarkers).

@@ -203,6 +203,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	plan.SetCountsTop(req.CountsTop)
 	plan.SetBinarySets(req.SetsBinary)
 	plan.SetBinaryNums(req.NumsBinary)
+	plan.SetDistinctCounts(req.DistinctCounts)
 	plan.SetBlobs(req.Framed)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)

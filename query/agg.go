@@ -28,7 +28,10 @@ type aggState struct {
 	Set    []string `json:"set,omitempty"` // dc, values: sorted distinct values (wire form)
 	// SB is Set front-coded (frontCodeSet), for a head that asked
 	// (api.SearchRequest.SetsBinary); never both.
-	SB   []byte    `json:"sb,omitempty"`
+	SB []byte `json:"sb,omitempty"`
+	// DN is dc's count sent instead of its set, for a head that asked
+	// (Plan.SetDistinctCounts, distinct.go); never beside a set.
+	DN   int64     `json:"dn,omitempty"`
 	Nums []float64 `json:"nums,omitempty"`
 	// NB is Nums packed (packNums), for a head that asked
 	// (api.SearchRequest.NumsBinary); never both.
@@ -409,6 +412,9 @@ func (s *aggState) final(spec *AggSpec) any {
 		}
 		return nil
 	case "dc":
+		if s.DN > 0 {
+			return s.DN
+		}
 		if len(s.runs) == 0 {
 			return int64(len(s.set))
 		}
@@ -478,6 +484,9 @@ type aggregator struct {
 	// (Merge answers ErrCountsUndecided).
 	bounded   []boundedRun
 	undecided bool
+	// distinctUndecided: a distinct count met another part of its dc
+	// (distinct.go; Merge answers ErrDistinctUndecided).
+	distinctUndecided bool
 }
 
 const spanKey = "\x00span"
@@ -628,6 +637,9 @@ func (a *aggregator) mergeGroups(gs []group) {
 		g := a.groupFor(gs[i].Key)
 		for j, s := range gs[i].States {
 			if j < len(g.States) && s != nil {
+				if !g.States[j].mergeDistinct(s) {
+					a.distinctUndecided = true
+				}
 				g.States[j].merge(s)
 			}
 		}

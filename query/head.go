@@ -49,6 +49,9 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		if a.undecided {
 			return nil, nil, ErrCountsUndecided
 		}
+		if a.distinctUndecided {
+			return nil, nil, ErrDistinctUndecided
+		}
 		if a.valuesCut {
 			p.warn(valuesWarning)
 		}
@@ -101,6 +104,9 @@ func (p *Plan) CheckPartial(pt *Partial) error {
 	}
 	if p.Aggregating() {
 		if err := p.checkBounded(pt); err != nil {
+			return err
+		}
+		if err := p.checkDistinct(pt); err != nil {
 			return err
 		}
 		return p.newAggregator().checkShape(pt)

@@ -125,7 +125,9 @@ func (p *Plan) SetBinaryNums(on bool) { p.forms.nums = on }
 
 // wireForms are the compact forms a partial is written in, each only for
 // a head that asked for it.
-type wireForms struct{ counts, sets, nums, blobs bool }
+// wireForms are the compact forms a head asked for; distinct: each dc's
+// count instead of its set (distinct.go).
+type wireForms struct{ counts, sets, nums, blobs, distinct bool }
 
 // SetBlobs makes EncodePartial write byte fields after the JSON
 // (wireblobs.go; the head that sent the search reads framed messages,
@@ -165,8 +167,12 @@ func (p *Partial) encode(forms wireForms) ([]byte, error) {
 		c.frontCode()
 		w.Counts = &c
 	}
-	if forms.sets || forms.nums {
-		w.Groups = compactStates(p.Groups, forms)
+	var dc []bool
+	if forms.distinct && p.agg != nil {
+		dc = dcSpecs(p.agg.specs)
+	}
+	if forms.sets || forms.nums || dc != nil {
+		w.Groups = compactStates(p.Groups, forms, dc)
 	}
 	w.V = WireVersion
 	w.Events = make([]wireRow, len(p.Events))
@@ -277,22 +283,30 @@ func normalizeWire(v any) any {
 
 // compactStates is groups with every dc/values set front-coded (SB: per
 // value the length it shares with the value before it, then the length and
-// bytes of the rest, each length a uvarint) when forms.sets, and every
-// perc/median value list packed (NB, packNums) when forms.nums. The
-// groups' states are copied, never changed.
-func compactStates(groups []group, forms wireForms) []group {
+// bytes of the rest, each length a uvarint) when forms.sets, every
+// perc/median value list packed (NB, packNums) when forms.nums, and the
+// set of each aggregate dc marks replaced by its count (DN, distinct.go).
+// The groups' states are copied, never changed.
+func compactStates(groups []group, forms wireForms, dc []bool) []group {
 	out, cloned := groups, false
 	for i := range groups {
 		var states []*aggState
 		for j, st := range groups[i].States {
-			sets, nums := forms.sets && st != nil && len(st.Set) > 0, forms.nums && st != nil && len(st.Nums) > 0
-			if !sets && !nums {
+			if st == nil {
+				continue
+			}
+			counted := j < len(dc) && dc[j] && len(st.Set) > 0
+			sets, nums := forms.sets && len(st.Set) > 0 && !counted, forms.nums && len(st.Nums) > 0
+			if !sets && !nums && !counted {
 				continue
 			}
 			if states == nil {
 				states = slices.Clone(groups[i].States)
 			}
 			c := *st
+			if counted {
+				c.DN, c.Set = int64(len(st.Set)), nil
+			}
 			if sets {
 				c.SB, c.Set = frontCodeStrings(st.Set), nil
 			}

@@ -27,32 +27,41 @@ func FuzzMergePartial(f *testing.F) {
 		"* | dedup host | sort -bytes | head 3",
 		"* | stats earliest(_time) latest(_time) by status",
 	}
-	var plans []*Plan
+	// plans, then the same plans taking distinct counts (a head that asked,
+	// distinct.go): which's high bit picks the second
+	var plans, dplans []*Plan
 	for _, q := range queries {
 		plan, err := Compile(Request{Query: q, Now: time.Unix(0, base)})
 		if err != nil {
 			f.Fatal(err)
 		}
-		plans = append(plans, plan)
+		dplan, _ := Compile(Request{Query: q, Now: time.Unix(0, base)})
+		dplan.SetDistinctCounts(true)
+		plans, dplans = append(plans, plan), append(dplans, dplan)
 		// Seeds: the real wire form of each plan's answer.
 		p, err := plan.RunSegment(context.Background(), seg)
 		if err != nil {
 			f.Fatal(err)
 		}
 		for _, binary := range []bool{false, true} {
-			b, err := p.encode(wireForms{binary, binary, binary, binary})
+			b, err := p.encode(wireForms{binary, binary, binary, binary, binary})
 			if err != nil {
 				f.Fatal(err)
 			}
 			f.Add(b, uint8(len(plans)-1))
+			f.Add(b, uint8(len(plans)-1)|0x80)
 		}
 	}
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","counts":{"k":["a","b"],"n":[1]}}`), uint8(2))
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","counts":{"b":"AAFhAQEBYgI="}}`), uint8(2))
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","groups":[{"k":[1,{"$t":"x"}],"a":[null]}]}`), uint8(1))
 	f.Add([]byte(`{"v":2,"bucket":"b","kind":"events","events":[{"t":-1,"b":"x","f":{"bytes":{"$t":"9"},"status":[1,"2"]}}]}`), uint8(4))
+	f.Add([]byte(`{"v":2,"bucket":"b","kind":"agg","groups":[{"k":["web-1"],"a":[{"n":2},{"dn":-3},{},{},{}]}]}`), uint8(0x81))
 	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
-		plan := plans[int(which)%len(plans)]
+		plan := plans[int(which&0x7f)%len(plans)]
+		if which&0x80 != 0 {
+			plan = dplans[int(which&0x7f)%len(plans)]
+		}
 		p, err := DecodePartial(b)
 		if err != nil {
 			return

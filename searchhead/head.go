@@ -516,18 +516,26 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SearchTimeout)
 	defer cancel()
 	countsTop := query.CountsTopFor(plan.TopLimit())
-	resp, err := h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, countsTop)
-	if countsTop > 0 && errors.Is(err, query.ErrCountsUndecided) {
+	resp, err := h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, countsTop, true)
+	topUndecided := countsTop > 0 && errors.Is(err, query.ErrCountsUndecided)
+	if topUndecided || errors.Is(err, query.ErrDistinctUndecided) {
 		// The peers' bounded top partials did not prove the top (query/
-		// topcounts.go): the same search again, every key sent. Nothing
-		// was emitted or published: a top is merged at the end.
-		h.metrics.topReruns.Inc()
-		h.log.Info("top not decided by bounded partials; searching again with every key", "query", req.Query)
+		// topcounts.go), or a distinct count met another part of its dc
+		// (query/distinct.go): the same search again, every key and set
+		// sent. Nothing was emitted or published: a top or stats is
+		// merged at the end.
+		if topUndecided {
+			h.metrics.topReruns.Inc()
+			h.log.Info("top not decided by bounded partials; searching again with every key", "query", req.Query)
+		} else {
+			h.metrics.distinctReruns.Inc()
+			h.log.Info("a distinct count met another part of its dc; searching again with sets", "query", req.Query)
+		}
 		if _, plan, err = h.check(req, now); err != nil {
 			return nil, err
 		}
 		plan.SetMemoryLimit(h.cfg.SearchMemory)
-		resp, err = h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, 0)
+		resp, err = h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, 0, false)
 	}
 	return resp, err
 }
@@ -536,8 +544,11 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 // collect every bucket's outcome, merge and summarise. countsTop bounds a
 // top's partials (run.countsTop); with it, the merge may answer
 // query.ErrCountsUndecided, and the caller searches again without.
+// distinct lets a stats search that covers one bucket take each dc's count
+// instead of its set (run.distinct); the merge may then answer
+// query.ErrDistinctUndecided, and the caller searches again without.
 func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *query.Plan, req Request, pref *Preference,
-	now, start time.Time, indexes []string, emit func(rows []map[string]any, fields []string) error, countsTop int) (*query.Response, error) {
+	now, start time.Time, indexes []string, emit func(rows []map[string]any, fields []string) error, countsTop int, distinct bool) (*query.Response, error) {
 	var err error
 	rn := h.newRun(ctx, plan, req, pref, now, indexes)
 	rn.countsTop = countsTop
@@ -546,6 +557,11 @@ func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *
 	}
 	if err := rn.planBuckets(); err != nil {
 		return nil, err
+	}
+	if distinct && plan.HasDistinct() && rn.searchesOne() {
+		rn.distinct = true
+		plan.SetDistinctCounts(true)
+		h.metrics.distinctCounts.Inc()
 	}
 	if rn.readsHotReplica() {
 		if err := rn.settleBarrier(); err != nil { // coverage.go
@@ -594,7 +610,7 @@ func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *
 	if !out.streamable {
 		cut, err := h.mergeAtEnd(plan, out.parts, resp, &sum, emit, pub)
 		if err != nil {
-			if !errors.Is(err, query.ErrCountsUndecided) { // searched again: counted then
+			if !errors.Is(err, query.ErrCountsUndecided) && !errors.Is(err, query.ErrDistinctUndecided) { // searched again: counted then
 				h.metrics.observeSummary(sum)
 			}
 			return nil, err

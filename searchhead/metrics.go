@@ -33,6 +33,12 @@ type metrics struct {
 	// topReruns counts tops searched again because the peers' bounded
 	// partials did not decide them (query/topcounts.go).
 	topReruns prometheus.Counter
+	// distinctReruns counts searches run again with dc sets because a
+	// distinct count met another part of its dc (query/distinct.go).
+	distinctReruns prometheus.Counter
+	// distinctCounts counts searches that asked the peers for dc counts
+	// instead of sets (one bucket; query/distinct.go).
+	distinctCounts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,8 +67,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Saved-search slots this head was granted and ran, per status: ok, failed (a failed attempt; the slot may be retried), unrecorded (the run ended but the managers did not record it)."}, []string{"status"}),
 		topReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_top_reruns_total",
 			Help: "top searches run a second time with every key because the peers' bounded partials (each peer's largest counts and a bound) did not prove the answer."}),
+		distinctReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_reruns_total",
+			Help: "one-bucket dc searches run a second time with sets because a peer's distinct count met another part of the same dc (a bucket the head's table did not know)."}),
+		distinctCounts: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_count_searches_total",
+			Help: "stats searches with a dc whose time range left one bucket: the peers sent each dc's count instead of its set."}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns, m.distinctReruns, m.distinctCounts)
 	return m
 }
 

@@ -140,6 +140,9 @@ type run struct {
 	// countsTop: peers bound a top's partials to their countsTop largest
 	// counts (api.SearchRequest.CountsTop); 0 asks for every key.
 	countsTop int
+	// distinct: peers send each dc's count instead of its set
+	// (api.SearchRequest.DistinctCounts): the search covers one bucket.
+	distinct bool
 
 	generation, version uint64
 	peers               map[string]fsm.GenerationPeer
@@ -238,6 +241,19 @@ func (r *run) planBuckets() error {
 		}
 	}
 	return nil
+}
+
+// searchesOne reports whether the plan searches exactly one bucket (every
+// other one pruned by time): its aggregate partial comes from one copy and
+// is merged with nothing (run.distinct).
+func (r *run) searchesOne() bool {
+	n := 0
+	for _, br := range r.buckets {
+		if br.state != bSkipped {
+			n++
+		}
+	}
+	return n == 1
 }
 
 // planChain sets a bucket's candidate copies in order (and its primary in
@@ -426,7 +442,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, DistinctCounts: r.distinct, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 

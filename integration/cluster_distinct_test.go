@@ -1,0 +1,95 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/quarry-dev/quarry/fsm"
+)
+
+// TestSearchDistinctOneBucket: a stats search with a dc whose time range
+// leaves one bucket takes each dc's count from the peer instead of its set
+// (query/distinct.go, counted in quarry_searchhead_distinct_count_searches_total);
+// over two buckets it takes sets. Either way the answer is the exact one,
+// on every site's head and site0's.
+func TestSearchDistinctOneBucket(t *testing.T) {
+	c := Start(t, Options{})
+	const t1, t2 = 1767250000, 1767260000 // two hours apart: two buckets
+	ips := map[int64]map[string]map[string]bool{t1: {}, t2: {}}
+	url := "http://" + c.Peer("site1-p1").Addr() + "/services/collector/event"
+	for _, ts := range []int64{t1, t2} {
+		var body strings.Builder
+		for i := 0; i < 600; i++ {
+			h, ip := fmt.Sprintf("h%d", i%4), fmt.Sprintf("10.%d.%d.%d", ts%7, i%3, i%97)
+			if ips[ts][h] == nil {
+				ips[ts][h] = map[string]bool{}
+			}
+			ips[ts][h][ip] = true
+			b, _ := json.Marshal(map[string]any{"event": fmt.Sprintf("dcone %d h=%s ip=%s", i, h, ip), "time": ts + int64(i%50), "index": "main"})
+			body.Write(b)
+		}
+		if s, code, _ := hecPostTo(t, url, NoAckHECToken, body.String()); s != 200 || code != 0 {
+			t.Fatalf("HEC: %d code %d", s, code)
+		}
+		c.Peer("site1-p1").Store().RollAll()
+	}
+	waitComplete(t, c)
+	want := func(tss ...int64) string {
+		per := map[string]map[string]bool{}
+		for _, ts := range tss {
+			for h, set := range ips[ts] {
+				if per[h] == nil {
+					per[h] = map[string]bool{}
+				}
+				for ip := range set {
+					per[h][ip] = true
+				}
+			}
+		}
+		var out []string
+		for h, set := range per {
+			out = append(out, fmt.Sprintf("%s=%d", h, len(set)))
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	taken := func(url string) float64 {
+		text, _ := scrape(t, url+"/metrics")
+		return metricValue(text, "quarry_searchhead_distinct_count_searches_total")
+	}
+	for _, site := range []string{"site1", "site2", fsm.Site0} {
+		sh := c.StartSearchHead("sh-"+site, site)
+		for _, q := range []struct {
+			query string
+			want  string
+			one   bool
+		}{
+			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t2, t2+100), want(t2), true},
+			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t1, t2+100), want(t1, t2), false},
+			{"dcone | stats dc(ip) as d by h", want(t1, t2), false},
+		} {
+			before := taken(sh.URL())
+			a := search(t, sh.URL(), map[string]any{"query": q.query})
+			if a.Status != 200 {
+				t.Fatalf("%s %s: HTTP %d %s", site, q.query, a.Status, a.Error)
+			}
+			if s := a.Resp.Summary; s.Partial || s.Buckets.Total != s.Buckets.Successful {
+				t.Fatalf("%s %s: summary %+v", site, q.query, s)
+			}
+			var got []string
+			for _, r := range a.Resp.Results {
+				got = append(got, fmt.Sprintf("%v=%v", r["h"], r["d"]))
+			}
+			sort.Strings(got)
+			if g := strings.Join(got, " "); g != q.want {
+				t.Fatalf("%s %s:\n got %s\nwant %s", site, q.query, g, q.want)
+			}
+			if n := taken(sh.URL()) - before; (n > 0) != q.one {
+				t.Fatalf("%s %s: %v searches took distinct counts, want one: %v", site, q.query, n, q.one)
+			}
+		}
+	}
+}

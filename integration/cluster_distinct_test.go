@@ -56,10 +56,7 @@ func TestSearchDistinctOneBucket(t *testing.T) {
 		sort.Strings(out)
 		return strings.Join(out, " ")
 	}
-	taken := func(url string) float64 {
-		text, _ := scrape(t, url+"/metrics")
-		return metricValue(text, "quarry_searchhead_distinct_count_searches_total")
-	}
+	const taken = "quarry_searchhead_distinct_count_searches_total"
 	for _, site := range []string{"site1", "site2", fsm.Site0} {
 		sh := c.StartSearchHead("sh-"+site, site)
 		for _, q := range []struct {
@@ -71,23 +68,17 @@ func TestSearchDistinctOneBucket(t *testing.T) {
 			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t1, t2+100), want(t1, t2), false},
 			{"dcone | stats dc(ip) as d by h", want(t1, t2), false},
 		} {
-			before := taken(sh.URL())
-			a := search(t, sh.URL(), map[string]any{"query": q.query})
-			if a.Status != 200 {
-				t.Fatalf("%s %s: HTTP %d %s", site, q.query, a.Status, a.Error)
-			}
-			if s := a.Resp.Summary; s.Partial || s.Buckets.Total != s.Buckets.Successful {
-				t.Fatalf("%s %s: summary %+v", site, q.query, s)
-			}
+			before := scrapeValue(t, sh.URL(), taken)
+			rows := completeSearch(t, sh.URL(), q.query)
 			var got []string
-			for _, r := range a.Resp.Results {
+			for _, r := range rows {
 				got = append(got, fmt.Sprintf("%v=%v", r["h"], r["d"]))
 			}
 			sort.Strings(got)
 			if g := strings.Join(got, " "); g != q.want {
 				t.Fatalf("%s %s:\n got %s\nwant %s", site, q.query, g, q.want)
 			}
-			if n := taken(sh.URL()) - before; (n > 0) != q.one {
+			if n := scrapeValue(t, sh.URL(), taken) - before; (n > 0) != q.one {
 				t.Fatalf("%s %s: %v searches took distinct counts, want one: %v", site, q.query, n, q.one)
 			}
 		}

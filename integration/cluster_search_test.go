@@ -151,6 +151,20 @@ func search(t *testing.T, url string, req map[string]any) SearchAnswer {
 	return a
 }
 
+// completeSearch is search's rows for query, which must answer 200 with
+// every bucket searched and not partial.
+func completeSearch(t *testing.T, url, query string) []map[string]any {
+	t.Helper()
+	a := search(t, url, map[string]any{"query": query})
+	if a.Status != 200 {
+		t.Fatalf("%s %s: HTTP %d %s", url, query, a.Status, a.Error)
+	}
+	if s := a.Resp.Summary; s.Partial || s.Buckets.Total != s.Buckets.Successful {
+		t.Fatalf("%s %s: summary %+v", url, query, s)
+	}
+	return a.Resp.Results
+}
+
 func siteOf(peerID string) string { return peerID[:strings.IndexByte(peerID, '-')] }
 
 // TestSearchHeadAffinityExact: with both sites valid, a site1 head's search

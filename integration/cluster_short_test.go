@@ -268,6 +268,12 @@ func TestClusterRaftStateMetric(t *testing.T) {
 	})
 }
 
+// scrapeValue is metricValue of url's /metrics (a head's or a peer's).
+func scrapeValue(t *testing.T, url, series string) float64 {
+	text, _ := scrape(t, url+"/metrics")
+	return metricValue(text, series)
+}
+
 // metricValue is the value of one exposition line (name with its labels),
 // or -1 when absent.
 func metricValue(text, series string) float64 {

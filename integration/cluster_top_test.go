@@ -90,10 +90,7 @@ func TestSearchTopBoundedExact(t *testing.T) {
 		}
 		return s
 	}
-	reruns := func(url string) float64 {
-		text, _ := scrape(t, url+"/metrics")
-		return metricValue(text, "quarry_searchhead_top_reruns_total")
-	}
+	const reruns = "quarry_searchhead_top_reruns_total"
 	for _, site := range []string{"site1", "site2", fsm.Site0} {
 		sh := c.StartSearchHead("sh-"+site, site)
 		for _, q := range []struct {
@@ -106,18 +103,12 @@ func TestSearchTopBoundedExact(t *testing.T) {
 			{"topb | top limit=10 path", "path", paths, 10, false, false},
 			{"topb | top limit=3 flat", "flat", flats, 3, true, true},
 		} {
-			before := reruns(sh.URL())
-			a := search(t, sh.URL(), map[string]any{"query": q.query})
-			if a.Status != 200 {
-				t.Fatalf("%s %s: HTTP %d %s", site, q.query, a.Status, a.Error)
-			}
-			if s := a.Resp.Summary; s.Partial || s.Buckets.Total != s.Buckets.Successful {
-				t.Fatalf("%s %s: summary %+v", site, q.query, s)
-			}
-			if g, w := got(a.Resp.Results, q.field), expect(q.counts, q.limit, q.numeric); g != w {
+			before := scrapeValue(t, sh.URL(), reruns)
+			rows := completeSearch(t, sh.URL(), q.query)
+			if g, w := got(rows, q.field), expect(q.counts, q.limit, q.numeric); g != w {
 				t.Fatalf("%s %s:\n got %s\nwant %s", site, q.query, g, w)
 			}
-			if ran := reruns(sh.URL()) - before; (ran > 0) != q.rerun {
+			if ran := scrapeValue(t, sh.URL(), reruns) - before; (ran > 0) != q.rerun {
 				t.Fatalf("%s %s: searched again %v times, want a second search %v", site, q.query, ran, q.rerun)
 			}
 		}

@@ -82,8 +82,10 @@ type SearchRequest struct {
 	NumsBinary bool `json:"nums_binary,omitempty"`
 	// DistinctCounts: the head asks each dc's count instead of its set
 	// (query.Plan.SetDistinctCounts): it does so only for a stats search
-	// whose time range leaves one bucket, whose partial nothing merges. A
-	// peer of an older build sends the sets, which merge exactly too. An
+	// whose buckets all go to this peer in this request; the peer then
+	// sends one batch for them all, which nothing merges. A peer of an
+	// older build sends the sets (in a batch per worker), which merge
+	// exactly too. An
 	// addition to SPEC §5's request.
 	DistinctCounts bool `json:"distinct_counts,omitempty"`
 	// Framed: the head reads the stream's messages framed

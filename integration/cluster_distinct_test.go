@@ -10,17 +10,19 @@ import (
 	"github.com/quarry-dev/quarry/fsm"
 )
 
-// TestSearchDistinctOneBucket: a stats search with a dc whose time range
-// leaves one bucket takes each dc's count from the peer instead of its set
-// (query/distinct.go, counted in quarry_searchhead_distinct_count_searches_total);
-// over two buckets it takes sets. Either way the answer is the exact one,
-// on every site's head and site0's.
-func TestSearchDistinctOneBucket(t *testing.T) {
+// TestSearchDistinctOnePeer: a stats search with a dc whose buckets all go
+// to one peer takes each dc's count from that peer instead of its set
+// (query/distinct.go, counted in quarry_searchhead_distinct_count_searches_total):
+// always when the time range leaves one bucket, and on site1 over three,
+// whose only searchable copies are the origin's; the peer then sends one
+// batch for every bucket, so no search runs again. Every answer is the
+// exact one, on every site's head and site0's.
+func TestSearchDistinctOnePeer(t *testing.T) {
 	c := Start(t, Options{})
-	const t1, t2 = 1767250000, 1767260000 // two hours apart: two buckets
-	ips := map[int64]map[string]map[string]bool{t1: {}, t2: {}}
+	const t1, t2, t3 = 1767250000, 1767260000, 1767270000 // hours apart: three buckets
+	ips := map[int64]map[string]map[string]bool{t1: {}, t2: {}, t3: {}}
 	url := "http://" + c.Peer("site1-p1").Addr() + "/services/collector/event"
-	for _, ts := range []int64{t1, t2} {
+	for _, ts := range []int64{t1, t2, t3} {
 		var body strings.Builder
 		for i := 0; i < 600; i++ {
 			h, ip := fmt.Sprintf("h%d", i%4), fmt.Sprintf("10.%d.%d.%d", ts%7, i%3, i%97)
@@ -56,19 +58,19 @@ func TestSearchDistinctOneBucket(t *testing.T) {
 		sort.Strings(out)
 		return strings.Join(out, " ")
 	}
-	const taken = "quarry_searchhead_distinct_count_searches_total"
+	const taken, reruns = "quarry_searchhead_distinct_count_searches_total", "quarry_searchhead_distinct_reruns_total"
 	for _, site := range []string{"site1", "site2", fsm.Site0} {
 		sh := c.StartSearchHead("sh-"+site, site)
 		for _, q := range []struct {
 			query string
 			want  string
-			one   bool
+			one   bool // counts taken for certain
 		}{
 			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t2, t2+100), want(t2), true},
-			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t1, t2+100), want(t1, t2), false},
-			{"dcone | stats dc(ip) as d by h", want(t1, t2), false},
+			{fmt.Sprintf("dcone earliest=%d latest=%d | stats dc(ip) as d by h", t1, t2+100), want(t1, t2), site == "site1"},
+			{"dcone | stats dc(ip) as d by h", want(t1, t2, t3), site == "site1"},
 		} {
-			before := scrapeValue(t, sh.URL(), taken)
+			before, rerunsBefore := scrapeValue(t, sh.URL(), taken), scrapeValue(t, sh.URL(), reruns)
 			rows := completeSearch(t, sh.URL(), q.query)
 			var got []string
 			for _, r := range rows {
@@ -78,9 +80,14 @@ func TestSearchDistinctOneBucket(t *testing.T) {
 			if g := strings.Join(got, " "); g != q.want {
 				t.Fatalf("%s %s:\n got %s\nwant %s", site, q.query, g, q.want)
 			}
-			if n := scrapeValue(t, sh.URL(), taken) - before; (n > 0) != q.one {
-				t.Fatalf("%s %s: %v searches took distinct counts, want one: %v", site, q.query, n, q.one)
+			n := scrapeValue(t, sh.URL(), taken) - before
+			if q.one && n != 1 {
+				t.Fatalf("%s %s: %v searches took distinct counts, want one", site, q.query, n)
 			}
+			if r := scrapeValue(t, sh.URL(), reruns) - rerunsBefore; r != 0 {
+				t.Fatalf("%s %s: searched again %v times: a peer sent counts in more than one batch", site, q.query, r)
+			}
+			t.Logf("%s %s: distinct counts taken %v", site, q.query, n == 1)
 		}
 	}
 }

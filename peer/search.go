@@ -468,19 +468,25 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []searchItem, out *answerStream, done *atomic.Int64) {
 	work := make(chan searchItem)
 	var wg sync.WaitGroup
+	// A head that takes dc counts (query/distinct.go) gets one batch for
+	// every bucket: counts of two batches could not be merged.
+	var shared *combiner
+	if plan.Aggregating() && plan.DistinctCounts() {
+		shared = &combiner{}
+	}
 	for w := 0; w < min(runtime.GOMAXPROCS(0), len(items)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var comb *combiner
-			if plan.Aggregating() {
+			comb := shared
+			if plan.Aggregating() && shared == nil {
 				comb = &combiner{}
 			}
 			for it := range work {
 				s.searchBucket(ctx, plan, it.bucket, it.seg, it.length, it.err, out, comb)
 				done.Add(1)
 			}
-			if comb != nil && ctx.Err() == nil {
+			if comb != nil && shared == nil && ctx.Err() == nil {
 				s.sendCombined(plan, comb, out)
 			}
 		}()
@@ -495,6 +501,9 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	if shared != nil && ctx.Err() == nil {
+		s.sendCombined(plan, shared, out)
+	}
 }
 
 // searchBucket runs the peer half over one bucket and sends its batches

@@ -1,12 +1,15 @@
 package query
 
-// Distinct counts instead of sets (issue 27): a search whose buckets, after
-// the head prunes them by time, are one bucket gets that bucket's partial
-// from one copy only, so nothing merges its dc sets: the peer can send each
-// dc's count (aggState.DN) instead of the set, which for `stats
-// dc(clientip) by host` over an hour is 42k addresses front-coded, shipped
-// and decoded for fifty numbers. The head asks (api.SearchRequest.
-// DistinctCounts, SetDistinctCounts) only for such a search.
+// Distinct counts instead of sets (issue 27): a search whose buckets (after
+// the head prunes them by time) all go first to one peer in one request
+// gets one partial for them all — the peer combines every bucket's into one
+// batch — so nothing merges its dc sets: the peer can send each dc's count
+// (aggState.DN) instead of the set, which for `stats dc(clientip) by host`
+// over an hour is 42k addresses front-coded, shipped and decoded for fifty
+// numbers. The head asks (api.SearchRequest.DistinctCounts,
+// SetDistinctCounts) only for such a search. A site's searchable copies
+// often all sit on the peer that ingested them, so this is most searches
+// of a small cluster.
 //
 // The head never adds two counts: a count that meets any other part of the
 // same group's dc (a second partial for the group — another bucket a peer
@@ -29,6 +32,11 @@ var ErrDistinctUndecided = errors.New("a distinct count met another part of the 
 // set (the head asked: the search covers one bucket), and makes the head's
 // CheckPartial accept such counts (only when on).
 func (p *Plan) SetDistinctCounts(on bool) { p.forms.distinct = on && p.HasDistinct() }
+
+// DistinctCounts reports whether EncodePartial sends dc counts (the head
+// asked, SetDistinctCounts): the peer then sends one partial for all its
+// buckets.
+func (p *Plan) DistinctCounts() bool { return p.forms.distinct }
 
 // HasDistinct reports whether the search is a stats with a dc: the one
 // split whose finalize reads each group's dc on its own (a timechart's

@@ -544,7 +544,7 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 // collect every bucket's outcome, merge and summarise. countsTop bounds a
 // top's partials (run.countsTop); with it, the merge may answer
 // query.ErrCountsUndecided, and the caller searches again without.
-// distinct lets a stats search that covers one bucket take each dc's count
+// distinct lets a stats search that one peer serves take each dc's count
 // instead of its set (run.distinct); the merge may then answer
 // query.ErrDistinctUndecided, and the caller searches again without.
 func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *query.Plan, req Request, pref *Preference,
@@ -558,7 +558,7 @@ func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *
 	if err := rn.planBuckets(); err != nil {
 		return nil, err
 	}
-	if distinct && plan.HasDistinct() && rn.searchesOne() {
+	if distinct && plan.HasDistinct() && rn.servedByOne() {
 		rn.distinct = true
 		plan.SetDistinctCounts(true)
 		h.metrics.distinctCounts.Inc()

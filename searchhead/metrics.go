@@ -68,9 +68,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		topReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_top_reruns_total",
 			Help: "top searches run a second time with every key because the peers' bounded partials (each peer's largest counts and a bound) did not prove the answer."}),
 		distinctReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_reruns_total",
-			Help: "one-bucket dc searches run a second time with sets because a peer's distinct count met another part of the same dc (a bucket the head's table did not know)."}),
+			Help: "dc searches run a second time with sets because a peer's distinct count met another part of the same dc (a failover, or a bucket the head's table did not know)."}),
 		distinctCounts: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_count_searches_total",
-			Help: "stats searches with a dc whose time range left one bucket: the peers sent each dc's count instead of its set."}),
+			Help: "stats searches with a dc whose buckets all went to one peer: it sent each dc's count instead of its set."}),
 	}
 	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns, m.distinctReruns, m.distinctCounts)
 	return m

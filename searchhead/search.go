@@ -243,17 +243,32 @@ func (r *run) planBuckets() error {
 	return nil
 }
 
-// searchesOne reports whether the plan searches exactly one bucket (every
-// other one pruned by time): its aggregate partial comes from one copy and
-// is merged with nothing (run.distinct).
-func (r *run) searchesOne() bool {
-	n := 0
+// byDefaultPlan reports whether a planned bucket's first request is the
+// default plan (its primary, invited with the search) rather than an
+// explicit list.
+func (r *run) byDefaultPlan(br *bucketRun) bool {
+	return !r.pref.Explicit() && !(r.req.Fresh && br.info.Hot) && br.chain[0] == br.primary
+}
+
+// servedByOne reports whether every bucket the search reads goes first to
+// one peer in one request (all by the default plan, or all by explicit
+// list): that peer then sends one aggregate partial for them all, merged
+// with nothing (run.distinct; a site's searchable copies often sit on the
+// peer that ingested them).
+func (r *run) servedByOne() bool {
+	peer, dflt, n := "", false, 0
 	for _, br := range r.buckets {
-		if br.state != bSkipped {
-			n++
+		if br.state != bPending {
+			continue
 		}
+		d := r.byDefaultPlan(br)
+		if n > 0 && (br.chain[0] != peer || d != dflt) {
+			return false
+		}
+		peer, dflt = br.chain[0], d
+		n++
 	}
-	return n == 1
+	return n > 0
 }
 
 // planChain sets a bucket's candidate copies in order (and its primary in
@@ -373,7 +388,7 @@ func (r *run) dispatchFirst() error {
 		}
 		first := br.chain[0]
 		br.next = 1
-		if !r.pref.Explicit() && !(r.req.Fresh && br.info.Hot) && first == br.primary {
+		if r.byDefaultPlan(br) {
 			expected[first] = append(expected[first], id)
 		} else {
 			r.retries[first] = append(r.retries[first], id)

@@ -80,14 +80,14 @@ type SearchRequest struct {
 	// (query.Plan.SetBinaryNums); a peer sends them so only then. An
 	// addition to SPEC §5's request.
 	NumsBinary bool `json:"nums_binary,omitempty"`
-	// DistinctCounts: the head asks each dc's count instead of its set
-	// (query.Plan.SetDistinctCounts): it does so only for a stats search
-	// whose buckets all go to this peer in this request; the peer then
-	// sends one batch for them all, which nothing merges. A peer of an
-	// older build sends the sets (in a batch per worker), which merge
-	// exactly too. An
-	// addition to SPEC §5's request.
-	DistinctCounts bool `json:"distinct_counts,omitempty"`
+	// SolePartial: the head asks each dc's count and perc's value instead
+	// of its set or values (query.Plan.SetSolePartial). It does so only
+	// for a stats search whose buckets all go to this peer in this
+	// request; the peer then sends one batch for them all, which nothing
+	// merges. A peer of an older build sends sets and values (in a batch
+	// per worker), which merge exactly too. An addition to SPEC §5's
+	// request.
+	SolePartial bool `json:"sole_partial,omitempty"`
 	// Framed: the head reads the stream's messages framed
 	// (EncodeSearchMsg): a batch's partial after a JSON header, not
 	// inside it, and consecutive markers as one message (SearchMarkers).

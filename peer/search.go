@@ -203,7 +203,7 @@ func (s *searchService) run(req *api.SearchRequest, inv bus.Invite) {
 	plan.SetCountsTop(req.CountsTop)
 	plan.SetBinarySets(req.SetsBinary)
 	plan.SetBinaryNums(req.NumsBinary)
-	plan.SetDistinctCounts(req.DistinctCounts)
+	plan.SetSolePartial(req.SolePartial)
 	plan.SetBlobs(req.Framed)
 	st.Running.Add(1)
 	defer st.Running.Add(-1)
@@ -468,10 +468,10 @@ func (s *searchService) resolve(ctx context.Context, req *api.SearchRequest, pla
 func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []searchItem, out *answerStream, done *atomic.Int64) {
 	work := make(chan searchItem)
 	var wg sync.WaitGroup
-	// A head that takes dc counts (query/distinct.go) gets one batch for
-	// every bucket: counts of two batches could not be merged.
+	// A head that takes final dc counts and perc values (query/sole.go) gets one batch for
+	// every bucket: final forms of two batches could not be merged.
 	var shared *combiner
-	if plan.Aggregating() && plan.DistinctCounts() {
+	if plan.Aggregating() && plan.SolePartial() {
 		shared = &combiner{}
 	}
 	for w := 0; w < min(runtime.GOMAXPROCS(0), len(items)); w++ {

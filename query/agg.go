@@ -29,9 +29,11 @@ type aggState struct {
 	// SB is Set front-coded (frontCodeSet), for a head that asked
 	// (api.SearchRequest.SetsBinary); never both.
 	SB []byte `json:"sb,omitempty"`
-	// DN is dc's count sent instead of its set, for a head that asked
-	// (Plan.SetDistinctCounts, distinct.go); never beside a set.
+	// DN is dc's count sent instead of its set, PV perc's value instead
+	// of its numbers, for a head that asked (Plan.SetSolePartial,
+	// sole.go); never beside a set or numbers.
 	DN   int64     `json:"dn,omitempty"`
+	PV   *float64  `json:"pv,omitempty"`
 	Nums []float64 `json:"nums,omitempty"`
 	// NB is Nums packed (packNums), for a head that asked
 	// (api.SearchRequest.NumsBinary); never both.
@@ -430,6 +432,9 @@ func (s *aggState) final(spec *AggSpec) any {
 		}
 		return append([]string(nil), d...)
 	case "perc":
+		if s.PV != nil {
+			return *s.PV
+		}
 		nums := s.nums()
 		if len(nums) == 0 {
 			return nil
@@ -484,9 +489,9 @@ type aggregator struct {
 	// (Merge answers ErrCountsUndecided).
 	bounded   []boundedRun
 	undecided bool
-	// distinctUndecided: a distinct count met another part of its dc
-	// (distinct.go; Merge answers ErrDistinctUndecided).
-	distinctUndecided bool
+	// soleUndecided: a final count or value met another part of its aggregate
+	// (sole.go; Merge answers ErrSoleUndecided).
+	soleUndecided bool
 }
 
 const spanKey = "\x00span"
@@ -637,8 +642,8 @@ func (a *aggregator) mergeGroups(gs []group) {
 		g := a.groupFor(gs[i].Key)
 		for j, s := range gs[i].States {
 			if j < len(g.States) && s != nil {
-				if !g.States[j].mergeDistinct(s) {
-					a.distinctUndecided = true
+				if !g.States[j].mergeSole(s) {
+					a.soleUndecided = true
 				}
 				g.States[j].merge(s)
 			}

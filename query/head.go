@@ -49,8 +49,8 @@ func (p *Plan) Merge(parts []*Partial) ([]Row, []string, error) {
 		if a.undecided {
 			return nil, nil, ErrCountsUndecided
 		}
-		if a.distinctUndecided {
-			return nil, nil, ErrDistinctUndecided
+		if a.soleUndecided {
+			return nil, nil, ErrSoleUndecided
 		}
 		if a.valuesCut {
 			p.warn(valuesWarning)
@@ -106,7 +106,7 @@ func (p *Plan) CheckPartial(pt *Partial) error {
 		if err := p.checkBounded(pt); err != nil {
 			return err
 		}
-		if err := p.checkDistinct(pt); err != nil {
+		if err := p.checkSole(pt); err != nil {
 			return err
 		}
 		return p.newAggregator().checkShape(pt)

@@ -124,10 +124,9 @@ func (p *Plan) SetBinarySets(on bool) { p.forms.sets = on }
 func (p *Plan) SetBinaryNums(on bool) { p.forms.nums = on }
 
 // wireForms are the compact forms a partial is written in, each only for
-// a head that asked for it.
-// wireForms are the compact forms a head asked for; distinct: each dc's
-// count instead of its set (distinct.go).
-type wireForms struct{ counts, sets, nums, blobs, distinct bool }
+// a head that asked for it; sole: each dc's count and perc's value instead
+// of its set or values (sole.go).
+type wireForms struct{ counts, sets, nums, blobs, sole bool }
 
 // SetBlobs makes EncodePartial write byte fields after the JSON
 // (wireblobs.go; the head that sent the search reads framed messages,
@@ -167,12 +166,12 @@ func (p *Partial) encode(forms wireForms) ([]byte, error) {
 		c.frontCode()
 		w.Counts = &c
 	}
-	var dc []bool
-	if forms.distinct && p.agg != nil {
-		dc = dcSpecs(p.agg.specs)
+	var sole []*AggSpec
+	if forms.sole && p.agg != nil {
+		sole = soleSpecs(p.agg.specs)
 	}
-	if forms.sets || forms.nums || dc != nil {
-		w.Groups = compactStates(p.Groups, forms, dc)
+	if forms.sets || forms.nums || sole != nil {
+		w.Groups = compactStates(p.Groups, forms, sole)
 	}
 	w.V = WireVersion
 	w.Events = make([]wireRow, len(p.Events))
@@ -285,9 +284,9 @@ func normalizeWire(v any) any {
 // value the length it shares with the value before it, then the length and
 // bytes of the rest, each length a uvarint) when forms.sets, every
 // perc/median value list packed (NB, packNums) when forms.nums, and the
-// set of each aggregate dc marks replaced by its count (DN, distinct.go).
+// set of each aggregate dc marks replaced by its count (DN, sole.go).
 // The groups' states are copied, never changed.
-func compactStates(groups []group, forms wireForms, dc []bool) []group {
+func compactStates(groups []group, forms wireForms, sole []*AggSpec) []group {
 	out, cloned := groups, false
 	for i := range groups {
 		var states []*aggState
@@ -295,23 +294,22 @@ func compactStates(groups []group, forms wireForms, dc []bool) []group {
 			if st == nil {
 				continue
 			}
-			counted := j < len(dc) && dc[j] && len(st.Set) > 0
-			sets, nums := forms.sets && len(st.Set) > 0 && !counted, forms.nums && len(st.Nums) > 0
-			if !sets && !nums && !counted {
+			c, final := *st, false
+			if j < len(sole) && sole[j] != nil {
+				c, final = soleState(st, sole[j])
+			}
+			sets, nums := forms.sets && len(c.Set) > 0, forms.nums && len(c.Nums) > 0
+			if !sets && !nums && !final {
 				continue
 			}
 			if states == nil {
 				states = slices.Clone(groups[i].States)
 			}
-			c := *st
-			if counted {
-				c.DN, c.Set = int64(len(st.Set)), nil
-			}
 			if sets {
-				c.SB, c.Set = frontCodeStrings(st.Set), nil
+				c.SB, c.Set = frontCodeStrings(c.Set), nil
 			}
 			if nums {
-				c.NB, c.Nums = packNums(st.Nums), nil
+				c.NB, c.Nums = packNums(c.Nums), nil
 			}
 			states[j] = &c
 		}

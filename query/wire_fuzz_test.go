@@ -27,7 +27,7 @@ func FuzzMergePartial(f *testing.F) {
 		"* | dedup host | sort -bytes | head 3",
 		"* | stats earliest(_time) latest(_time) by status",
 	}
-	// plans, then the same plans taking distinct counts (a head that asked,
+	// plans, then the same plans taking sole partials (a head that asked,
 	// distinct.go): which's high bit picks the second
 	var plans, dplans []*Plan
 	for _, q := range queries {
@@ -36,7 +36,7 @@ func FuzzMergePartial(f *testing.F) {
 			f.Fatal(err)
 		}
 		dplan, _ := Compile(Request{Query: q, Now: time.Unix(0, base)})
-		dplan.SetDistinctCounts(true)
+		dplan.SetSolePartial(true)
 		plans, dplans = append(plans, plan), append(dplans, dplan)
 		// Seeds: the real wire form of each plan's answer.
 		p, err := plan.RunSegment(context.Background(), seg)

@@ -518,18 +518,18 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 	countsTop := query.CountsTopFor(plan.TopLimit())
 	resp, err := h.searchOnce(ctx, cancel, plan, req, pref, now, start, indexes, emit, countsTop, true)
 	topUndecided := countsTop > 0 && errors.Is(err, query.ErrCountsUndecided)
-	if topUndecided || errors.Is(err, query.ErrDistinctUndecided) {
+	if topUndecided || errors.Is(err, query.ErrSoleUndecided) {
 		// The peers' bounded top partials did not prove the top (query/
-		// topcounts.go), or a distinct count met another part of its dc
-		// (query/distinct.go): the same search again, every key and set
-		// sent. Nothing was emitted or published: a top or stats is
+		// topcounts.go), or a sole partial's final count or value met
+		// another part of its aggregate (query/sole.go): the same search
+		// again, every key, set and value sent. Nothing was emitted or published: a top or stats is
 		// merged at the end.
 		if topUndecided {
 			h.metrics.topReruns.Inc()
 			h.log.Info("top not decided by bounded partials; searching again with every key", "query", req.Query)
 		} else {
-			h.metrics.distinctReruns.Inc()
-			h.log.Info("a distinct count met another part of its dc; searching again with sets", "query", req.Query)
+			h.metrics.soleReruns.Inc()
+			h.log.Info("a final count or value met another part of its aggregate; searching again with sets and values", "query", req.Query)
 		}
 		if _, plan, err = h.check(req, now); err != nil {
 			return nil, err
@@ -544,11 +544,11 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 // collect every bucket's outcome, merge and summarise. countsTop bounds a
 // top's partials (run.countsTop); with it, the merge may answer
 // query.ErrCountsUndecided, and the caller searches again without.
-// distinct lets a stats search that one peer serves take each dc's count
-// instead of its set (run.distinct); the merge may then answer
-// query.ErrDistinctUndecided, and the caller searches again without.
+// sole lets a stats search that one peer serves take each dc's count and
+// perc's value instead of its set or values (run.sole); the merge may then answer
+// query.ErrSoleUndecided, and the caller searches again without.
 func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *query.Plan, req Request, pref *Preference,
-	now, start time.Time, indexes []string, emit func(rows []map[string]any, fields []string) error, countsTop int, distinct bool) (*query.Response, error) {
+	now, start time.Time, indexes []string, emit func(rows []map[string]any, fields []string) error, countsTop int, sole bool) (*query.Response, error) {
 	var err error
 	rn := h.newRun(ctx, plan, req, pref, now, indexes)
 	rn.countsTop = countsTop
@@ -558,10 +558,10 @@ func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *
 	if err := rn.planBuckets(); err != nil {
 		return nil, err
 	}
-	if distinct && plan.HasDistinct() && rn.servedByOne() {
-		rn.distinct = true
-		plan.SetDistinctCounts(true)
-		h.metrics.distinctCounts.Inc()
+	if sole && plan.TakesSole() && rn.servedByOne() {
+		rn.sole = true
+		plan.SetSolePartial(true)
+		h.metrics.solePartials.Inc()
 	}
 	if rn.readsHotReplica() {
 		if err := rn.settleBarrier(); err != nil { // coverage.go
@@ -610,7 +610,7 @@ func (h *Head) searchOnce(ctx context.Context, cancel context.CancelFunc, plan *
 	if !out.streamable {
 		cut, err := h.mergeAtEnd(plan, out.parts, resp, &sum, emit, pub)
 		if err != nil {
-			if !errors.Is(err, query.ErrCountsUndecided) && !errors.Is(err, query.ErrDistinctUndecided) { // searched again: counted then
+			if !errors.Is(err, query.ErrCountsUndecided) && !errors.Is(err, query.ErrSoleUndecided) { // searched again: counted then
 				h.metrics.observeSummary(sum)
 			}
 			return nil, err

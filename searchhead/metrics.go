@@ -33,12 +33,13 @@ type metrics struct {
 	// topReruns counts tops searched again because the peers' bounded
 	// partials did not decide them (query/topcounts.go).
 	topReruns prometheus.Counter
-	// distinctReruns counts searches run again with dc sets because a
-	// distinct count met another part of its dc (query/distinct.go).
-	distinctReruns prometheus.Counter
-	// distinctCounts counts searches that asked the peers for dc counts
-	// instead of sets (one bucket; query/distinct.go).
-	distinctCounts prometheus.Counter
+	// soleReruns counts searches run again with sets and values because
+	// a sole partial's final form met another part of its aggregate
+	// (query/sole.go).
+	soleReruns prometheus.Counter
+	// solePartials counts searches that asked one peer for final dc
+	// counts and perc values (query/sole.go).
+	solePartials prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,12 +68,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Saved-search slots this head was granted and ran, per status: ok, failed (a failed attempt; the slot may be retried), unrecorded (the run ended but the managers did not record it)."}, []string{"status"}),
 		topReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_top_reruns_total",
 			Help: "top searches run a second time with every key because the peers' bounded partials (each peer's largest counts and a bound) did not prove the answer."}),
-		distinctReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_reruns_total",
-			Help: "dc searches run a second time with sets because a peer's distinct count met another part of the same dc (a failover, or a bucket the head's table did not know)."}),
-		distinctCounts: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_distinct_count_searches_total",
-			Help: "stats searches with a dc whose buckets all went to one peer: it sent each dc's count instead of its set."}),
+		soleReruns: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_sole_partial_reruns_total",
+			Help: "dc/perc searches run a second time with sets and values because a peer's final count or value met another part of the same aggregate (a failover, or a bucket the head's table did not know)."}),
+		solePartials: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_searchhead_sole_partial_searches_total",
+			Help: "stats searches with a dc or perc whose buckets all went to one peer: it sent each dc's count and perc's value instead of its set or values."}),
 	}
-	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns, m.distinctReruns, m.distinctCounts)
+	reg.MustRegister(m.latency, m.running, m.rejected, m.cancelled, m.retries, m.buckets, m.scanned, m.searches, m.partial, m.unproven, m.limits, m.knowledgeReloads, m.knowledgeRefused, m.savedRuns, m.topReruns, m.soleReruns, m.solePartials)
 	return m
 }
 

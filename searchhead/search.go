@@ -140,9 +140,10 @@ type run struct {
 	// countsTop: peers bound a top's partials to their countsTop largest
 	// counts (api.SearchRequest.CountsTop); 0 asks for every key.
 	countsTop int
-	// distinct: peers send each dc's count instead of its set
-	// (api.SearchRequest.DistinctCounts): the search covers one bucket.
-	distinct bool
+	// sole: the peer sends each dc's count and perc's value instead of
+	// its set or values (api.SearchRequest.SolePartial): one peer serves
+	// every bucket (servedByOne).
+	sole bool
 
 	generation, version uint64
 	peers               map[string]fsm.GenerationPeer
@@ -457,7 +458,7 @@ func (r *run) request(invites map[string]bus.Invite, buckets []string) api.Searc
 	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
 		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
 		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, DistinctCounts: r.distinct, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
+		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, SolePartial: r.sole, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
 		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
 }
 

@@ -244,34 +244,6 @@ func (r *run) planBuckets() error {
 	return nil
 }
 
-// byDefaultPlan reports whether a planned bucket's first request is the
-// default plan (its primary, invited with the search) rather than an
-// explicit list.
-func (r *run) byDefaultPlan(br *bucketRun) bool {
-	return !r.pref.Explicit() && !(r.req.Fresh && br.info.Hot) && br.chain[0] == br.primary
-}
-
-// servedByOne reports whether every bucket the search reads goes first to
-// one peer in one request (all by the default plan, or all by explicit
-// list): that peer then sends one aggregate partial for them all, merged
-// with nothing (run.distinct; a site's searchable copies often sit on the
-// peer that ingested them).
-func (r *run) servedByOne() bool {
-	peer, dflt, n := "", false, 0
-	for _, br := range r.buckets {
-		if br.state != bPending {
-			continue
-		}
-		d := r.byDefaultPlan(br)
-		if n > 0 && (br.chain[0] != peer || d != dflt) {
-			return false
-		}
-		peer, dflt = br.chain[0], d
-		n++
-	}
-	return n > 0
-}
-
 // planChain sets a bucket's candidate copies in order (and its primary in
 // the default plan) from the table t, read-locked by the caller.
 func (r *run) planChain(br *bucketRun, rr int, ord *orderer, pinfo map[string]peerInfo) error {
@@ -451,40 +423,6 @@ func (r *run) dispatchFirst() error {
 		}
 	}
 	return r.flushRetries()
-}
-
-func (r *run) request(invites map[string]bus.Invite, buckets []string) api.SearchRequest {
-	timeout := time.Until(deadlineOf(r.ctx))
-	return api.SearchRequest{V: api.WireVersion, ID: r.id, Head: r.h.cfg.ID, Query: r.req.Query,
-		Earliest: r.req.Earliest, Latest: r.req.Latest, NowNS: r.nowNS,
-		Generation: r.generation, TableVersion: r.version, TableSite: r.tsite,
-		Buckets: buckets, Sealed: r.sealedLengths(buckets), CountsBinary: true, CountsTop: r.countsTop, SetsBinary: true, NumsBinary: true, SolePartial: r.sole, Framed: true, Indexes: r.indexes, Invites: invites, TimeoutMs: timeout.Milliseconds(),
-		BeatMs: min(time.Second, r.h.cfg.PeerTimeout/3).Milliseconds(), Knowledge: r.plan.Knowledge().Hash()}
-}
-
-// sealedLengths are the sealed lengths of the listed buckets the search's
-// table knows sealed (api.SearchRequest.Sealed): the length proof checks
-// against, so a longer copy answers for exactly it.
-func (r *run) sealedLengths(buckets []string) map[string]api.CopyLength {
-	var out map[string]api.CopyLength
-	for _, id := range buckets {
-		br := r.buckets[id]
-		if br == nil || !br.info.Sealed || br.info.Blocks <= 0 || br.info.Checksum == "" {
-			continue
-		}
-		if out == nil {
-			out = map[string]api.CopyLength{}
-		}
-		out[id] = api.CopyLength{Blocks: br.info.Blocks, Checksum: br.info.Checksum}
-	}
-	return out
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	if d, ok := ctx.Deadline(); ok {
-		return d
-	}
-	return time.Now().Add(time.Hour)
 }
 
 // openStream makes a receiver for one peer's answer and starts its reader.

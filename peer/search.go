@@ -479,7 +479,7 @@ func (s *searchService) scan(ctx context.Context, plan *query.Plan, items []sear
 		go func() {
 			defer wg.Done()
 			comb := shared
-			if plan.Aggregating() && shared == nil {
+			if comb == nil && plan.Aggregating() {
 				comb = &combiner{}
 			}
 			for it := range work {

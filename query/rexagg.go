@@ -18,13 +18,11 @@ import "math"
 //   - the aggregation has no group keys and only count, sum, avg, min, max
 //     and perc (borrowsRaw: nothing of the row is kept), each of the rex's
 //     group or a plain count;
-//   - the rows read nothing but _raw and the group (rowProj);
-//   - no large-value charge applies (bigRow).
+//   - the rows read nothing but _raw and the group (rowProj).
+//
+// Such an aggregation retains no values, so bigRow would charge nothing.
 func fusedRex(p *Plan, agg *aggregator) *litGroup {
 	if p.rows == nil || !borrowsRaw(agg) || agg.countOnly || len(p.pre) != 1 {
-		return nil
-	}
-	if p.growsValues && agg.retainsValues() {
 		return nil
 	}
 	rx, ok := p.pre[0].(RexCmd)

@@ -283,8 +283,9 @@ func normalizeWire(v any) any {
 // compactStates is groups with every dc/values set front-coded (SB: per
 // value the length it shares with the value before it, then the length and
 // bytes of the rest, each length a uvarint) when forms.sets, every
-// perc/median value list packed (NB, packNums) when forms.nums, and the
-// set of each aggregate dc marks replaced by its count (DN, sole.go).
+// perc/median value list packed (NB, packNums) when forms.nums, and each
+// aggregate sole names in its final form (a dc's count DN, a perc's value
+// PV: sole.go).
 // The groups' states are copied, never changed.
 func compactStates(groups []group, forms wireForms, sole []*AggSpec) []group {
 	out, cloned := groups, false

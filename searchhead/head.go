@@ -522,8 +522,8 @@ func (h *Head) search(ctx context.Context, req Request, indexes []string, emit f
 		// The peers' bounded top partials did not prove the top (query/
 		// topcounts.go), or a sole partial's final count or value met
 		// another part of its aggregate (query/sole.go): the same search
-		// again, every key, set and value sent. Nothing was emitted or published: a top or stats is
-		// merged at the end.
+		// again, every key, set and value sent. Nothing was emitted or
+		// published: a top or stats is merged at the end.
 		if topUndecided {
 			h.metrics.topReruns.Inc()
 			h.log.Info("top not decided by bounded partials; searching again with every key", "query", req.Query)
